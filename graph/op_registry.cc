@@ -1,0 +1,74 @@
+#include "graph/op_registry.h"
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "absl/strings/str_format.h"
+
+namespace dt {
+
+const OpRegistry& OpRegistry::Get() {
+  static const OpRegistry* registry = [] {
+    auto* r = new OpRegistry();
+    RegisterPointwiseOps(*r);
+    RegisterReductionOps(*r);
+    RegisterShapeOps(*r);
+    RegisterCreationOps(*r);
+    RegisterCompositeOps(*r);
+    RegisterLinalgOps(*r);
+    return r;
+  }();
+  return *registry;
+}
+
+OpDef& OpRegistry::Add(absl::string_view schema_text, OpKind kind, uint32_t properties,
+                       EagerFn eager) {
+  auto schema = ParseSchema(schema_text);
+  if (!schema.ok() || by_name_.contains(schema->name)) {
+    std::fprintf(stderr, "dyntrace: invalid op registration '%s': %s\n",
+                 std::string(schema_text).c_str(),
+                 schema.ok() ? "duplicate name" : std::string(schema.status().message()).c_str());
+    std::abort();
+  }
+  auto op = std::make_unique<OpDef>();
+  op->schema = *std::move(schema);
+  op->kind = kind;
+  op->properties = properties;
+  op->eager = eager;
+  OpDef* raw = op.get();
+  by_name_[raw->name()] = raw;
+  ops_.push_back(std::move(op));
+  return *raw;
+}
+
+const OpDef* OpRegistry::Find(absl::string_view name) const {
+  auto it = by_name_.find(name);
+  return it == by_name_.end() ? nullptr : it->second;
+}
+
+absl::StatusOr<OpResult> CallOp(const OpDef& op, const OpArgs& args) {
+  if (args.size() != op.schema.params.size()) {
+    return absl::InternalError(absl::StrFormat("%s: expected %d arguments, got %d", op.name(),
+                                               op.schema.params.size(), args.size()));
+  }
+  return op.eager(op, args);
+}
+
+absl::StatusOr<Tensor> Call(absl::string_view name, std::vector<ArgValue> args) {
+  const OpDef* op = OpRegistry::Get().Find(name);
+  if (op == nullptr) return absl::InternalError(absl::StrCat("no op named ", name));
+  const auto& params = op->schema.params;
+  if (args.size() > params.size()) {
+    return absl::InternalError(absl::StrFormat("%s: too many arguments", name));
+  }
+  for (size_t i = args.size(); i < params.size(); ++i) {
+    if (!params[i].default_value.has_value()) {
+      return absl::InternalError(absl::StrFormat("%s: missing argument %s", name, params[i].name));
+    }
+    args.push_back(*params[i].default_value);
+  }
+  DT_ASSIGN_OR_RETURN(OpResult result, CallOp(*op, OpArgs(std::move(args))));
+  return result.at(0);
+}
+
+}  // namespace dt

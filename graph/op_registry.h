@@ -1,0 +1,140 @@
+// graph/op_registry.h: the one table of ops.
+//
+// Every op dyntrace knows is one OpDef here: its schema (the Python calling convention), its kind,
+// its eager implementation, and for pointwise and reduction ops the element function in
+// runtime/scalar_math.h that both code generators call by name. The Python surface binds
+// functions and Tensor methods from this table, the tracer records nodes against it, and the
+// printer prints them by its names. Adding an op is adding an entry in one ops_*.cc file.
+//
+//   const OpDef* add = OpRegistry::Get().Find("add");
+//   absl::StatusOr<OpResult> r = CallOp(*add, OpArgs({a, b, Scalar::Int(1)}));
+#ifndef DYNTRACE_GRAPH_OP_REGISTRY_H_
+#define DYNTRACE_GRAPH_OP_REGISTRY_H_
+
+#include <array>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "graph/op_schema.h"
+#include "runtime/strided_loop.h"
+
+namespace dt {
+
+enum class OpKind : uint8_t {
+  kPointwise,   // elementwise over broadcast operands; `pointwise` describes it
+  kReduction,   // folds dims with a combiner; `reduction` describes it
+  kView,        // returns a view sharing the input's storage
+  kComposite,   // defined in terms of other ops (softmax, layer_norm, var ...)
+  kCreation,    // makes a tensor from sizes and values (zeros, arange, rand ...)
+  kData,        // copies or rearranges data (cat, clone, contiguous ...)
+  kExtern,      // calls a library (matmul through BLAS)
+};
+
+// How a pointwise op's compute and result dtypes follow from its promoted operand dtype.
+enum class DTypeRule : uint8_t {
+  kPromote,     // compute and result in the promoted type
+  kIntToFloat,  // like kPromote, but bool/int promote to the default float (exp, div)
+  kToBool,      // compute in the promoted type, result bool (comparisons, logical ops)
+};
+
+// Property flags, tinygrad-style: sets of ops that share a behaviour, not scattered ifs.
+enum OpProperty : uint32_t {
+  kNoProperty = 0,
+  kRejectsBool = 1u << 0,         // PyTorch refuses bool operands (neg, sub)
+  kIntegerDivision = 1u << 1,     // integer operands: a zero divisor raises ZeroDivisionError
+  kIntegerPower = 1u << 2,        // integer operands: a negative exponent raises
+  kCommutative = 1u << 3,
+  kInplaceVariant = 1u << 4,      // also bound as Tensor.<name>_ (in-place)
+  kMethod = 1u << 5,              // bound as a Tensor method
+  kFunction = 1u << 6,            // bound as dyntrace.<name>
+  kRandom = 1u << 7,              // reads the generator: never constant-folded or CSE'd
+};
+
+struct PointwiseInfo {
+  int arity = 0;
+  DTypeRule dtype_rule = DTypeRule::kPromote;
+  // The element function's name in runtime/scalar_math.h (namespace dt::scalar).
+  std::string scalar_fn;
+  // Loops indexed by compute dtype; null where the op does not support that dtype.
+  std::array<InnerLoop, kNumDTypes> loops{};
+};
+
+enum class ReductionCombiner : uint8_t { kSum, kProd, kMax, kMin, kAny, kAll };
+
+struct ReductionInfo {
+  ReductionCombiner combiner;
+  std::string scalar_fn;  // combiner in runtime/scalar_math.h ("reduce_sum")
+};
+
+class OpDef;
+using OpResult = std::vector<Tensor>;
+using EagerFn = absl::StatusOr<OpResult> (*)(const OpDef& op, const OpArgs& args);
+
+class OpDef {
+ public:
+  Schema schema;
+  OpKind kind = OpKind::kComposite;
+  uint32_t properties = kNoProperty;
+  EagerFn eager = nullptr;
+  PointwiseInfo pointwise;
+  ReductionInfo reduction;
+  std::string doc;  // one line, shown by help()
+
+  const std::string& name() const { return schema.name; }
+  bool has(OpProperty p) const { return (properties & p) != 0; }
+};
+
+class OpRegistry {
+ public:
+  // The registry with every op, built on first use.
+  static const OpRegistry& Get();
+
+  // REQUIRES: the schema parses and the name is new; registration bugs abort at start-up.
+  OpDef& Add(absl::string_view schema, OpKind kind, uint32_t properties, EagerFn eager);
+
+  const OpDef* Find(absl::string_view name) const;
+  const std::vector<std::unique_ptr<OpDef>>& ops() const { return ops_; }
+
+ private:
+  std::vector<std::unique_ptr<OpDef>> ops_;
+  absl::flat_hash_map<std::string, OpDef*> by_name_;
+};
+
+// Runs `op` eagerly. Checks the number of arguments against the schema.
+[[nodiscard]] absl::StatusOr<OpResult> CallOp(const OpDef& op, const OpArgs& args);
+// Looks up `name` and runs it with `args`, completing omitted trailing arguments from defaults.
+// The convenience entry for composites written in terms of other ops.
+[[nodiscard]] absl::StatusOr<Tensor> Call(absl::string_view name, std::vector<ArgValue> args);
+
+// Registration functions, one per ops_*.cc file.
+void RegisterPointwiseOps(OpRegistry& registry);
+void RegisterReductionOps(OpRegistry& registry);
+void RegisterShapeOps(OpRegistry& registry);
+void RegisterCreationOps(OpRegistry& registry);
+void RegisterCompositeOps(OpRegistry& registry);
+void RegisterLinalgOps(OpRegistry& registry);
+
+}  // namespace dt
+
+// Returns from the enclosing function when `expr` (an absl::Status) is not ok.
+#define DT_RETURN_IF_ERROR(expr)                 \
+  do {                                           \
+    const ::absl::Status dt_status_ = (expr);    \
+    if (!dt_status_.ok()) return dt_status_;     \
+  } while (false)
+
+#define DT_CONCAT_INNER_(a, b) a##b
+#define DT_CONCAT_(a, b) DT_CONCAT_INNER_(a, b)
+// `DT_ASSIGN_OR_RETURN(auto x, MaybeX());` declares x from an ok StatusOr or returns its status.
+#define DT_ASSIGN_OR_RETURN(lhs, expr) \
+  DT_ASSIGN_OR_RETURN_IMPL_(DT_CONCAT_(dt_statusor_, __LINE__), lhs, expr)
+#define DT_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr) \
+  auto tmp = (expr);                              \
+  if (!tmp.ok()) return tmp.status();             \
+  lhs = std::move(*tmp)
+
+#endif  // DYNTRACE_GRAPH_OP_REGISTRY_H_

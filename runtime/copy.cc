@@ -1,0 +1,143 @@
+#include "runtime/copy.h"
+
+#include <cstring>
+
+#include "absl/strings/str_format.h"
+#include "runtime/strided_loop.h"
+
+namespace dt {
+namespace {
+
+template <typename Out, typename In>
+void ConvertLoop(char* const* p, const int64_t* s, int64_t n) {
+  auto convert = [](In v) -> Out {
+    if constexpr (std::is_same_v<Out, bool>) {
+      return static_cast<ComputeType<In>>(v) != ComputeType<In>(0);
+    } else if constexpr (std::is_same_v<Out, Half>) {
+      return Half(static_cast<float>(static_cast<ComputeType<In>>(v)));
+    } else {
+      return static_cast<Out>(static_cast<ComputeType<In>>(v));
+    }
+  };
+  if (s[0] == sizeof(Out) && s[1] == sizeof(In)) {
+    Out* out = reinterpret_cast<Out*>(p[0]);
+    const In* in = reinterpret_cast<const In*>(p[1]);
+    if constexpr (std::is_same_v<Out, In>) {
+      std::memcpy(out, in, static_cast<size_t>(n) * sizeof(In));
+    } else {
+      for (int64_t i = 0; i < n; ++i) out[i] = convert(in[i]);
+    }
+    return;
+  }
+  char* out = p[0];
+  const char* in = p[1];
+  for (int64_t i = 0; i < n; ++i) {
+    *reinterpret_cast<Out*>(out + i * s[0]) = convert(*reinterpret_cast<const In*>(in + i * s[1]));
+  }
+}
+
+InnerLoop ConvertLoopFor(DType out, DType in) {
+  return DT_DISPATCH_ALL(out, [&]() -> InnerLoop {
+    using O = scalar_t;
+    return DT_DISPATCH_ALL(in, [&]() -> InnerLoop { return &ConvertLoop<O, scalar_t>; });
+  });
+}
+
+}  // namespace
+
+bool HasInternalOverlap(const Tensor& t) {
+  for (int64_t d = 0; d < t.ndim(); ++d) {
+    if (t.stride(d) == 0 && t.size(d) > 1) return true;
+  }
+  return false;
+}
+
+absl::Status CopyInto(const Tensor& dst, const Tensor& src) {
+  if (HasInternalOverlap(dst)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "unsupported operation: more than one element of the written-to tensor (shape %s, "
+        "strides %s) refers to a single memory location; clone() it first",
+        dst.ShapeString(), DimsToString(dst.strides())));
+  }
+  auto src_strides = BroadcastByteStrides(src, dst.sizes());
+  if (!src_strides.ok()) return src_strides.status();
+  if (dst.is_meta() || src.is_meta()) return absl::OkStatus();
+  if (dst.device() != src.device()) {
+    return absl::UnimplementedError(absl::StrFormat("copy between %s and %s is not supported here",
+                                                    src.device().ToString(), dst.device().ToString()));
+  }
+  Dims dst_strides = dst.strides();
+  for (int64_t& s : dst_strides) s *= dst.itemsize();
+  // A source overlapping the destination (x[1:] = x[:-1]) is read in full before writing.
+  Tensor source = src;
+  if (src.SharesStorageWith(dst)) source = Clone(src);
+  char* bases[2] = {static_cast<char*>(dst.data()), static_cast<char*>(source.data())};
+  Dims strides[2] = {dst_strides, *BroadcastByteStrides(source, dst.sizes())};
+  StridedLoop loop(dst.sizes(), bases, strides);
+  loop.Run(ConvertLoopFor(dst.dtype(), source.dtype()), /*parallel=*/true);
+  return absl::OkStatus();
+}
+
+absl::Status Fill(const Tensor& dst, Scalar value) {
+  return CopyInto(dst, ScalarTensor(value, dst.dtype(), Device::Cpu()));
+}
+
+Tensor ScalarTensor(Scalar value, DType dtype, Device device) {
+  Tensor t = Tensor::Empty({}, dtype, device);
+  if (!t.is_meta()) {
+    DT_DISPATCH_ALL(dtype, [&] {
+      if constexpr (std::is_same_v<scalar_t, bool>) {
+        *t.data_as<bool>() = value.ToBool();
+      } else {
+        *t.data_as<scalar_t>() = value.To<scalar_t>();
+      }
+    });
+  }
+  return t;
+}
+
+Tensor Contiguous(const Tensor& t) {
+  if (t.is_contiguous()) return t;
+  Tensor out = Tensor::Empty(t.sizes(), t.dtype(), t.device());
+  (void)CopyInto(out, t);  // same shape and a fresh output: cannot fail
+  return out;
+}
+
+Tensor CastTo(const Tensor& t, DType dtype) {
+  if (t.dtype() == dtype) return t;
+  Tensor out = Tensor::EmptyLike(t, dtype);
+  (void)CopyInto(out, t);
+  return out;
+}
+
+Tensor Clone(const Tensor& t) {
+  Tensor out = Tensor::EmptyLike(t);
+  if (t.is_meta()) return out;
+  char* bases[2] = {static_cast<char*>(out.data()), static_cast<char*>(t.data())};
+  Dims out_strides = out.strides(), in_strides = t.strides();
+  for (int64_t& s : out_strides) s *= t.itemsize();
+  for (int64_t& s : in_strides) s *= t.itemsize();
+  Dims strides[2] = {out_strides, in_strides};
+  StridedLoop loop(t.sizes(), bases, strides);
+  loop.Run(ConvertLoopFor(t.dtype(), t.dtype()), /*parallel=*/true);
+  return out;
+}
+
+absl::StatusOr<Scalar> ItemOf(const Tensor& t) {
+  if (t.numel() != 1) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "a Tensor with %d elements cannot be converted to Scalar (shape %s)", t.numel(),
+        t.ShapeString()));
+  }
+  if (t.is_meta()) {
+    return absl::FailedPreconditionError("item() on a meta tensor: its value is not known");
+  }
+  return DT_DISPATCH_ALL(t.dtype(), [&]() -> Scalar {
+    const scalar_t v = *t.data_as<scalar_t>();
+    if constexpr (std::is_same_v<scalar_t, bool>) return Scalar::Bool(v);
+    else if constexpr (std::is_integral_v<scalar_t>) return Scalar::Int(v);
+    else return Scalar::Float(static_cast<double>(static_cast<ComputeType<scalar_t>>(v)));
+  });
+}
+
+}  // namespace dt

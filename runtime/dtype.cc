@@ -1,0 +1,103 @@
+#include "runtime/dtype.h"
+
+#include "absl/strings/str_format.h"
+
+namespace dt {
+
+int64_t ItemSize(DType dtype) {
+  switch (dtype) {
+    case DType::kBool: return 1;
+    case DType::kInt32: return 4;
+    case DType::kInt64: return 8;
+    case DType::kFloat16: return 2;
+    case DType::kFloat32: return 4;
+    case DType::kFloat64: return 8;
+  }
+  __builtin_unreachable();
+}
+
+absl::string_view DTypeName(DType dtype) {
+  switch (dtype) {
+    case DType::kBool: return "bool";
+    case DType::kInt32: return "int32";
+    case DType::kInt64: return "int64";
+    case DType::kFloat16: return "float16";
+    case DType::kFloat32: return "float32";
+    case DType::kFloat64: return "float64";
+  }
+  __builtin_unreachable();
+}
+
+absl::string_view DTypeScalarName(DType dtype) {
+  switch (dtype) {
+    case DType::kBool: return "Bool";
+    case DType::kInt32: return "Int";
+    case DType::kInt64: return "Long";
+    case DType::kFloat16: return "Half";
+    case DType::kFloat32: return "Float";
+    case DType::kFloat64: return "Double";
+  }
+  __builtin_unreachable();
+}
+
+absl::StatusOr<DType> DTypeFromName(absl::string_view name) {
+  for (DType d : kAllDTypes) {
+    if (DTypeName(d) == name) return d;
+  }
+  if (name == "float" ) return DType::kFloat32;
+  if (name == "double") return DType::kFloat64;
+  if (name == "half") return DType::kFloat16;
+  if (name == "int" ) return DType::kInt32;
+  if (name == "long") return DType::kInt64;
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "unknown dtype '%s' (expected one of bool, int32, int64, float16, float32, float64)", name));
+}
+
+namespace {
+// Position in the promotion order; integers and floats are promoted by category first.
+int Rank(DType d) { return static_cast<int>(d); }
+}  // namespace
+
+DType PromoteTypes(DType a, DType b) {
+  // The enum is declared in promotion order, and every integer/float mix yields the float.
+  return Rank(a) >= Rank(b) ? a : b;
+}
+
+bool CanCast(DType from, DType to) {
+  if (IsFloating(from) && IsIntegral(to)) return false;
+  if (from != DType::kBool && to == DType::kBool) return false;
+  return true;
+}
+
+namespace {
+void Accumulate(std::optional<DType>& slot, DType dtype) {
+  slot = slot.has_value() ? PromoteTypes(*slot, dtype) : dtype;
+}
+
+// PyTorch's combine_categories: a lower tier only matters when it is of a higher category.
+std::optional<DType> CombineCategories(std::optional<DType> higher, std::optional<DType> lower) {
+  if (!higher.has_value()) return lower;
+  if (!lower.has_value()) return higher;
+  if (IsFloating(*higher)) return higher;
+  if (*higher == DType::kBool || IsFloating(*lower)) return PromoteTypes(*higher, *lower);
+  return higher;
+}
+}  // namespace
+
+void ResultTypeState::AddTensor(DType dtype, bool zero_dim) {
+  Accumulate(zero_dim ? zero_dim_result_ : dim_result_, dtype);
+}
+
+void ResultTypeState::AddWrappedNumber(DType number_kind) {
+  DType as_tensor = number_kind;
+  if (IsFloating(number_kind)) as_tensor = kDefaultFloat;
+  if (IsIntegral(number_kind)) as_tensor = DType::kInt64;
+  Accumulate(wrapped_result_, as_tensor);
+}
+
+DType ResultTypeState::Result() const {
+  auto result = CombineCategories(dim_result_, CombineCategories(zero_dim_result_, wrapped_result_));
+  return result.value_or(kDefaultFloat);
+}
+
+}  // namespace dt

@@ -1,0 +1,81 @@
+#include "runtime/indexing.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_format.h"
+#include "runtime/errors.h"
+
+namespace dt {
+
+absl::StatusOr<Tensor> ApplyIndex(const Tensor& t, absl::Span<const IndexItem> items) {
+  int64_t consuming = 0;
+  int ellipses = 0;
+  for (const IndexItem& item : items) {
+    if (item.kind == IndexItem::Kind::kInt || item.kind == IndexItem::Kind::kSlice) ++consuming;
+    if (item.kind == IndexItem::Kind::kEllipsis) ++ellipses;
+  }
+  if (ellipses > 1) return Error(ErrorKind::kIndex, "an index can only have a single ellipsis ('...')");
+  if (consuming > t.ndim()) {
+    return Error(ErrorKind::kIndex,
+                 absl::StrFormat("too many indices for tensor of dimension %d (shape %s)", t.ndim(),
+                                 t.ShapeString()));
+  }
+  Dims sizes, strides;
+  int64_t offset = t.offset();
+  int64_t dim = 0;
+  for (const IndexItem& item : items) {
+    switch (item.kind) {
+      case IndexItem::Kind::kEllipsis: {
+        const int64_t skip = t.ndim() - consuming;
+        for (int64_t i = 0; i < skip; ++i, ++dim) {
+          sizes.push_back(t.size(dim));
+          strides.push_back(t.stride(dim));
+        }
+        break;
+      }
+      case IndexItem::Kind::kNewAxis:
+        sizes.push_back(1);
+        strides.push_back(dim < t.ndim() ? t.size(dim) * t.stride(dim) : 1);
+        break;
+      case IndexItem::Kind::kInt: {
+        const int64_t size = t.size(dim);
+        int64_t i = item.index;
+        if (i < -size || i >= size) {
+          return Error(ErrorKind::kIndex,
+                       absl::StrFormat("index %d is out of bounds for dimension %d with size %d",
+                                       item.index, dim, size));
+        }
+        if (i < 0) i += size;
+        offset += i * t.stride(dim);
+        ++dim;
+        break;
+      }
+      case IndexItem::Kind::kSlice: {
+        if (item.step <= 0) {
+          return Error(ErrorKind::kValue, "step must be greater than zero");
+        }
+        const int64_t size = t.size(dim);
+        auto clamp = [&](std::optional<int64_t> v, int64_t fallback) {
+          if (!v.has_value()) return fallback;
+          int64_t x = *v < 0 ? *v + size : *v;
+          return std::clamp<int64_t>(x, 0, size);
+        };
+        const int64_t start = clamp(item.start, 0);
+        const int64_t stop = std::max(start, clamp(item.stop, size));
+        const int64_t length = (stop - start + item.step - 1) / item.step;
+        sizes.push_back(length);
+        strides.push_back(t.stride(dim) * item.step);
+        if (length > 0) offset += start * t.stride(dim);
+        ++dim;
+        break;
+      }
+    }
+  }
+  for (; dim < t.ndim(); ++dim) {
+    sizes.push_back(t.size(dim));
+    strides.push_back(t.stride(dim));
+  }
+  return t.AsStrided(sizes, strides, offset);
+}
+
+}  // namespace dt

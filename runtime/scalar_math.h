@@ -1,0 +1,183 @@
+// runtime/scalar_math.h: the element-level meaning of every pointwise and reduction op.
+//
+// This header is the single definition of what `exp`, `floor_divide` or `gelu` compute on one
+// element. The eager kernels instantiate these templates, and the JIT pastes this very file into
+// every translation unit it generates (C++ for the host compiler, CUDA C++ for NVRTC), so eager,
+// CPU-compiled and GPU-compiled results agree by construction. It must stay self-contained:
+// no includes beyond the C math library, no exceptions, nothing that needs linking.
+//
+// Arithmetic happens in the op's compute type: float for float16 storage, the type itself
+// otherwise. Integer division by zero is excluded by callers (the runtime raises
+// ZeroDivisionError first), so these functions never trap.
+#ifndef DYNTRACE_RUNTIME_SCALAR_MATH_H_
+#define DYNTRACE_RUNTIME_SCALAR_MATH_H_
+
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+#define DT_HD __host__ __device__ __forceinline__
+#else
+#include <cmath>
+#include <cstdint>
+#define DT_HD inline
+#endif
+
+namespace dt {
+namespace scalar {
+
+#if !defined(__CUDACC__) && !defined(__CUDACC_RTC__)
+using std::abs;
+using std::atan2;
+using std::ceil;
+using std::cos;
+using std::erf;
+using std::exp;
+using std::exp2;
+using std::expm1;
+using std::floor;
+using std::fmod;
+using std::isnan;
+using std::log;
+using std::log1p;
+using std::log2;
+using std::nearbyint;
+using std::pow;
+using std::sin;
+using std::sqrt;
+using std::tan;
+using std::tanh;
+using std::trunc;
+#endif
+
+template <typename T> DT_HD bool is_nan(T x) { return x != x; }
+// True for bool, int32 and int64: the types where rounding ops are the identity and division
+// follows integer rules.
+template <typename T> inline constexpr bool kIsIntegerLike = T(0.5) == T(0) || T(2) == T(1);
+
+// ---- unary ----
+template <typename T> DT_HD T neg(T x) { return -x; }
+template <typename T> DT_HD T abs_(T x) { return x < T(0) ? -x : x; }
+template <typename T> DT_HD T exp_(T x) { return exp(x); }
+template <typename T> DT_HD T exp2_(T x) { return exp2(x); }
+template <typename T> DT_HD T log_(T x) { return log(x); }
+template <typename T> DT_HD T log2_(T x) { return log2(x); }
+template <typename T> DT_HD T log1p_(T x) { return log1p(x); }
+template <typename T> DT_HD T expm1_(T x) { return expm1(x); }
+template <typename T> DT_HD T sqrt_(T x) { return sqrt(x); }
+template <typename T> DT_HD T rsqrt(T x) { return T(1) / sqrt(x); }
+template <typename T> DT_HD T sin_(T x) { return sin(x); }
+template <typename T> DT_HD T cos_(T x) { return cos(x); }
+template <typename T> DT_HD T tan_(T x) { return tan(x); }
+template <typename T> DT_HD T tanh_(T x) { return tanh(x); }
+template <typename T> DT_HD T sigmoid(T x) { return T(1) / (T(1) + exp(-x)); }
+template <typename T> DT_HD T relu(T x) { return is_nan(x) ? x : (x > T(0) ? x : T(0)); }
+template <typename T> DT_HD T gelu(T x) {
+  return T(0.5) * x * (T(1) + erf(x * T(0.70710678118654752440)));
+}
+template <typename T> DT_HD T gelu_tanh(T x) {
+  const T inner = T(0.79788456080286535588) * (x + T(0.044715) * x * x * x);
+  return T(0.5) * x * (T(1) + tanh(inner));
+}
+template <typename T> DT_HD T silu(T x) { return x / (T(1) + exp(-x)); }
+template <typename T> DT_HD T erf_(T x) { return erf(x); }
+// Integers are already whole: rounding ops are the identity on them.
+template <typename T> DT_HD T floor_(T x) { if constexpr (kIsIntegerLike<T>) return x; else return floor(x); }
+template <typename T> DT_HD T ceil_(T x) { if constexpr (kIsIntegerLike<T>) return x; else return ceil(x); }
+template <typename T> DT_HD T trunc_(T x) { if constexpr (kIsIntegerLike<T>) return x; else return trunc(x); }
+// Half-to-even, like PyTorch and numpy.
+template <typename T> DT_HD T round_(T x) { if constexpr (kIsIntegerLike<T>) return x; else return nearbyint(x); }
+template <typename T> DT_HD T sign(T x) {
+  if constexpr (kIsIntegerLike<T>) {
+    return static_cast<T>((T(0) < x) - (x < T(0)));
+  } else {
+    return is_nan(x) ? x : static_cast<T>((T(0) < x) - (x < T(0)));
+  }
+}
+template <typename T> DT_HD T reciprocal(T x) { return T(1) / x; }
+template <typename T> DT_HD T square(T x) { return x * x; }
+template <typename T> DT_HD bool logical_not(T x) { return !static_cast<bool>(x); }
+
+// ---- binary ----
+template <typename T> DT_HD T add(T a, T b) { return a + b; }
+template <typename T> DT_HD T sub(T a, T b) { return a - b; }
+template <typename T> DT_HD T mul(T a, T b) { return a * b; }
+template <typename T> DT_HD T div(T a, T b) { return a / b; }
+// Python's floor division: the quotient rounded toward negative infinity.
+template <typename T> DT_HD T floor_divide(T a, T b) {
+  if constexpr (kIsIntegerLike<T>) {
+    T q = a / b;
+    if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
+    return q;
+  } else {
+    if (b == T(0)) return a / b;
+    T mod = fmod(a, b);
+    T q = (a - mod) / b;
+    if (mod != T(0) && ((b < T(0)) != (mod < T(0)))) q -= T(1);
+    if (q != T(0)) {
+      T fq = floor(q);
+      if (q - fq > T(0.5)) fq += T(1);
+      return fq;
+    }
+    return (a / b) < T(0) ? T(-0.0) : T(0.0);
+  }
+}
+// Python's modulo: the result has the divisor's sign.
+template <typename T> DT_HD T remainder(T a, T b) {
+  if constexpr (kIsIntegerLike<T>) {
+    T r = a % b;
+    if (r != 0 && ((r < 0) != (b < 0))) r += b;
+    return r;
+  } else {
+    T r = fmod(a, b);
+    if (r != T(0) && ((r < T(0)) != (b < T(0)))) r += b;
+    return r;
+  }
+}
+template <typename T> DT_HD T pow_(T a, T b) {
+  if constexpr (kIsIntegerLike<T>) {
+    // Exponentiation by squaring; callers reject negative exponents.
+    T result = 1;
+    T base = a;
+    T e = b;
+    while (e > 0) {
+      if (e & 1) result *= base;
+      base *= base;
+      e >>= 1;
+    }
+    return result;
+  } else {
+    return pow(a, b);
+  }
+}
+template <typename T> DT_HD T maximum(T a, T b) {
+  if (is_nan(a) || is_nan(b)) return is_nan(a) ? a : b;
+  return a > b ? a : b;
+}
+template <typename T> DT_HD T minimum(T a, T b) {
+  if (is_nan(a) || is_nan(b)) return is_nan(a) ? a : b;
+  return a < b ? a : b;
+}
+template <typename T> DT_HD T atan2_(T a, T b) { return atan2(a, b); }
+template <typename T> DT_HD bool eq(T a, T b) { return a == b; }
+template <typename T> DT_HD bool ne(T a, T b) { return a != b; }
+template <typename T> DT_HD bool lt(T a, T b) { return a < b; }
+template <typename T> DT_HD bool le(T a, T b) { return a <= b; }
+template <typename T> DT_HD bool gt(T a, T b) { return a > b; }
+template <typename T> DT_HD bool ge(T a, T b) { return a >= b; }
+template <typename T> DT_HD bool logical_and(T a, T b) { return static_cast<bool>(a) && static_cast<bool>(b); }
+template <typename T> DT_HD bool logical_or(T a, T b) { return static_cast<bool>(a) || static_cast<bool>(b); }
+template <typename T> DT_HD bool logical_xor(T a, T b) { return static_cast<bool>(a) != static_cast<bool>(b); }
+
+// ---- ternary ----
+template <typename T> DT_HD T where(bool c, T a, T b) { return c ? a : b; }
+
+// ---- reduction combiners: acc = combine(acc, x), starting from the identity ----
+template <typename T> DT_HD T reduce_sum(T acc, T x) { return acc + x; }
+template <typename T> DT_HD T reduce_prod(T acc, T x) { return acc * x; }
+template <typename T> DT_HD T reduce_max(T acc, T x) { return maximum(acc, x); }
+template <typename T> DT_HD T reduce_min(T acc, T x) { return minimum(acc, x); }
+template <typename T> DT_HD bool reduce_any(bool acc, T x) { return acc || static_cast<bool>(x); }
+template <typename T> DT_HD bool reduce_all(bool acc, T x) { return acc && static_cast<bool>(x); }
+
+}  // namespace scalar
+}  // namespace dt
+
+#endif  // DYNTRACE_RUNTIME_SCALAR_MATH_H_
