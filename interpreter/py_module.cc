@@ -1,0 +1,161 @@
+// The `dyntrace` extension module: wires the Python types and the registry bindings together.
+#include "interpreter/py_module.h"
+
+#include "absl/strings/str_format.h"
+#include "interpreter/py_types.h"
+#include "runtime/errors.h"
+#include "runtime/random.h"
+
+namespace dt::py {
+
+bool InitValueTypes(PyObject* module);
+bool InitTensorType(PyObject* module);
+
+bool InitTypes(PyObject* module) { return InitValueTypes(module) && InitTensorType(module); }
+
+namespace {
+
+PyObject* FnTensor(PyObject*, PyObject* args, PyObject* kwargs) {
+  PyObject* data = nullptr;
+  PyObject* dtype_obj = Py_None;
+  PyObject* device_obj = Py_None;
+  PyObject* requires_grad = Py_False;
+  static const char* kwlist[] = {"data", "dtype", "device", "requires_grad", nullptr};
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$OOO:tensor", const_cast<char**>(kwlist), &data,
+                                   &dtype_obj, &device_obj, &requires_grad)) {
+    // Allow dtype/device positionally too, as people write tensor(x, dt.float32) rarely; keep strict.
+    return nullptr;
+  }
+  if (PyObject_IsTrue(requires_grad)) {
+    PyErr_SetString(PyExc_NotImplementedError, "dyntrace has no autograd: requires_grad=True");
+    return nullptr;
+  }
+  std::optional<DType> dtype;
+  std::optional<Device> device;
+  if (dtype_obj != Py_None) {
+    auto d = ToDType(dtype_obj, "tensor(): argument 'dtype'");
+    if (!d.ok()) return RaiseStatus(d.status());
+    dtype = *d;
+  }
+  if (device_obj != Py_None) {
+    auto d = ToDevice(device_obj, "tensor(): argument 'device'");
+    if (!d.ok()) return RaiseStatus(d.status());
+    device = *d;
+  }
+  auto t = TensorFromData(data, dtype, device);
+  if (!t.ok()) return RaiseStatus(t.status());
+  return Wrap(*std::move(t));
+}
+
+PyObject* FnFromDLPack(PyObject*, PyObject* obj) {
+  auto t = TensorFromDLPack(obj);
+  if (!t.ok()) return RaiseStatus(t.status());
+  return Wrap(*std::move(t));
+}
+
+PyObject* FnManualSeed(PyObject*, PyObject* seed) {
+  PyRef index = PyRef::Steal(PyNumber_Index(seed));
+  if (!index) return nullptr;
+  const unsigned long long v = PyLong_AsUnsignedLongLongMask(index.get());
+  if (v == static_cast<unsigned long long>(-1) && PyErr_Occurred()) return nullptr;
+  ManualSeed(v);
+  Py_RETURN_NONE;
+}
+
+PyObject* FnIsTensor(PyObject*, PyObject* obj) { return PyBool_FromLong(IsTensor(obj)); }
+
+PyMethodDef module_functions[] = {
+    {"tensor", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(FnTensor)),
+     METH_VARARGS | METH_KEYWORDS,
+     "tensor(data, *, dtype=None, device=None): a new tensor holding a copy of `data`"},
+    {"from_dlpack", FnFromDLPack, METH_O,
+     "from_dlpack(obj): a tensor sharing memory with a DLPack producer (numpy, PyTorch, CuPy)"},
+    {"manual_seed", FnManualSeed, METH_O, "manual_seed(seed): reseed rand/randn"},
+    {"is_tensor", FnIsTensor, METH_O, nullptr},
+    {nullptr, nullptr, 0, nullptr},
+};
+
+// Conveniences that only glue to optional third-party modules; not on any hot path.
+constexpr const char kPrelude[] = R"PY(
+def _numpy(self):
+    """A numpy array sharing this tensor's memory."""
+    import numpy
+    if self.dtype == bool:
+        return numpy.from_dlpack(_Uint8View(self)).view(numpy.bool_)
+    return numpy.from_dlpack(self)
+
+class _Uint8View:
+    # numpy < 1.25 has no DLPack bool; present bool bytes as uint8 and view them back.
+    def __init__(self, t):
+        self._t = t
+    def __dlpack_device__(self):
+        return self._t.__dlpack_device__()
+    def __dlpack__(self, stream=None):
+        return _bool_as_uint8_capsule(self._t)
+
+def _array(self, dtype=None, copy=None):
+    a = _numpy(self)
+    return a if dtype is None else a.astype(dtype)
+
+)PY";
+
+PyObject* FnBoolAsUint8Capsule(PyObject*, PyObject* obj);
+
+PyMethodDef private_functions[] = {
+    {"_bool_as_uint8_capsule", FnBoolAsUint8Capsule, METH_O, nullptr},
+    {nullptr, nullptr, 0, nullptr},
+};
+
+PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT, "dyntrace",
+    "dyntrace: a bytecode-level JIT for Python tensor code, and the tensor runtime it compiles for.",
+    -1, module_functions,
+};
+
+}  // namespace
+}  // namespace dt::py
+
+#include "runtime/dlpack.h"
+
+namespace dt::py {
+namespace {
+PyObject* FnBoolAsUint8Capsule(PyObject*, PyObject* obj) {
+  if (!IsTensor(obj)) {
+    PyErr_SetString(PyExc_TypeError, "expected a Tensor");
+    return nullptr;
+  }
+  DLManagedTensor* managed = ToDLPack(Unwrap(obj));
+  managed->dl_tensor.dtype = {kDLUInt, 8, 1};
+  PyObject* capsule = PyCapsule_New(managed, "dltensor", [](PyObject* cap) {
+    if (PyCapsule_IsValid(cap, "dltensor")) {
+      auto* m = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(cap, "dltensor"));
+      if (m != nullptr && m->deleter != nullptr) m->deleter(m);
+    }
+  });
+  if (capsule == nullptr) managed->deleter(managed);
+  return capsule;
+}
+}  // namespace
+}  // namespace dt::py
+
+extern "C" PyObject* PyInit_dyntrace() {
+  using namespace dt::py;
+  PyRef module = PyRef::Steal(PyModule_Create(&module_def));
+  if (!module) return nullptr;
+  if (!InitTypes(module.get())) return nullptr;
+  if (!AddOpBindings(module.get())) return nullptr;
+  if (PyModule_AddFunctions(module.get(), private_functions) < 0) return nullptr;
+  PyObject* globals = PyModule_GetDict(module.get());  // borrowed
+  if (PyDict_SetItemString(globals, "__builtins__", PyEval_GetBuiltins()) < 0) return nullptr;
+  PyRef result = PyRef::Steal(PyRun_String(kPrelude, Py_file_input, globals, globals));
+  if (!result) return nullptr;
+  // Tensor is a static type: install the prelude's methods through its dict.
+  for (auto [method, global] : {std::pair{"numpy", "_numpy"}, std::pair{"__array__", "_array"}}) {
+    PyObject* fn = PyDict_GetItemString(globals, global);  // borrowed
+    if (fn == nullptr || PyDict_SetItemString(TensorType.tp_dict, method, fn) < 0) return nullptr;
+  }
+  PyRef priority = PyRef::Steal(PyFloat_FromDouble(1000.0));
+  if (PyDict_SetItemString(TensorType.tp_dict, "__array_priority__", priority.get()) < 0) return nullptr;
+  PyType_Modified(&TensorType);
+  return module.Release();
+}

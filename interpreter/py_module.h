@@ -1,0 +1,13 @@
+// interpreter/py_module.h: the entry point of the `dyntrace` Python module.
+//
+// The shared library built as dyntrace.so exports it for `import dyntrace`; embedding programs
+// (the dyntrace command, the end-to-end tests) register it as a built-in with
+// PyImport_AppendInittab("dyntrace", PyInit_dyntrace) before Py_Initialize.
+#ifndef DYNTRACE_INTERPRETER_PY_MODULE_H_
+#define DYNTRACE_INTERPRETER_PY_MODULE_H_
+
+#include <Python.h>
+
+extern "C" PyObject* PyInit_dyntrace();
+
+#endif  // DYNTRACE_INTERPRETER_PY_MODULE_H_

@@ -1,0 +1,585 @@
+// dyntrace.Tensor: the Python face of dt::Tensor. Ops come from the registry (py_ops.cc); this
+// file holds what is not an op: attributes, conversions, indexing, operators, DLPack.
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "graph/pointwise.h"
+#include "interpreter/py_types.h"
+#include "runtime/copy.h"
+#include "runtime/dlpack.h"
+#include "runtime/errors.h"
+#include "runtime/format.h"
+#include "runtime/indexing.h"
+
+namespace dt::py {
+
+PyTypeObject TensorType = {PyVarObject_HEAD_INIT(nullptr, 0) "dyntrace.Tensor"};
+
+PyObject* Wrap(Tensor t) {
+  PyTensor* obj = PyObject_GC_New(PyTensor, &TensorType);
+  if (obj == nullptr) return nullptr;
+  new (&obj->tensor) Tensor(std::move(t));
+  obj->weakrefs = nullptr;
+  return reinterpret_cast<PyObject*>(obj);
+}
+
+namespace {
+
+const Tensor& Self(PyObject* self) { return Unwrap(self); }
+
+void TensorDealloc(PyObject* self) {
+  auto* obj = reinterpret_cast<PyTensor*>(self);
+  if (obj->weakrefs != nullptr) PyObject_ClearWeakRefs(self);
+  // Storage release may call a DLPack producer's deleter, which takes the GIL itself if needed.
+  obj->tensor.~Tensor();
+  PyObject_GC_Del(self);
+}
+
+int TensorTraverse(PyObject*, visitproc, void*) { return 0; }
+
+PyObject* TensorRepr(PyObject* self) {
+  return PyUnicode_FromString(FormatTensor(Self(self)).c_str());
+}
+
+// ---- attributes ----
+PyObject* GetShape(PyObject* self, void*) {
+  const Tensor& t = Self(self);
+  PyObject* tuple = PyTuple_New(t.ndim());
+  for (int64_t i = 0; i < t.ndim(); ++i) PyTuple_SET_ITEM(tuple, i, PyLong_FromLongLong(t.size(i)));
+  return tuple;
+}
+PyObject* GetDType(PyObject* self, void*) { return WrapDType(Self(self).dtype()); }
+PyObject* GetDevice(PyObject* self, void*) { return WrapDevice(Self(self).device()); }
+PyObject* GetNdim(PyObject* self, void*) { return PyLong_FromLongLong(Self(self).ndim()); }
+PyObject* GetIsCuda(PyObject* self, void*) {
+  return PyBool_FromLong(Self(self).device().type == dt::DeviceType::kCuda);
+}
+
+PyObject* Transposed(PyObject* self, bool matrix) {
+  const Tensor& t = Self(self);
+  if (matrix && t.ndim() < 2) {
+    PyErr_Format(PyExc_ValueError, "tensor.mT is only supported on matrices or batches of matrices. "
+                 "Got %lld-D tensor.", static_cast<long long>(t.ndim()));
+    return nullptr;
+  }
+  Dims sizes = t.sizes(), strides = t.strides();
+  if (matrix) {
+    std::swap(sizes[t.ndim() - 1], sizes[t.ndim() - 2]);
+    std::swap(strides[t.ndim() - 1], strides[t.ndim() - 2]);
+  } else {
+    std::reverse(sizes.begin(), sizes.end());
+    std::reverse(strides.begin(), strides.end());
+  }
+  return Wrap(t.AsStrided(sizes, strides, t.offset()));
+}
+PyObject* GetT(PyObject* self, void*) { return Transposed(self, false); }
+PyObject* GetMT(PyObject* self, void*) { return Transposed(self, true); }
+
+PyGetSetDef tensor_getset[] = {
+    {"shape", GetShape, nullptr, "the sizes, as a tuple", nullptr},
+    {"dtype", GetDType, nullptr, "the element type", nullptr},
+    {"device", GetDevice, nullptr, "where the elements live", nullptr},
+    {"ndim", GetNdim, nullptr, "the number of dims", nullptr},
+    {"is_cuda", GetIsCuda, nullptr, nullptr, nullptr},
+    {"T", GetT, nullptr, "all dims reversed", nullptr},
+    {"mT", GetMT, nullptr, "the last two dims swapped", nullptr},
+    {nullptr, nullptr, nullptr, nullptr, nullptr},
+};
+
+// ---- methods ----
+PyObject* MethodSize(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs == 0) return GetShape(self, nullptr);
+  const Tensor& t = Self(self);
+  long long dim = PyLong_AsLongLong(args[0]);
+  if (dim == -1 && PyErr_Occurred()) return nullptr;
+  auto d = NormalizeDim(dim, t.ndim());
+  if (!d.ok()) return RaiseStatus(d.status());
+  if (t.ndim() == 0) return RaiseStatus(Error(ErrorKind::kIndex, "size(): a 0-d tensor has no dims"));
+  return PyLong_FromLongLong(t.size(*d));
+}
+
+PyObject* MethodStride(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+  const Tensor& t = Self(self);
+  if (nargs == 0) {
+    PyObject* tuple = PyTuple_New(t.ndim());
+    for (int64_t i = 0; i < t.ndim(); ++i) PyTuple_SET_ITEM(tuple, i, PyLong_FromLongLong(t.stride(i)));
+    return tuple;
+  }
+  long long dim = PyLong_AsLongLong(args[0]);
+  if (dim == -1 && PyErr_Occurred()) return nullptr;
+  auto d = NormalizeDim(dim, t.ndim());
+  if (!d.ok()) return RaiseStatus(d.status());
+  return PyLong_FromLongLong(t.stride(*d));
+}
+
+PyObject* MethodNumel(PyObject* self, PyObject*) { return PyLong_FromLongLong(Self(self).numel()); }
+PyObject* MethodDim(PyObject* self, PyObject*) { return PyLong_FromLongLong(Self(self).ndim()); }
+PyObject* MethodIsContiguous(PyObject* self, PyObject*) {
+  return PyBool_FromLong(Self(self).is_contiguous());
+}
+PyObject* MethodIsFloatingPoint(PyObject* self, PyObject*) {
+  return PyBool_FromLong(IsFloating(Self(self).dtype()));
+}
+PyObject* MethodElementSize(PyObject* self, PyObject*) {
+  return PyLong_FromLongLong(Self(self).itemsize());
+}
+
+PyObject* MethodItem(PyObject* self, PyObject*) {
+  auto s = ItemOf(Self(self));
+  if (!s.ok()) return RaiseStatus(s.status());
+  return FromScalar(*s);
+}
+
+PyObject* ToList(const Tensor& t, int64_t dim, int64_t offset) {
+  if (dim == t.ndim()) {
+    auto s = ItemOf(t.AsStrided({}, {}, offset));
+    if (!s.ok()) return RaiseStatus(s.status());
+    return FromScalar(*s);
+  }
+  PyObject* list = PyList_New(t.size(dim));
+  if (list == nullptr) return nullptr;
+  for (int64_t i = 0; i < t.size(dim); ++i) {
+    PyObject* item = ToList(t, dim + 1, offset + i * t.stride(dim));
+    if (item == nullptr) {
+      Py_DECREF(list);
+      return nullptr;
+    }
+    PyList_SET_ITEM(list, i, item);
+  }
+  return list;
+}
+
+PyObject* MethodToList(PyObject* self, PyObject*) {
+  const Tensor& t = Self(self);
+  if (t.is_meta()) return RaiseStatus(Error(ErrorKind::kValue, "tolist() on a meta tensor"));
+  return ToList(t, 0, t.offset());
+}
+
+PyObject* CastMethod(PyObject* self, DType dtype) { return Wrap(CastTo(Self(self), dtype)); }
+PyObject* MethodFloat(PyObject* self, PyObject*) { return CastMethod(self, DType::kFloat32); }
+PyObject* MethodDouble(PyObject* self, PyObject*) { return CastMethod(self, DType::kFloat64); }
+PyObject* MethodHalf(PyObject* self, PyObject*) { return CastMethod(self, DType::kFloat16); }
+PyObject* MethodInt(PyObject* self, PyObject*) { return CastMethod(self, DType::kInt32); }
+PyObject* MethodLong(PyObject* self, PyObject*) { return CastMethod(self, DType::kInt64); }
+PyObject* MethodBool(PyObject* self, PyObject*) { return CastMethod(self, DType::kBool); }
+
+PyObject* MethodCpu(PyObject* self, PyObject*) {
+  Py_INCREF(self);
+  return self;
+}
+
+// to(dtype) / to(device) / to(device, dtype) / to(tensor), plus dtype=, device=, copy=.
+PyObject* MethodTo(PyObject* self, PyObject* args, PyObject* kwargs) {
+  const Tensor& t = Self(self);
+  std::optional<DType> dtype;
+  std::optional<Device> device;
+  bool copy = false;
+  auto take = [&](PyObject* obj, absl::string_view what) -> bool {
+    if (obj == Py_None) return true;
+    if (IsTensor(obj)) {
+      dtype = Unwrap(obj).dtype();
+      device = Unwrap(obj).device();
+      return true;
+    }
+    if (auto d = ToDType(obj, what); d.ok() && !PyUnicode_Check(obj)) {
+      dtype = *d;
+      return true;
+    }
+    auto dev = ToDevice(obj, what);
+    if (!dev.ok()) {
+      RaiseStatus(Error(ErrorKind::kType,
+                        absl::StrFormat("to(): expected a dtype, a device or a tensor, got %s",
+                                        Py_TYPE(obj)->tp_name)));
+      return false;
+    }
+    device = *dev;
+    return true;
+  };
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(args); ++i) {
+    if (!take(PyTuple_GET_ITEM(args, i), "to()")) return nullptr;
+  }
+  if (kwargs != nullptr) {
+    PyObject *key, *value;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(kwargs, &pos, &key, &value)) {
+      const std::string name = PyUnicode_AsUTF8(key);
+      if (name == "dtype" || name == "device") {
+        if (!take(value, "to()")) return nullptr;
+      } else if (name == "copy") {
+        copy = PyObject_IsTrue(value);
+      } else if (name != "non_blocking") {
+        PyErr_Format(PyExc_TypeError, "to() got an unexpected keyword argument '%s'", name.c_str());
+        return nullptr;
+      }
+    }
+  }
+  if (device.has_value() && *device != t.device()) {
+    return RaiseStatus(Error(ErrorKind::kRuntime,
+                             absl::StrFormat("to(): cannot move a tensor to '%s': CUDA support is "
+                                             "not available in this build",
+                                             device->ToString())));
+  }
+  Tensor out = CastTo(t, dtype.value_or(t.dtype()));
+  if (copy && out.SharesStorageWith(t)) out = Clone(t);
+  if (out.SharesStorageWith(t) && !copy) {
+    Py_INCREF(self);
+    return self;
+  }
+  return Wrap(out);
+}
+
+PyObject* MethodDLPack(PyObject* self, PyObject* args, PyObject* kwargs) {
+  // stream / max_version / dl_device / copy are accepted for protocol compatibility; a CPU tensor
+  // needs no stream synchronisation.
+  DLManagedTensor* managed = ToDLPack(Self(self));
+  PyObject* capsule = PyCapsule_New(managed, "dltensor", [](PyObject* cap) {
+    // Only an unconsumed capsule still owns its tensor.
+    if (PyCapsule_IsValid(cap, "dltensor")) {
+      auto* m = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(cap, "dltensor"));
+      if (m != nullptr && m->deleter != nullptr) m->deleter(m);
+    }
+  });
+  if (capsule == nullptr) managed->deleter(managed);
+  return capsule;
+}
+
+PyObject* MethodDLPackDevice(PyObject* self, PyObject*) {
+  auto [type, id] = DLPackDevice(Self(self));
+  return Py_BuildValue("(ii)", type, id);
+}
+
+PyObject* MethodDataPtr(PyObject* self, PyObject*) {
+  return PyLong_FromVoidPtr(Self(self).data());
+}
+
+PyMethodDef tensor_methods[] = {
+    {"size", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(MethodSize)), METH_FASTCALL, "size(dim=None)"},
+    {"stride", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(MethodStride)), METH_FASTCALL, "stride(dim=None)"},
+    {"numel", MethodNumel, METH_NOARGS, "number of elements"},
+    {"dim", MethodDim, METH_NOARGS, "number of dims"},
+    {"is_contiguous", MethodIsContiguous, METH_NOARGS, nullptr},
+    {"is_floating_point", MethodIsFloatingPoint, METH_NOARGS, nullptr},
+    {"element_size", MethodElementSize, METH_NOARGS, nullptr},
+    {"item", MethodItem, METH_NOARGS, "the value of a one-element tensor"},
+    {"tolist", MethodToList, METH_NOARGS, "nested lists of Python numbers"},
+    {"float", MethodFloat, METH_NOARGS, nullptr},
+    {"double", MethodDouble, METH_NOARGS, nullptr},
+    {"half", MethodHalf, METH_NOARGS, nullptr},
+    {"int", MethodInt, METH_NOARGS, nullptr},
+    {"long", MethodLong, METH_NOARGS, nullptr},
+    {"bool", MethodBool, METH_NOARGS, nullptr},
+    {"cpu", MethodCpu, METH_NOARGS, nullptr},
+    {"to", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(MethodTo)), METH_VARARGS | METH_KEYWORDS, "to(dtype | device | tensor)"},
+    {"__dlpack__", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(MethodDLPack)), METH_VARARGS | METH_KEYWORDS, nullptr},
+    {"__dlpack_device__", MethodDLPackDevice, METH_NOARGS, nullptr},
+    {"data_ptr", MethodDataPtr, METH_NOARGS, nullptr},
+    {nullptr, nullptr, 0, nullptr},
+};
+
+// ---- indexing ----
+absl::StatusOr<std::vector<IndexItem>> ParseIndex(PyObject* key) {
+  std::vector<IndexItem> items;
+  PyRef tuple = PyTuple_Check(key) ? PyRef::Borrow(key) : PyRef::Steal(PyTuple_Pack(1, key));
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(tuple.get()); ++i) {
+    PyObject* k = PyTuple_GET_ITEM(tuple.get(), i);
+    IndexItem item;
+    if (k == Py_None) {
+      item.kind = IndexItem::Kind::kNewAxis;
+    } else if (k == Py_Ellipsis) {
+      item.kind = IndexItem::Kind::kEllipsis;
+    } else if (PySlice_Check(k)) {
+      auto* s = reinterpret_cast<PySliceObject*>(k);
+      item.kind = IndexItem::Kind::kSlice;
+      auto bound = [&](PyObject* v, absl::string_view what) -> absl::StatusOr<std::optional<int64_t>> {
+        if (v == Py_None) return std::optional<int64_t>();
+        auto d = ToDims(v, what);
+        if (!d.ok() || d->size() != 1 || PyTuple_Check(v) || PyList_Check(v)) {
+          return Error(ErrorKind::kType, "slice indices must be integers or None");
+        }
+        return std::optional<int64_t>((*d)[0]);
+      };
+      DT_ASSIGN_OR_RETURN(item.start, bound(s->start, "slice start"));
+      DT_ASSIGN_OR_RETURN(item.stop, bound(s->stop, "slice stop"));
+      DT_ASSIGN_OR_RETURN(std::optional<int64_t> step, bound(s->step, "slice step"));
+      item.step = step.value_or(1);
+    } else if (PyBool_Check(k) || IsTensor(k) || PyList_Check(k)) {
+      return Error(ErrorKind::kNotImplemented,
+                   absl::StrFormat("indexing with %s is not supported yet (dyntrace supports ints, "
+                                   "slices, None and Ellipsis)",
+                                   Py_TYPE(k)->tp_name));
+    } else if (PyIndex_Check(k)) {
+      item.kind = IndexItem::Kind::kInt;
+      item.index = PyLong_AsLongLong(PyRef::Steal(PyNumber_Index(k)).get());
+    } else {
+      return Error(ErrorKind::kType,
+                   absl::StrFormat("only integers, slices (`:`), ellipsis (`...`) and None are valid "
+                                   "indices (got %s)",
+                                   Py_TYPE(k)->tp_name));
+    }
+    items.push_back(item);
+  }
+  return items;
+}
+
+PyObject* TensorGetItem(PyObject* self, PyObject* key) {
+  auto items = ParseIndex(key);
+  if (!items.ok()) return RaiseStatus(items.status());
+  auto view = ApplyIndex(Self(self), *items);
+  if (!view.ok()) return RaiseStatus(view.status());
+  return Wrap(*std::move(view));
+}
+
+int TensorSetItem(PyObject* self, PyObject* key, PyObject* value) {
+  if (value == nullptr) {
+    PyErr_SetString(PyExc_TypeError, "Tensor does not support item deletion");
+    return -1;
+  }
+  auto items = ParseIndex(key);
+  if (!items.ok()) return RaiseStatus(items.status()), -1;
+  auto view = ApplyIndex(Self(self), *items);
+  if (!view.ok()) return RaiseStatus(view.status()), -1;
+  absl::Status status;
+  if (IsTensor(value)) {
+    status = CopyInto(*view, Unwrap(value));
+  } else {
+    auto s = ToScalar(value, "the value assigned to a tensor element");
+    if (!s.ok()) return RaiseStatus(s.status()), -1;
+    status = Fill(*view, *s);
+  }
+  if (!status.ok()) return RaiseStatus(status), -1;
+  return 0;
+}
+
+Py_ssize_t TensorLen(PyObject* self) {
+  const Tensor& t = Self(self);
+  if (t.ndim() == 0) {
+    PyErr_SetString(PyExc_TypeError, "len() of a 0-d tensor");
+    return -1;
+  }
+  return static_cast<Py_ssize_t>(t.size(0));
+}
+
+PyMappingMethods tensor_mapping = {TensorLen, TensorGetItem, TensorSetItem};
+
+// ---- number protocol ----
+// Binary operators accept a number on either side; the reflected forms keep the number's place so
+// that non-commutative ops and promotion see the operands in source order.
+PyObject* BinaryOp(const char* name, PyObject* a, PyObject* b) {
+  if (!IsTensor(a) && !IsTensor(b)) Py_RETURN_NOTIMPLEMENTED;
+  PyObject* other = IsTensor(a) ? b : a;
+  if (!IsTensor(other) && !PyLong_Check(other) && !PyFloat_Check(other) && !PyBool_Check(other) &&
+      !PyIndex_Check(other) &&
+      !(Py_TYPE(other)->tp_as_number && Py_TYPE(other)->tp_as_number->nb_float &&
+        !PySequence_Check(other))) {
+    Py_RETURN_NOTIMPLEMENTED;
+  }
+  const OpDef* op = OpRegistry::Get().Find(name);
+  std::vector<ArgValue> values;
+  for (PyObject* x : {a, b}) {
+    if (IsTensor(x)) {
+      values.push_back(Unwrap(x));
+    } else {
+      auto s = ToScalar(x, name);
+      if (!s.ok()) return RaiseStatus(s.status());
+      values.push_back(*s);
+    }
+  }
+  auto result = CallOp(*op, OpArgs(std::move(values)));
+  if (!result.ok()) return RaiseStatus(result.status());
+  return Wrap(result->at(0));
+}
+
+PyObject* InplaceOp(const char* name, PyObject* a, PyObject* b) {
+  if (!IsTensor(a)) Py_RETURN_NOTIMPLEMENTED;
+  const OpDef* op = OpRegistry::Get().Find(name);
+  ArgValue other;
+  if (IsTensor(b)) {
+    other = Unwrap(b);
+  } else {
+    auto s = ToScalar(b, name);
+    if (!s.ok()) Py_RETURN_NOTIMPLEMENTED;
+    other = *s;
+  }
+  auto result = RunPointwise(*op, OpArgs({Unwrap(a), other}), &Unwrap(a));
+  if (!result.ok()) return RaiseStatus(result.status());
+  Py_INCREF(a);
+  return a;
+}
+
+PyObject* UnaryOp(const char* name, PyObject* a) {
+  auto result = Call(name, {Unwrap(a)});
+  if (!result.ok()) return RaiseStatus(result.status());
+  return Wrap(*result);
+}
+
+#define DT_BINARY_SLOT(slot, op) \
+  PyObject* slot(PyObject* a, PyObject* b) { return BinaryOp(op, a, b); }
+#define DT_INPLACE_SLOT(slot, op) \
+  PyObject* slot(PyObject* a, PyObject* b) { return InplaceOp(op, a, b); }
+DT_BINARY_SLOT(NbAdd, "add")
+DT_BINARY_SLOT(NbSub, "sub")
+DT_BINARY_SLOT(NbMul, "mul")
+DT_BINARY_SLOT(NbTrueDiv, "div")
+DT_BINARY_SLOT(NbFloorDiv, "floor_divide")
+DT_BINARY_SLOT(NbRemainder, "remainder")
+DT_BINARY_SLOT(NbAnd, "logical_and")
+DT_BINARY_SLOT(NbOr, "logical_or")
+DT_BINARY_SLOT(NbXor, "logical_xor")
+DT_INPLACE_SLOT(NbInplaceAdd, "add")
+DT_INPLACE_SLOT(NbInplaceSub, "sub")
+DT_INPLACE_SLOT(NbInplaceMul, "mul")
+DT_INPLACE_SLOT(NbInplaceTrueDiv, "div")
+DT_INPLACE_SLOT(NbInplaceFloorDiv, "floor_divide")
+DT_INPLACE_SLOT(NbInplaceRemainder, "remainder")
+DT_INPLACE_SLOT(NbInplacePow, "pow")
+#undef DT_BINARY_SLOT
+#undef DT_INPLACE_SLOT
+
+PyObject* NbPow(PyObject* a, PyObject* b, PyObject* mod) {
+  if (mod != Py_None) Py_RETURN_NOTIMPLEMENTED;
+  return BinaryOp("pow", a, b);
+}
+PyObject* NbInplacePow3(PyObject* a, PyObject* b, PyObject*) { return NbInplacePow(a, b); }
+
+PyObject* NbMatMul(PyObject* a, PyObject* b) {
+  if (!IsTensor(a) || !IsTensor(b)) Py_RETURN_NOTIMPLEMENTED;
+  auto r = Call("matmul", {Unwrap(a), Unwrap(b)});
+  if (!r.ok()) return RaiseStatus(r.status());
+  return Wrap(*r);
+}
+
+PyObject* NbNeg(PyObject* a) { return UnaryOp("neg", a); }
+PyObject* NbPos(PyObject* a) {
+  Py_INCREF(a);
+  return a;
+}
+PyObject* NbAbs(PyObject* a) { return UnaryOp("abs", a); }
+PyObject* NbInvert(PyObject* a) {
+  if (Unwrap(a).dtype() != DType::kBool) {
+    return RaiseStatus(Error(ErrorKind::kType,
+                             absl::StrFormat("~ (bitwise not) is only supported for bool tensors "
+                                             "here, got %s",
+                                             DTypeName(Unwrap(a).dtype()))));
+  }
+  return UnaryOp("logical_not", a);
+}
+
+absl::StatusOr<Scalar> OnlyElement(PyObject* self, absl::string_view what) {
+  const Tensor& t = Self(self);
+  if (t.numel() != 1) {
+    return Error(ErrorKind::kValue,
+                 absl::StrFormat("%s of a Tensor with %d elements is ambiguous (shape %s); use "
+                                 ".any() or .all()",
+                                 what, t.numel(), t.ShapeString()));
+  }
+  return ItemOf(t);
+}
+
+int NbBool(PyObject* self) {
+  auto s = OnlyElement(self, "Boolean value");
+  if (!s.ok()) return RaiseStatus(s.status()), -1;
+  return s->ToBool() ? 1 : 0;
+}
+PyObject* NbFloat(PyObject* self) {
+  auto s = OnlyElement(self, "float()");
+  if (!s.ok()) return RaiseStatus(s.status());
+  return PyFloat_FromDouble(s->ToDouble());
+}
+PyObject* NbInt(PyObject* self) {
+  auto s = OnlyElement(self, "int()");
+  if (!s.ok()) return RaiseStatus(s.status());
+  if (s->is_float()) {
+    PyRef f = PyRef::Steal(PyFloat_FromDouble(s->ToDouble()));
+    return PyNumber_Long(f.get());  // raises for nan/inf like Python
+  }
+  return PyLong_FromLongLong(s->ToInt());
+}
+PyObject* NbIndex(PyObject* self) {
+  const Tensor& t = Self(self);
+  if (IsFloating(t.dtype()) || t.numel() != 1) {
+    PyErr_SetString(PyExc_TypeError,
+                    "only integer tensors of a single element can be converted to an index");
+    return nullptr;
+  }
+  return NbInt(self);
+}
+
+PyNumberMethods tensor_number = [] {
+  PyNumberMethods m{};
+  m.nb_add = NbAdd;
+  m.nb_subtract = NbSub;
+  m.nb_multiply = NbMul;
+  m.nb_remainder = NbRemainder;
+  m.nb_power = NbPow;
+  m.nb_negative = NbNeg;
+  m.nb_positive = NbPos;
+  m.nb_absolute = NbAbs;
+  m.nb_bool = NbBool;
+  m.nb_invert = NbInvert;
+  m.nb_and = NbAnd;
+  m.nb_xor = NbXor;
+  m.nb_or = NbOr;
+  m.nb_int = NbInt;
+  m.nb_float = NbFloat;
+  m.nb_inplace_add = NbInplaceAdd;
+  m.nb_inplace_subtract = NbInplaceSub;
+  m.nb_inplace_multiply = NbInplaceMul;
+  m.nb_inplace_remainder = NbInplaceRemainder;
+  m.nb_inplace_power = NbInplacePow3;
+  m.nb_floor_divide = NbFloorDiv;
+  m.nb_true_divide = NbTrueDiv;
+  m.nb_inplace_floor_divide = NbInplaceFloorDiv;
+  m.nb_inplace_true_divide = NbInplaceTrueDiv;
+  m.nb_index = NbIndex;
+  m.nb_matrix_multiply = NbMatMul;
+  return m;
+}();
+
+PyObject* TensorRichCompare(PyObject* a, PyObject* b, int op) {
+  static const char* names[] = {"lt", "le", "eq", "ne", "gt", "ge"};
+  // Comparing with None or another foreign object keeps Python's identity semantics.
+  PyObject* other = IsTensor(a) ? b : a;
+  if (other == Py_None) {
+    if (op == Py_EQ) Py_RETURN_FALSE;
+    if (op == Py_NE) Py_RETURN_TRUE;
+  }
+  return BinaryOp(names[op], a, b);
+}
+
+PyObject* TensorIter(PyObject* self) {
+  const Tensor& t = Self(self);
+  if (t.ndim() == 0) {
+    PyErr_SetString(PyExc_TypeError, "iteration over a 0-d tensor");
+    return nullptr;
+  }
+  PyRef list = PyRef::Steal(PyList_New(t.size(0)));
+  for (int64_t i = 0; i < t.size(0); ++i) {
+    IndexItem item;
+    item.index = i;
+    PyList_SET_ITEM(list.get(), i, Wrap(*ApplyIndex(t, {item})));
+  }
+  return PyObject_GetIter(list.get());
+}
+
+}  // namespace
+
+bool InitTensorType(PyObject* module) {
+  TensorType.tp_basicsize = sizeof(PyTensor);
+  TensorType.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC;
+  TensorType.tp_dealloc = TensorDealloc;
+  TensorType.tp_traverse = TensorTraverse;
+  TensorType.tp_repr = TensorRepr;
+  TensorType.tp_as_number = &tensor_number;
+  TensorType.tp_as_mapping = &tensor_mapping;
+  TensorType.tp_richcompare = TensorRichCompare;
+  TensorType.tp_hash = PyBaseObject_Type.tp_hash;  // identity, as PyTorch
+  TensorType.tp_iter = TensorIter;
+  TensorType.tp_methods = tensor_methods;
+  TensorType.tp_getset = tensor_getset;
+  TensorType.tp_weaklistoffset = offsetof(PyTensor, weakrefs);
+  TensorType.tp_doc = "A strided n-dimensional array (see dyntrace.tensor).";
+  if (PyType_Ready(&TensorType) < 0) return false;
+  return PyModule_AddObjectRef(module, "Tensor", reinterpret_cast<PyObject*>(&TensorType)) >= 0;
+}
+
+}  // namespace dt::py

@@ -1,0 +1,65 @@
+// interpreter/py_types.h: the Python objects dyntrace exposes (Tensor, dtype, device), and the
+// conversions between them and the C++ runtime's values.
+//
+// Everything here runs with the GIL held. Functions returning PyObject* return a new reference or
+// null with a Python exception set; functions returning absl::Status leave raising to the caller
+// (RaiseStatus), which keeps C++ helpers free of Python error state.
+#ifndef DYNTRACE_INTERPRETER_PY_TYPES_H_
+#define DYNTRACE_INTERPRETER_PY_TYPES_H_
+
+#include <Python.h>
+
+#include "absl/status/statusor.h"
+#include "graph/op_registry.h"
+#include "interpreter/py_ref.h"
+#include "runtime/tensor.h"
+
+namespace dt::py {
+
+struct PyTensor {
+  PyObject_HEAD
+  Tensor tensor;
+  PyObject* weakrefs;
+};
+
+extern PyTypeObject TensorType;
+extern PyTypeObject DTypeType;
+extern PyTypeObject DeviceType;
+// dyntrace.ShapeError: a RuntimeError and a ValueError, raised when shapes disagree.
+extern PyObject* ShapeError;
+
+// Readies the types; REQUIRES: called once from module initialisation.
+[[nodiscard]] bool InitTypes(PyObject* module);
+
+inline bool IsTensor(PyObject* obj) { return PyObject_TypeCheck(obj, &TensorType); }
+// REQUIRES: IsTensor(obj).
+inline const Tensor& Unwrap(PyObject* obj) { return reinterpret_cast<PyTensor*>(obj)->tensor; }
+PyObject* Wrap(Tensor t);
+PyObject* WrapDType(DType dtype);      // borrowed singletons, returned as new references
+PyObject* WrapDevice(Device device);
+
+// Raises the Python exception for `status` (see runtime/errors.h) and returns null.
+PyObject* RaiseStatus(const absl::Status& status);
+
+// Python value -> runtime value; errors are TypeErrors naming `what` (e.g. "sum(): argument 'dim'").
+absl::StatusOr<Scalar> ToScalar(PyObject* obj, absl::string_view what);
+absl::StatusOr<DType> ToDType(PyObject* obj, absl::string_view what);
+absl::StatusOr<Device> ToDevice(PyObject* obj, absl::string_view what);
+absl::StatusOr<Dims> ToDims(PyObject* obj, absl::string_view what);
+PyObject* FromScalar(Scalar s);
+
+// dyntrace.tensor(data, dtype=None, device=None): nested sequences, numbers, tensors and any
+// object with __dlpack__ are copied into a new tensor.
+absl::StatusOr<Tensor> TensorFromData(PyObject* data, std::optional<DType> dtype,
+                                      std::optional<Device> device);
+// dyntrace.from_dlpack(obj): zero-copy.
+absl::StatusOr<Tensor> TensorFromDLPack(PyObject* obj);
+
+// Binds registry ops: dyntrace.<name> functions and Tensor methods (with in-place forms).
+[[nodiscard]] bool AddOpBindings(PyObject* module);
+// Calls op `name` (all overloads) with Python arguments; used by Tensor's number protocol.
+PyObject* CallOpByName(const char* name, PyObject* args, PyObject* kwargs);
+
+}  // namespace dt::py
+
+#endif  // DYNTRACE_INTERPRETER_PY_TYPES_H_
