@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "graph/op_registry.h"
 #include "runtime/copy.h"
+#include "runtime/cuda_driver.h"
 #include "runtime/errors.h"
 #include "runtime/random.h"
 
@@ -15,11 +16,7 @@ namespace {
 
 absl::StatusOr<Device> CheckDevice(std::optional<Device> device) {
   Device d = device.value_or(Device::Cpu());
-  if (d.type == DeviceType::kCuda) {
-    return Error(ErrorKind::kRuntime,
-                 "CUDA tensors are not available: this build of dyntrace has no CUDA runtime "
-                 "support yet (use device='cpu')");
-  }
+  DT_RETURN_IF_ERROR(CheckDeviceUsable(d));
   return d;
 }
 

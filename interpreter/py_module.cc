@@ -3,6 +3,7 @@
 
 #include "absl/strings/str_format.h"
 #include "interpreter/py_types.h"
+#include "runtime/cuda_driver.h"
 #include "runtime/errors.h"
 #include "runtime/random.h"
 
@@ -64,6 +65,12 @@ PyObject* FnManualSeed(PyObject*, PyObject* seed) {
 
 PyObject* FnIsTensor(PyObject*, PyObject* obj) { return PyBool_FromLong(IsTensor(obj)); }
 
+PyObject* FnCudaIsAvailable(PyObject*, PyObject*) { return PyBool_FromLong(ProbeCuda().available); }
+
+PyObject* FnCudaDeviceCount(PyObject*, PyObject*) {
+  return PyLong_FromLong(ProbeCuda().available ? ProbeCuda().device_count : 0);
+}
+
 PyMethodDef module_functions[] = {
     {"tensor", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(FnTensor)),
      METH_VARARGS | METH_KEYWORDS,
@@ -72,6 +79,8 @@ PyMethodDef module_functions[] = {
      "from_dlpack(obj): a tensor sharing memory with a DLPack producer (numpy, PyTorch, CuPy)"},
     {"manual_seed", FnManualSeed, METH_O, "manual_seed(seed): reseed rand/randn"},
     {"is_tensor", FnIsTensor, METH_O, nullptr},
+    {"_cuda_is_available", FnCudaIsAvailable, METH_NOARGS, nullptr},
+    {"_cuda_device_count", FnCudaDeviceCount, METH_NOARGS, nullptr},
     {nullptr, nullptr, 0, nullptr},
 };
 
@@ -92,6 +101,11 @@ class _Uint8View:
         return self._t.__dlpack_device__()
     def __dlpack__(self, stream=None):
         return _bool_as_uint8_capsule(self._t)
+
+class cuda:
+    """dyntrace.cuda.is_available(), as torch.cuda.is_available()."""
+    is_available = staticmethod(_cuda_is_available)
+    device_count = staticmethod(_cuda_device_count)
 
 def _array(self, dtype=None, copy=None):
     a = _numpy(self)

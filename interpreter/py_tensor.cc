@@ -6,6 +6,7 @@
 #include "graph/pointwise.h"
 #include "interpreter/py_types.h"
 #include "runtime/copy.h"
+#include "runtime/cuda_driver.h"
 #include "runtime/dlpack.h"
 #include "runtime/errors.h"
 #include "runtime/format.h"
@@ -214,10 +215,13 @@ PyObject* MethodTo(PyObject* self, PyObject* args, PyObject* kwargs) {
     }
   }
   if (device.has_value() && *device != t.device()) {
-    return RaiseStatus(Error(ErrorKind::kRuntime,
-                             absl::StrFormat("to(): cannot move a tensor to '%s': CUDA support is "
-                                             "not available in this build",
-                                             device->ToString())));
+    absl::Status usable = CheckDeviceUsable(*device);
+    if (usable.ok()) {
+      usable = Error(ErrorKind::kNotImplemented,
+                     absl::StrFormat("to(): copies from %s to %s are not supported yet",
+                                     t.device().ToString(), device->ToString()));
+    }
+    return RaiseStatus(usable);
   }
   Tensor out = CastTo(t, dtype.value_or(t.dtype()));
   if (copy && out.SharesStorageWith(t)) out = Clone(t);

@@ -6,6 +6,7 @@
 #include "absl/strings/str_format.h"
 #include "interpreter/py_types.h"
 #include "runtime/copy.h"
+#include "runtime/cuda_driver.h"
 #include "runtime/dlpack.h"
 #include "runtime/errors.h"
 
@@ -406,12 +407,7 @@ absl::StatusOr<Tensor> TensorFromDLPack(PyObject* obj) {
 
 absl::StatusOr<Tensor> TensorFromData(PyObject* data, std::optional<DType> dtype,
                                       std::optional<Device> device) {
-  if (device.has_value() && !device->is_cpu()) {
-    return Error(ErrorKind::kRuntime,
-                 absl::StrFormat("tensor(): device '%s' is not available in this build (CUDA "
-                                 "support is not compiled in yet)",
-                                 device->ToString()));
-  }
+  if (device.has_value()) DT_RETURN_IF_ERROR(CheckDeviceUsable(*device));
   if (IsTensor(data)) {
     const Tensor& t = Unwrap(data);
     return Clone(CastTo(t, dtype.value_or(t.dtype())));
