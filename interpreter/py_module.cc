@@ -140,14 +140,7 @@ PyObject* FnBoolAsUint8Capsule(PyObject*, PyObject* obj) {
   }
   DLManagedTensor* managed = ToDLPack(Unwrap(obj));
   managed->dl_tensor.dtype = {kDLUInt, 8, 1};
-  PyObject* capsule = PyCapsule_New(managed, "dltensor", [](PyObject* cap) {
-    if (PyCapsule_IsValid(cap, "dltensor")) {
-      auto* m = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(cap, "dltensor"));
-      if (m != nullptr && m->deleter != nullptr) m->deleter(m);
-    }
-  });
-  if (capsule == nullptr) managed->deleter(managed);
-  return capsule;
+  return DLPackCapsule(managed);
 }
 }  // namespace
 }  // namespace dt::py

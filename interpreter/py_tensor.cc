@@ -235,16 +235,7 @@ PyObject* MethodTo(PyObject* self, PyObject* args, PyObject* kwargs) {
 PyObject* MethodDLPack(PyObject* self, PyObject* args, PyObject* kwargs) {
   // stream / max_version / dl_device / copy are accepted for protocol compatibility; a CPU tensor
   // needs no stream synchronisation.
-  DLManagedTensor* managed = ToDLPack(Self(self));
-  PyObject* capsule = PyCapsule_New(managed, "dltensor", [](PyObject* cap) {
-    // Only an unconsumed capsule still owns its tensor.
-    if (PyCapsule_IsValid(cap, "dltensor")) {
-      auto* m = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(cap, "dltensor"));
-      if (m != nullptr && m->deleter != nullptr) m->deleter(m);
-    }
-  });
-  if (capsule == nullptr) managed->deleter(managed);
-  return capsule;
+  return DLPackCapsule(ToDLPack(Self(self)));
 }
 
 PyObject* MethodDLPackDevice(PyObject* self, PyObject*) {
@@ -566,6 +557,18 @@ PyObject* TensorIter(PyObject* self) {
 }
 
 }  // namespace
+
+PyObject* DLPackCapsule(DLManagedTensor* managed) {
+  PyObject* capsule = PyCapsule_New(managed, "dltensor", [](PyObject* cap) {
+    // Only an unconsumed capsule still owns its tensor.
+    if (PyCapsule_IsValid(cap, "dltensor")) {
+      auto* m = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(cap, "dltensor"));
+      if (m != nullptr && m->deleter != nullptr) m->deleter(m);
+    }
+  });
+  if (capsule == nullptr) managed->deleter(managed);
+  return capsule;
+}
 
 bool InitTensorType(PyObject* module) {
   TensorType.tp_basicsize = sizeof(PyTensor);

@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "graph/op_registry.h"
 #include "interpreter/py_ref.h"
+#include "runtime/dlpack.h"
 #include "runtime/tensor.h"
 
 namespace dt::py {
@@ -52,6 +53,8 @@ PyObject* FromScalar(Scalar s);
 // object with __dlpack__ are copied into a new tensor.
 absl::StatusOr<Tensor> TensorFromData(PyObject* data, std::optional<DType> dtype,
                                       std::optional<Device> device);
+// Wraps an exported tensor in a "dltensor" capsule that frees it unless a consumer took it.
+PyObject* DLPackCapsule(DLManagedTensor* managed);
 // dyntrace.from_dlpack(obj): zero-copy.
 absl::StatusOr<Tensor> TensorFromDLPack(PyObject* obj);
 
