@@ -157,7 +157,8 @@ absl::StatusOr<OpResult> LinspaceEager(const OpDef&, const OpArgs& args) {
     scalar_t* data = t.data_as<scalar_t>();
     for (int64_t i = 0; i < steps; ++i) {
       // Fill from both ends, as PyTorch does, so the last element is exactly `end`.
-      const double v = i < half ? start + step * i : end - step * (steps - 1 - i);
+      // A single step is `start`, as in PyTorch and numpy.
+      const double v = steps == 1 ? start : i < half ? start + step * i : end - step * (steps - 1 - i);
       if constexpr (std::is_integral_v<scalar_t>) data[i] = static_cast<scalar_t>(v);
       else data[i] = scalar_t(static_cast<ComputeType<scalar_t>>(v));
     }

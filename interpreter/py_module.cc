@@ -87,20 +87,26 @@ PyMethodDef module_functions[] = {
 // Conveniences that only glue to optional third-party modules; not on any hot path.
 constexpr const char kPrelude[] = R"PY(
 def _numpy(self):
-    """A numpy array sharing this tensor's memory."""
+    """A writable numpy array sharing this tensor's memory."""
     import numpy
-    if self.dtype == bool:
-        return numpy.from_dlpack(_Uint8View(self)).view(numpy.bool_)
-    return numpy.from_dlpack(self)
+    # numpy < 2.1 marks arrays imported through DLPack read-only; PyTorch's numpy() is writable,
+    # so describe the memory through the array interface (the tensor stays alive as the base).
+    return numpy.asarray(_ArrayInterface(self))
 
-class _Uint8View:
-    # numpy < 1.25 has no DLPack bool; present bool bytes as uint8 and view them back.
+_TYPESTR = {'bool': '|b1', 'int32': 'i4', 'int64': 'i8', 'float16': 'f2', 'float32': 'f4',
+            'float64': 'f8'}
+
+class _ArrayInterface:
     def __init__(self, t):
+        import sys
         self._t = t
-    def __dlpack_device__(self):
-        return self._t.__dlpack_device__()
-    def __dlpack__(self, stream=None):
-        return _bool_as_uint8_capsule(self._t)
+        code = _TYPESTR[repr(t.dtype).split('.')[-1]]
+        if code[0] != '|':
+            code = ('<' if sys.byteorder == 'little' else '>') + code
+        size = t.element_size()
+        self.__array_interface__ = {
+            'version': 3, 'shape': t.shape, 'typestr': code, 'data': (t.data_ptr(), False),
+            'strides': tuple(s * size for s in t.stride())}
 
 class cuda:
     """dyntrace.cuda.is_available(), as torch.cuda.is_available()."""
@@ -113,13 +119,6 @@ def _array(self, dtype=None, copy=None):
 
 )PY";
 
-PyObject* FnBoolAsUint8Capsule(PyObject*, PyObject* obj);
-
-PyMethodDef private_functions[] = {
-    {"_bool_as_uint8_capsule", FnBoolAsUint8Capsule, METH_O, nullptr},
-    {nullptr, nullptr, 0, nullptr},
-};
-
 PyModuleDef module_def = {
     PyModuleDef_HEAD_INIT, "dyntrace",
     "dyntrace: a bytecode-level JIT for Python tensor code, and the tensor runtime it compiles for.",
@@ -129,29 +128,12 @@ PyModuleDef module_def = {
 }  // namespace
 }  // namespace dt::py
 
-#include "runtime/dlpack.h"
-
-namespace dt::py {
-namespace {
-PyObject* FnBoolAsUint8Capsule(PyObject*, PyObject* obj) {
-  if (!IsTensor(obj)) {
-    PyErr_SetString(PyExc_TypeError, "expected a Tensor");
-    return nullptr;
-  }
-  DLManagedTensor* managed = ToDLPack(Unwrap(obj));
-  managed->dl_tensor.dtype = {kDLUInt, 8, 1};
-  return DLPackCapsule(managed);
-}
-}  // namespace
-}  // namespace dt::py
-
 extern "C" PyObject* PyInit_dyntrace() {
   using namespace dt::py;
   PyRef module = PyRef::Steal(PyModule_Create(&module_def));
   if (!module) return nullptr;
   if (!InitTypes(module.get())) return nullptr;
   if (!AddOpBindings(module.get())) return nullptr;
-  if (PyModule_AddFunctions(module.get(), private_functions) < 0) return nullptr;
   PyObject* globals = PyModule_GetDict(module.get());  // borrowed
   if (PyDict_SetItemString(globals, "__builtins__", PyEval_GetBuiltins()) < 0) return nullptr;
   PyRef result = PyRef::Steal(PyRun_String(kPrelude, Py_file_input, globals, globals));

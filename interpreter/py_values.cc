@@ -355,6 +355,8 @@ absl::Status Collect(PyObject* obj, const Dims& shape, size_t depth, Collected& 
   }
   auto s = ToScalar(obj, "tensor(): each element");
   if (!s.ok()) {
+    // A number that does not fit (e.g. an int beyond int64) keeps its own error.
+    if (KindOf(s.status()) != ErrorKind::kType) return s.status();
     return Error(ErrorKind::kType,
                  absl::StrFormat("tensor(): could not convert an element of type %s to a number",
                                  TypeName(obj)));

@@ -17,6 +17,10 @@ struct BlasLayout {
 
 std::optional<BlasLayout> LayoutOf(int64_t rows, int64_t cols, int64_t row_stride,
                                    int64_t col_stride) {
+  // The stride of a size-1 dim is never followed (1-d matmul operands get stride 0 there), so
+  // choose one that BLAS accepts.
+  if (cols == 1) col_stride = 1;
+  if (rows == 1) row_stride = std::max<int64_t>(cols, 1);
   if (col_stride == 1 && row_stride >= std::max<int64_t>(cols, 1)) return BlasLayout{CblasNoTrans, row_stride};
   if (row_stride == 1 && col_stride >= std::max<int64_t>(rows, 1)) return BlasLayout{CblasTrans, col_stride};
   return std::nullopt;

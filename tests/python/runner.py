@@ -15,8 +15,8 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def collect(path):
-    """Imports the test file at `path` and returns [(qualified_name, fn)] for its test_*
-    functions, in definition order. Raises whatever the import raises."""
+    """Imports the test file at `path` and returns [(name, fn)] for its test_* functions, in
+    definition order (`name` is the function's name). Raises whatever the import raises."""
     path = os.path.abspath(path)
     directory = os.path.dirname(path)
     for d in (directory, _HERE):
@@ -30,7 +30,7 @@ def collect(path):
     tests = []
     for name, fn in list(vars(module).items()):
         if name.startswith("test_") and callable(fn):
-            tests.append(("%s::%s" % (module_name, name), fn))
+            tests.append((name, fn))
     return tests
 
 
@@ -43,7 +43,9 @@ def run(paths, out=sys.stdout):
             failed += 1
             out.write("FAIL %s (import)\n%s\n" % (path, traceback.format_exc()))
             continue
+        module_name = os.path.splitext(os.path.basename(path))[0]
         for name, fn in tests:
+            name = "%s::%s" % (module_name, name)
             try:
                 fn()
             except Exception:  # noqa: BLE001
