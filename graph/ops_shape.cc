@@ -8,6 +8,7 @@
 #include "graph/op_registry.h"
 #include "runtime/copy.h"
 #include "runtime/errors.h"
+#include "runtime/indexing.h"
 
 namespace dt {
 namespace {
@@ -362,6 +363,29 @@ absl::StatusOr<OpResult> ChunkEager(const OpDef&, const OpArgs& args) {
   return SplitBySizes(input, sizes, dim, "chunk");
 }
 
+absl::StatusOr<OpResult> ToDTypeEager(const OpDef&, const OpArgs& args) {
+  return One(CastTo(args.tensor(0), *args.dtype(1)));
+}
+
+absl::StatusOr<OpResult> GetItemEager(const OpDef&, const OpArgs& args) {
+  DT_ASSIGN_OR_RETURN(std::vector<IndexItem> items, DecodeIndex(args.ints(1)));
+  DT_ASSIGN_OR_RETURN(Tensor view, ApplyIndex(args.tensor(0), items));
+  return One(view);
+}
+
+// x[index] = value, written through to x's storage; returns x.
+absl::StatusOr<OpResult> SetItemEager(const OpDef&, const OpArgs& args) {
+  const Tensor& target = args.tensor(0);
+  DT_ASSIGN_OR_RETURN(std::vector<IndexItem> items, DecodeIndex(args.ints(1)));
+  DT_ASSIGN_OR_RETURN(Tensor view, ApplyIndex(target, items));
+  if (args.is_tensor(2)) {
+    DT_RETURN_IF_ERROR(CopyInto(view, args.tensor(2)));
+  } else {
+    DT_RETURN_IF_ERROR(Fill(view, args.scalar(2)));
+  }
+  return One(target);
+}
+
 }  // namespace
 
 void RegisterShapeOps(OpRegistry& registry) {
@@ -395,6 +419,14 @@ void RegisterShapeOps(OpRegistry& registry) {
                &SplitEager);
   registry.Add("split.sizes(Tensor input, int[] split_size, int dim=0) -> Tensor[]", OpKind::kView,
                kBoth, &SplitWithSizesEager);
+  // x.float(), x.to(dtype): a copy in the new dtype, or x itself when it already has it.
+  registry.Add("_to(Tensor input, DType dtype) -> Tensor", OpKind::kData, kNoProperty,
+               &ToDTypeEager);
+  // Basic indexing as graph ops; `index` is EncodeIndex()'s flat form.
+  registry.Add("_getitem(Tensor input, int[] index) -> Tensor", OpKind::kView, kNoProperty,
+               &GetItemEager);
+  registry.Add("_setitem(Tensor input, int[] index, Operand value) -> Tensor", OpKind::kData,
+               kNoProperty, &SetItemEager);
   registry.Add("chunk(Tensor input, int chunks, int dim=0) -> Tensor[]", OpKind::kView, kBoth,
                &ChunkEager);
 }

@@ -1,7 +1,10 @@
 // The `dyntrace` extension module: wires the Python types and the registry bindings together.
 #include "interpreter/py_module.h"
 
+#include <cstdlib>
+
 #include "absl/strings/str_format.h"
+#include "interpreter/code_cache.h"
 #include "interpreter/py_types.h"
 #include "runtime/cuda_driver.h"
 #include "runtime/errors.h"
@@ -108,6 +111,29 @@ class _ArrayInterface:
             'version': 3, 'shape': t.shape, 'typestr': code, 'data': (t.data_ptr(), False),
             'strides': tuple(s * size for s in t.stride())}
 
+class _Explanation:
+    """What dyntrace.explain() found: graphs, graph breaks (with reasons) and guards."""
+    def __init__(self, graphs, guards, breaks):
+        self.graphs = graphs
+        self.guards = guards
+        self.breaks = breaks
+        self.graph_count = len(graphs)
+        self.break_count = len(breaks)
+
+    def __str__(self):
+        lines = [f"{self.graph_count} graph(s), {self.break_count} break(s)"]
+        for i, b in enumerate(self.breaks):
+            lines.append(f"break {i + 1}: {b['reason']}")
+            lines.append(f"    at {b['file']}:{b['line']} ({b['instruction']}, offset {b['offset']})")
+        for i, (g, gu) in enumerate(zip(self.graphs, self.guards)):
+            lines.append(f"graph {i + 1}:")
+            lines.append(g.rstrip())
+            lines.append("guards:")
+            lines.extend("    " + line for line in gu.splitlines())
+        return "\n".join(lines)
+
+    __repr__ = __str__
+
 class cuda:
     """dyntrace.cuda.is_available(), as torch.cuda.is_available()."""
     is_available = staticmethod(_cuda_is_available)
@@ -134,9 +160,13 @@ extern "C" PyObject* PyInit_dyntrace() {
   if (!module) return nullptr;
   if (!InitTypes(module.get())) return nullptr;
   if (!AddOpBindings(module.get())) return nullptr;
+  if (!AddJitBindings(module.get())) return nullptr;
   PyObject* globals = PyModule_GetDict(module.get());  // borrowed
   if (PyDict_SetItemString(globals, "__builtins__", PyEval_GetBuiltins()) < 0) return nullptr;
-  PyRef result = PyRef::Steal(PyRun_String(kPrelude, Py_file_input, globals, globals));
+  // A distinctive file name keeps the prelude's own functions out of tracing.
+  PyRef prelude = PyRef::Steal(Py_CompileString(kPrelude, "<dyntrace prelude>", Py_file_input));
+  if (!prelude) return nullptr;
+  PyRef result = PyRef::Steal(PyEval_EvalCode(prelude.get(), globals, globals));
   if (!result) return nullptr;
   // Tensor is a static type: install the prelude's methods through its dict.
   for (auto [method, global] : {std::pair{"numpy", "_numpy"}, std::pair{"__array__", "_array"}}) {
@@ -146,5 +176,7 @@ extern "C" PyObject* PyInit_dyntrace() {
   PyRef priority = PyRef::Steal(PyFloat_FromDouble(1000.0));
   if (PyDict_SetItemString(TensorType.tp_dict, "__array_priority__", priority.get()) < 0) return nullptr;
   PyType_Modified(&TensorType);
+  // DYNTRACE_LOGS=graph,guards,... turns logs on in any Python process.
+  if (const char* spec = std::getenv("DYNTRACE_LOGS")) dt::jit::SetLogs(spec);
   return module.Release();
 }

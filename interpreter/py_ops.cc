@@ -120,7 +120,7 @@ absl::StatusOr<ArgValue> ConvertArg(const OpDef& op, const Param& p, PyObject* o
 
 // Binds Python positional and keyword arguments to `op`'s schema.
 absl::StatusOr<OpArgs> BindArgs(const OpDef& op, PyObject* const* args, Py_ssize_t nargs,
-                                PyObject* kwnames) {
+                                PyObject* kwnames, std::vector<PyObject*>* supplied = nullptr) {
   const auto& params = op.schema.params;
   std::vector<PyObject*> slots(params.size(), nullptr);
   PyRef shape_tuple;  // keeps a varargs shape alive
@@ -161,6 +161,7 @@ absl::StatusOr<OpArgs> BindArgs(const OpDef& op, PyObject* const* args, Py_ssize
     }
     slots[index] = args[nargs + k];
   }
+  if (supplied != nullptr) *supplied = slots;
   std::vector<ArgValue> values;
   values.reserve(params.size());
   for (size_t i = 0; i < params.size(); ++i) {
@@ -298,6 +299,21 @@ PyObject* NewOpFunction(std::vector<const OpDef*>* overloads, bool inplace) {
 }
 
 }  // namespace
+
+bool IsOpFunction(PyObject* obj) { return Py_TYPE(obj) == &OpFunctionType; }
+
+absl::StatusOr<BoundCall> BindOpCall(PyObject* op_function, PyObject* const* args,
+                                     Py_ssize_t nargs, PyObject* kwnames) {
+  auto* fn = reinterpret_cast<PyOpFunction*>(op_function);
+  absl::Status first_error;
+  for (const OpDef* op : *fn->overloads) {
+    std::vector<PyObject*> supplied;
+    auto bound = BindArgs(*op, args, nargs, kwnames, &supplied);
+    if (bound.ok()) return BoundCall{op, *std::move(bound), std::move(supplied), fn->inplace};
+    if (first_error.ok()) first_error = bound.status();
+  }
+  return first_error;
+}
 
 bool AddOpBindings(PyObject* module) {
   OpFunctionType.tp_basicsize = sizeof(PyOpFunction);

@@ -271,6 +271,8 @@ PyMethodDef tensor_methods[] = {
     {nullptr, nullptr, 0, nullptr},
 };
 
+}  // namespace
+
 // ---- indexing ----
 absl::StatusOr<std::vector<IndexItem>> ParseIndex(PyObject* key) {
   std::vector<IndexItem> items;
@@ -315,6 +317,8 @@ absl::StatusOr<std::vector<IndexItem>> ParseIndex(PyObject* key) {
   }
   return items;
 }
+
+namespace {
 
 PyObject* TensorGetItem(PyObject* self, PyObject* key) {
   auto items = ParseIndex(key);

@@ -10,9 +10,11 @@
 #include <Python.h>
 
 #include "absl/status/statusor.h"
+#include "graph/graph.h"
 #include "graph/op_registry.h"
 #include "interpreter/py_ref.h"
 #include "runtime/dlpack.h"
+#include "runtime/indexing.h"
 #include "runtime/tensor.h"
 
 namespace dt::py {
@@ -57,6 +59,27 @@ absl::StatusOr<Tensor> TensorFromData(PyObject* data, std::optional<DType> dtype
 PyObject* DLPackCapsule(DLManagedTensor* managed);
 // dyntrace.from_dlpack(obj): zero-copy.
 absl::StatusOr<Tensor> TensorFromDLPack(PyObject* obj);
+
+// A Python index (`1`, `(slice(None), None)`, `...`) as index items.
+absl::StatusOr<std::vector<IndexItem>> ParseIndex(PyObject* key);
+
+// A call of a dyntrace op function bound to one of its overloads. `supplied[i]` is the Python
+// object that gave parameter i (null when its default was used); the tracer maps those back to
+// its symbolic values.
+struct BoundCall {
+  const OpDef* op;
+  OpArgs args;
+  std::vector<PyObject*> supplied;
+  bool inplace;
+};
+bool IsOpFunction(PyObject* obj);
+absl::StatusOr<BoundCall> BindOpCall(PyObject* op_function, PyObject* const* args,
+                                     Py_ssize_t nargs, PyObject* kwnames);
+
+// dyntrace.Graph: a captured graph as Python sees it (printing, nodes, run).
+PyObject* WrapGraph(std::shared_ptr<Graph> graph);
+// Registers dyntrace.jit, tracing, enable, disable, guards, graphs, explain, stats, reset, Graph.
+[[nodiscard]] bool AddJitBindings(PyObject* module);
 
 // Binds registry ops: dyntrace.<name> functions and Tensor methods (with in-place forms).
 [[nodiscard]] bool AddOpBindings(PyObject* module);

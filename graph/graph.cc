@@ -1,0 +1,183 @@
+#include "graph/graph.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "graph/pointwise.h"
+#include "runtime/copy.h"
+#include "runtime/errors.h"
+
+namespace dt {
+
+std::string DescribeMeta(const Tensor& meta) {
+  static const char* short_names[] = {"b8", "i32", "i64", "f16", "f32", "f64"};
+  return absl::StrCat(short_names[static_cast<int>(meta.dtype())], DimsToString(meta.sizes()));
+}
+
+ValueId Graph::AddInput(const Tensor& meta, std::string source) {
+  const ValueId id = static_cast<ValueId>(values_.size());
+  values_.push_back(GraphValue{meta, -1, static_cast<int>(inputs_.size())});
+  inputs_.push_back(id);
+  input_sources_.push_back(std::move(source));
+  return id;
+}
+
+std::vector<ValueId> Graph::AddNode(const OpDef* op, std::vector<GraphArg> args,
+                                    const std::vector<Tensor>& output_metas, bool inplace,
+                                    SourceLocation location) {
+  Node node{op, std::move(args), {}, inplace, std::move(location)};
+  const int index = static_cast<int>(nodes_.size());
+  for (const Tensor& meta : output_metas) {
+    node.outputs.push_back(static_cast<ValueId>(values_.size()));
+    values_.push_back(GraphValue{meta, index, -1});
+  }
+  std::vector<ValueId> outs = node.outputs;
+  nodes_.push_back(std::move(node));
+  return outs;
+}
+
+int Graph::EliminateDeadCode() {
+  std::vector<bool> live(values_.size(), false);
+  for (ValueId v : outputs_) live[v] = true;
+  std::vector<bool> keep(nodes_.size(), false);
+  for (int i = static_cast<int>(nodes_.size()) - 1; i >= 0; --i) {
+    const Node& n = nodes_[i];
+    bool needed = n.inplace || n.op->has(kRandom);
+    for (ValueId v : n.outputs) needed |= live[v];
+    if (!needed) continue;
+    keep[i] = true;
+    for (const GraphArg& a : n.args) {
+      if (auto* v = std::get_if<ValueId>(&a.content)) live[*v] = true;
+      if (auto* vs = std::get_if<std::vector<ValueId>>(&a.content)) {
+        for (ValueId v : *vs) live[v] = true;
+      }
+    }
+  }
+  // Node indices shift; values keep their ids (producers are renumbered).
+  std::vector<Node> kept;
+  int removed = 0;
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    if (!keep[i]) {
+      ++removed;
+      continue;
+    }
+    for (ValueId v : nodes_[i].outputs) values_[v].producer = static_cast<int>(kept.size());
+    kept.push_back(std::move(nodes_[i]));
+  }
+  nodes_ = std::move(kept);
+  return removed;
+}
+
+namespace {
+
+std::string ValueName(ValueId v) { return absl::StrCat("v", v); }
+
+std::string ArgToString(const GraphArg& arg) {
+  if (auto* v = std::get_if<ValueId>(&arg.content)) return ValueName(*v);
+  if (auto* vs = std::get_if<std::vector<ValueId>>(&arg.content)) {
+    std::vector<std::string> names;
+    for (ValueId v : *vs) names.push_back(ValueName(v));
+    return absl::StrCat("[", absl::StrJoin(names, ", "), "]");
+  }
+  return ArgValueToString(std::get<ArgValue>(arg.content));
+}
+
+}  // namespace
+
+std::string Graph::ToString(absl::string_view name) const {
+  std::string out;
+  std::vector<std::string> params;
+  for (size_t i = 0; i < inputs_.size(); ++i) {
+    params.push_back(absl::StrFormat("%s: %s", ValueName(inputs_[i]),
+                                     DescribeMeta(values_[inputs_[i]].meta)));
+  }
+  absl::StrAppend(&out, "def ", name, "(", absl::StrJoin(params, ", "), "):\n");
+  for (size_t i = 0; i < inputs_.size(); ++i) {
+    absl::StrAppendFormat(&out, "    # %s = %s\n", ValueName(inputs_[i]), input_sources_[i]);
+  }
+  for (const Node& n : nodes_) {
+    std::vector<std::string> args;
+    const auto& params_def = n.op->schema.params;
+    for (size_t i = 0; i < n.args.size(); ++i) {
+      const std::string text = ArgToString(n.args[i]);
+      // Arguments equal to their defaults are left out, like a person would write the call.
+      if (params_def[i].default_value.has_value() &&
+          std::holds_alternative<ArgValue>(n.args[i].content) &&
+          ArgValueToString(std::get<ArgValue>(n.args[i].content)) ==
+              ArgValueToString(*params_def[i].default_value)) {
+        continue;
+      }
+      args.push_back(params_def[i].keyword_only || i > 0 && !std::holds_alternative<ValueId>(n.args[i].content)
+                         ? absl::StrCat(params_def[i].name, "=", text)
+                         : text);
+    }
+    std::vector<std::string> outs;
+    for (ValueId v : n.outputs) outs.push_back(ValueName(v));
+    const std::string call = absl::StrCat("dyntrace.", n.op->name(), n.inplace ? "_" : "", "(",
+                                          absl::StrJoin(args, ", "), ")");
+    std::string line = n.outputs.empty() ? call : absl::StrCat(absl::StrJoin(outs, ", "), " = ", call);
+    std::string type_note;
+    if (n.outputs.size() == 1) type_note = DescribeMeta(values_[n.outputs[0]].meta);
+    absl::StrAppendFormat(&out, "    %-48s # %s", line, type_note);
+    if (n.location.line >= 0) absl::StrAppendFormat(&out, "  line %d", n.location.line);
+    out += "\n";
+  }
+  std::vector<std::string> outs;
+  for (ValueId v : outputs_) outs.push_back(ValueName(v));
+  absl::StrAppend(&out, "    return (", absl::StrJoin(outs, ", "), outs.size() == 1 ? ",)" : ")", "\n");
+  return out;
+}
+
+absl::StatusOr<std::vector<Tensor>> Graph::RunEager(const std::vector<Tensor>& inputs) const {
+  if (inputs.size() != inputs_.size()) {
+    return Error(ErrorKind::kRuntime, absl::StrFormat("graph expects %d inputs, got %d",
+                                                      inputs_.size(), inputs.size()));
+  }
+  std::vector<Tensor> env(values_.size());
+  for (size_t i = 0; i < inputs_.size(); ++i) env[inputs_[i]] = inputs[i];
+  for (const Node& n : nodes_) {
+    std::vector<ArgValue> values;
+    values.reserve(n.args.size());
+    for (const GraphArg& a : n.args) {
+      if (auto* v = std::get_if<ValueId>(&a.content)) {
+        values.push_back(env[*v]);
+      } else if (auto* vs = std::get_if<std::vector<ValueId>>(&a.content)) {
+        std::vector<Tensor> ts;
+        for (ValueId v : *vs) ts.push_back(env[v]);
+        values.push_back(std::move(ts));
+      } else {
+        values.push_back(std::get<ArgValue>(a.content));
+      }
+    }
+    OpArgs args(std::move(values));
+    if (n.inplace && n.op->kind == OpKind::kPointwise) {
+      const Tensor target = args.tensor(0);
+      DT_ASSIGN_OR_RETURN(Tensor r, RunPointwise(*n.op, args, &target));
+      env[n.outputs[0]] = r;
+      continue;
+    }
+    DT_ASSIGN_OR_RETURN(OpResult r, CallOp(*n.op, args));
+    if (n.inplace) {
+      // A non-pointwise in-place form (clamp_): compute, then write into the target.
+      const Tensor& target = args.tensor(0);
+      if (r.at(0).data() != target.data()) {
+        if (!CanCast(r[0].dtype(), target.dtype())) {
+          return Error(ErrorKind::kType, absl::StrFormat("%s_: result type %s can't be cast to %s",
+                                                         n.op->name(), DTypeScalarName(r[0].dtype()),
+                                                         DTypeScalarName(target.dtype())));
+        }
+        DT_RETURN_IF_ERROR(CopyInto(target, r[0]));
+      }
+      env[n.outputs[0]] = target;
+      continue;
+    }
+    for (size_t i = 0; i < n.outputs.size() && i < r.size(); ++i) env[n.outputs[i]] = r[i];
+  }
+  std::vector<Tensor> outs;
+  for (ValueId v : outputs_) outs.push_back(env[v]);
+  return outs;
+}
+
+}  // namespace dt

@@ -1,0 +1,94 @@
+// graph/graph.h: the captured computation: SSA values produced by registry ops.
+//
+// A Graph has inputs (tensors fetched from the frame at run time), nodes (one registry op each,
+// with its arguments in schema order: tensor arguments refer to values, everything else is a
+// constant), and outputs. Values carry dtype, shape and device (a meta tensor). In-place nodes
+// (`x.add_(y)`, `x[i] = v`) write into their first argument's storage when the graph runs, which is
+// how a traced function's mutations of its inputs reach the caller.
+//
+//   Graph g;
+//   ValueId x = g.AddInput(meta_x, "L['x']");
+//   ValueId y = *g.AddNode(*OpRegistry::Get().Find("exp"), {GraphArg::Value(x)}, ...);
+//   g.SetOutputs({y});
+//   std::string code = g.ToString();
+#ifndef DYNTRACE_GRAPH_GRAPH_H_
+#define DYNTRACE_GRAPH_GRAPH_H_
+
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "graph/op_registry.h"
+
+namespace dt {
+
+using ValueId = int;
+
+// One argument of a node, in schema order.
+struct GraphArg {
+  // A tensor value, a list of tensor values (cat/stack), or a non-tensor constant.
+  std::variant<ValueId, std::vector<ValueId>, ArgValue> content;
+  static GraphArg Value(ValueId v) { return GraphArg{v}; }
+};
+
+struct SourceLocation {
+  int line = -1;
+  int offset = -1;
+  std::string instruction;  // "BINARY_OP +"
+};
+
+struct Node {
+  const OpDef* op;
+  std::vector<GraphArg> args;
+  std::vector<ValueId> outputs;
+  bool inplace = false;  // writes its result into args[0]
+  SourceLocation location;
+};
+
+struct GraphValue {
+  Tensor meta;        // dtype, shape, strides, device (no data)
+  int producer = -1;  // node index, or -1 for inputs
+  int input_index = -1;
+};
+
+class Graph {
+ public:
+  ValueId AddInput(const Tensor& meta, std::string source);
+  // Appends a node; `output_metas` are the results of running the op on meta tensors.
+  std::vector<ValueId> AddNode(const OpDef* op, std::vector<GraphArg> args,
+                               const std::vector<Tensor>& output_metas, bool inplace,
+                               SourceLocation location);
+  void SetOutputs(std::vector<ValueId> outputs) { outputs_ = std::move(outputs); }
+
+  const std::vector<Node>& nodes() const { return nodes_; }
+  const std::vector<ValueId>& inputs() const { return inputs_; }
+  const std::vector<std::string>& input_sources() const { return input_sources_; }
+  const std::vector<ValueId>& outputs() const { return outputs_; }
+  const GraphValue& value(ValueId v) const { return values_[v]; }
+  size_t num_values() const { return values_.size(); }
+
+  // Removes nodes whose results are never used, unless they mutate a tensor or draw random
+  // numbers. Returns how many were removed.
+  int EliminateDeadCode();
+
+  // Python-like code: one line per node, with the source line that produced it.
+  std::string ToString(absl::string_view name = "graph") const;
+
+  // Runs the graph op by op through the eager runtime. REQUIRES: inputs match inputs() in order.
+  [[nodiscard]] absl::StatusOr<std::vector<Tensor>> RunEager(const std::vector<Tensor>& inputs) const;
+
+ private:
+  std::vector<GraphValue> values_;
+  std::vector<Node> nodes_;
+  std::vector<ValueId> inputs_;
+  std::vector<std::string> input_sources_;
+  std::vector<ValueId> outputs_;
+};
+
+// "f32[?, 4]"-style type of a value for printing.
+std::string DescribeMeta(const Tensor& meta);
+
+}  // namespace dt
+
+#endif  // DYNTRACE_GRAPH_GRAPH_H_

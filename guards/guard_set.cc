@@ -1,0 +1,288 @@
+#include "guards/guard_set.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+
+namespace dt::guards {
+namespace {
+
+TensorOf tensor_recogniser = nullptr;
+
+std::string Repr(PyObject* obj) {
+  if (obj == nullptr) return "<missing>";
+  PyObject *type, *value, *tb;
+  PyErr_Fetch(&type, &value, &tb);  // keep any pending error intact
+  PyObject* r = PyObject_Repr(obj);
+  std::string text = "<unprintable>";
+  if (r != nullptr) {
+    text = PyUnicode_AsUTF8(r);
+    Py_DECREF(r);
+  } else {
+    PyErr_Clear();
+  }
+  PyErr_Restore(type, value, tb);
+  if (text.size() > 80) text = text.substr(0, 77) + "...";
+  return text;
+}
+
+const char* LayoutName(Layout l) {
+  switch (l) {
+    case Layout::kContiguous: return "contiguous";
+    case Layout::kDense: return "dense";
+    case Layout::kStrided: return "strided";
+  }
+  __builtin_unreachable();
+}
+
+std::string Describe(const TensorProperties& p) {
+  std::vector<std::string> ones;
+  for (bool one : p.size_is_one) ones.push_back(one ? "1" : "-");
+  return absl::StrFormat("Tensor(%s, %s, ndim=%d, size-1 dims=[%s], %s)", DTypeName(p.dtype),
+                         p.device.ToString(), p.ndim, absl::StrJoin(ones, ", "),
+                         LayoutName(p.layout));
+}
+
+TensorProperties PropertiesOf(const Tensor& t) {
+  TensorProperties p{t.dtype(), t.device(), t.ndim(), {}, LayoutOf(t)};
+  for (int64_t s : t.sizes()) p.size_is_one.push_back(s == 1);
+  return p;
+}
+
+// Same-type scalar comparison in C, for the builtin types Equals() accepts.
+bool SameConstant(PyObject* a, PyObject* b) {
+  if (Py_TYPE(a) != Py_TYPE(b)) return false;
+  if (PyLong_CheckExact(a)) {
+    int overflow_a = 0, overflow_b = 0;
+    const long long x = PyLong_AsLongLongAndOverflow(a, &overflow_a);
+    const long long y = PyLong_AsLongLongAndOverflow(b, &overflow_b);
+    if (overflow_a || overflow_b) return _PyLong_Sign(a) == _PyLong_Sign(b) && PyObject_RichCompareBool(a, b, Py_EQ) == 1;
+    return x == y;
+  }
+  if (PyFloat_CheckExact(a)) {
+    const double x = PyFloat_AS_DOUBLE(a), y = PyFloat_AS_DOUBLE(b);
+    return x == y || (x != x && y != y);
+  }
+  if (PyUnicode_CheckExact(a)) return PyUnicode_Compare(a, b) == 0;
+  if (PyBytes_CheckExact(a)) {
+    return PyBytes_GET_SIZE(a) == PyBytes_GET_SIZE(b) &&
+           std::memcmp(PyBytes_AS_STRING(a), PyBytes_AS_STRING(b), PyBytes_GET_SIZE(a)) == 0;
+  }
+  return a == b;
+}
+
+}  // namespace
+
+void SetTensorRecogniser(TensorOf fn) { tensor_recogniser = fn; }
+
+Layout LayoutOf(const Tensor& t) {
+  if (t.is_contiguous()) return Layout::kContiguous;
+  if (t.is_non_overlapping_and_dense()) return Layout::kDense;
+  return Layout::kStrided;
+}
+
+LeafGuard::LeafGuard(const LeafGuard& other)
+    : kind_(other.kind_),
+      source_(other.source_),
+      where_(other.where_),
+      type_(other.type_),
+      expected_(other.expected_),
+      length_(other.length_),
+      tensor_(other.tensor_),
+      dim_(other.dim_),
+      size_(other.size_) {
+  Py_XINCREF(expected_);
+}
+
+LeafGuard& LeafGuard::operator=(const LeafGuard& other) {
+  if (this == &other) return *this;
+  Py_XINCREF(other.expected_);
+  Py_XDECREF(expected_);
+  kind_ = other.kind_;
+  source_ = other.source_;
+  where_ = other.where_;
+  type_ = other.type_;
+  expected_ = other.expected_;
+  length_ = other.length_;
+  tensor_ = other.tensor_;
+  dim_ = other.dim_;
+  size_ = other.size_;
+  return *this;
+}
+
+LeafGuard::~LeafGuard() { Py_XDECREF(expected_); }
+
+LeafGuard LeafGuard::Type(SourceRef source, PyTypeObject* type, Provenance where) {
+  LeafGuard g(Kind::kType, std::move(source), std::move(where));
+  g.type_ = type;
+  g.expected_ = reinterpret_cast<PyObject*>(type);
+  Py_INCREF(g.expected_);  // keeps the type alive so its address is never reused
+  return g;
+}
+
+LeafGuard LeafGuard::Identity(SourceRef source, PyObject* expected, Provenance where) {
+  LeafGuard g(Kind::kIdentity, std::move(source), std::move(where));
+  g.expected_ = expected;
+  Py_INCREF(expected);
+  return g;
+}
+
+LeafGuard LeafGuard::Equals(SourceRef source, PyObject* expected, Provenance where) {
+  LeafGuard g(Kind::kEquals, std::move(source), std::move(where));
+  g.expected_ = expected;
+  Py_INCREF(expected);
+  return g;
+}
+
+LeafGuard LeafGuard::Length(SourceRef source, Py_ssize_t length, Provenance where) {
+  LeafGuard g(Kind::kLength, std::move(source), std::move(where));
+  g.length_ = length;
+  return g;
+}
+
+LeafGuard LeafGuard::TensorMatch(SourceRef source, const Tensor& example, Provenance where) {
+  LeafGuard g(Kind::kTensor, std::move(source), std::move(where));
+  g.tensor_ = PropertiesOf(example);
+  return g;
+}
+
+LeafGuard LeafGuard::TensorSize(SourceRef source, int64_t dim, int64_t size, Provenance where) {
+  LeafGuard g(Kind::kTensorSize, std::move(source), std::move(where));
+  g.dim_ = dim;
+  g.size_ = size;
+  return g;
+}
+
+bool LeafGuard::CheckValue(PyObject* value) const {
+  if (value == nullptr) return false;
+  switch (kind_) {
+    case Kind::kType: return Py_TYPE(value) == type_;
+    case Kind::kIdentity: return value == expected_;
+    case Kind::kEquals: return SameConstant(value, expected_);
+    case Kind::kLength:
+      if (PyTuple_Check(value)) return PyTuple_GET_SIZE(value) == length_;
+      if (PyList_Check(value)) return PyList_GET_SIZE(value) == length_;
+      if (PyDict_Check(value)) return PyDict_GET_SIZE(value) == length_;
+      return false;
+    case Kind::kTensor: {
+      const Tensor* t = tensor_recogniser ? tensor_recogniser(value) : nullptr;
+      if (t == nullptr || t->dtype() != tensor_.dtype || t->device() != tensor_.device ||
+          t->ndim() != tensor_.ndim || LayoutOf(*t) != tensor_.layout) {
+        return false;
+      }
+      for (int64_t d = 0; d < tensor_.ndim; ++d) {
+        if ((t->size(d) == 1) != tensor_.size_is_one[d]) return false;
+      }
+      return true;
+    }
+    case Kind::kTensorSize: {
+      const Tensor* t = tensor_recogniser ? tensor_recogniser(value) : nullptr;
+      return t != nullptr && dim_ < t->ndim() && t->size(dim_) == size_;
+    }
+  }
+  __builtin_unreachable();
+}
+
+bool LeafGuard::Check(const FrameInputs& frame) const { return CheckValue(source_->Resolve(frame)); }
+
+std::optional<std::string> LeafGuard::Explain(const FrameInputs& frame) const {
+  PyObject* value = source_->Resolve(frame);
+  if (CheckValue(value)) return std::nullopt;
+  const std::string src = source_->ToString();
+  if (value == nullptr) return absl::StrCat(src, ": expected a value, actual: it no longer exists");
+  switch (kind_) {
+    case Kind::kType:
+      return absl::StrFormat("type(%s): expected %s, actual %s", src, type_->tp_name,
+                             Py_TYPE(value)->tp_name);
+    case Kind::kIdentity:
+      return absl::StrFormat("%s: expected the object %s, actual %s", src, Repr(expected_),
+                             Repr(value));
+    case Kind::kEquals:
+      return absl::StrFormat("%s: expected %s, actual %s", src, Repr(expected_), Repr(value));
+    case Kind::kLength:
+      return absl::StrFormat("len(%s): expected %d, actual %d", src, length_,
+                             PyObject_Length(value) < 0 ? (PyErr_Clear(), -1) : PyObject_Length(value));
+    case Kind::kTensor: {
+      const Tensor* t = tensor_recogniser ? tensor_recogniser(value) : nullptr;
+      if (t == nullptr) {
+        return absl::StrFormat("%s: expected a Tensor, actual %s", src, Py_TYPE(value)->tp_name);
+      }
+      const TensorProperties actual = PropertiesOf(*t);
+      if (actual.dtype != tensor_.dtype) {
+        return absl::StrFormat("%s.dtype: expected %s, actual %s", src, DTypeName(tensor_.dtype),
+                               DTypeName(actual.dtype));
+      }
+      if (actual.device != tensor_.device) {
+        return absl::StrFormat("%s.device: expected %s, actual %s", src, tensor_.device.ToString(),
+                               actual.device.ToString());
+      }
+      if (actual.ndim != tensor_.ndim) {
+        return absl::StrFormat("%s.ndim: expected %d, actual %d (shape %s)", src, tensor_.ndim,
+                               actual.ndim, t->ShapeString());
+      }
+      if (actual.layout != tensor_.layout) {
+        return absl::StrFormat("%s layout: expected %s, actual %s", src, LayoutName(tensor_.layout),
+                               LayoutName(actual.layout));
+      }
+      return absl::StrFormat("%s: expected %s, actual %s (shape %s)", src, Describe(tensor_),
+                             Describe(actual), t->ShapeString());
+    }
+    case Kind::kTensorSize: {
+      const Tensor* t = tensor_recogniser ? tensor_recogniser(value) : nullptr;
+      return absl::StrFormat("%s.size(%d): expected %d, actual %s", src, dim_, size_,
+                             t != nullptr && dim_ < t->ndim() ? absl::StrCat(t->size(dim_)) : "none");
+    }
+  }
+  __builtin_unreachable();
+}
+
+std::string LeafGuard::ToString() const {
+  const std::string src = source_->ToString();
+  std::string code;
+  switch (kind_) {
+    case Kind::kType: code = absl::StrFormat("type(%s) is %s", src, type_->tp_name); break;
+    case Kind::kIdentity: code = absl::StrFormat("%s is %s", src, Repr(expected_)); break;
+    case Kind::kEquals: code = absl::StrFormat("%s == %s", src, Repr(expected_)); break;
+    case Kind::kLength: code = absl::StrFormat("len(%s) == %d", src, length_); break;
+    case Kind::kTensor: code = absl::StrFormat("%s is a %s", src, Describe(tensor_)); break;
+    case Kind::kTensorSize: code = absl::StrFormat("%s.size(%d) == %d", src, dim_, size_); break;
+  }
+  if (where_.line >= 0 || !where_.instruction.empty()) {
+    absl::StrAppendFormat(&code, "  # line %d: %s (offset %d)", where_.line, where_.instruction,
+                          where_.offset);
+  }
+  return code;
+}
+
+void GuardSet::Add(LeafGuard guard) {
+  // The key leaves out provenance: the first instruction that needed a guard explains it.
+  std::string text = guard.ToString();
+  const std::string key = text.substr(0, text.find("  # line"));
+  if (std::find(keys_.begin(), keys_.end(), key) != keys_.end()) return;
+  keys_.push_back(key);
+  guards_.push_back(std::move(guard));
+}
+
+bool GuardSet::Check(const FrameInputs& frame) const {
+  for (const LeafGuard& g : guards_) {
+    if (!g.Check(frame)) return false;
+  }
+  return true;
+}
+
+std::optional<std::string> GuardSet::Explain(const FrameInputs& frame) const {
+  for (const LeafGuard& g : guards_) {
+    if (auto why = g.Explain(frame)) return why;
+  }
+  return std::nullopt;
+}
+
+std::vector<std::string> GuardSet::Lines() const {
+  std::vector<std::string> lines;
+  for (const LeafGuard& g : guards_) lines.push_back(g.ToString());
+  return lines;
+}
+
+}  // namespace dt::guards

@@ -1,0 +1,105 @@
+// guards/guard_set.h: the conditions under which a captured graph may be reused.
+//
+// A GuardSet is a list of leaf guards, each a pure predicate on the value at one Source, checked
+// in order without calling Python code: exact type, identity, equality with a constant of a
+// builtin type, sequence length, and a tensor's dtype/device/rank/size-1 dims/layout (plus exact
+// sizes for the dims the traced code read). Check() is the fast path; Explain() is a separate const
+// path that returns the first failure as "expected X, actual Y" and changes nothing.
+//
+// Every guard keeps the source line and instruction that required it, so listings say why it
+// exists:
+//   L['x'] is a Tensor(float32, cpu, ndim=2, size-1 dims=[-, -], contiguous)  # line 3: LOAD_FAST x
+#ifndef DYNTRACE_GUARDS_GUARD_SET_H_
+#define DYNTRACE_GUARDS_GUARD_SET_H_
+
+#include <Python.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "guards/source.h"
+#include "runtime/tensor.h"
+
+namespace dt::guards {
+
+// How the interpreter layer recognises its tensors; set once at module start-up.
+using TensorOf = const Tensor* (*)(PyObject* obj);
+void SetTensorRecogniser(TensorOf fn);
+
+// Memory-order class of a tensor, guarded so layout-specialised kernels stay valid.
+enum class Layout : uint8_t { kContiguous, kDense, kStrided };
+Layout LayoutOf(const Tensor& t);
+
+struct Provenance {
+  int line = -1;
+  int offset = -1;
+  std::string instruction;  // "LOAD_FAST x"
+};
+
+struct TensorProperties {
+  DType dtype;
+  Device device;
+  int64_t ndim;
+  std::vector<bool> size_is_one;
+  Layout layout;
+};
+
+class LeafGuard {
+ public:
+  enum class Kind : uint8_t { kType, kIdentity, kEquals, kLength, kTensor, kTensorSize };
+
+  static LeafGuard Type(SourceRef source, PyTypeObject* type, Provenance where);
+  static LeafGuard Identity(SourceRef source, PyObject* expected, Provenance where);
+  // REQUIRES: `expected` is an int, float, str or bytes (compared without running Python code).
+  static LeafGuard Equals(SourceRef source, PyObject* expected, Provenance where);
+  static LeafGuard Length(SourceRef source, Py_ssize_t length, Provenance where);
+  static LeafGuard TensorMatch(SourceRef source, const Tensor& example, Provenance where);
+  static LeafGuard TensorSize(SourceRef source, int64_t dim, int64_t size, Provenance where);
+
+  // REQUIRES: the GIL. Never raises.
+  bool Check(const FrameInputs& frame) const;
+  // Why Check() fails: "L['x'].dtype: expected float32, actual int64"; nullopt when it passes.
+  std::optional<std::string> Explain(const FrameInputs& frame) const;
+  // The guard as one line of code with its provenance comment.
+  std::string ToString() const;
+  const Source& source() const { return *source_; }
+  Kind kind() const { return kind_; }
+
+ private:
+  LeafGuard(Kind kind, SourceRef source, Provenance where)
+      : kind_(kind), source_(std::move(source)), where_(std::move(where)) {}
+  bool CheckValue(PyObject* value) const;
+
+  Kind kind_;
+  SourceRef source_;
+  Provenance where_;
+  PyTypeObject* type_ = nullptr;
+  PyObject* expected_ = nullptr;  // strong reference (kIdentity, kEquals)
+  Py_ssize_t length_ = 0;
+  TensorProperties tensor_{};
+  int64_t dim_ = 0, size_ = 0;
+
+ public:
+  LeafGuard(const LeafGuard& other);
+  LeafGuard& operator=(const LeafGuard& other);
+  ~LeafGuard();
+};
+
+class GuardSet {
+ public:
+  // Adds a guard unless an identical one (same text) is already present.
+  void Add(LeafGuard guard);
+  bool Check(const FrameInputs& frame) const;
+  std::optional<std::string> Explain(const FrameInputs& frame) const;
+  std::vector<std::string> Lines() const;
+  size_t size() const { return guards_.size(); }
+
+ private:
+  std::vector<LeafGuard> guards_;
+  std::vector<std::string> keys_;
+};
+
+}  // namespace dt::guards
+
+#endif  // DYNTRACE_GUARDS_GUARD_SET_H_

@@ -1,0 +1,117 @@
+#include "guards/source.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace dt::guards {
+
+std::string Source::ToString() const {
+  switch (kind) {
+    case Kind::kLocal: return absl::StrCat("L['", name, "']");
+    case Kind::kGlobal: return absl::StrCat("G['", name, "']");
+    case Kind::kBuiltin: return absl::StrCat("B['", name, "']");
+    case Kind::kClosure: return absl::StrCat("C['", name, "']");
+    case Kind::kAttr: return absl::StrCat(parent->ToString(), ".", name);
+    case Kind::kItem: return absl::StrCat(parent->ToString(), "[", index, "]");
+    case Kind::kDictItem: return absl::StrCat(parent->ToString(), "['", name, "']");
+    case Kind::kFuncGlobals: return absl::StrCat(parent->ToString(), ".__globals__");
+    case Kind::kFuncCell: return absl::StrCat(parent->ToString(), ".__closure__[", index, "] (",
+                                              name, ")");
+  }
+  __builtin_unreachable();
+}
+
+namespace {
+
+PyObject* DictLookup(PyObject* dict, const std::string& key) {
+  if (dict == nullptr || !PyDict_Check(dict)) return nullptr;
+  PyObject* value = PyDict_GetItemString(dict, key.c_str());  // borrowed; never raises
+  return value;
+}
+
+// An object's own attribute without running descriptors: the instance (or module, or class)
+// __dict__.
+PyObject* OwnAttr(PyObject* obj, const std::string& name) {
+  if (PyModule_Check(obj)) return DictLookup(PyModule_GetDict(obj), name);
+  if (PyType_Check(obj)) {
+    return DictLookup(reinterpret_cast<PyTypeObject*>(obj)->tp_dict, name);
+  }
+  PyObject** dict_ptr = _PyObject_GetDictPtr(obj);
+  if (dict_ptr == nullptr || *dict_ptr == nullptr) {
+    PyErr_Clear();
+    return nullptr;
+  }
+  return DictLookup(*dict_ptr, name);
+}
+
+PyObject* CellContents(PyObject* closure, int index) {
+  if (closure == nullptr || !PyTuple_Check(closure) || index >= PyTuple_GET_SIZE(closure)) {
+    return nullptr;
+  }
+  PyObject* cell = PyTuple_GET_ITEM(closure, index);
+  return PyCell_Check(cell) ? PyCell_GET(cell) : nullptr;
+}
+
+}  // namespace
+
+PyObject* Source::Resolve(const FrameInputs& frame) const {
+  switch (kind) {
+    case Kind::kLocal: return index < frame.num_locals ? frame.locals[index] : nullptr;
+    case Kind::kGlobal: return DictLookup(frame.globals, name);
+    case Kind::kBuiltin: return DictLookup(frame.builtins, name);
+    case Kind::kClosure: return CellContents(frame.closure, index);
+    case Kind::kAttr: {
+      PyObject* p = parent->Resolve(frame);
+      return p == nullptr ? nullptr : OwnAttr(p, name);
+    }
+    case Kind::kItem: {
+      PyObject* p = parent->Resolve(frame);
+      if (p == nullptr) return nullptr;
+      if (PyTuple_Check(p) && index < PyTuple_GET_SIZE(p)) return PyTuple_GET_ITEM(p, index);
+      if (PyList_Check(p) && index < PyList_GET_SIZE(p)) return PyList_GET_ITEM(p, index);
+      return nullptr;
+    }
+    case Kind::kDictItem: return DictLookup(parent->Resolve(frame), name);
+    case Kind::kFuncGlobals: {
+      PyObject* p = parent->Resolve(frame);
+      return p != nullptr && PyFunction_Check(p) ? PyFunction_GET_GLOBALS(p) : nullptr;
+    }
+    case Kind::kFuncCell: {
+      PyObject* p = parent->Resolve(frame);
+      return p != nullptr && PyFunction_Check(p) ? CellContents(PyFunction_GET_CLOSURE(p), index)
+                                                 : nullptr;
+    }
+  }
+  __builtin_unreachable();
+}
+
+namespace {
+SourceRef Make(Source::Kind kind, int index, std::string name, SourceRef parent) {
+  return std::make_shared<const Source>(Source{kind, index, std::move(name), std::move(parent)});
+}
+}  // namespace
+
+SourceRef LocalSource(int index, std::string name) {
+  return Make(Source::Kind::kLocal, index, std::move(name), nullptr);
+}
+SourceRef GlobalSource(std::string name) { return Make(Source::Kind::kGlobal, -1, std::move(name), nullptr); }
+SourceRef BuiltinSource(std::string name) { return Make(Source::Kind::kBuiltin, -1, std::move(name), nullptr); }
+SourceRef ClosureSource(int index, std::string name) {
+  return Make(Source::Kind::kClosure, index, std::move(name), nullptr);
+}
+SourceRef AttrSource(SourceRef parent, std::string name) {
+  return Make(Source::Kind::kAttr, -1, std::move(name), std::move(parent));
+}
+SourceRef ItemSource(SourceRef parent, int index) {
+  return Make(Source::Kind::kItem, index, "", std::move(parent));
+}
+SourceRef DictItemSource(SourceRef parent, std::string key) {
+  return Make(Source::Kind::kDictItem, -1, std::move(key), std::move(parent));
+}
+SourceRef FuncGlobalsSource(SourceRef function) {
+  return Make(Source::Kind::kFuncGlobals, -1, "", std::move(function));
+}
+SourceRef FuncCellSource(SourceRef function, int index, std::string name) {
+  return Make(Source::Kind::kFuncCell, index, std::move(name), std::move(function));
+}
+
+}  // namespace dt::guards

@@ -1,0 +1,60 @@
+// guards/source.h: where a value a trace depended on lives, as a path from the frame.
+//
+// Sources print as the expressions people read in guard listings (`L['x']`, `G['w'].bias`,
+// `L['xs'][1]`, `C['scale']`) and resolve against a live frame without calling Python code:
+// locals and closure cells are read from the frame, globals and attributes from dicts.
+#ifndef DYNTRACE_GUARDS_SOURCE_H_
+#define DYNTRACE_GUARDS_SOURCE_H_
+
+#include <Python.h>
+
+#include <memory>
+#include <string>
+
+namespace dt::guards {
+
+// The frame values a guard set reads. All borrowed; valid while the frame runs.
+struct FrameInputs {
+  PyObject* const* locals = nullptr;  // the frame's fast locals (arguments at entry)
+  int num_locals = 0;
+  PyObject* globals = nullptr;   // dict
+  PyObject* builtins = nullptr;  // dict
+  PyObject* closure = nullptr;   // tuple of cells, or null
+};
+
+struct Source {
+  enum class Kind : uint8_t {
+    kLocal,         // frame local `index` called `name`
+    kGlobal,        // root frame's globals[name]
+    kBuiltin,       // builtins[name]
+    kClosure,       // contents of the root function's closure cell `index` (named `name`)
+    kAttr,          // parent.name, read from the parent's __dict__ (instances, modules, classes)
+    kItem,          // parent[index] of a tuple or list
+    kDictItem,      // parent[name] of a dict with str keys
+    kFuncGlobals,   // parent.__globals__ of a function
+    kFuncCell,      // contents of parent's closure cell `index`
+  };
+  Kind kind;
+  int index = -1;
+  std::string name;
+  std::shared_ptr<const Source> parent;
+
+  std::string ToString() const;
+  // The value, borrowed, or null when it no longer exists (no Python error is left set).
+  PyObject* Resolve(const FrameInputs& frame) const;
+};
+using SourceRef = std::shared_ptr<const Source>;
+
+SourceRef LocalSource(int index, std::string name);
+SourceRef GlobalSource(std::string name);
+SourceRef BuiltinSource(std::string name);
+SourceRef ClosureSource(int index, std::string name);
+SourceRef AttrSource(SourceRef parent, std::string name);
+SourceRef ItemSource(SourceRef parent, int index);
+SourceRef DictItemSource(SourceRef parent, std::string key);
+SourceRef FuncGlobalsSource(SourceRef function);
+SourceRef FuncCellSource(SourceRef function, int index, std::string name);
+
+}  // namespace dt::guards
+
+#endif  // DYNTRACE_GUARDS_SOURCE_H_

@@ -1,0 +1,106 @@
+// interpreter/code_cache.h: what dyntrace remembers about each code object, and its counters.
+//
+// A CodeCache hangs off a code object's co_extra slot. It holds the options the code is compiled
+// with, and one entry per guard set: a compiled graph with its return recipe, or a "fallback"
+// entry saying that, for frames passing these guards, the trace stops (so CPython runs the frame
+// without re-tracing). Tracing is deterministic given values that pass the guards, which is why a
+// failed trace can be cached like a successful one.
+#ifndef DYNTRACE_INTERPRETER_CODE_CACHE_H_
+#define DYNTRACE_INTERPRETER_CODE_CACHE_H_
+
+#include <Python.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "graph/graph.h"
+#include "guards/guard_set.h"
+#include "interpreter/py_ref.h"
+#include "interpreter/tracer.h"
+
+namespace dt::jit {
+
+struct JitOptions {
+  std::string backend = "auto";  // "auto" | "eager"; or a Python callable in backend_callable
+  py::PyRef backend_callable;
+  bool fullgraph = false;
+  int cache_limit = 8;
+  std::string cuda_graphs = "auto";
+};
+
+struct CacheEntry {
+  guards::GuardSet guards;
+  std::shared_ptr<Graph> graph;  // null for fallback entries
+  std::vector<guards::SourceRef> input_sources;
+  trace::OutputSpec output;
+  int return_offset = -1;
+  bool return_pushes_value = true;
+  py::PyRef compiled;            // what a Python backend returned
+  bool fallback = false;
+  std::string fallback_reason;
+  bool has_inplace = false;
+};
+
+struct BreakRecord {
+  std::string reason;
+  std::string file;
+  int line = -1;
+  std::string instruction;
+  int offset = -1;
+};
+
+struct CodeCache {
+  PyCodeObject* code = nullptr;  // borrowed: the cache dies with the code
+  JitOptions options;
+  bool explicit_jit = false;  // marked by dyntrace.jit (vs. seen under tracing()/enable())
+  bool skip = false;          // run under CPython without looking at entries
+  bool warned = false;
+  std::vector<std::unique_ptr<CacheEntry>> entries;
+  std::vector<std::string> recompile_reasons;
+  std::vector<BreakRecord> breaks;
+};
+
+struct Stats {
+  int64_t frames_seen = 0;
+  int64_t frames_traced = 0;
+  int64_t frames_skipped = 0;
+  int64_t cache_hits = 0;
+  int64_t cache_misses = 0;
+  int64_t recompiles = 0;
+  int64_t fallbacks = 0;
+  int64_t graphs = 0;
+  std::vector<std::string> recompile_reasons;
+  std::vector<std::string> fallback_reasons;
+};
+
+// ---- global state (all under the GIL) ----
+Stats& GlobalStats();
+// The cache of `code`, or null.
+CodeCache* FindCache(PyCodeObject* code);
+// The cache of `code`, created with `options` when missing.
+CodeCache* GetOrCreateCache(PyCodeObject* code, const JitOptions& options, bool explicit_jit);
+// Forgets every entry and counter (dyntrace.reset()).
+void ResetAll();
+
+// Modes: options for frames not marked by jit, when tracing()/enable() is active.
+void PushTracingMode(const JitOptions& options);
+void PopTracingMode();
+void SetGlobalMode(const JitOptions* options);  // enable(): options; disable(): null
+// Makes sure the eval-frame hook is installed.
+void InstallHook();
+
+// Collects what each trace produced while set (dyntrace.explain).
+struct TraceLog {
+  std::vector<std::string> graphs;
+  std::vector<std::string> guards;
+  std::vector<BreakRecord> breaks;
+};
+void SetTraceLog(TraceLog* log);
+
+// Log switches (DYNTRACE_LOGS / --log): graph, guards, breaks, recompiles, bytecode.
+void SetLogs(const std::string& spec);
+
+}  // namespace dt::jit
+
+#endif  // DYNTRACE_INTERPRETER_CODE_CACHE_H_

@@ -1,0 +1,120 @@
+#include "interpreter/cpython_frame.h"
+
+#include <cstdio>
+#include <cstdlib>
+
+namespace dt::cpython {
+namespace {
+
+// Mirrors of _PyInterpreterFrame's leading fields; see the header for the layouts.
+#if PY_VERSION_HEX >= 0x030D0000
+#error "dyntrace supports CPython 3.11 and 3.12"
+#elif PY_VERSION_HEX >= 0x030C0000
+struct Frame {
+  PyCodeObject* f_code;
+  Frame* previous;
+  PyObject* f_funcobj;
+  PyObject* f_globals;
+  PyObject* f_builtins;
+  PyObject* f_locals;
+  PyFrameObject* frame_obj;
+  _Py_CODEUNIT* prev_instr;
+  int stacktop;
+  uint16_t return_offset;
+  char owner;
+  PyObject* localsplus[1];
+};
+PyObject* FunctionOf(Frame* f) { return f->f_funcobj; }
+#elif PY_VERSION_HEX >= 0x030B0000
+struct Frame {
+  PyFunctionObject* f_func;
+  PyObject* f_globals;
+  PyObject* f_builtins;
+  PyObject* f_locals;
+  PyCodeObject* f_code;
+  PyFrameObject* frame_obj;
+  Frame* previous;
+  _Py_CODEUNIT* prev_instr;
+  int stacktop;
+  bool is_entry;
+  char owner;
+  PyObject* localsplus[1];
+};
+PyObject* FunctionOf(Frame* f) { return reinterpret_cast<PyObject*>(f->f_func); }
+#else
+#error "dyntrace supports CPython 3.11 and 3.12"
+#endif
+
+Frame* AsFrame(_PyInterpreterFrame* f) { return reinterpret_cast<Frame*>(f); }
+
+}  // namespace
+
+FrameView View(_PyInterpreterFrame* raw) {
+  Frame* f = AsFrame(raw);
+  return FrameView{f->f_code, FunctionOf(f), f->f_globals, f->f_builtins, f->localsplus};
+}
+
+void SetEvalFrame(EvalFrameFn fn) {
+  _PyInterpreterState_SetEvalFrameFunc(PyInterpreterState_Get(),
+                                       fn != nullptr ? fn : _PyEval_EvalFrameDefault);
+}
+
+EvalFrameFn GetEvalFrame() {
+  return _PyInterpreterState_GetEvalFrameFunc(PyInterpreterState_Get());
+}
+
+PyObject* EvalDefault(PyThreadState* tstate, _PyInterpreterFrame* frame, int throwflag) {
+  return _PyEval_EvalFrameDefault(tstate, frame, throwflag);
+}
+
+PyObject* ResumeAt(PyThreadState* tstate, _PyInterpreterFrame* raw, int offset,
+                   absl::Span<PyObject* const> stack) {
+  Frame* f = AsFrame(raw);
+  const int nlocalsplus = f->f_code->co_nlocalsplus;
+  for (size_t i = 0; i < stack.size(); ++i) f->localsplus[nlocalsplus + i] = stack[i];
+  f->stacktop = nlocalsplus + static_cast<int>(stack.size());
+  _Py_CODEUNIT* code = reinterpret_cast<_Py_CODEUNIT*>(f->f_code->co_code_adaptive);
+  f->prev_instr = code + offset / static_cast<int>(sizeof(_Py_CODEUNIT)) - 1;
+  return _PyEval_EvalFrameDefault(tstate, raw, 0);
+}
+
+PyObject* RaiseInFrame(PyThreadState* tstate, _PyInterpreterFrame* frame) {
+  // The throw path (generator.throw) enters the frame's error handling before its first
+  // instruction; no exception-table entry covers that point, so the frame unwinds.
+  return _PyEval_EvalFrameDefault(tstate, frame, 1);
+}
+
+namespace {
+freefunc code_extra_free = nullptr;
+}  // namespace
+
+void InitCodeExtra(freefunc free_fn) { code_extra_free = free_fn; }
+
+Py_ssize_t CodeExtraIndex() {
+  static Py_ssize_t index = [] {
+    Py_ssize_t i = _PyEval_RequestCodeExtraIndex(code_extra_free);
+    if (i < 0) {
+      std::fprintf(stderr, "dyntrace: no co_extra index available\n");
+      std::abort();
+    }
+    return i;
+  }();
+  return index;
+}
+
+void* GetCodeExtra(PyCodeObject* code) {
+  void* extra = nullptr;
+  if (_PyCode_GetExtra(reinterpret_cast<PyObject*>(code), CodeExtraIndex(), &extra) < 0) {
+    PyErr_Clear();
+    return nullptr;
+  }
+  return extra;
+}
+
+void SetCodeExtra(PyCodeObject* code, void* value) {
+  if (_PyCode_SetExtra(reinterpret_cast<PyObject*>(code), CodeExtraIndex(), value) < 0) {
+    PyErr_Clear();
+  }
+}
+
+}  // namespace dt::cpython

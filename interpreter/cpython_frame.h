@@ -1,0 +1,69 @@
+// interpreter/cpython_frame.h: the only place dyntrace touches CPython internals.
+//
+// CPython 3.11 and 3.12 evaluate a Python function in a `_PyInterpreterFrame` that the PEP 523
+// hook receives. dyntrace needs five things from it, behind this interface:
+//   - installing the hook (_PyInterpreterState_SetEvalFrameFunc);
+//   - the frame's code, function, globals, builtins and fast locals (its arguments at entry);
+//   - running CPython's own evaluator on the frame (fallback);
+//   - resuming the frame at a given instruction with values pushed on its stack ("hand-back"),
+//     which is also how a compiled function returns: it resumes at the RETURN instruction with
+//     the result on the stack, so CPython itself unwinds and frees the frame;
+//   - a per-code-object slot (co_extra) for the code cache.
+//
+// Frame layout relied on (Include/internal/pycore_frame.h), per version:
+//   3.11: f_func, f_globals, f_builtins, f_locals, f_code, frame_obj, previous, prev_instr,
+//         stacktop, is_entry, owner, localsplus[]
+//   3.12: f_code, previous, f_funcobj, f_globals, f_builtins, f_locals, frame_obj, prev_instr,
+//         stacktop, return_offset, owner, localsplus[]
+// `localsplus` holds co_nlocalsplus locals/cells/free slots, then the value stack; `stacktop` is
+// the stack depth counted from localsplus; `prev_instr` points at the code unit before the next
+// instruction to run.
+#ifndef DYNTRACE_INTERPRETER_CPYTHON_FRAME_H_
+#define DYNTRACE_INTERPRETER_CPYTHON_FRAME_H_
+
+#include <Python.h>
+
+#include "absl/types/span.h"
+
+struct _PyInterpreterFrame;
+
+namespace dt::cpython {
+
+using EvalFrameFn = PyObject* (*)(PyThreadState*, _PyInterpreterFrame*, int);
+
+struct FrameView {
+  PyCodeObject* code;    // borrowed
+  PyObject* function;    // borrowed; the function object being called
+  PyObject* globals;     // borrowed
+  PyObject* builtins;    // borrowed
+  PyObject** localsplus; // the fast locals; at entry, the arguments
+};
+
+FrameView View(_PyInterpreterFrame* frame);
+
+// Installs `fn` as the interpreter's frame evaluator (null restores CPython's).
+void SetEvalFrame(EvalFrameFn fn);
+EvalFrameFn GetEvalFrame();
+
+// Runs the frame from where it is with CPython's evaluator.
+PyObject* EvalDefault(PyThreadState* tstate, _PyInterpreterFrame* frame, int throwflag);
+
+// Resumes the frame at the instruction starting at byte `offset` with `stack` pushed on its value
+// stack (references are stolen). REQUIRES: the frame has not started running, and `stack` is what
+// that instruction expects.
+PyObject* ResumeAt(PyThreadState* tstate, _PyInterpreterFrame* frame, int offset,
+                   absl::Span<PyObject* const> stack);
+
+// Raises the pending Python exception from inside `frame` without running any of its code, so
+// CPython unwinds and frees the frame and the traceback names it. REQUIRES: an exception is set.
+PyObject* RaiseInFrame(PyThreadState* tstate, _PyInterpreterFrame* frame);
+
+// co_extra: one index for dyntrace, requested once; `free_fn` runs when a code object dies.
+void InitCodeExtra(freefunc free_fn);
+Py_ssize_t CodeExtraIndex();
+void* GetCodeExtra(PyCodeObject* code);
+void SetCodeExtra(PyCodeObject* code, void* value);
+
+}  // namespace dt::cpython
+
+#endif  // DYNTRACE_INTERPRETER_CPYTHON_FRAME_H_

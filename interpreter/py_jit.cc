@@ -1,0 +1,434 @@
+// The Python surface of the frame evaluator: dyntrace.jit, tracing(), enable()/disable(),
+// guards(), graphs(), explain(), stats(), reset(), and the Graph objects Python backends receive.
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "guards/guard_set.h"
+#include "interpreter/code_cache.h"
+#include "interpreter/py_types.h"
+
+namespace dt::py {
+namespace {
+
+using jit::JitOptions;
+
+// ---- Graph objects ----
+struct PyGraph {
+  PyObject_HEAD
+  std::shared_ptr<Graph> graph;
+};
+
+PyTypeObject GraphType = {PyVarObject_HEAD_INIT(nullptr, 0) "dyntrace.Graph"};
+
+void GraphDealloc(PyObject* self) {
+  reinterpret_cast<PyGraph*>(self)->graph.~shared_ptr<Graph>();
+  Py_TYPE(self)->tp_free(self);
+}
+
+PyObject* GraphStr(PyObject* self) {
+  return PyUnicode_FromString(reinterpret_cast<PyGraph*>(self)->graph->ToString().c_str());
+}
+
+PyObject* GraphRun(PyObject* self, PyObject* args) {
+  const Graph& g = *reinterpret_cast<PyGraph*>(self)->graph;
+  std::vector<Tensor> inputs;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(args); ++i) {
+    PyObject* a = PyTuple_GET_ITEM(args, i);
+    if (!IsTensor(a)) {
+      PyErr_Format(PyExc_TypeError, "Graph.run() expects tensors, got %s", Py_TYPE(a)->tp_name);
+      return nullptr;
+    }
+    inputs.push_back(Unwrap(a));
+  }
+  auto outputs = g.RunEager(inputs);
+  if (!outputs.ok()) return RaiseStatus(outputs.status());
+  PyObject* list = PyList_New(0);
+  for (const Tensor& t : *outputs) {
+    PyRef w = PyRef::Steal(Wrap(t));
+    PyList_Append(list, w.get());
+  }
+  return list;
+}
+
+PyObject* GraphNodes(PyObject* self, void*) {
+  const Graph& g = *reinterpret_cast<PyGraph*>(self)->graph;
+  PyObject* list = PyList_New(0);
+  for (const Node& n : g.nodes()) {
+    PyRef name = PyRef::Steal(PyUnicode_FromString((n.op->name() + (n.inplace ? "_" : "")).c_str()));
+    PyList_Append(list, name.get());
+  }
+  return list;
+}
+
+PyObject* GraphInputs(PyObject* self, void*) {
+  const Graph& g = *reinterpret_cast<PyGraph*>(self)->graph;
+  PyObject* list = PyList_New(0);
+  for (const std::string& s : g.input_sources()) {
+    PyRef name = PyRef::Steal(PyUnicode_FromString(s.c_str()));
+    PyList_Append(list, name.get());
+  }
+  return list;
+}
+
+PyMethodDef graph_methods[] = {
+    {"run", GraphRun, METH_VARARGS, "run(*inputs): execute the graph op by op; returns the outputs"},
+    {nullptr, nullptr, 0, nullptr},
+};
+PyGetSetDef graph_getset[] = {
+    {"nodes", GraphNodes, nullptr, "op names, in order", nullptr},
+    {"inputs", GraphInputs, nullptr, "where each input comes from (L['x'], G['w'] ...)", nullptr},
+    {nullptr, nullptr, nullptr, nullptr, nullptr},
+};
+
+// ---- options ----
+bool ParseOptions(PyObject* kwargs, JitOptions& options, const char* who) {
+  if (kwargs == nullptr) return true;
+  PyObject *key, *value;
+  Py_ssize_t pos = 0;
+  while (PyDict_Next(kwargs, &pos, &key, &value)) {
+    const std::string name = PyUnicode_AsUTF8(key);
+    if (name == "backend") {
+      if (PyUnicode_Check(value)) {
+        const std::string b = PyUnicode_AsUTF8(value);
+        if (b != "auto" && b != "eager") {
+          PyErr_Format(PyExc_ValueError,
+                       "%s(): backend '%s' is not available (use 'auto', 'eager' or a callable "
+                       "backend(graph, example_inputs))",
+                       who, b.c_str());
+          return false;
+        }
+        options.backend = b;
+      } else if (PyCallable_Check(value)) {
+        options.backend = "python";
+        options.backend_callable = PyRef::Borrow(value);
+      } else {
+        PyErr_Format(PyExc_TypeError, "%s(): backend must be a string or a callable, not %s", who,
+                     Py_TYPE(value)->tp_name);
+        return false;
+      }
+    } else if (name == "fullgraph") {
+      options.fullgraph = PyObject_IsTrue(value);
+    } else if (name == "cache_limit") {
+      if (!PyLong_Check(value) || PyBool_Check(value)) {
+        PyErr_Format(PyExc_TypeError, "%s(): cache_limit must be an int", who);
+        return false;
+      }
+      const long limit = PyLong_AsLong(value);
+      if (limit < 1) {
+        PyErr_Format(PyExc_ValueError, "%s(): cache_limit must be at least 1, got %ld", who, limit);
+        return false;
+      }
+      options.cache_limit = static_cast<int>(limit);
+    } else if (name == "cuda_graphs") {
+      if (value == Py_True || value == Py_False) {
+        options.cuda_graphs = value == Py_True ? "true" : "false";
+      } else if (PyUnicode_Check(value) && std::string(PyUnicode_AsUTF8(value)) == "auto") {
+        options.cuda_graphs = "auto";
+      } else {
+        PyErr_Format(PyExc_ValueError, "%s(): cuda_graphs must be 'auto', True or False", who);
+        return false;
+      }
+    } else {
+      PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument '%s'", who, name.c_str());
+      return false;
+    }
+  }
+  return true;
+}
+
+PyCodeObject* CodeOf(PyObject* fn, const char* who) {
+  PyObject* target = fn;
+  if (PyMethod_Check(target)) target = PyMethod_GET_FUNCTION(target);
+  if (!PyFunction_Check(target)) {
+    PyErr_Format(PyExc_TypeError, "%s() expects a Python function, got %s", who, Py_TYPE(fn)->tp_name);
+    return nullptr;
+  }
+  return reinterpret_cast<PyCodeObject*>(PyFunction_GET_CODE(target));
+}
+
+PyObject* MarkForJit(PyObject* fn, const JitOptions& options) {
+  if (!PyCallable_Check(fn)) {
+    PyErr_Format(PyExc_TypeError, "jit() expects a callable Python function, got %s", Py_TYPE(fn)->tp_name);
+    return nullptr;
+  }
+  PyCodeObject* code = CodeOf(fn, "jit");
+  if (code == nullptr) return nullptr;
+  if (code->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR)) {
+    PyErr_SetString(PyExc_TypeError, "jit() cannot compile generator or coroutine functions");
+    return nullptr;
+  }
+  jit::InstallHook();
+  jit::GetOrCreateCache(code, options, /*explicit_jit=*/true);
+  Py_INCREF(fn);
+  return fn;
+}
+
+// The decorator jit(**options) returns: a callable holding the options.
+struct PyJitDecorator {
+  PyObject_HEAD
+  JitOptions* options;
+};
+PyTypeObject JitDecoratorType = {PyVarObject_HEAD_INIT(nullptr, 0) "dyntrace._JitDecorator"};
+
+void JitDecoratorDealloc(PyObject* self) {
+  delete reinterpret_cast<PyJitDecorator*>(self)->options;
+  Py_TYPE(self)->tp_free(self);
+}
+
+PyObject* JitDecoratorCall(PyObject* self, PyObject* args, PyObject* kwargs) {
+  PyObject* fn;
+  if (!PyArg_ParseTuple(args, "O:jit", &fn)) return nullptr;
+  return MarkForJit(fn, *reinterpret_cast<PyJitDecorator*>(self)->options);
+}
+
+PyObject* FnJit(PyObject*, PyObject* args, PyObject* kwargs) {
+  JitOptions options;
+  if (!ParseOptions(kwargs, options, "jit")) return nullptr;
+  if (PyTuple_GET_SIZE(args) > 1) {
+    PyErr_SetString(PyExc_TypeError, "jit() takes one positional argument (the function)");
+    return nullptr;
+  }
+  if (PyTuple_GET_SIZE(args) == 1 && PyTuple_GET_ITEM(args, 0) != Py_None) {
+    return MarkForJit(PyTuple_GET_ITEM(args, 0), options);
+  }
+  auto* d = PyObject_New(PyJitDecorator, &JitDecoratorType);
+  d->options = new JitOptions(std::move(options));
+  return reinterpret_cast<PyObject*>(d);
+}
+
+// ---- tracing() context manager ----
+struct PyTracing {
+  PyObject_HEAD
+  JitOptions* options;
+};
+PyTypeObject TracingType = {PyVarObject_HEAD_INIT(nullptr, 0) "dyntrace.tracing"};
+
+void TracingDealloc(PyObject* self) {
+  delete reinterpret_cast<PyTracing*>(self)->options;
+  Py_TYPE(self)->tp_free(self);
+}
+
+PyObject* TracingEnter(PyObject* self, PyObject*) {
+  jit::PushTracingMode(*reinterpret_cast<PyTracing*>(self)->options);
+  Py_INCREF(self);
+  return self;
+}
+
+PyObject* TracingExit(PyObject*, PyObject*) {
+  jit::PopTracingMode();
+  Py_RETURN_FALSE;
+}
+
+PyMethodDef tracing_methods[] = {
+    {"__enter__", TracingEnter, METH_NOARGS, nullptr},
+    {"__exit__", TracingExit, METH_VARARGS, nullptr},
+    {nullptr, nullptr, 0, nullptr},
+};
+
+PyObject* FnTracing(PyObject*, PyObject* args, PyObject* kwargs) {
+  JitOptions options;
+  if (PyTuple_GET_SIZE(args) != 0) {
+    PyErr_SetString(PyExc_TypeError, "tracing() takes keyword arguments only");
+    return nullptr;
+  }
+  if (!ParseOptions(kwargs, options, "tracing")) return nullptr;
+  auto* t = PyObject_New(PyTracing, &TracingType);
+  t->options = new JitOptions(std::move(options));
+  return reinterpret_cast<PyObject*>(t);
+}
+
+PyObject* FnEnable(PyObject*, PyObject* args, PyObject* kwargs) {
+  JitOptions options;
+  if (PyTuple_GET_SIZE(args) != 0) {
+    PyErr_SetString(PyExc_TypeError, "enable() takes keyword arguments only");
+    return nullptr;
+  }
+  if (!ParseOptions(kwargs, options, "enable")) return nullptr;
+  jit::SetGlobalMode(&options);
+  Py_RETURN_NONE;
+}
+
+PyObject* FnDisable(PyObject*, PyObject*) {
+  jit::SetGlobalMode(nullptr);
+  Py_RETURN_NONE;
+}
+
+PyObject* StringList(const std::vector<std::string>& items) {
+  PyObject* list = PyList_New(0);
+  for (const std::string& s : items) {
+    PyRef str = PyRef::Steal(PyUnicode_FromString(s.c_str()));
+    PyList_Append(list, str.get());
+  }
+  return list;
+}
+
+PyObject* FnGuards(PyObject*, PyObject* fn) {
+  PyCodeObject* code = CodeOf(fn, "guards");
+  if (code == nullptr) return nullptr;
+  std::vector<std::string> out;
+  if (jit::CodeCache* cache = jit::FindCache(code)) {
+    for (const auto& e : cache->entries) {
+      std::string text = absl::StrJoin(e->guards.Lines(), "\n");
+      if (e->fallback) text = absl::StrCat("# runs under CPython: ", e->fallback_reason, "\n", text);
+      out.push_back(text);
+    }
+  }
+  return StringList(out);
+}
+
+PyObject* FnGraphs(PyObject*, PyObject* args, PyObject* kwargs) {
+  PyObject* fn;
+  const char* format = nullptr;
+  static const char* kwlist[] = {"fn", "format", nullptr};
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$z:graphs", const_cast<char**>(kwlist), &fn, &format)) {
+    return nullptr;
+  }
+  if (format != nullptr && std::string(format) != "code") {
+    PyErr_Format(PyExc_ValueError, "graphs(): format must be 'code' (got '%s')", format);
+    return nullptr;
+  }
+  PyCodeObject* code = CodeOf(fn, "graphs");
+  if (code == nullptr) return nullptr;
+  std::vector<std::string> out;
+  if (jit::CodeCache* cache = jit::FindCache(code)) {
+    for (const auto& e : cache->entries) {
+      if (e->graph) out.push_back(e->graph->ToString(PyUnicode_AsUTF8(code->co_name)));
+    }
+  }
+  return StringList(out);
+}
+
+PyObject* FnStats(PyObject*, PyObject*) {
+  const jit::Stats& s = jit::GlobalStats();
+  PyObject* d = PyDict_New();
+  auto put = [&](const char* k, PyObject* v) {
+    PyDict_SetItemString(d, k, v);
+    Py_DECREF(v);
+  };
+  put("frames_seen", PyLong_FromLongLong(s.frames_seen));
+  put("frames_traced", PyLong_FromLongLong(s.frames_traced));
+  put("frames_skipped", PyLong_FromLongLong(s.frames_skipped));
+  put("cache_hits", PyLong_FromLongLong(s.cache_hits));
+  put("cache_misses", PyLong_FromLongLong(s.cache_misses));
+  put("recompiles", PyLong_FromLongLong(s.recompiles));
+  put("fallbacks", PyLong_FromLongLong(s.fallbacks));
+  put("graphs", PyLong_FromLongLong(s.graphs));
+  put("recompile_reasons", StringList(s.recompile_reasons));
+  put("fallback_reasons", StringList(s.fallback_reasons));
+  return d;
+}
+
+PyObject* FnReset(PyObject*, PyObject*) {
+  jit::ResetAll();
+  Py_RETURN_NONE;
+}
+
+PyObject* FnSetLogs(PyObject*, PyObject* spec) {
+  if (!PyUnicode_Check(spec)) {
+    PyErr_SetString(PyExc_TypeError, "_set_logs() expects a str");
+    return nullptr;
+  }
+  jit::SetLogs(PyUnicode_AsUTF8(spec));
+  Py_RETURN_NONE;
+}
+
+// explain(fn, *args, **kwargs): runs fn under tracing and reports every graph and break.
+PyObject* FnExplain(PyObject* module, PyObject* args, PyObject* kwargs) {
+  if (PyTuple_GET_SIZE(args) < 1) {
+    PyErr_SetString(PyExc_TypeError, "explain() needs the function to run");
+    return nullptr;
+  }
+  PyObject* fn = PyTuple_GET_ITEM(args, 0);
+  if (!PyCallable_Check(fn)) {
+    PyErr_Format(PyExc_TypeError, "explain() expects a callable, got %s", Py_TYPE(fn)->tp_name);
+    return nullptr;
+  }
+  PyRef call_args = PyRef::Steal(PyTuple_GetSlice(args, 1, PyTuple_GET_SIZE(args)));
+  jit::TraceLog log;
+  jit::SetTraceLog(&log);
+  JitOptions options;
+  jit::PushTracingMode(options);
+  if (PyCodeObject* code = PyFunction_Check(fn) ? reinterpret_cast<PyCodeObject*>(PyFunction_GET_CODE(fn)) : nullptr) {
+    // A fresh look at this function: its earlier entries would hide what a trace finds.
+    if (jit::CodeCache* cache = jit::FindCache(code)) {
+      cache->entries.clear();
+      cache->skip = false;
+    }
+  }
+  PyRef result = PyRef::Steal(PyObject_Call(fn, call_args.get(), kwargs));
+  jit::PopTracingMode();
+  jit::SetTraceLog(nullptr);
+  if (!result) return nullptr;
+  PyRef breaks = PyRef::Steal(PyList_New(0));
+  for (const jit::BreakRecord& b : log.breaks) {
+    PyRef d = PyRef::Steal(Py_BuildValue("{s:s,s:s,s:i,s:s,s:i}", "reason", b.reason.c_str(), "file",
+                                         b.file.c_str(), "line", b.line, "instruction",
+                                         b.instruction.c_str(), "offset", b.offset));
+    PyList_Append(breaks.get(), d.get());
+  }
+  PyRef graphs = PyRef::Steal(StringList(log.graphs));
+  PyRef guard_list = PyRef::Steal(StringList(log.guards));
+  PyRef cls = PyRef::Steal(PyObject_GetAttrString(module, "_Explanation"));
+  if (!cls) return nullptr;
+  return PyObject_CallFunctionObjArgs(cls.get(), graphs.get(), guard_list.get(), breaks.get(), nullptr);
+}
+
+PyMethodDef jit_functions[] = {
+    {"jit", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(FnJit)), METH_VARARGS | METH_KEYWORDS,
+     "jit(fn=None, *, backend='auto', fullgraph=False, cuda_graphs='auto', cache_limit=8)"},
+    {"tracing", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(FnTracing)), METH_VARARGS | METH_KEYWORDS,
+     "with tracing(backend='auto'): trace every Python frame called inside the block"},
+    {"enable", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(FnEnable)), METH_VARARGS | METH_KEYWORDS,
+     "enable(**options): trace every frame outside the standard library from now on"},
+    {"disable", FnDisable, METH_NOARGS, "disable(): stop enable()'s tracing"},
+    {"guards", FnGuards, METH_O, "guards(fn) -> list of each cache entry's guard code"},
+    {"graphs", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(FnGraphs)), METH_VARARGS | METH_KEYWORDS,
+     "graphs(fn) -> list of each cache entry's graph as Python-like code"},
+    {"explain", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(FnExplain)), METH_VARARGS | METH_KEYWORDS,
+     "explain(fn, *args, **kwargs): run fn under tracing and report graphs, breaks and guards"},
+    {"stats", FnStats, METH_NOARGS, "stats() -> dict of counters"},
+    {"reset", FnReset, METH_NOARGS, "reset(): forget every compiled entry and counter"},
+    {"_set_logs", FnSetLogs, METH_O, nullptr},
+    {nullptr, nullptr, 0, nullptr},
+};
+
+const Tensor* RecogniseTensor(PyObject* obj) { return IsTensor(obj) ? &Unwrap(obj) : nullptr; }
+
+}  // namespace
+
+PyObject* WrapGraph(std::shared_ptr<Graph> graph) {
+  auto* g = PyObject_New(PyGraph, &GraphType);
+  if (g == nullptr) return nullptr;
+  new (&g->graph) std::shared_ptr<Graph>(std::move(graph));
+  return reinterpret_cast<PyObject*>(g);
+}
+
+bool AddJitBindings(PyObject* module) {
+  guards::SetTensorRecogniser(&RecogniseTensor);
+  GraphType.tp_basicsize = sizeof(PyGraph);
+  GraphType.tp_flags = Py_TPFLAGS_DEFAULT;
+  GraphType.tp_dealloc = GraphDealloc;
+  GraphType.tp_str = GraphStr;
+  GraphType.tp_repr = GraphStr;
+  GraphType.tp_methods = graph_methods;
+  GraphType.tp_getset = graph_getset;
+  GraphType.tp_doc = "A captured graph: str() shows its code, run(*inputs) executes it.";
+  JitDecoratorType.tp_basicsize = sizeof(PyJitDecorator);
+  JitDecoratorType.tp_flags = Py_TPFLAGS_DEFAULT;
+  JitDecoratorType.tp_dealloc = JitDecoratorDealloc;
+  JitDecoratorType.tp_call = JitDecoratorCall;
+  TracingType.tp_basicsize = sizeof(PyTracing);
+  TracingType.tp_flags = Py_TPFLAGS_DEFAULT;
+  TracingType.tp_dealloc = TracingDealloc;
+  TracingType.tp_methods = tracing_methods;
+  if (PyType_Ready(&GraphType) < 0 || PyType_Ready(&JitDecoratorType) < 0 ||
+      PyType_Ready(&TracingType) < 0) {
+    return false;
+  }
+  if (PyModule_AddObjectRef(module, "Graph", reinterpret_cast<PyObject*>(&GraphType)) < 0) return false;
+  return PyModule_AddFunctions(module, jit_functions) >= 0;
+}
+
+}  // namespace dt::py

@@ -1,0 +1,67 @@
+// interpreter/symbolic.h: the values the tracer keeps on its symbolic stack and in locals.
+//
+// A Sym stands for a Python value during tracing: a constant known at trace time (guarded when it
+// came from the frame), a tensor (a graph value with a meta tensor for shape inference), a
+// container of Syms, or a callable the tracer knows how to follow. `source` is set for values read
+// from the frame; it is what guards check and how outputs that are inputs are returned as the very
+// same objects.
+#ifndef DYNTRACE_INTERPRETER_SYMBOLIC_H_
+#define DYNTRACE_INTERPRETER_SYMBOLIC_H_
+
+#include <memory>
+#include <vector>
+
+#include "graph/graph.h"
+#include "guards/source.h"
+#include "interpreter/py_ref.h"
+
+namespace dt::trace {
+
+enum class SymKind : uint8_t {
+  kConst,        // obj: the value
+  kTensor,       // value + meta
+  kTuple,        // items
+  kList,         // items (mutable only when made by the trace)
+  kDict,         // keys (constants) + items
+  kNull,         // the NULL CPython pushes before some calls
+  kIter,         // items left to yield
+  kCell,         // items[0]: contents (or null when empty)
+  kBoundMethod,  // obj: the function; items[0]: self
+  kOpMethod,     // obj: a dyntrace op function; items[0]: the bound tensor (if any)
+  kFunction,     // a user function: obj = function object, or code when made by MAKE_FUNCTION
+  kObject,       // obj: an object from the frame whose attributes the trace reads
+  kSlice,        // items: start, stop, step
+  kShape,        // items[0]: the tensor whose .shape this is
+};
+
+struct SymValue;
+using Sym = std::shared_ptr<SymValue>;
+
+struct SymValue {
+  SymKind kind;
+  py::PyRef obj;
+  ValueId value = -1;
+  Tensor meta;
+  std::vector<Sym> items;
+  std::vector<py::PyRef> keys;
+  guards::SourceRef source;
+  // Functions made by MAKE_FUNCTION: defaults tuple, kw-defaults dict, closure tuple of cells.
+  Sym defaults, kwdefaults, closure;
+  PyObject* globals = nullptr;  // borrowed: the globals a kFunction made in the trace runs with
+  bool from_frame = false;      // a container read from the frame: mutating it is a side effect
+};
+
+inline Sym MakeSym(SymKind kind) {
+  auto s = std::make_shared<SymValue>();
+  s->kind = kind;
+  return s;
+}
+inline Sym ConstSym(py::PyRef obj) {
+  Sym s = MakeSym(SymKind::kConst);
+  s->obj = std::move(obj);
+  return s;
+}
+
+}  // namespace dt::trace
+
+#endif  // DYNTRACE_INTERPRETER_SYMBOLIC_H_
