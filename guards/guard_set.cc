@@ -155,7 +155,12 @@ LeafGuard LeafGuard::TensorSize(SourceRef source, int64_t dim, int64_t size, Pro
   return g;
 }
 
+LeafGuard LeafGuard::Absent(SourceRef source, Provenance where) {
+  return LeafGuard(Kind::kAbsent, std::move(source), std::move(where));
+}
+
 bool LeafGuard::CheckValue(PyObject* value) const {
+  if (kind_ == Kind::kAbsent) return value == nullptr;
   if (value == nullptr) return false;
   switch (kind_) {
     case Kind::kType: return Py_TYPE(value) == type_;
@@ -181,6 +186,7 @@ bool LeafGuard::CheckValue(PyObject* value) const {
       const Tensor* t = tensor_recogniser ? tensor_recogniser(value) : nullptr;
       return t != nullptr && dim_ < t->ndim() && t->size(dim_) == size_;
     }
+    case Kind::kAbsent: return false;
   }
   __builtin_unreachable();
 }
@@ -191,8 +197,10 @@ std::optional<std::string> LeafGuard::Explain(const FrameInputs& frame) const {
   PyObject* value = source_->Resolve(frame);
   if (CheckValue(value)) return std::nullopt;
   const std::string src = source_->ToString();
+  if (kind_ == Kind::kAbsent) return absl::StrFormat("%s: expected no such name, actual %s", src, Repr(value));
   if (value == nullptr) return absl::StrCat(src, ": expected a value, actual: it no longer exists");
   switch (kind_) {
+    case Kind::kAbsent: break;
     case Kind::kType:
       return absl::StrFormat("type(%s): expected %s, actual %s", src, type_->tp_name,
                              Py_TYPE(value)->tp_name);
@@ -248,6 +256,7 @@ std::string LeafGuard::ToString() const {
     case Kind::kLength: code = absl::StrFormat("len(%s) == %d", src, length_); break;
     case Kind::kTensor: code = absl::StrFormat("%s is a %s", src, Describe(tensor_)); break;
     case Kind::kTensorSize: code = absl::StrFormat("%s.size(%d) == %d", src, dim_, size_); break;
+    case Kind::kAbsent: code = absl::StrFormat("%s does not exist", src); break;
   }
   if (where_.line >= 0 || !where_.instruction.empty()) {
     absl::StrAppendFormat(&code, "  # line %d: %s (offset %d)", where_.line, where_.instruction,

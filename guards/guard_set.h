@@ -47,7 +47,7 @@ struct TensorProperties {
 
 class LeafGuard {
  public:
-  enum class Kind : uint8_t { kType, kIdentity, kEquals, kLength, kTensor, kTensorSize };
+  enum class Kind : uint8_t { kType, kIdentity, kEquals, kLength, kTensor, kTensorSize, kAbsent };
 
   static LeafGuard Type(SourceRef source, PyTypeObject* type, Provenance where);
   static LeafGuard Identity(SourceRef source, PyObject* expected, Provenance where);
@@ -56,6 +56,8 @@ class LeafGuard {
   static LeafGuard Length(SourceRef source, Py_ssize_t length, Provenance where);
   static LeafGuard TensorMatch(SourceRef source, const Tensor& example, Provenance where);
   static LeafGuard TensorSize(SourceRef source, int64_t dim, int64_t size, Provenance where);
+  // Passes when the source does not exist (no global shadows a builtin).
+  static LeafGuard Absent(SourceRef source, Provenance where);
 
   // REQUIRES: the GIL. Never raises.
   bool Check(const FrameInputs& frame) const;

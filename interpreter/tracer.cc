@@ -428,6 +428,10 @@ absl::StatusOr<Sym> Tracer::LoadGlobal(TFrame& f, const std::string& name) {
   if (value == nullptr) return Unsupported(absl::StrCat("name '", name, "' is not defined (the code raises)"));
   // A global of that name would shadow the builtin: guard its absence through the builtin's
   // identity and the trace being re-made if globals change is out of reach, so guard both.
+  // A global of the same name would shadow the builtin: guard that there is none.
+  guards_.Add(LeafGuard::Absent(f.globals_source == nullptr ? guards::GlobalSource(name)
+                                                            : guards::DictItemSource(f.globals_source, name),
+                                Here()));
   return Wrap(value, guards::BuiltinSource(name));
 }
 
@@ -1299,14 +1303,24 @@ absl::StatusOr<Sym> Tracer::Inline(const Sym& function, std::vector<Sym> args,
     f.locals[found] = v;
   }
   if (varkw) f.locals[argcount + kwonly + (varargs ? 1 : 0)] = extra_kwargs;
+  // MAKE_FUNCTION's defaults are a constant tuple or a tuple built by the trace.
+  std::vector<Sym> made_defaults;
+  if (defaults == nullptr && function->defaults != nullptr) {
+    if (function->defaults->kind == SymKind::kConst && PyTuple_Check(function->defaults->obj.get())) {
+      PyObject* t = function->defaults->obj.get();
+      for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(t); ++i) made_defaults.push_back(ConstSym(PyRef::Borrow(PyTuple_GET_ITEM(t, i))));
+    } else {
+      made_defaults = function->defaults->items;
+    }
+  }
   const int ndefaults = defaults != nullptr ? static_cast<int>(PyTuple_GET_SIZE(defaults))
-                        : function->defaults != nullptr ? static_cast<int>(function->defaults->items.size()) : 0;
+                                            : static_cast<int>(made_defaults.size());
   for (int i = 0; i < argcount; ++i) {
     if (f.locals[i] != nullptr) continue;
     const int d = i - (argcount - ndefaults);
     if (d < 0) return Unsupported(absl::StrCat("the traced code raises: missing argument ", name_at(i)));
     f.locals[i] = defaults != nullptr ? ConstSym(PyRef::Borrow(PyTuple_GET_ITEM(defaults, d)))
-                                      : function->defaults->items[d];
+                                      : made_defaults[d];
     if (defaults != nullptr && !IsPureConstType(PyTuple_GET_ITEM(defaults, d))) {
       if (function->source == nullptr) return Unsupported("a non-constant default of a local function");
       DT_ASSIGN_OR_RETURN(f.locals[i], Wrap(PyTuple_GET_ITEM(defaults, d),
