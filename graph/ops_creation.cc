@@ -166,6 +166,14 @@ absl::StatusOr<OpResult> LinspaceEager(const OpDef&, const OpArgs& args) {
   return OpResult{t};
 }
 
+// A tensor the traced code built from constants (`dyntrace.tensor([1., 2.])`): each run gets its
+// own copy, as each call of the original code would.
+absl::StatusOr<OpResult> TensorConstantEager(const OpDef&, const OpArgs& args) {
+  const Tensor& value = args.tensor(0);
+  if (value.is_meta()) return OpResult{value};
+  return OpResult{Clone(value)};
+}
+
 }  // namespace
 
 void RegisterCreationOps(OpRegistry& registry) {
@@ -187,6 +195,8 @@ void RegisterCreationOps(OpRegistry& registry) {
   registry.Add("arange(Scalar start, Scalar? end=None, Scalar step=1, *, DType? dtype=None, "
                "Device? device=None) -> Tensor",
                OpKind::kCreation, kFunction, &ArangeEager);
+  registry.Add("_tensor_constant(Tensor value) -> Tensor", OpKind::kCreation, kNoProperty,
+               &TensorConstantEager);
   registry.Add("linspace(Scalar start, Scalar end, int steps, *, DType? dtype=None, "
                "Device? device=None) -> Tensor",
                OpKind::kCreation, kFunction, &LinspaceEager);

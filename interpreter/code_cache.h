@@ -55,6 +55,7 @@ struct CodeCache {
   JitOptions options;
   bool explicit_jit = false;  // marked by dyntrace.jit (vs. seen under tracing()/enable())
   bool skip = false;          // run under CPython without looking at entries
+  bool excluded = false;      // standard library, generator, ...: never traced in tracing mode
   bool warned = false;
   std::vector<std::unique_ptr<CacheEntry>> entries;
   std::vector<std::string> recompile_reasons;

@@ -277,6 +277,7 @@ PyObject* EvalFrame(PyThreadState* tstate, _PyInterpreterFrame* frame, int throw
     cache = GetOrCreateCache(view.code, *mode, false);
     if (Excluded(view.code) ||
         (view.code->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR))) {
+      cache->excluded = true;
       cache->skip = true;
     }
   }
@@ -407,11 +408,7 @@ void ResetAll() {
     cache->recompile_reasons.clear();
     cache->breaks.clear();
     cache->warned = false;
-    cache->skip = false;
-    if (!cache->explicit_jit) {
-      // Forget codes seen in tracing mode entirely; the next sighting decides afresh.
-      cache->skip = false;
-    }
+    cache->skip = cache->excluded;
   }
   stats = Stats();
 }

@@ -155,11 +155,9 @@ PyObject* MarkForJit(PyObject* fn, const JitOptions& options) {
   }
   PyCodeObject* code = CodeOf(fn, "jit");
   if (code == nullptr) return nullptr;
-  if (code->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR)) {
-    PyErr_SetString(PyExc_TypeError, "jit() cannot compile generator or coroutine functions");
-    return nullptr;
-  }
   jit::InstallHook();
+  // Generators and coroutines are accepted: the tracer declines them with a reason and their
+  // frames run under CPython.
   jit::GetOrCreateCache(code, options, /*explicit_jit=*/true);
   Py_INCREF(fn);
   return fn;

@@ -37,7 +37,7 @@ enum class Op : uint8_t {
   kCallIntrinsic1, kCompareOp, kIsOp, kContainsOp, kPopJumpIfFalse, kPopJumpIfTrue,
   kPopJumpIfNone, kPopJumpIfNotNone, kJump, kJumpIfFalseOrPop, kJumpIfTrueOrPop, kCall,
   kKwNames, kCallFunctionEx, kBuildTuple, kBuildList, kBuildMap, kBuildConstKeyMap, kListAppend,
-  kListExtend, kDictUpdate, kListToTuple, kBuildSlice, kBinarySubscr, kStoreSubscr, kBinarySlice,
+  kListExtend, kDictUpdate, kMapAdd, kListToTuple, kBuildSlice, kBinarySubscr, kStoreSubscr, kBinarySlice,
   kStoreSlice, kUnpackSequence, kUnpackEx, kGetIter, kForIter, kEndFor, kFormatValue,
   kBuildString, kMakeFunction, kReturnValue, kReturnConst, kUnsupported,
 };
@@ -73,7 +73,7 @@ Op OpFromName(absl::string_view name) {
       {"BUILD_TUPLE", Op::kBuildTuple}, {"BUILD_LIST", Op::kBuildList}, {"BUILD_MAP", Op::kBuildMap},
       {"BUILD_CONST_KEY_MAP", Op::kBuildConstKeyMap}, {"LIST_APPEND", Op::kListAppend},
       {"LIST_EXTEND", Op::kListExtend}, {"DICT_UPDATE", Op::kDictUpdate},
-      {"DICT_MERGE", Op::kDictUpdate}, {"LIST_TO_TUPLE", Op::kListToTuple},
+      {"DICT_MERGE", Op::kDictUpdate}, {"MAP_ADD", Op::kMapAdd}, {"LIST_TO_TUPLE", Op::kListToTuple},
       {"BUILD_SLICE", Op::kBuildSlice}, {"BINARY_SUBSCR", Op::kBinarySubscr},
       {"STORE_SUBSCR", Op::kStoreSubscr}, {"BINARY_SLICE", Op::kBinarySlice},
       {"STORE_SLICE", Op::kStoreSlice}, {"UNPACK_SEQUENCE", Op::kUnpackSequence},
@@ -101,6 +101,9 @@ struct DecodedCode {
   absl::flat_hash_map<int, int> index_of_offset;
   std::string filename;
   std::vector<std::string> binary_ops;  // dis._nb_ops names by BINARY_OP argument
+  // try/except/finally or with: their handlers run when the body raises, which a graph cannot
+  // reproduce, so such code is left to CPython (comprehension cleanup handlers do not count).
+  bool has_exception_handlers = false;
 };
 
 absl::StatusOr<std::shared_ptr<const DecodedCode>> Decode(PyCodeObject* code) {
@@ -144,6 +147,9 @@ absl::StatusOr<std::shared_ptr<const DecodedCode>> Decode(PyCodeObject* code) {
     }
     in.opname = PyUnicode_AsUTF8(opname.get());
     in.op = OpFromName(in.opname);
+    if (in.opname == "PUSH_EXC_INFO" || in.opname == "BEFORE_WITH" || in.opname == "BEFORE_ASYNC_WITH") {
+      decoded->has_exception_handlers = true;
+    }
     in.arg = arg.get() == Py_None ? 0 : static_cast<int>(PyLong_AsLong(arg.get()));
     in.offset = static_cast<int>(PyLong_AsLong(offset.get()));
     in.argrepr = PyUnicode_AsUTF8(argrepr.get());
@@ -168,9 +174,9 @@ bool IsPureConstType(PyObject* obj) {
          PyUnicode_CheckExact(obj) || PyBytes_CheckExact(obj) || PyComplex_CheckExact(obj) ||
          obj == Py_Ellipsis || PySlice_Check(obj) || PyRange_Check(obj) ||
          PyObject_TypeCheck(obj, &py::DTypeType) || PyObject_TypeCheck(obj, &py::DeviceType) ||
-         (PyTuple_CheckExact(obj) && [&] {
-           for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(obj); ++i) {
-             if (!IsPureConstType(PyTuple_GET_ITEM(obj, i))) return false;
+         ((PyTuple_CheckExact(obj) || PyList_CheckExact(obj)) && [&] {
+           for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(obj); ++i) {
+             if (!IsPureConstType(PySequence_Fast_GET_ITEM(obj, i))) return false;
            }
            return true;
          }());
@@ -277,6 +283,9 @@ class Tracer {
   absl::StatusOr<Sym> CallTensorMethod(const Sym& self, const std::string& name,
                                        const std::vector<Sym>& args,
                                        const std::vector<std::pair<std::string, Sym>>& kwargs);
+  absl::StatusOr<Sym> CallContainerMethod(const Sym& self, const std::string& name,
+                                          const std::vector<Sym>& args,
+                                          const std::vector<std::pair<std::string, Sym>>& kwargs);
   absl::StatusOr<Sym> CallBuiltin(PyObject* fn, const std::vector<Sym>& args,
                                   const std::vector<std::pair<std::string, Sym>>& kwargs);
   absl::StatusOr<Sym> CallOpFunction(PyObject* fn, const Sym& bound_self, const std::vector<Sym>& args,
@@ -383,7 +392,8 @@ absl::StatusOr<Sym> Tracer::Wrap(PyObject* obj, SourceRef source) {
     return s;
   }
   if (PyModule_Check(obj) || PyType_Check(obj) || PyCFunction_Check(obj) ||
-      PyObject_TypeCheck(obj, &py::DTypeType) || PyCallable_Check(obj)) {
+      PyObject_TypeCheck(obj, &py::DTypeType) || PyObject_TypeCheck(obj, &PyMethodDescr_Type) ||
+      PyObject_TypeCheck(obj, &PyWrapperDescr_Type)) {
     guards_.Add(LeafGuard::Identity(source, obj, where));
     Sym s = ConstSym(PyRef::Borrow(obj));
     s->source = source;
@@ -440,6 +450,12 @@ absl::StatusOr<Sym> Tracer::LoadGlobal(TFrame& f, const std::string& name) {
 
 absl::StatusOr<std::vector<Sym>> Tracer::Emit(const OpDef* op, std::vector<ArgValue> meta_args,
                                               std::vector<GraphArg> graph_args, bool inplace) {
+  if (op->kind == OpKind::kCreation) {
+    // Made on the meta device at trace time: no memory, and random ops leave the generator alone.
+    const int device = op->schema.IndexOf("device");
+    const int input = op->schema.IndexOf("input");
+    if (device >= 0 && input < 0) meta_args[device] = Device::Meta();
+  }
   OpArgs args(std::move(meta_args));
   std::vector<Tensor> outs;
   if (inplace && op->kind == OpKind::kPointwise) {
@@ -554,6 +570,14 @@ absl::StatusOr<PyRef> Tracer::ConstValue(const Sym& s) {
         PyTuple_SET_ITEM(t.get(), i, item.Release());
       }
       return t;
+    }
+    case SymKind::kList: {
+      PyRef l = PyRef::Steal(PyList_New(s->items.size()));
+      for (size_t i = 0; i < s->items.size(); ++i) {
+        DT_ASSIGN_OR_RETURN(PyRef item, ConstValue(s->items[i]));
+        PyList_SET_ITEM(l.get(), i, item.Release());
+      }
+      return l;
     }
     case SymKind::kShape: {
       DT_ASSIGN_OR_RETURN(Sym t, MaterializeShape(s));
@@ -889,6 +913,14 @@ absl::StatusOr<Sym> Tracer::GetAttr(const Sym& obj, const std::string& name) {
   if (obj->kind == SymKind::kShape) {
     return Unsupported(absl::StrCat("attribute ", name, " of a shape"));
   }
+  if ((obj->kind == SymKind::kDict && (name == "get" || name == "items" || name == "keys" || name == "values")) ||
+      (obj->kind == SymKind::kList && (name == "append" || name == "extend" || name == "index" || name == "count")) ||
+      (obj->kind == SymKind::kTuple && (name == "index" || name == "count"))) {
+    Sym s = MakeSym(SymKind::kBoundMethod);
+    s->obj = PyRef::Steal(PyUnicode_FromString(name.c_str()));
+    s->items.push_back(obj);
+    return s;
+  }
   if (obj->kind == SymKind::kObject || (obj->kind == SymKind::kConst && (PyModule_Check(obj->obj.get()) || PyType_Check(obj->obj.get())))) {
     PyObject* o = obj->obj.get();
     PyObject* own = nullptr;
@@ -1070,8 +1102,88 @@ absl::StatusOr<Sym> Tracer::CallTensorMethod(const Sym& self, const std::string&
                                       : "is not supported by the tracer"));
 }
 
+absl::StatusOr<Sym> Tracer::CallContainerMethod(const Sym& self, const std::string& name,
+                                                const std::vector<Sym>& args,
+                                                const std::vector<std::pair<std::string, Sym>>& kwargs) {
+  if (!kwargs.empty()) return Unsupported(absl::StrCat(name, "() with keyword arguments"));
+  if (self->kind == SymKind::kDict) {
+    if (name == "get") {
+      if (args.empty() || args.size() > 2) return Unsupported("the traced code raises: dict.get() arguments");
+      DT_ASSIGN_OR_RETURN(PyRef key, ConstValue(args[0]));
+      for (size_t i = 0; i < self->keys.size(); ++i) {
+        const int eq = PyObject_RichCompareBool(self->keys[i].get(), key.get(), Py_EQ);
+        if (eq < 0) PyErr_Clear();
+        if (eq == 1) return self->items[i];
+      }
+      return args.size() == 2 ? args[1] : ConstSym(PyRef::Borrow(Py_None));
+    }
+    if (self->from_frame) return Unsupported(absl::StrCat("iterating over a dict from the caller (", name, ")"));
+    Sym it = MakeSym(SymKind::kIter);
+    for (size_t i = 0; i < self->keys.size(); ++i) {
+      if (name == "keys") {
+        it->items.push_back(ConstSym(self->keys[i]));
+      } else if (name == "values") {
+        it->items.push_back(self->items[i]);
+      } else {
+        Sym pair = MakeSym(SymKind::kTuple);
+        pair->items = {ConstSym(self->keys[i]), self->items[i]};
+        it->items.push_back(pair);
+      }
+    }
+    return it;
+  }
+  if (name == "append" || name == "extend") {
+    if (self->from_frame) return Unsupported("mutating a list that belongs to the caller");
+    if (args.size() != 1) return Unsupported("the traced code raises: list method arguments");
+    if (name == "append") {
+      self->items.push_back(args[0]);
+    } else {
+      DT_ASSIGN_OR_RETURN(std::vector<Sym> items, Iterate(args[0]));
+      self->items.insert(self->items.end(), items.begin(), items.end());
+    }
+    return ConstSym(PyRef::Borrow(Py_None));
+  }
+  DT_ASSIGN_OR_RETURN(PyRef seq, ConstValue(self));
+  PyRef method = PyRef::Steal(PyObject_GetAttrString(seq.get(), name.c_str()));
+  if (!method) {
+    PyErr_Clear();
+    return Unsupported(absl::StrCat("the traced code raises: no method ", name));
+  }
+  return CallBuiltin(method.get(), args, kwargs);
+}
+
 absl::StatusOr<Sym> Tracer::CallBuiltin(PyObject* fn, const std::vector<Sym>& args,
                                         const std::vector<std::pair<std::string, Sym>>& kwargs) {
+  if (PyCFunction_Check(fn) && std::string(reinterpret_cast<PyCFunctionObject*>(fn)->m_ml->ml_name) == "tensor" &&
+      PyCFunction_GET_SELF(fn) != nullptr && PyModule_Check(PyCFunction_GET_SELF(fn)) &&
+      std::string(PyModule_GetName(PyCFunction_GET_SELF(fn))) == "dyntrace") {
+    // dyntrace.tensor(constants): made now, copied into each run by a constant node.
+    PyRef tuple = PyRef::Steal(PyTuple_New(args.size()));
+    for (size_t i = 0; i < args.size(); ++i) {
+      auto c = ConstValue(args[i]);
+      if (!c.ok()) return Unsupported(absl::StrCat("dyntrace.tensor() of values only known at run time"));
+      PyTuple_SET_ITEM(tuple.get(), i, c->Release());
+    }
+    PyRef kw = PyRef::Steal(PyDict_New());
+    for (const auto& [k, v] : kwargs) {
+      DT_ASSIGN_OR_RETURN(PyRef c, ConstValue(v));
+      PyDict_SetItemString(kw.get(), k.c_str(), c.get());
+    }
+    PyRef made = PyRef::Steal(PyObject_Call(fn, tuple.get(), kw.get()));
+    if (!made) {
+      PyErr_Clear();
+      return Unsupported("the traced code raises in dyntrace.tensor()");
+    }
+    const Tensor& value = py::Unwrap(made.get());
+    const OpDef* op = OpRegistry::Get().Find("_tensor_constant");
+    Tensor meta(Storage::Allocate(0, Device::Meta()), value.sizes(), value.strides(), 0, value.dtype());
+    touched_tensors_ = true;
+    std::vector<ValueId> ids = graph_->AddNode(op, {GraphArg{ArgValue(value)}}, {meta}, false, HereLocation());
+    Sym s = MakeSym(SymKind::kTensor);
+    s->value = ids[0];
+    s->meta = meta;
+    return s;
+  }
   PyObject* builtins = frame_.inputs.builtins;
   auto is = [&](const char* name) { return fn == PyDict_GetItemString(builtins, name); };
   if (is("len") && args.size() == 1) {
@@ -1164,6 +1276,11 @@ absl::StatusOr<Sym> Tracer::CallBuiltin(PyObject* fn, const std::vector<Sym>& ar
                                 "ord", "any", "all", "sorted", "slice", "type"};
   bool pure = false;
   for (const char* name : kPure) pure |= is(name);
+  if (PyCFunction_Check(fn) && PyCFunction_GET_SELF(fn) != nullptr &&
+      !PyModule_Check(PyCFunction_GET_SELF(fn)) && IsPureConstType(PyCFunction_GET_SELF(fn)) &&
+      !PyList_Check(PyCFunction_GET_SELF(fn))) {
+    pure = true;  // a method of an immutable constant: "abc".startswith, (1, 2).index
+  }
   PyObject* module_name = PyCFunction_Check(fn) ? reinterpret_cast<PyCFunctionObject*>(fn)->m_module : nullptr;
   if (module_name != nullptr && PyUnicode_Check(module_name) &&
       PyUnicode_CompareWithASCIIString(module_name, "math") == 0) {
@@ -1174,7 +1291,12 @@ absl::StatusOr<Sym> Tracer::CallBuiltin(PyObject* fn, const std::vector<Sym>& ar
   }
   PyRef tuple = PyRef::Steal(PyTuple_New(args.size()));
   for (size_t i = 0; i < args.size(); ++i) {
-    DT_ASSIGN_OR_RETURN(PyRef c, ConstValue(args[i]));
+    auto c_or = ConstValue(args[i]);
+    if (!c_or.ok()) {
+      return Unsupported(absl::StrCat("call to ", ShortRepr(fn), " with an argument only known at run time (",
+                                      c_or.status().message(), ")"));
+    }
+    PyRef c = *c_or;
     if (!IsPureConstType(c.get()) && !(is("type") && args.size() == 1)) {
       return Unsupported(absl::StrCat("call to ", ShortRepr(fn), " with a ", Py_TYPE(c.get())->tp_name));
     }
@@ -1203,6 +1325,9 @@ absl::StatusOr<Sym> Tracer::CallSym(const Sym& callable, std::vector<Sym> args,
       return CallOpFunction(callable->obj.get(), callable->items.empty() ? nullptr : callable->items[0], args, kwargs);
     case SymKind::kBoundMethod: {
       const Sym& self = callable->items[0];
+      if (PyUnicode_Check(callable->obj.get())) {
+        return CallContainerMethod(self, PyUnicode_AsUTF8(callable->obj.get()), args, kwargs);
+      }
       if (self->kind == SymKind::kTensor) {
         PyRef name = PyRef::Steal(PyObject_GetAttrString(callable->obj.get(), "__name__"));
         if (!name) {
@@ -1217,6 +1342,17 @@ absl::StatusOr<Sym> Tracer::CallSym(const Sym& callable, std::vector<Sym> args,
       return Inline(fn, std::move(args), std::move(kwargs));
     }
     case SymKind::kFunction: return Inline(callable, std::move(args), std::move(kwargs));
+    case SymKind::kObject: {
+      PyRef name = PyRef::Steal(PyUnicode_FromString("__call__"));
+      PyObject* call = _PyType_Lookup(Py_TYPE(callable->obj.get()), name.get());
+      if (call == nullptr || !PyFunction_Check(call)) {
+        return Unsupported(absl::StrCat("call to ", ShortRepr(callable->obj.get()), " is not supported by the tracer"));
+      }
+      Sym fn = MakeSym(SymKind::kFunction);
+      fn->obj = PyRef::Borrow(call);
+      args.insert(args.begin(), callable);
+      return Inline(fn, std::move(args), std::move(kwargs));
+    }
     case SymKind::kConst: {
       PyObject* fn = callable->obj.get();
       if (PyType_Check(fn) && !PyType_HasFeature(reinterpret_cast<PyTypeObject*>(fn), Py_TPFLAGS_HEAPTYPE)) {
@@ -1352,6 +1488,13 @@ absl::StatusOr<Sym> Tracer::Inline(const Sym& function, std::vector<Sym> args,
 absl::StatusOr<Sym> Tracer::RunFrame(TFrame& f) {
   const auto& instrs = f.decoded->instrs;
   f.pc = 0;
+  if (f.decoded->has_exception_handlers) {
+    fail_file_ = f.decoded->filename;
+    fail_line_ = f.code->co_firstlineno;
+    fail_offset_ = 0;
+    fail_instruction_ = "try/with block";
+    return Unsupported("try/except/finally and with blocks run under CPython (not captured yet)");
+  }
   while (f.pc < static_cast<int>(instrs.size())) {
     if (++instructions_run_ > kMaxInstructions) return Unsupported("the trace is too long (50000 instructions)");
     const Instr& in = instrs[f.pc];
@@ -1712,13 +1855,22 @@ absl::Status Tracer::Step(TFrame& f, const Instr& in, bool& returned, Sym& resul
       Sym args = pop();
       Sym callable = pop();
       if (!st.empty() && st.back()->kind == SymKind::kNull) pop();
-      if (args->kind != SymKind::kTuple && args->kind != SymKind::kList) return Unsupported("*args that is not a tuple");
+      DT_ASSIGN_OR_RETURN(std::vector<Sym> positional, Iterate(args));
       std::vector<std::pair<std::string, Sym>> kwargs;
       if (kw != nullptr) {
-        if (kw->kind != SymKind::kDict) return Unsupported("**kwargs that is not a dict");
+        if (kw->kind == SymKind::kConst && PyDict_Check(kw->obj.get())) {
+          PyObject *k, *v;
+          Py_ssize_t pos = 0;
+          while (PyDict_Next(kw->obj.get(), &pos, &k, &v)) kwargs.emplace_back(PyUnicode_AsUTF8(k), ConstSym(PyRef::Borrow(v)));
+          kw = nullptr;
+        } else if (kw->kind != SymKind::kDict) {
+          return Unsupported("**kwargs that is not a dict");
+        }
+      }
+      if (kw != nullptr) {
         for (size_t i = 0; i < kw->keys.size(); ++i) kwargs.emplace_back(PyUnicode_AsUTF8(kw->keys[i].get()), kw->items[i]);
       }
-      DT_ASSIGN_OR_RETURN(Sym r, CallSym(callable, args->items, std::move(kwargs)));
+      DT_ASSIGN_OR_RETURN(Sym r, CallSym(callable, std::move(positional), std::move(kwargs)));
       st.push_back(r);
       return absl::OkStatus();
     }
@@ -1780,6 +1932,24 @@ absl::Status Tracer::Step(TFrame& f, const Instr& in, bool& returned, Sym& resul
         d->keys.push_back(v->keys[i]);
         d->items.push_back(v->items[i]);
       }
+      return absl::OkStatus();
+    }
+    case Op::kMapAdd: {
+      DT_RETURN_IF_ERROR(need(in.arg + 2));
+      Sym value = pop();
+      Sym key = pop();
+      Sym d = st[st.size() - in.arg];
+      if (d->kind != SymKind::kDict || d->from_frame) return Unsupported("MAP_ADD into a dict of the caller");
+      DT_ASSIGN_OR_RETURN(PyRef k, ConstValue(key));
+      for (size_t i = 0; i < d->keys.size(); ++i) {
+        if (PyObject_RichCompareBool(d->keys[i].get(), k.get(), Py_EQ) == 1) {
+          d->items[i] = value;
+          return absl::OkStatus();
+        }
+        PyErr_Clear();
+      }
+      d->keys.push_back(k);
+      d->items.push_back(value);
       return absl::OkStatus();
     }
     case Op::kListToTuple: {

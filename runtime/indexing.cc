@@ -2,7 +2,9 @@
 
 #include <algorithm>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "runtime/errors.h"
 
 namespace dt {
@@ -76,6 +78,53 @@ absl::StatusOr<Tensor> ApplyIndex(const Tensor& t, absl::Span<const IndexItem> i
     strides.push_back(t.stride(dim));
   }
   return t.AsStrided(sizes, strides, offset);
+}
+
+Dims EncodeIndex(absl::Span<const IndexItem> items) {
+  Dims out;
+  for (const IndexItem& item : items) {
+    out.push_back(static_cast<int64_t>(item.kind));
+    out.push_back(item.kind == IndexItem::Kind::kInt ? item.index : item.start.value_or(kNoBound));
+    out.push_back(item.stop.value_or(kNoBound));
+    out.push_back(item.step);
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<IndexItem>> DecodeIndex(DimsView encoded) {
+  if (encoded.size() % 4 != 0) return Error(ErrorKind::kValue, "malformed encoded index");
+  std::vector<IndexItem> items;
+  for (size_t i = 0; i < encoded.size(); i += 4) {
+    IndexItem item;
+    if (encoded[i] < 0 || encoded[i] > 3) return Error(ErrorKind::kValue, "malformed encoded index");
+    item.kind = static_cast<IndexItem::Kind>(encoded[i]);
+    if (item.kind == IndexItem::Kind::kInt) {
+      item.index = encoded[i + 1];
+    } else if (item.kind == IndexItem::Kind::kSlice) {
+      if (encoded[i + 1] != kNoBound) item.start = encoded[i + 1];
+      if (encoded[i + 2] != kNoBound) item.stop = encoded[i + 2];
+      item.step = encoded[i + 3];
+    }
+    items.push_back(item);
+  }
+  return items;
+}
+
+std::string IndexToString(absl::Span<const IndexItem> items) {
+  std::vector<std::string> parts;
+  for (const IndexItem& item : items) {
+    switch (item.kind) {
+      case IndexItem::Kind::kInt: parts.push_back(absl::StrCat(item.index)); break;
+      case IndexItem::Kind::kNewAxis: parts.push_back("None"); break;
+      case IndexItem::Kind::kEllipsis: parts.push_back("..."); break;
+      case IndexItem::Kind::kSlice:
+        parts.push_back(absl::StrCat(item.start ? absl::StrCat(*item.start) : "", ":",
+                                     item.stop ? absl::StrCat(*item.stop) : "",
+                                     item.step != 1 ? absl::StrCat(":", item.step) : ""));
+        break;
+    }
+  }
+  return absl::StrJoin(parts, ", ");
 }
 
 }  // namespace dt

@@ -6,6 +6,8 @@
 #define DYNTRACE_RUNTIME_INDEXING_H_
 
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
@@ -22,6 +24,14 @@ struct IndexItem {
 };
 
 [[nodiscard]] absl::StatusOr<Tensor> ApplyIndex(const Tensor& t, absl::Span<const IndexItem> items);
+
+// Index items as a flat int list (4 ints per item: kind, then index or start/stop/step, with
+// kNoBound for an omitted slice bound), so graphs can carry an index as an ordinary int[] argument.
+inline constexpr int64_t kNoBound = INT64_MIN;
+Dims EncodeIndex(absl::Span<const IndexItem> items);
+[[nodiscard]] absl::StatusOr<std::vector<IndexItem>> DecodeIndex(DimsView encoded);
+// "1, ::2, None" for printing.
+std::string IndexToString(absl::Span<const IndexItem> items);
 
 }  // namespace dt
 
