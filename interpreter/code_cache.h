@@ -57,7 +57,8 @@ struct CodeCache {
   bool skip = false;          // run under CPython without looking at entries
   bool excluded = false;      // standard library, generator, ...: never traced in tracing mode
   bool warned = false;
-  std::vector<std::unique_ptr<CacheEntry>> entries;
+  // shared_ptr: a running entry stays alive even if reset() clears the cache meanwhile.
+  std::vector<std::shared_ptr<CacheEntry>> entries;
   std::vector<std::string> recompile_reasons;
   std::vector<BreakRecord> breaks;
 };

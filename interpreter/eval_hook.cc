@@ -287,7 +287,8 @@ PyObject* EvalFrame(PyThreadState* tstate, _PyInterpreterFrame* frame, int throw
   }
   ++stats.frames_seen;
   const guards::FrameInputs inputs = InputsOf(view);
-  for (const auto& entry : cache->entries) {
+  for (size_t i = 0; i < cache->entries.size(); ++i) {
+    std::shared_ptr<CacheEntry> entry = cache->entries[i];
     if (!entry->guards.Check(inputs)) continue;
     if (entry->fallback) {
       ++stats.fallbacks;
@@ -368,8 +369,8 @@ PyObject* EvalFrame(PyThreadState* tstate, _PyInterpreterFrame* frame, int throw
   std::unique_ptr<CacheEntry> entry = Compile(std::move(result), cache->options, inputs);
   if (entry == nullptr) return cpython::RaiseInFrame(tstate, frame);
   ++stats.graphs;
-  CacheEntry* e = entry.get();
-  cache->entries.push_back(std::move(entry));
+  std::shared_ptr<CacheEntry> e(std::move(entry));
+  cache->entries.push_back(e);
   return ExecuteEntry(tstate, frame, *e, inputs);
 }
 

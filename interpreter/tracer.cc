@@ -219,6 +219,8 @@ struct TFrame {
   PyCodeObject* code;
   std::shared_ptr<const DecodedCode> decoded;
   std::vector<Sym> locals;
+  // Root frame only: whether local i still holds the caller's argument (until stored/deleted).
+  std::vector<bool> argument_live;
   std::vector<Sym> stack;
   PyObject* globals;           // borrowed
   SourceRef globals_source;    // null: the root frame's globals (G[...])
@@ -410,7 +412,7 @@ absl::StatusOr<Sym> Tracer::Wrap(PyObject* obj, SourceRef source) {
 absl::StatusOr<Sym> Tracer::LoadLocal(TFrame& f, int index) {
   if (index < 0 || index >= static_cast<int>(f.locals.size())) return Unsupported("bad local index");
   if (f.locals[index] == nullptr && f.is_root && index < frame_.inputs.num_locals &&
-      frame_.inputs.locals[index] != nullptr) {
+      f.argument_live[index] && frame_.inputs.locals[index] != nullptr) {
     PyObject* name = PyTuple_GET_ITEM(f.code->co_localsplusnames, index);
     DT_ASSIGN_OR_RETURN(f.locals[index],
                         Wrap(frame_.inputs.locals[index],
@@ -1561,6 +1563,11 @@ absl::Status Tracer::Step(TFrame& f, const Instr& in, bool& returned, Sym& resul
       return absl::OkStatus();
     }
     case Op::kLoadFastAndClear: {
+      if (f.is_root && f.locals[in.arg] == nullptr && f.argument_live[in.arg] &&
+          frame_.inputs.locals[in.arg] != nullptr) {
+        DT_ASSIGN_OR_RETURN(f.locals[in.arg], LoadLocal(f, in.arg));
+      }
+      if (f.is_root) f.argument_live[in.arg] = false;
       Sym s = f.locals[in.arg];
       st.push_back(s != nullptr ? s : MakeSym(SymKind::kNull));
       f.locals[in.arg] = nullptr;
@@ -1570,12 +1577,13 @@ absl::Status Tracer::Step(TFrame& f, const Instr& in, bool& returned, Sym& resul
       DT_RETURN_IF_ERROR(need(1));
       Sym s = pop();
       f.locals[in.arg] = s->kind == SymKind::kNull ? nullptr : s;
-      if (f.is_root && in.arg < frame_.inputs.num_locals) {
-        // The argument's original value is no longer read from the frame after this store.
-      }
+      if (f.is_root) f.argument_live[in.arg] = false;
       return absl::OkStatus();
     }
-    case Op::kDeleteFast: f.locals[in.arg] = nullptr; return absl::OkStatus();
+    case Op::kDeleteFast:
+      f.locals[in.arg] = nullptr;
+      if (f.is_root) f.argument_live[in.arg] = false;
+      return absl::OkStatus();
     case Op::kLoadGlobal: {
       const std::string name = PyUnicode_AsUTF8(in.argval.get());
       DT_ASSIGN_OR_RETURN(Sym g, LoadGlobal(f, name));
@@ -1586,7 +1594,7 @@ absl::Status Tracer::Step(TFrame& f, const Instr& in, bool& returned, Sym& resul
     case Op::kMakeCell: {
       Sym content;
       if (f.is_root && in.arg < frame_.inputs.num_locals && frame_.inputs.locals[in.arg] != nullptr &&
-          f.locals[in.arg] == nullptr) {
+          f.locals[in.arg] == nullptr && f.argument_live[in.arg]) {
         DT_ASSIGN_OR_RETURN(content, LoadLocal(f, in.arg));
       } else {
         content = f.locals[in.arg];
@@ -2247,6 +2255,7 @@ std::variant<TraceResult, TraceFailure> Tracer::Run() {
   if (!decoded.ok()) return fail(decoded.status());
   root.decoded = *decoded;
   root.locals.assign(frame_.code->co_nlocalsplus, nullptr);
+  root.argument_live.assign(frame_.code->co_nlocalsplus, true);
   if (frame_.code->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR)) {
     return fail(Unsupported("generator and coroutine frames run under CPython"));
   }

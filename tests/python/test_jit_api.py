@@ -282,6 +282,21 @@ def test_explain_with_break():
     assert str(b["line"]) in report, report
 
 
+def test_explain_repeated_reports_only_the_function():
+    # Each explain() reports this function's graphs and breaks only, however many ran before.
+    seed(31023)
+    x, y = rand_tensor((3, 3)), rand_tensor((3, 3))
+    for _ in range(3):
+        dt.reset()
+        e = dt.explain(_two_ops, x, y)
+        assert e.graph_count == 1 and e.break_count == 0, str(e)
+    import contextlib
+    import io
+    with contextlib.redirect_stdout(io.StringIO()):
+        e = dt.explain(_prints, x)
+    assert all(os.path.basename(b["file"]) == "test_jit_api.py" for b in e.breaks), e.breaks
+
+
 def test_explain_with_kwargs():
     dt.reset()
     seed(31012)

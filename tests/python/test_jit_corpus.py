@@ -921,6 +921,41 @@ def error_zero_division_scalar(x):
     return x * (1 / k)
 
 
+def _ok_bad_ok(i):
+    """Shapes that broadcast, then shapes that do not (same ranks, no size-1 dims: the same guards
+    pass), then good ones again."""
+    n = ODD[i]
+    return T(n, 5), T(n, (5, 4, 5)[i])
+
+
+@case(_ok_bad_ok, fallback=None)
+def error_after_successful_trace(x, y):
+    return x * 2 + y
+
+
+@case(_ok_bad_ok, fallback=None)
+def try_except_later_raises(x, y):
+    try:
+        z = x + y
+        tag = "ok"
+    except ValueError as e:
+        z = x * 2
+        tag = str(e)
+    return z, tag
+
+
+@case(lambda i: (T(ODD2[i], ODD[i]).T, T(ODD[i], 2 * ODD2[i])[:, ::2]))
+def noncontiguous_inputs(x, y):
+    return x * y + x.sum(0), (x - y).exp()
+
+
+@case(lambda i: T(ODD[i], 4).T)
+def noncontiguous_inplace_input(x):
+    x.mul_(2)
+    x[0] += 1
+    return x
+
+
 # ---------------------------------------------------------------------------------------------
 # Things that must fall back to CPython with identical results and side effects.
 
@@ -972,8 +1007,10 @@ def fb_assert(x):
     return x
 
 
-@case(x2, fallback=True)
-def fb_try_except(x, y):
+# Python 3.11+ try blocks are zero-cost (no setup instruction): a tracer may capture the happy
+# path as long as an exception raised later still reaches the handler (see try_except_later_raises).
+@case(x2, fallback=None)
+def try_except_no_error(x, y):
     try:
         z = x + y[:, :1] * 2
     except ValueError:
