@@ -271,6 +271,7 @@ void GuardSet::Add(LeafGuard guard) {
   const std::string key = text.substr(0, text.find("  # line"));
   if (std::find(keys_.begin(), keys_.end(), key) != keys_.end()) return;
   keys_.push_back(key);
+  texts_.push_back(std::move(text));
   guards_.push_back(std::move(guard));
 }
 
@@ -288,10 +289,6 @@ std::optional<std::string> GuardSet::Explain(const FrameInputs& frame) const {
   return std::nullopt;
 }
 
-std::vector<std::string> GuardSet::Lines() const {
-  std::vector<std::string> lines;
-  for (const LeafGuard& g : guards_) lines.push_back(g.ToString());
-  return lines;
-}
+std::vector<std::string> GuardSet::Lines() const { return texts_; }
 
 }  // namespace dt::guards

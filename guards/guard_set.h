@@ -99,6 +99,9 @@ class GuardSet {
 
  private:
   std::vector<LeafGuard> guards_;
+  // Each guard's text, made once when it is added (it may call repr(), which must not happen
+  // later while frames are being traced).
+  std::vector<std::string> texts_;
   std::vector<std::string> keys_;
 };
 

@@ -1,6 +1,7 @@
 // The PEP 523 hook: per frame, one co_extra lookup decides whether dyntrace looks further; then
 // guards pick a cache entry, a miss traces, and a compiled entry runs its graph and returns
 // through the frame's own RETURN instruction.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -258,11 +259,12 @@ std::unique_ptr<CacheEntry> Compile(trace::TraceResult trace, const JitOptions& 
 }
 
 void RecordBreak(CodeCache& cache, const trace::TraceFailure& failure) {
-  BreakRecord b{failure.reason, failure.file, failure.line, failure.instruction, failure.offset};
+  BreakRecord b{failure.reason, failure.file, failure.line,
+                failure.instruction.empty() ? "(frame entry)" : failure.instruction, std::max(failure.offset, 0)};
   cache.breaks.push_back(b);
   if (trace_log != nullptr) trace_log->breaks.push_back(b);
-  const std::string text = absl::StrFormat("%s at %s:%d (%s, offset %d)", failure.reason, failure.file,
-                                           failure.line, failure.instruction, failure.offset);
+  const std::string text = absl::StrFormat("%s at %s:%d (%s, offset %d)", b.reason, b.file, b.line,
+                                           b.instruction, b.offset);
   stats.fallback_reasons.push_back(text);
   if (logs.breaks) std::fprintf(stderr, "[dyntrace:breaks] %s: %s\n", CodeName(cache.code).c_str(), text.c_str());
 }
