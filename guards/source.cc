@@ -16,6 +16,9 @@ std::string Source::ToString() const {
     case Kind::kFuncGlobals: return absl::StrCat(parent->ToString(), ".__globals__");
     case Kind::kFuncCell: return absl::StrCat(parent->ToString(), ".__closure__[", index, "] (",
                                               name, ")");
+    case Kind::kStack: return absl::StrCat("S[", index, "]");
+    case Kind::kCellContents: return absl::StrCat(parent->ToString(), ".cell_contents");
+    case Kind::kFreeCell: return absl::StrCat("cell(C['", name, "'])");
   }
   __builtin_unreachable();
 }
@@ -33,7 +36,15 @@ PyObject* DictLookup(PyObject* dict, const std::string& key) {
 PyObject* OwnAttr(PyObject* obj, const std::string& name) {
   if (PyModule_Check(obj)) return DictLookup(PyModule_GetDict(obj), name);
   if (PyType_Check(obj)) {
-    return DictLookup(reinterpret_cast<PyTypeObject*>(obj)->tp_dict, name);
+    // _PyType_Lookup, not tp_dict: 3.12 keeps builtin types' dicts elsewhere (tp_dict is NULL).
+    PyObject* key = PyUnicode_FromString(name.c_str());
+    if (key == nullptr) {
+      PyErr_Clear();
+      return nullptr;
+    }
+    PyObject* value = _PyType_Lookup(reinterpret_cast<PyTypeObject*>(obj), key);
+    Py_DECREF(key);
+    return value;
   }
   PyObject** dict_ptr = _PyObject_GetDictPtr(obj);
   if (dict_ptr == nullptr || *dict_ptr == nullptr) {
@@ -80,6 +91,16 @@ PyObject* Source::Resolve(const FrameInputs& frame) const {
       return p != nullptr && PyFunction_Check(p) ? CellContents(PyFunction_GET_CLOSURE(p), index)
                                                  : nullptr;
     }
+    case Kind::kStack: return index < frame.stack_size ? frame.stack[index] : nullptr;
+    case Kind::kCellContents: {
+      PyObject* p = parent->Resolve(frame);
+      return p != nullptr && PyCell_Check(p) ? PyCell_GET(p) : nullptr;
+    }
+    case Kind::kFreeCell:
+      return frame.closure != nullptr && PyTuple_Check(frame.closure) &&
+                     index < PyTuple_GET_SIZE(frame.closure)
+                 ? PyTuple_GET_ITEM(frame.closure, index)
+                 : nullptr;
   }
   __builtin_unreachable();
 }
@@ -112,6 +133,14 @@ SourceRef FuncGlobalsSource(SourceRef function) {
 }
 SourceRef FuncCellSource(SourceRef function, int index, std::string name) {
   return Make(Source::Kind::kFuncCell, index, std::move(name), std::move(function));
+}
+
+SourceRef StackSource(int index) { return Make(Source::Kind::kStack, index, "", nullptr); }
+SourceRef CellContentsSource(SourceRef cell) {
+  return Make(Source::Kind::kCellContents, -1, "", std::move(cell));
+}
+SourceRef FreeCellSource(int index, std::string name) {
+  return Make(Source::Kind::kFreeCell, index, std::move(name), nullptr);
 }
 
 }  // namespace dt::guards

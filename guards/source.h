@@ -20,6 +20,9 @@ struct FrameInputs {
   PyObject* globals = nullptr;   // dict
   PyObject* builtins = nullptr;  // dict
   PyObject* closure = nullptr;   // tuple of cells, or null
+  // Segments that start mid-function also read the value stack they start with.
+  PyObject* const* stack = nullptr;
+  int stack_size = 0;
 };
 
 struct Source {
@@ -33,6 +36,9 @@ struct Source {
     kDictItem,      // parent[name] of a dict with str keys
     kFuncGlobals,   // parent.__globals__ of a function
     kFuncCell,      // contents of parent's closure cell `index`
+    kStack,         // value-stack slot `index` of a segment that starts mid-function
+    kCellContents,  // contents of the cell object at parent
+    kFreeCell,      // the root function's closure cell `index` itself (named `name`)
   };
   Kind kind;
   int index = -1;
@@ -54,6 +60,9 @@ SourceRef ItemSource(SourceRef parent, int index);
 SourceRef DictItemSource(SourceRef parent, std::string key);
 SourceRef FuncGlobalsSource(SourceRef function);
 SourceRef FuncCellSource(SourceRef function, int index, std::string name);
+SourceRef StackSource(int index);
+SourceRef CellContentsSource(SourceRef cell);
+SourceRef FreeCellSource(int index, std::string name);
 
 }  // namespace dt::guards
 

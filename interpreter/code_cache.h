@@ -10,6 +10,7 @@
 
 #include <Python.h>
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -29,15 +30,29 @@ struct JitOptions {
   std::string cuda_graphs = "auto";
 };
 
+// One compiled segment: from `start_offset` to a return or a break, for frames passing `guards`.
 struct CacheEntry {
+  int start_offset = 0;
   guards::GuardSet guards;
   std::shared_ptr<Graph> graph;  // null for fallback entries
   std::vector<guards::SourceRef> input_sources;
-  trace::OutputSpec output;
+  trace::SegmentExit exit = trace::SegmentExit::kReturn;
+  trace::OutputSpec output;      // kReturn
   int return_offset = -1;
   bool return_pushes_value = true;
+  // Breaks: the frame state to rebuild and where to continue.
+  std::vector<trace::OutputSpec> locals_state;
+  std::vector<trace::OutputSpec> stack_state;
+  int num_memo = 0;
+  int break_offset = -1;
+  int jump_target = -1;
+  bool jump_if_true = false;
+  int next_offset = -1;
+  int call_argc = 0;
+  py::PyRef call_kwnames;
+  std::string break_reason;
   py::PyRef compiled;            // what a Python backend returned
-  bool fallback = false;
+  bool fallback = false;         // the trace could not start here: CPython runs from here
   std::string fallback_reason;
   bool has_inplace = false;
 };
@@ -57,8 +72,15 @@ struct CodeCache {
   bool skip = false;          // run under CPython without looking at entries
   bool excluded = false;      // standard library, generator, ...: never traced in tracing mode
   bool warned = false;
-  // shared_ptr: a running entry stays alive even if reset() clears the cache meanwhile.
-  std::vector<std::shared_ptr<CacheEntry>> entries;
+  // Entries per segment start offset (0: the frame's entry). shared_ptr: a running entry stays
+  // alive even if reset() clears the cache meanwhile.
+  std::map<int, std::vector<std::shared_ptr<CacheEntry>>> segments;
+  // Every entry, ordered by start offset.
+  std::vector<std::shared_ptr<CacheEntry>> AllEntries() const {
+    std::vector<std::shared_ptr<CacheEntry>> all;
+    for (const auto& [offset, list] : segments) all.insert(all.end(), list.begin(), list.end());
+    return all;
+  }
   std::vector<std::string> recompile_reasons;
   std::vector<BreakRecord> breaks;
 };
@@ -72,8 +94,12 @@ struct Stats {
   int64_t recompiles = 0;
   int64_t fallbacks = 0;
   int64_t graphs = 0;
+  int64_t graph_breaks = 0;
+  int64_t escapes = 0;
+  int64_t handbacks = 0;
   std::vector<std::string> recompile_reasons;
   std::vector<std::string> fallback_reasons;
+  std::vector<std::string> break_reasons;  // every break met while tracing, segment or fallback
 };
 
 // ---- global state (all under the GIL) ----

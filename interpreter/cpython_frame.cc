@@ -84,6 +84,26 @@ PyObject* RaiseInFrame(PyThreadState* tstate, _PyInterpreterFrame* frame) {
   return _PyEval_EvalFrameDefault(tstate, frame, 1);
 }
 
+PyObject* RaiseAt(PyThreadState* tstate, _PyInterpreterFrame* raw, int offset,
+                  absl::Span<PyObject* const> stack) {
+  Frame* f = AsFrame(raw);
+  const int nlocalsplus = f->f_code->co_nlocalsplus;
+  for (size_t i = 0; i < stack.size(); ++i) f->localsplus[nlocalsplus + i] = stack[i];
+  f->stacktop = nlocalsplus + static_cast<int>(stack.size());
+  _Py_CODEUNIT* code = reinterpret_cast<_Py_CODEUNIT*>(f->f_code->co_code_adaptive);
+  f->prev_instr = code + offset / static_cast<int>(sizeof(_Py_CODEUNIT));
+  return _PyEval_EvalFrameDefault(tstate, raw, 1);
+}
+
+void WriteLocals(_PyInterpreterFrame* raw, absl::Span<PyObject* const> values) {
+  Frame* f = AsFrame(raw);
+  for (size_t i = 0; i < values.size(); ++i) {
+    PyObject* old = f->localsplus[i];
+    f->localsplus[i] = values[i];
+    Py_XDECREF(old);
+  }
+}
+
 namespace {
 freefunc code_extra_free = nullptr;
 }  // namespace

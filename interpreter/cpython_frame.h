@@ -58,6 +58,15 @@ PyObject* ResumeAt(PyThreadState* tstate, _PyInterpreterFrame* frame, int offset
 // CPython unwinds and frees the frame and the traceback names it. REQUIRES: an exception is set.
 PyObject* RaiseInFrame(PyThreadState* tstate, _PyInterpreterFrame* frame);
 
+// Like RaiseInFrame, but as if the instruction at `offset` raised with `stack` on the value stack
+// (references stolen): the frame's exception handlers for that instruction apply, and the
+// traceback shows its line.
+PyObject* RaiseAt(PyThreadState* tstate, _PyInterpreterFrame* frame, int offset,
+                  absl::Span<PyObject* const> stack);
+
+// Replaces the frame's fast locals with `values` (references stolen), releasing the old ones.
+void WriteLocals(_PyInterpreterFrame* frame, absl::Span<PyObject* const> values);
+
 // co_extra: one index for dyntrace, requested once; `free_fn` runs when a code object dies.
 void InitCodeExtra(freefunc free_fn);
 Py_ssize_t CodeExtraIndex();

@@ -3,6 +3,7 @@
 // through the frame's own RETURN instruction.
 #include <algorithm>
 #include <cstdio>
+#include <utility>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -104,57 +105,143 @@ guards::FrameInputs InputsOf(const cpython::FrameView& v) {
   return in;
 }
 
-// Builds the return value; `made` caches wrappers so an output returned twice is one object.
-PyObject* BuildOutput(const trace::OutputSpec& spec, const std::vector<Tensor>& outputs,
-                      std::vector<PyObject*>& made, const guards::FrameInputs& inputs) {
-  using Kind = trace::OutputSpec::Kind;
-  switch (spec.kind) {
-    case Kind::kGraphOutput: {
-      PyObject*& slot = made[spec.index];
-      if (slot == nullptr) slot = py::Wrap(outputs[spec.index]);
-      Py_XINCREF(slot);
-      return slot;
-    }
-    case Kind::kConst: return Py_NewRef(spec.obj.get());
-    case Kind::kSource: {
-      PyObject* v = spec.source->Resolve(inputs);
-      if (v == nullptr) {
-        PyErr_SetString(PyExc_RuntimeError, "dyntrace: a returned input disappeared");
-        return nullptr;
-      }
-      return Py_NewRef(v);
-    }
-    case Kind::kTuple:
-    case Kind::kList: {
-      const Py_ssize_t n = static_cast<Py_ssize_t>(spec.children.size());
-      PyObject* seq = spec.kind == Kind::kTuple ? PyTuple_New(n) : PyList_New(n);
-      for (Py_ssize_t i = 0; i < n; ++i) {
-        PyObject* item = BuildOutput(spec.children[i], outputs, made, inputs);
-        if (item == nullptr) {
-          Py_DECREF(seq);
-          return nullptr;
-        }
-        if (spec.kind == Kind::kTuple) PyTuple_SET_ITEM(seq, i, item);
-        else PyList_SET_ITEM(seq, i, item);
-      }
-      return seq;
-    }
-    case Kind::kDict: {
-      PyObject* d = PyDict_New();
-      for (size_t i = 0; i < spec.children.size(); ++i) {
-        PyObject* item = BuildOutput(spec.children[i], outputs, made, inputs);
-        if (item == nullptr || PyDict_SetItem(d, spec.keys[i].get(), item) < 0) {
-          Py_XDECREF(item);
-          Py_DECREF(d);
-          return nullptr;
-        }
-        Py_DECREF(item);
-      }
-      return d;
-    }
+// Builds Python objects from output specs. Graph outputs are wrapped once (so a tensor returned
+// twice is one object) and memo slots hold objects several slots share.
+class Builder {
+ public:
+  Builder(const std::vector<Tensor>& outputs, const guards::FrameInputs& inputs, int num_memo)
+      : outputs_(outputs), inputs_(inputs), made_(outputs.size(), nullptr), memo_(num_memo, nullptr) {}
+  ~Builder() {
+    for (PyObject* m : made_) Py_XDECREF(m);
+    for (PyObject* m : memo_) Py_XDECREF(m);
   }
-  __builtin_unreachable();
-}
+
+  // A new reference; null is a valid result for kNull. `ok()` tells whether a Python error is set.
+  PyObject* Build(const trace::OutputSpec& spec) {
+    PyObject* obj = BuildUnmemoised(spec);
+    if (obj != nullptr && spec.memo >= 0) {
+      Py_INCREF(obj);
+      memo_[spec.memo] = obj;
+    }
+    return obj;
+  }
+  bool ok() const { return !failed_; }
+
+ private:
+  PyObject* Fail() {
+    failed_ = true;
+    return nullptr;
+  }
+
+  PyObject* BuildUnmemoised(const trace::OutputSpec& spec) {
+    using Kind = trace::OutputSpec::Kind;
+    switch (spec.kind) {
+      case Kind::kGraphOutput: {
+        PyObject*& slot = made_[spec.index];
+        if (slot == nullptr) slot = py::Wrap(outputs_[spec.index]);
+        if (slot == nullptr) return Fail();
+        return Py_NewRef(slot);
+      }
+      case Kind::kConst: return Py_NewRef(spec.obj.get());
+      case Kind::kNull: return nullptr;
+      case Kind::kMemo: return Py_XNewRef(memo_[spec.index]);
+      case Kind::kSource: {
+        PyObject* v = spec.source->Resolve(inputs_);
+        if (v == nullptr) {
+          PyErr_Format(PyExc_RuntimeError, "dyntrace: %s disappeared", spec.source->ToString().c_str());
+          return Fail();
+        }
+        return Py_NewRef(v);
+      }
+      case Kind::kTuple:
+      case Kind::kList:
+      case Kind::kIterator: {
+        const Py_ssize_t n = static_cast<Py_ssize_t>(spec.children.size());
+        PyObject* seq = spec.kind == Kind::kList ? PyList_New(n) : PyTuple_New(n);
+        if (seq == nullptr) return Fail();
+        for (Py_ssize_t i = 0; i < n; ++i) {
+          PyObject* item = Build(spec.children[i]);
+          if (item == nullptr) {
+            Py_DECREF(seq);
+            return Fail();
+          }
+          if (spec.kind == Kind::kList) PyList_SET_ITEM(seq, i, item);
+          else PyTuple_SET_ITEM(seq, i, item);
+        }
+        if (spec.kind != Kind::kIterator) return seq;
+        PyObject* it = PyObject_GetIter(seq);  // the remaining items of a loop the trace was in
+        Py_DECREF(seq);
+        return it != nullptr ? it : Fail();
+      }
+      case Kind::kDict: {
+        PyObject* d = PyDict_New();
+        for (size_t i = 0; i < spec.children.size(); ++i) {
+          PyObject* item = Build(spec.children[i]);
+          if (item == nullptr || PyDict_SetItem(d, spec.keys[i].get(), item) < 0) {
+            Py_XDECREF(item);
+            Py_DECREF(d);
+            return Fail();
+          }
+          Py_DECREF(item);
+        }
+        return d;
+      }
+      case Kind::kCell: {
+        PyObject* contents = Build(spec.children[0]);
+        if (contents == nullptr && failed_) return nullptr;
+        PyObject* cell = PyCell_New(contents);
+        Py_XDECREF(contents);
+        return cell != nullptr ? cell : Fail();
+      }
+      case Kind::kSlice: {
+        PyObject* parts[3];
+        for (int i = 0; i < 3; ++i) parts[i] = Build(spec.children[i]);
+        PyObject* slice = failed_ ? nullptr : PySlice_New(parts[0], parts[1], parts[2]);
+        for (PyObject* p : parts) Py_XDECREF(p);
+        return slice != nullptr ? slice : Fail();
+      }
+      case Kind::kBoundMethod: {
+        PyObject* self = Build(spec.children[0]);
+        if (self == nullptr) return Fail();
+        PyObject* fn = spec.obj.get();
+        PyObject* method;
+        if (PyUnicode_Check(fn)) {
+          method = PyObject_GetAttr(self, fn);  // dict.get, list.append: C methods of builtins
+        } else if (PyFunction_Check(fn)) {
+          method = PyMethod_New(fn, self);
+        } else if (Py_TYPE(fn)->tp_descr_get != nullptr) {
+          method = Py_TYPE(fn)->tp_descr_get(fn, self, reinterpret_cast<PyObject*>(Py_TYPE(self)));
+        } else {
+          method = Py_NewRef(fn);
+        }
+        Py_DECREF(self);
+        return method != nullptr ? method : Fail();
+      }
+      case Kind::kFunction: {
+        PyObject* fn = PyFunction_New(spec.obj.get(), spec.globals);
+        if (fn == nullptr) return Fail();
+        PyObject* parts[3];
+        for (int i = 0; i < 3; ++i) parts[i] = Build(spec.children[i]);
+        if (failed_ || (parts[0] != nullptr && PyFunction_SetDefaults(fn, parts[0]) < 0) ||
+            (parts[1] != nullptr && PyFunction_SetKwDefaults(fn, parts[1]) < 0) ||
+            (parts[2] != nullptr && PyFunction_SetClosure(fn, parts[2]) < 0)) {
+          for (PyObject* p : parts) Py_XDECREF(p);
+          Py_DECREF(fn);
+          return Fail();
+        }
+        for (PyObject* p : parts) Py_XDECREF(p);
+        return fn;
+      }
+    }
+    __builtin_unreachable();
+  }
+
+  const std::vector<Tensor>& outputs_;
+  const guards::FrameInputs& inputs_;
+  std::vector<PyObject*> made_;
+  std::vector<PyObject*> memo_;
+  bool failed_ = false;
+};
 
 std::vector<Tensor> ResolveInputs(const CacheEntry& entry, const guards::FrameInputs& inputs) {
   std::vector<Tensor> tensors;
@@ -163,7 +250,7 @@ std::vector<Tensor> ResolveInputs(const CacheEntry& entry, const guards::FrameIn
   return tensors;
 }
 
-// Runs a Python backend's compiled callable; null with a Python error on failure.
+// Runs a Python backend's compiled callable; an error status means a Python error is set.
 absl::StatusOr<std::vector<Tensor>> RunPythonBackend(const CacheEntry& entry,
                                                      const std::vector<Tensor>& tensors) {
   InsideDyntrace guard;
@@ -190,39 +277,6 @@ absl::StatusOr<std::vector<Tensor>> RunPythonBackend(const CacheEntry& entry,
   return outs;
 }
 
-PyObject* ExecuteEntry(PyThreadState* tstate, _PyInterpreterFrame* frame, const CacheEntry& entry,
-                       const guards::FrameInputs& inputs) {
-  std::vector<Tensor> tensors = ResolveInputs(entry, inputs);
-  absl::StatusOr<std::vector<Tensor>> outputs;
-  if (entry.compiled) {
-    outputs = RunPythonBackend(entry, tensors);
-    if (!outputs.ok()) return cpython::RaiseInFrame(tstate, frame);
-  } else {
-    Py_BEGIN_ALLOW_THREADS
-    outputs = entry.graph->RunEager(tensors);
-    Py_END_ALLOW_THREADS
-  }
-  if (!outputs.ok()) {
-    if (!entry.has_inplace) {
-      // Nothing was written: CPython reruns the frame and raises where the user's code raises,
-      // with the user's traceback.
-      return cpython::EvalDefault(tstate, frame, 0);
-    }
-    py::RaiseStatus(outputs.status());
-    return cpython::RaiseInFrame(tstate, frame);
-  }
-  std::vector<PyObject*> made(outputs->size(), nullptr);
-  PyObject* result = BuildOutput(entry.output, *outputs, made, inputs);
-  for (PyObject* m : made) Py_XDECREF(m);
-  if (result == nullptr) return cpython::RaiseInFrame(tstate, frame);
-  if (entry.return_pushes_value) {
-    PyObject* stack[1] = {result};
-    return cpython::ResumeAt(tstate, frame, entry.return_offset, stack);
-  }
-  Py_DECREF(result);
-  return cpython::ResumeAt(tstate, frame, entry.return_offset, {});
-}
-
 bool GraphHasInplace(const Graph& g) {
   for (const Node& n : g.nodes()) {
     if (n.inplace) return true;
@@ -230,19 +284,31 @@ bool GraphHasInplace(const Graph& g) {
   return false;
 }
 
-// Compiles a successful trace into an entry: the eager backend, or a Python backend's callable.
-// Returns null with a Python error set when the backend raised.
-std::unique_ptr<CacheEntry> Compile(trace::TraceResult trace, const JitOptions& options,
-                                    const guards::FrameInputs& inputs) {
-  auto entry = std::make_unique<CacheEntry>();
+// Compiles a trace into an entry: the eager backend, or a Python backend's callable. Returns null
+// with a Python error set when the backend raised.
+std::shared_ptr<CacheEntry> Compile(trace::TraceResult trace, const JitOptions& options,
+                                    const guards::FrameInputs& inputs, int start_offset) {
+  auto entry = std::make_shared<CacheEntry>();
+  entry->start_offset = start_offset;
   entry->guards = std::move(trace.guards);
   entry->graph = trace.graph;
   entry->input_sources = std::move(trace.input_sources);
+  entry->exit = trace.exit;
   entry->output = std::move(trace.output);
   entry->return_offset = trace.return_offset;
   entry->return_pushes_value = trace.return_pushes_value;
+  entry->locals_state = std::move(trace.locals_state);
+  entry->stack_state = std::move(trace.stack_state);
+  entry->num_memo = trace.num_memo;
+  entry->break_offset = trace.break_offset;
+  entry->jump_target = trace.jump_target;
+  entry->jump_if_true = trace.jump_if_true;
+  entry->next_offset = trace.next_offset;
+  entry->call_argc = trace.call_argc;
+  entry->call_kwnames = trace.call_kwnames;
+  if (trace.break_info) entry->break_reason = trace.break_info->reason;
   entry->has_inplace = GraphHasInplace(*entry->graph);
-  if (options.backend_callable) {
+  if (options.backend_callable && !entry->graph->nodes().empty()) {
     PyRef graph_obj = PyRef::Steal(py::WrapGraph(entry->graph));
     PyRef examples = PyRef::Steal(PyList_New(0));
     for (const Tensor& t : ResolveInputs(*entry, inputs)) {
@@ -258,15 +324,67 @@ std::unique_ptr<CacheEntry> Compile(trace::TraceResult trace, const JitOptions& 
   return entry;
 }
 
-void RecordBreak(CodeCache& cache, const trace::TraceFailure& failure) {
-  BreakRecord b{failure.reason, failure.file, failure.line,
-                failure.instruction.empty() ? "(frame entry)" : failure.instruction, std::max(failure.offset, 0)};
+void RecordBreak(CodeCache& cache, const trace::BreakInfo& info, bool fallback) {
+  BreakRecord b{info.reason, info.file, info.line,
+                info.instruction.empty() ? "(frame entry)" : info.instruction, std::max(info.offset, 0)};
   cache.breaks.push_back(b);
   if (trace_log != nullptr) trace_log->breaks.push_back(b);
   const std::string text = absl::StrFormat("%s at %s:%d (%s, offset %d)", b.reason, b.file, b.line,
                                            b.instruction, b.offset);
-  stats.fallback_reasons.push_back(text);
+  ++stats.graph_breaks;
+  stats.break_reasons.push_back(text);
+  if (fallback) stats.fallback_reasons.push_back(text);
   if (logs.breaks) std::fprintf(stderr, "[dyntrace:breaks] %s: %s\n", CodeName(cache.code).c_str(), text.c_str());
+}
+
+trace::BreakInfo InfoOf(const trace::TraceFailure& f) {
+  return trace::BreakInfo{f.reason, f.file, f.line, f.offset, f.instruction};
+}
+
+// The values a segment starts with: the frame itself at entry, else the state the previous
+// segment left (owned references).
+struct SegmentState {
+  std::vector<PyObject*> locals;
+  std::vector<PyObject*> stack;
+  SegmentState() = default;
+  SegmentState(const SegmentState&) = delete;
+  SegmentState& operator=(SegmentState&& other) noexcept {
+    Clear();
+    locals.swap(other.locals);
+    stack.swap(other.stack);
+    return *this;
+  }
+  ~SegmentState() { Clear(); }
+  void Clear() {
+    for (PyObject* o : locals) Py_XDECREF(o);
+    for (PyObject* o : stack) Py_XDECREF(o);
+    locals.clear();
+    stack.clear();
+  }
+  // Gives the references away (to the frame).
+  std::vector<PyObject*> TakeLocals() { return std::exchange(locals, {}); }
+  std::vector<PyObject*> TakeStack() { return std::exchange(stack, {}); }
+};
+
+// Continues the frame under CPython at `offset` with `state` (or from the start, at entry).
+PyObject* HandBack(PyThreadState* tstate, _PyInterpreterFrame* frame, bool at_entry,
+                   SegmentState& state, int offset) {
+  if (at_entry) return cpython::EvalDefault(tstate, frame, 0);
+  ++stats.handbacks;
+  std::vector<PyObject*> locals = state.TakeLocals();
+  std::vector<PyObject*> stack = state.TakeStack();
+  cpython::WriteLocals(frame, locals);
+  return cpython::ResumeAt(tstate, frame, offset, stack);
+}
+
+// Raises the pending error from the frame as if the instruction at `offset` raised it.
+PyObject* RaiseFrom(PyThreadState* tstate, _PyInterpreterFrame* frame, bool at_entry,
+                    SegmentState& state, int offset) {
+  if (at_entry && state.locals.empty()) return cpython::RaiseInFrame(tstate, frame);
+  std::vector<PyObject*> locals = state.TakeLocals();
+  std::vector<PyObject*> stack = state.TakeStack();
+  if (!locals.empty()) cpython::WriteLocals(frame, locals);
+  return cpython::RaiseAt(tstate, frame, offset, stack);
 }
 
 PyObject* EvalFrame(PyThreadState* tstate, _PyInterpreterFrame* frame, int throwflag) {
@@ -288,92 +406,206 @@ PyObject* EvalFrame(PyThreadState* tstate, _PyInterpreterFrame* frame, int throw
     return cpython::EvalDefault(tstate, frame, 0);
   }
   ++stats.frames_seen;
-  const guards::FrameInputs inputs = InputsOf(view);
-  for (size_t i = 0; i < cache->entries.size(); ++i) {
-    std::shared_ptr<CacheEntry> entry = cache->entries[i];
-    if (!entry->guards.Check(inputs)) continue;
-    if (entry->fallback) {
-      ++stats.fallbacks;
-      return cpython::EvalDefault(tstate, frame, 0);
+  // Keeps the cache's code alive while segments run user code (an escaped call may drop the
+  // last other reference to the function).
+  PyRef keep_code = PyRef::Borrow(reinterpret_cast<PyObject*>(view.code));
+  const int nlocalsplus = view.code->co_nlocalsplus;
+  SegmentState state;
+  bool at_entry = true;
+  int offset = 0;
+  for (;;) {
+    guards::FrameInputs inputs = InputsOf(view);
+    if (!at_entry) {
+      inputs.locals = state.locals.data();
+      inputs.num_locals = nlocalsplus;
+      inputs.stack = state.stack.data();
+      inputs.stack_size = static_cast<int>(state.stack.size());
     }
-    ++stats.cache_hits;
-    return ExecuteEntry(tstate, frame, *entry, inputs);
-  }
-  ++stats.cache_misses;
-  if (!cache->entries.empty()) {
-    std::string reason;
-    {
-      InsideDyntrace guard;
-      reason = cache->entries.back()->guards.Explain(inputs).value_or("no guard failed (retrace)");
-    }
-    const std::string text = absl::StrCat(CodeName(view.code), ": ", reason);
-    if (static_cast<int>(cache->entries.size()) >= cache->options.cache_limit) {
-      cache->skip = true;
-      if (!cache->warned) {
-        cache->warned = true;
-        const std::string msg = absl::StrFormat(
-            "dyntrace: %s reached cache_limit=%d; it runs without compilation from now on. "
-            "Last recompile reason: %s",
-            CodeName(view.code), cache->options.cache_limit, reason);
-        if (PyErr_WarnEx(PyExc_RuntimeWarning, msg.c_str(), 1) < 0) {
-          return cpython::RaiseInFrame(tstate, frame);
-        }
+    std::vector<std::shared_ptr<CacheEntry>>& list = cache->segments[offset];
+    std::shared_ptr<CacheEntry> entry;
+    for (const auto& candidate : list) {
+      if (candidate->guards.Check(inputs)) {
+        entry = candidate;
+        break;
       }
-      return cpython::EvalDefault(tstate, frame, 0);
     }
-    ++stats.recompiles;
-    cache->recompile_reasons.push_back(reason);
-    stats.recompile_reasons.push_back(text);
-    if (logs.recompiles) std::fprintf(stderr, "[dyntrace:recompiles] %s\n", text.c_str());
-  }
-  ++stats.frames_traced;
-  std::variant<trace::TraceResult, trace::TraceFailure> traced;
-  {
-    InsideDyntrace guard;
-    traced = trace::TraceFrame({view.code, view.function, inputs});
-  }
-  if (auto* failure = std::get_if<trace::TraceFailure>(&traced)) {
-    RecordBreak(*cache, *failure);
-    if (cache->options.fullgraph) {
-      PyErr_Format(PyExc_RuntimeError,
-                   "dyntrace (fullgraph=True): cannot capture %s: %s at %s:%d (%s)",
-                   CodeName(view.code).c_str(), failure->reason.c_str(), failure->file.c_str(),
-                   failure->line, failure->instruction.c_str());
-      return cpython::RaiseInFrame(tstate, frame);
-    }
-    ++stats.fallbacks;
-    if (!failure->touched_tensors && !cache->explicit_jit) {
-      cache->skip = true;  // no tensor work here: not worth looking at again
+    if (entry != nullptr) {
+      if (entry->fallback) {
+        ++stats.fallbacks;
+        return HandBack(tstate, frame, at_entry, state, offset);
+      }
+      ++stats.cache_hits;
     } else {
-      auto entry = std::make_unique<CacheEntry>();
-      entry->guards = std::move(failure->guards);
-      entry->fallback = true;
-      entry->fallback_reason = failure->reason;
-      cache->entries.push_back(std::move(entry));
+      ++stats.cache_misses;
+      if (!list.empty()) {
+        std::string reason;
+        {
+          InsideDyntrace guard;
+          reason = list.back()->guards.Explain(inputs).value_or("no guard failed (retrace)");
+        }
+        const std::string where = offset == 0 ? CodeName(view.code)
+                                              : absl::StrCat(CodeName(view.code), " at offset ", offset);
+        const std::string text = absl::StrCat(where, ": ", reason);
+        if (static_cast<int>(list.size()) >= cache->options.cache_limit) {
+          if (offset == 0) cache->skip = true;
+          if (!cache->warned) {
+            cache->warned = true;
+            const std::string msg = absl::StrFormat(
+                "dyntrace: %s reached cache_limit=%d; it runs without compilation from now on. "
+                "Last recompile reason: %s",
+                where, cache->options.cache_limit, reason);
+            if (PyErr_WarnEx(PyExc_RuntimeWarning, msg.c_str(), 1) < 0) {
+              return RaiseFrom(tstate, frame, at_entry, state, offset);
+            }
+          }
+          ++stats.fallbacks;
+          return HandBack(tstate, frame, at_entry, state, offset);
+        }
+        ++stats.recompiles;
+        cache->recompile_reasons.push_back(reason);
+        stats.recompile_reasons.push_back(text);
+        if (logs.recompiles) std::fprintf(stderr, "[dyntrace:recompiles] %s\n", text.c_str());
+      }
+      ++stats.frames_traced;
+      std::variant<trace::TraceResult, trace::TraceFailure> traced;
+      {
+        InsideDyntrace guard;
+        traced = trace::TraceFrame({view.code, view.function, inputs, offset, cache->options.fullgraph});
+      }
+      if (auto* failure = std::get_if<trace::TraceFailure>(&traced)) {
+        RecordBreak(*cache, InfoOf(*failure), true);
+        if (cache->options.fullgraph) {
+          PyErr_Format(PyExc_RuntimeError,
+                       "dyntrace (fullgraph=True): cannot capture %s: %s at %s:%d (%s)",
+                       CodeName(view.code).c_str(), failure->reason.c_str(), failure->file.c_str(),
+                       failure->line, failure->instruction.c_str());
+          return RaiseFrom(tstate, frame, at_entry, state, offset);
+        }
+        ++stats.fallbacks;
+        if (at_entry && !failure->touched_tensors && !cache->explicit_jit) {
+          cache->skip = true;  // no tensor work here: not worth looking at again
+        } else {
+          auto fallback = std::make_shared<CacheEntry>();
+          fallback->start_offset = offset;
+          fallback->guards = std::move(failure->guards);
+          fallback->fallback = true;
+          fallback->fallback_reason = failure->reason;
+          list.push_back(std::move(fallback));
+        }
+        return HandBack(tstate, frame, at_entry, state, offset);
+      }
+      auto& result = std::get<trace::TraceResult>(traced);
+      if (result.break_info) RecordBreak(*cache, *result.break_info, false);
+      if (at_entry && !result.touched_tensors && !cache->explicit_jit) {
+        cache->skip = true;
+        return cpython::EvalDefault(tstate, frame, 0);
+      }
+      const std::string name = offset == 0 ? std::string(PyUnicode_AsUTF8(view.code->co_name))
+                                           : absl::StrCat(PyUnicode_AsUTF8(view.code->co_name), "_at_", offset);
+      const std::string graph_text = result.graph->ToString(name);
+      if (logs.graph) std::fprintf(stderr, "[dyntrace:graph] %s\n%s", CodeName(view.code).c_str(), graph_text.c_str());
+      if (logs.guards) {
+        std::fprintf(stderr, "[dyntrace:guards] %s\n    %s\n", CodeName(view.code).c_str(),
+                     absl::StrJoin(result.guards.Lines(), "\n    ").c_str());
+      }
+      if (trace_log != nullptr && !result.graph->nodes().empty()) {
+        trace_log->graphs.push_back(graph_text);
+        trace_log->guards.push_back(absl::StrJoin(result.guards.Lines(), "\n"));
+      }
+      entry = Compile(std::move(result), cache->options, inputs, offset);
+      if (entry == nullptr) return RaiseFrom(tstate, frame, at_entry, state, offset);
+      if (!entry->graph->nodes().empty()) ++stats.graphs;
+      list.push_back(entry);
     }
-    return cpython::EvalDefault(tstate, frame, 0);
+
+    // Run the segment's graph.
+    absl::StatusOr<std::vector<Tensor>> outputs;
+    if (entry->graph->nodes().empty() && entry->graph->outputs().empty()) {
+      outputs = std::vector<Tensor>();
+    } else if (entry->compiled) {
+      outputs = RunPythonBackend(*entry, ResolveInputs(*entry, inputs));
+      if (!outputs.ok()) return RaiseFrom(tstate, frame, at_entry, state, offset);
+    } else {
+      std::vector<Tensor> tensors = ResolveInputs(*entry, inputs);
+      Py_BEGIN_ALLOW_THREADS
+      outputs = entry->graph->RunEager(tensors);
+      Py_END_ALLOW_THREADS
+    }
+    if (!outputs.ok()) {
+      // Nothing was written unless the graph mutates: CPython reruns the segment's code and
+      // raises where the user's code raises, with the user's traceback.
+      if (!entry->has_inplace) return HandBack(tstate, frame, at_entry, state, offset);
+      py::RaiseStatus(outputs.status());
+      return RaiseFrom(tstate, frame, at_entry, state, offset);
+    }
+
+    if (entry->exit == trace::SegmentExit::kReturn) {
+      PyObject* result;
+      {
+        Builder builder(*outputs, inputs, entry->num_memo);
+        result = builder.Build(entry->output);
+        if (!builder.ok()) return RaiseFrom(tstate, frame, at_entry, state, offset);
+      }
+      state.Clear();
+      if (entry->return_pushes_value) {
+        PyObject* stack[1] = {result};
+        return cpython::ResumeAt(tstate, frame, entry->return_offset, stack);
+      }
+      Py_XDECREF(result);
+      return cpython::ResumeAt(tstate, frame, entry->return_offset, {});
+    }
+
+    // A break: rebuild the frame state, then escape or hand back.
+    SegmentState next;
+    {
+      Builder builder(*outputs, inputs, entry->num_memo);
+      for (const trace::OutputSpec& spec : entry->locals_state) next.locals.push_back(builder.Build(spec));
+      for (const trace::OutputSpec& spec : entry->stack_state) next.stack.push_back(builder.Build(spec));
+      if (!builder.ok()) return RaiseFrom(tstate, frame, at_entry, state, offset);
+    }
+    state = std::move(next);
+    at_entry = false;
+    switch (entry->exit) {
+      case trace::SegmentExit::kHandBack:
+        return HandBack(tstate, frame, false, state, entry->break_offset);
+      case trace::SegmentExit::kEscapeJump: {
+        ++stats.escapes;
+        PyObject* condition = state.stack.back();
+        const int truth = PyObject_IsTrue(condition);
+        if (truth < 0) return RaiseFrom(tstate, frame, false, state, entry->break_offset);
+        state.stack.pop_back();
+        Py_DECREF(condition);
+        offset = (truth == 1) == entry->jump_if_true ? entry->jump_target : entry->next_offset;
+        break;
+      }
+      case trace::SegmentExit::kEscapeCall: {
+        ++stats.escapes;
+        const int argc = entry->call_argc;
+        std::vector<PyObject*>& st = state.stack;
+        if (static_cast<int>(st.size()) < argc + 2) {
+          return HandBack(tstate, frame, false, state, entry->break_offset);
+        }
+        PyObject* method = st[st.size() - argc - 2];
+        PyObject* callable = method != nullptr ? method : st[st.size() - argc - 1];
+        // args (with self first for a method call) are contiguous on the stack.
+        PyObject* const* args = &st[st.size() - argc - (method != nullptr ? 1 : 0)];
+        const Py_ssize_t total = argc + (method != nullptr ? 1 : 0);
+        PyObject* kwnames = entry->call_kwnames.get();
+        const Py_ssize_t nkw = kwnames != nullptr ? PyTuple_GET_SIZE(kwnames) : 0;
+        PyObject* result = PyObject_Vectorcall(callable, args, total - nkw, kwnames);
+        for (int i = 0; i < argc + 2; ++i) {
+          Py_XDECREF(st.back());
+          st.pop_back();
+        }
+        if (result == nullptr) return RaiseFrom(tstate, frame, false, state, entry->break_offset);
+        st.push_back(result);
+        offset = entry->next_offset;
+        break;
+      }
+      case trace::SegmentExit::kReturn:
+        break;
+    }
   }
-  auto& result = std::get<trace::TraceResult>(traced);
-  if (!result.touched_tensors && !cache->explicit_jit) {
-    cache->skip = true;
-    return cpython::EvalDefault(tstate, frame, 0);
-  }
-  const std::string graph_text = result.graph->ToString(PyUnicode_AsUTF8(view.code->co_name));
-  if (logs.graph) std::fprintf(stderr, "[dyntrace:graph] %s\n%s", CodeName(view.code).c_str(), graph_text.c_str());
-  if (logs.guards) {
-    std::fprintf(stderr, "[dyntrace:guards] %s\n    %s\n", CodeName(view.code).c_str(),
-                 absl::StrJoin(result.guards.Lines(), "\n    ").c_str());
-  }
-  if (trace_log != nullptr) {
-    trace_log->graphs.push_back(graph_text);
-    trace_log->guards.push_back(absl::StrJoin(result.guards.Lines(), "\n"));
-  }
-  std::unique_ptr<CacheEntry> entry = Compile(std::move(result), cache->options, inputs);
-  if (entry == nullptr) return cpython::RaiseInFrame(tstate, frame);
-  ++stats.graphs;
-  std::shared_ptr<CacheEntry> e(std::move(entry));
-  cache->entries.push_back(e);
-  return ExecuteEntry(tstate, frame, *e, inputs);
 }
 
 }  // namespace
@@ -399,7 +631,7 @@ CodeCache* GetOrCreateCache(PyCodeObject* code, const JitOptions& options, bool 
     cache->explicit_jit = true;
     cache->skip = false;
     cache->warned = false;
-  } else if (!cache->explicit_jit && cache->entries.empty()) {
+  } else if (!cache->explicit_jit && cache->segments.empty()) {
     cache->options = options;
   }
   return cache;
@@ -407,7 +639,7 @@ CodeCache* GetOrCreateCache(PyCodeObject* code, const JitOptions& options, bool 
 
 void ResetAll() {
   for (CodeCache* cache : *all_caches) {
-    cache->entries.clear();
+    cache->segments.clear();
     cache->recompile_reasons.clear();
     cache->breaks.clear();
     cache->warned = false;

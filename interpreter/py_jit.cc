@@ -267,8 +267,9 @@ PyObject* FnGuards(PyObject*, PyObject* fn) {
   if (code == nullptr) return nullptr;
   std::vector<std::string> out;
   if (jit::CodeCache* cache = jit::FindCache(code)) {
-    for (const auto& e : cache->entries) {
+    for (const auto& e : cache->AllEntries()) {
       std::string text = absl::StrJoin(e->guards.Lines(), "\n");
+      if (e->start_offset > 0) text = absl::StrCat("# segment starting at offset ", e->start_offset, "\n", text);
       if (e->fallback) text = absl::StrCat("# runs under CPython: ", e->fallback_reason, "\n", text);
       out.push_back(text);
     }
@@ -291,8 +292,11 @@ PyObject* FnGraphs(PyObject*, PyObject* args, PyObject* kwargs) {
   if (code == nullptr) return nullptr;
   std::vector<std::string> out;
   if (jit::CodeCache* cache = jit::FindCache(code)) {
-    for (const auto& e : cache->entries) {
-      if (e->graph) out.push_back(e->graph->ToString(PyUnicode_AsUTF8(code->co_name)));
+    for (const auto& e : cache->AllEntries()) {
+      if (e->graph) {
+        out.push_back(e->graph->ToString(e->start_offset == 0 ? std::string(PyUnicode_AsUTF8(code->co_name))
+                                                              : absl::StrCat(PyUnicode_AsUTF8(code->co_name), "_at_", e->start_offset)));
+      }
     }
   }
   return StringList(out);
@@ -313,8 +317,12 @@ PyObject* FnStats(PyObject*, PyObject*) {
   put("recompiles", PyLong_FromLongLong(s.recompiles));
   put("fallbacks", PyLong_FromLongLong(s.fallbacks));
   put("graphs", PyLong_FromLongLong(s.graphs));
+  put("graph_breaks", PyLong_FromLongLong(s.graph_breaks));
+  put("escapes", PyLong_FromLongLong(s.escapes));
+  put("handbacks", PyLong_FromLongLong(s.handbacks));
   put("recompile_reasons", StringList(s.recompile_reasons));
   put("fallback_reasons", StringList(s.fallback_reasons));
+  put("break_reasons", StringList(s.break_reasons));
   return d;
 }
 
@@ -351,8 +359,8 @@ PyObject* FnExplain(PyObject* module, PyObject* args, PyObject* kwargs) {
   if (PyCodeObject* code = PyFunction_Check(fn) ? reinterpret_cast<PyCodeObject*>(PyFunction_GET_CODE(fn)) : nullptr) {
     // A fresh look at this function: its earlier entries would hide what a trace finds.
     if (jit::CodeCache* cache = jit::FindCache(code)) {
-      cache->entries.clear();
-      cache->skip = false;
+      cache->segments.clear();
+      cache->skip = cache->excluded;
     }
   }
   PyRef result = PyRef::Steal(PyObject_Call(fn, call_args.get(), kwargs));

@@ -228,6 +228,7 @@ struct TFrame {
   SourceRef function_source;
   Sym function_sym;            // kFunction made by MAKE_FUNCTION (closure from Syms)
   PyRef kw_names;
+  int kw_names_offset = -1;
   int depth = 0;
   bool is_root = false;
   int pc = 0;                  // index into decoded->instrs
@@ -254,6 +255,21 @@ class Tracer {
   absl::flat_hash_map<PyObject*, Sym> sym_of_wrapper_;
   int return_offset_ = -1;
   bool return_pushes_value_ = true;
+  // The root frame's state at the start of the instruction being traced: a break rolls back to it.
+  struct RootSnapshot {
+    bool valid = false;
+    int pc = 0;
+    std::vector<Sym> stack;
+    std::vector<Sym> locals;
+    std::vector<bool> argument_live;
+    PyRef kw_names;
+    int kw_names_offset = -1;
+    size_t num_nodes = 0;
+  };
+  RootSnapshot snapshot_;
+  // Built once per distinct Sym when the frame state is rebuilt at a break.
+  absl::flat_hash_map<const SymValue*, int> memo_;
+  int num_memo_ = 0;
   // Where the trace stopped.
   std::string fail_file_;
   int fail_line_ = -1, fail_offset_ = -1;
@@ -311,6 +327,8 @@ class Tracer {
   absl::StatusOr<Sym> MaterializeShape(const Sym& shape);
   absl::Status GuardSizes(const Sym& tensor, std::optional<int64_t> dim);
   absl::StatusOr<OutputSpec> ToOutput(const Sym& s, std::vector<ValueId>& outputs);
+  template <typename Fail>
+  std::variant<TraceResult, TraceFailure> Break(TFrame& root, std::string reason, Fail& fail);
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -335,6 +353,22 @@ absl::StatusOr<Sym> Tracer::TensorInput(PyObject* obj, SourceRef source) {
 absl::StatusOr<Sym> Tracer::Wrap(PyObject* obj, SourceRef source) {
   const Provenance where = Here();
   if (py::IsTensor(obj)) return TensorInput(obj, source);
+  if (PyCell_Check(obj)) {
+    // A cell in the state of a segment that starts mid-function: the same cell object stays in
+    // place, its contents are read (and guarded) through it.
+    guards_.Add(LeafGuard::Type(source, Py_TYPE(obj), where));
+    Sym c = MakeSym(SymKind::kCell);
+    c->from_frame = true;
+    c->source = source;
+    PyObject* contents = PyCell_GET(obj);
+    if (contents != nullptr) {
+      DT_ASSIGN_OR_RETURN(Sym v, Wrap(contents, guards::CellContentsSource(source)));
+      c->items.push_back(v);
+    } else {
+      c->items.push_back(nullptr);
+    }
+    return c;
+  }
   if (obj == Py_None || PyBool_Check(obj) || obj == Py_Ellipsis || obj == Py_NotImplemented) {
     guards_.Add(LeafGuard::Identity(source, obj, where));
     Sym s = ConstSym(PyRef::Borrow(obj));
@@ -929,7 +963,9 @@ absl::StatusOr<Sym> Tracer::GetAttr(const Sym& obj, const std::string& name) {
     if (PyModule_Check(o)) {
       own = PyDict_GetItemString(PyModule_GetDict(o), name.c_str());
     } else if (PyType_Check(o)) {
-      own = PyDict_GetItemString(reinterpret_cast<PyTypeObject*>(o)->tp_dict, name.c_str());
+      // _PyType_Lookup, not tp_dict: 3.12 keeps builtin types' dicts elsewhere (tp_dict is NULL).
+      PyRef key = PyRef::Steal(PyUnicode_FromString(name.c_str()));
+      own = _PyType_Lookup(reinterpret_cast<PyTypeObject*>(o), key.get());
     } else {
       PyObject** dict = _PyObject_GetDictPtr(o);
       if (dict != nullptr && *dict != nullptr) own = PyDict_GetItemString(*dict, name.c_str());
@@ -1490,6 +1526,11 @@ absl::StatusOr<Sym> Tracer::Inline(const Sym& function, std::vector<Sym> args,
 absl::StatusOr<Sym> Tracer::RunFrame(TFrame& f) {
   const auto& instrs = f.decoded->instrs;
   f.pc = 0;
+  if (f.is_root && frame_.start_offset > 0) {
+    auto it = f.decoded->index_of_offset.find(frame_.start_offset);
+    if (it == f.decoded->index_of_offset.end()) return Unsupported("a segment starting at an unknown offset");
+    f.pc = it->second;
+  }
   if (f.decoded->has_exception_handlers) {
     fail_file_ = f.decoded->filename;
     fail_line_ = f.code->co_firstlineno;
@@ -1510,6 +1551,10 @@ absl::StatusOr<Sym> Tracer::RunFrame(TFrame& f) {
     bool returned = false;
     Sym result;
     const int before = f.pc;
+    if (f.is_root) {
+      snapshot_ = RootSnapshot{true, f.pc, f.stack, f.locals, f.argument_live, f.kw_names,
+                               f.kw_names_offset, graph_->nodes().size()};
+    }
     absl::Status s = Step(f, in, returned, result);
     if (!s.ok()) {
       if (fail_line_ < 0) {
@@ -1614,6 +1659,7 @@ absl::Status Tracer::Step(TFrame& f, const Instr& in, bool& returned, Sym& resul
           PyObject* cell = PyTuple_GET_ITEM(closure, i);
           Sym c = MakeSym(SymKind::kCell);
           c->from_frame = true;
+          if (f.is_root) c->source = guards::FreeCellSource(i, PyUnicode_AsUTF8(name));
           PyObject* contents = PyCell_GET(cell);
           if (contents != nullptr) {
             SourceRef src = f.is_root ? guards::ClosureSource(i, PyUnicode_AsUTF8(name))
@@ -1829,6 +1875,7 @@ absl::Status Tracer::Step(TFrame& f, const Instr& in, bool& returned, Sym& resul
     case Op::kKwNames:
       // The argument indexes co_consts (dis shows the names only in argrepr on 3.11).
       f.kw_names = PyRef::Borrow(PyTuple_GET_ITEM(f.code->co_consts, in.arg));
+      f.kw_names_offset = in.offset;
       return absl::OkStatus();
     case Op::kCall: {
       const int argc = in.arg;
@@ -2170,6 +2217,28 @@ absl::Status Tracer::Step(TFrame& f, const Instr& in, bool& returned, Sym& resul
 
 absl::StatusOr<OutputSpec> Tracer::ToOutput(const Sym& s, std::vector<ValueId>& outputs) {
   OutputSpec out;
+  // Objects with identity built by the trace are built once, however many slots hold them.
+  const bool has_identity = s->kind == SymKind::kList || s->kind == SymKind::kDict ||
+                            s->kind == SymKind::kCell || s->kind == SymKind::kIter ||
+                            (s->kind == SymKind::kFunction && !PyFunction_Check(s->obj.get()));
+  if (has_identity && s->source == nullptr) {
+    auto it = memo_.find(s.get());
+    if (it != memo_.end()) {
+      out.kind = OutputSpec::Kind::kMemo;
+      out.index = it->second;
+      return out;
+    }
+    out.memo = num_memo_++;
+    memo_[s.get()] = out.memo;
+  }
+  auto child = [&](const Sym& c) -> absl::StatusOr<OutputSpec> {
+    if (c == nullptr) {
+      OutputSpec n;
+      n.kind = OutputSpec::Kind::kNull;
+      return n;
+    }
+    return ToOutput(c, outputs);
+  };
   switch (s->kind) {
     case SymKind::kTensor: {
       const GraphValue& v = graph_->value(s->value);
@@ -2178,7 +2247,6 @@ absl::StatusOr<OutputSpec> Tracer::ToOutput(const Sym& s, std::vector<ValueId>& 
         out.source = s->source;
         return out;
       }
-      // An in-place result stands for its target: return the target's object when it is an input.
       out.kind = OutputSpec::Kind::kGraphOutput;
       for (size_t i = 0; i < outputs.size(); ++i) {
         if (outputs[i] == s->value) {
@@ -2190,11 +2258,29 @@ absl::StatusOr<OutputSpec> Tracer::ToOutput(const Sym& s, std::vector<ValueId>& 
       outputs.push_back(s->value);
       return out;
     }
+    case SymKind::kNull:
+      out.kind = OutputSpec::Kind::kNull;
+      return out;
     case SymKind::kConst:
-    case SymKind::kFunction:
     case SymKind::kOpMethod:
-      if (s->kind == SymKind::kOpMethod && !s->items.empty()) break;
-      if (s->kind == SymKind::kFunction && !PyFunction_Check(s->obj.get())) break;
+    case SymKind::kFunction:
+      if (s->kind == SymKind::kOpMethod && !s->items.empty()) {
+        out.kind = OutputSpec::Kind::kBoundMethod;
+        out.obj = s->obj;
+        DT_ASSIGN_OR_RETURN(OutputSpec self, child(s->items[0]));
+        out.children.push_back(std::move(self));
+        return out;
+      }
+      if (s->kind == SymKind::kFunction && !PyFunction_Check(s->obj.get())) {
+        out.kind = OutputSpec::Kind::kFunction;
+        out.obj = s->obj;
+        out.globals = s->globals;
+        for (const Sym& part : {s->defaults, s->kwdefaults, s->closure}) {
+          DT_ASSIGN_OR_RETURN(OutputSpec c, child(part));
+          out.children.push_back(std::move(c));
+        }
+        return out;
+      }
       if (s->source != nullptr && !IsPureConstType(s->obj.get())) {
         out.kind = OutputSpec::Kind::kSource;
         out.source = s->source;
@@ -2211,6 +2297,33 @@ absl::StatusOr<OutputSpec> Tracer::ToOutput(const Sym& s, std::vector<ValueId>& 
       DT_ASSIGN_OR_RETURN(Sym t, MaterializeShape(s));
       return ToOutput(t, outputs);
     }
+    case SymKind::kCell: {
+      if (s->source != nullptr) {
+        out.kind = OutputSpec::Kind::kSource;
+        out.source = s->source;
+        return out;
+      }
+      out.kind = OutputSpec::Kind::kCell;
+      DT_ASSIGN_OR_RETURN(OutputSpec c, child(s->items.empty() ? nullptr : s->items[0]));
+      out.children.push_back(std::move(c));
+      return out;
+    }
+    case SymKind::kBoundMethod: {
+      out.kind = OutputSpec::Kind::kBoundMethod;
+      out.obj = s->obj;
+      DT_ASSIGN_OR_RETURN(OutputSpec self, child(s->items[0]));
+      out.children.push_back(std::move(self));
+      return out;
+    }
+    case SymKind::kIter:
+    case SymKind::kSlice: {
+      out.kind = s->kind == SymKind::kIter ? OutputSpec::Kind::kIterator : OutputSpec::Kind::kSlice;
+      for (const Sym& item : s->items) {
+        DT_ASSIGN_OR_RETURN(OutputSpec c, child(item));
+        out.children.push_back(std::move(c));
+      }
+      return out;
+    }
     case SymKind::kTuple:
     case SymKind::kList:
     case SymKind::kDict: {
@@ -2222,16 +2335,78 @@ absl::StatusOr<OutputSpec> Tracer::ToOutput(const Sym& s, std::vector<ValueId>& 
       out.kind = s->kind == SymKind::kTuple ? OutputSpec::Kind::kTuple
                  : s->kind == SymKind::kList ? OutputSpec::Kind::kList : OutputSpec::Kind::kDict;
       for (const Sym& item : s->items) {
-        DT_ASSIGN_OR_RETURN(OutputSpec child, ToOutput(item, outputs));
-        out.children.push_back(std::move(child));
+        DT_ASSIGN_OR_RETURN(OutputSpec c, child(item));
+        out.children.push_back(std::move(c));
       }
       out.keys = s->keys;
       return out;
     }
-    default:
-      break;
   }
-  return Unsupported(absl::StrCat("returning a ", Describe(s)));
+  return Unsupported(absl::StrCat("rebuilding a ", Describe(s)));
+}
+
+template <typename Fail>
+std::variant<TraceResult, TraceFailure> Tracer::Break(TFrame& root, std::string reason, Fail& fail) {
+  const auto& instrs = root.decoded->instrs;
+  const Instr& in = instrs[snapshot_.pc];
+  graph_->Truncate(snapshot_.num_nodes);
+  TraceResult r;
+  r.break_info = BreakInfo{reason, fail_file_, fail_line_, fail_offset_, fail_instruction_};
+  r.break_offset = in.offset;
+  r.next_offset = snapshot_.pc + 1 < static_cast<int>(instrs.size()) ? instrs[snapshot_.pc + 1].offset : -1;
+  const bool tensor_condition = !snapshot_.stack.empty() && snapshot_.stack.back() != nullptr &&
+                                snapshot_.stack.back()->kind == SymKind::kTensor;
+  if ((in.op == Op::kPopJumpIfFalse || in.op == Op::kPopJumpIfTrue) && tensor_condition &&
+      r.next_offset >= 0) {
+    r.exit = SegmentExit::kEscapeJump;
+    r.jump_target = static_cast<int>(PyLong_AsLong(in.argval.get()));
+    r.jump_if_true = in.op == Op::kPopJumpIfTrue;
+  } else if (in.op == Op::kCall && r.next_offset >= 0) {
+    r.exit = SegmentExit::kEscapeCall;
+    r.call_argc = in.arg;
+    r.call_kwnames = snapshot_.kw_names;
+  } else {
+    r.exit = SegmentExit::kHandBack;
+    // KW_NAMES keeps its names in the evaluator, not on the stack: resume before it.
+    if (snapshot_.kw_names) r.break_offset = snapshot_.kw_names_offset;
+  }
+  std::vector<ValueId> outputs;
+  PyObject* names = root.code->co_localsplusnames;
+  for (size_t i = 0; i < snapshot_.locals.size(); ++i) {
+    const Sym& local = snapshot_.locals[i];
+    OutputSpec spec;
+    if (local != nullptr) {
+      auto built = ToOutput(local, outputs);
+      if (!built.ok()) return fail(built.status());
+      spec = *std::move(built);
+    } else if (snapshot_.argument_live[i] && static_cast<int>(i) < frame_.inputs.num_locals &&
+               frame_.inputs.locals[i] != nullptr) {
+      spec.kind = OutputSpec::Kind::kSource;
+      spec.source = guards::LocalSource(static_cast<int>(i), PyUnicode_AsUTF8(PyTuple_GET_ITEM(names, i)));
+    } else {
+      spec.kind = OutputSpec::Kind::kNull;
+    }
+    r.locals_state.push_back(std::move(spec));
+  }
+  for (const Sym& item : snapshot_.stack) {
+    OutputSpec spec;
+    if (item == nullptr) {
+      spec.kind = OutputSpec::Kind::kNull;
+    } else {
+      auto built = ToOutput(item, outputs);
+      if (!built.ok()) return fail(built.status());
+      spec = *std::move(built);
+    }
+    r.stack_state.push_back(std::move(spec));
+  }
+  r.num_memo = num_memo_;
+  graph_->SetOutputs(outputs);
+  graph_->EliminateDeadCode();
+  r.graph = graph_;
+  r.input_sources = input_sources_;
+  r.guards = guards_;
+  r.touched_tensors = touched_tensors_;
+  return r;
 }
 
 std::variant<TraceResult, TraceFailure> Tracer::Run() {
@@ -2260,9 +2435,27 @@ std::variant<TraceResult, TraceFailure> Tracer::Run() {
     return fail(Unsupported("generator and coroutine frames run under CPython"));
   }
   current_ = &root;
+  for (int i = 0; i < frame_.inputs.stack_size; ++i) {
+    PyObject* v = frame_.inputs.stack[i];
+    if (v == nullptr) {
+      root.stack.push_back(MakeSym(SymKind::kNull));
+      continue;
+    }
+    auto wrapped = Wrap(v, guards::StackSource(i));
+    if (!wrapped.ok()) {
+      current_ = nullptr;
+      return fail(wrapped.status());
+    }
+    root.stack.push_back(*wrapped);
+  }
   auto result = RunFrame(root);
   current_ = nullptr;
-  if (!result.ok()) return fail(result.status());
+  if (!result.ok()) {
+    if (frame_.fullgraph || !snapshot_.valid || result.status().code() != absl::StatusCode::kUnimplemented) {
+      return fail(result.status());
+    }
+    return Break(root, std::string(result.status().message()), fail);
+  }
   std::vector<ValueId> outputs;
   auto spec = ToOutput(*result, outputs);
   if (!spec.ok()) return fail(spec.status());
@@ -2273,6 +2466,7 @@ std::variant<TraceResult, TraceFailure> Tracer::Run() {
   r.input_sources = input_sources_;
   r.guards = guards_;
   r.output = *std::move(spec);
+  r.num_memo = num_memo_;
   r.return_offset = return_offset_;
   r.return_pushes_value = return_pushes_value_;
   r.touched_tensors = touched_tensors_;

@@ -12,6 +12,7 @@
 #include <Python.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <variant>
 
@@ -22,17 +23,58 @@
 namespace dt::trace {
 
 // How to build the function's return value from graph outputs, constants and frame values.
+// Also how to rebuild the frame's locals and stack at a graph break. Values shared by several
+// slots (a list two locals refer to, a cell a closure captures) are built once: `memo` names them.
 struct OutputSpec {
-  enum class Kind : uint8_t { kGraphOutput, kConst, kSource, kTuple, kList, kDict };
+  enum class Kind : uint8_t {
+    kGraphOutput, kConst, kSource, kTuple, kList, kDict,
+    kNull,         // an empty slot (unbound local, NULL on the stack)
+    kCell,         // a new cell holding children[0] (or empty)
+    kFunction,     // a function made by the trace: obj = code; children: defaults, kwdefaults, closure
+    kBoundMethod,  // children[0] bound to children[1] (obj: a descriptor, when not a function)
+    kIterator,     // an iterator over children
+    kSlice,        // children: start, stop, step
+    kMemo,         // the object built for memo slot `index`
+  };
   Kind kind = Kind::kConst;
-  int index = -1;  // kGraphOutput: position in graph outputs
-  py::PyRef obj;   // kConst
+  int index = -1;  // kGraphOutput: position in graph outputs; kMemo: memo slot
+  int memo = -1;   // >= 0: remember the built object in this memo slot
+  py::PyRef obj;   // kConst; kFunction: code; kBoundMethod: descriptor or method name
   guards::SourceRef source;
   std::vector<OutputSpec> children;
   std::vector<py::PyRef> keys;  // kDict
+  PyObject* globals = nullptr;  // kFunction (borrowed: the frame's globals outlive the cache)
+};
+
+// Where a segment stops when it does not return.
+enum class SegmentExit : uint8_t {
+  kReturn,      // the frame returns the output
+  kEscapeJump,  // a conditional jump on a tensor: decide on the real value, continue there
+  kEscapeCall,  // a call the tracer cannot follow: make it on real values, continue after it
+  kHandBack,    // write the frame state back; CPython runs the rest of the frame from `offset`
+};
+
+struct BreakInfo {
+  std::string reason;
+  std::string file;
+  int line = -1;
+  int offset = -1;
+  std::string instruction;
 };
 
 struct TraceResult {
+  SegmentExit exit = SegmentExit::kReturn;
+  std::optional<BreakInfo> break_info;  // set unless the segment returns
+  // Frame state at the break: one spec per local slot and per stack slot.
+  std::vector<OutputSpec> locals_state;
+  std::vector<OutputSpec> stack_state;
+  int break_offset = -1;       // the instruction the break is at (hand-back resumes here)
+  int jump_target = -1;        // kEscapeJump: where a jump goes; else falls through to next_offset
+  bool jump_if_true = false;
+  int next_offset = -1;        // the instruction after the break
+  int call_argc = 0;           // kEscapeCall
+  py::PyRef call_kwnames;      // kEscapeCall: keyword names of the call, or null
+  int num_memo = 0;
   std::shared_ptr<Graph> graph;
   std::vector<guards::SourceRef> input_sources;  // where each graph input is read from
   guards::GuardSet guards;
@@ -55,7 +97,9 @@ struct TraceFailure {
 struct FrameToTrace {
   PyCodeObject* code;
   PyObject* function;
-  guards::FrameInputs inputs;
+  guards::FrameInputs inputs;  // at entry: the frame; mid-function: the segment's start state
+  int start_offset = 0;
+  bool fullgraph = false;      // fail at the first break instead of ending a segment there
 };
 
 // Logs each traced instruction with the symbolic stack to stderr when set (--log bytecode).
