@@ -60,6 +60,10 @@ class Graph {
                                const std::vector<Tensor>& output_metas, bool inplace,
                                SourceLocation location);
   void SetOutputs(std::vector<ValueId> outputs) { outputs_ = std::move(outputs); }
+  // Drops the nodes from `num_nodes` on (a trace rolling back to the start of an instruction).
+  void Truncate(size_t num_nodes) {
+    if (num_nodes < nodes_.size()) nodes_.resize(num_nodes);
+  }
 
   const std::vector<Node>& nodes() const { return nodes_; }
   const std::vector<ValueId>& inputs() const { return inputs_; }

@@ -130,6 +130,9 @@ class Builder {
  private:
   PyObject* Fail() {
     failed_ = true;
+    if (!PyErr_Occurred()) {
+      PyErr_SetString(PyExc_RuntimeError, "dyntrace: could not rebuild the frame state at a graph break");
+    }
     return nullptr;
   }
 

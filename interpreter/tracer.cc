@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -101,9 +102,10 @@ struct DecodedCode {
   absl::flat_hash_map<int, int> index_of_offset;
   std::string filename;
   std::vector<std::string> binary_ops;  // dis._nb_ops names by BINARY_OP argument
-  // try/except/finally or with: their handlers run when the body raises, which a graph cannot
-  // reproduce, so such code is left to CPython (comprehension cleanup handlers do not count).
-  bool has_exception_handlers = false;
+  // Offsets inside try/except/finally and with bodies (exception-table ranges whose handler
+  // starts with PUSH_EXC_INFO): a handler must be able to catch what the body raises, so the
+  // trace stops there and CPython runs the region (comprehension cleanup handlers do not count).
+  absl::flat_hash_set<int> protected_offsets;
 };
 
 absl::StatusOr<std::shared_ptr<const DecodedCode>> Decode(PyCodeObject* code) {
@@ -147,9 +149,6 @@ absl::StatusOr<std::shared_ptr<const DecodedCode>> Decode(PyCodeObject* code) {
     }
     in.opname = PyUnicode_AsUTF8(opname.get());
     in.op = OpFromName(in.opname);
-    if (in.opname == "PUSH_EXC_INFO" || in.opname == "BEFORE_WITH" || in.opname == "BEFORE_ASYNC_WITH") {
-      decoded->has_exception_handlers = true;
-    }
     in.arg = arg.get() == Py_None ? 0 : static_cast<int>(PyLong_AsLong(arg.get()));
     in.offset = static_cast<int>(PyLong_AsLong(offset.get()));
     in.argrepr = PyUnicode_AsUTF8(argrepr.get());
@@ -161,6 +160,27 @@ absl::StatusOr<std::shared_ptr<const DecodedCode>> Decode(PyCodeObject* code) {
     in.line = last_line;
     decoded->index_of_offset[in.offset] = static_cast<int>(decoded->instrs.size());
     decoded->instrs.push_back(std::move(in));
+  }
+  PyRef table = PyRef::Steal(PyObject_CallMethod(dis.get(), "_parse_exception_table", "O",
+                                                 reinterpret_cast<PyObject*>(code)));
+  if (!table) return Error(ErrorKind::kRuntime, "dis._parse_exception_table failed");
+  for (Py_ssize_t i = 0; i < PyList_Size(table.get()); ++i) {
+    PyObject* entry = PyList_GetItem(table.get(), i);
+    PyRef start = PyRef::Steal(PyObject_GetAttrString(entry, "start"));
+    PyRef end = PyRef::Steal(PyObject_GetAttrString(entry, "end"));
+    PyRef target = PyRef::Steal(PyObject_GetAttrString(entry, "target"));
+    if (!start || !end || !target) {
+      PyErr_Clear();
+      return Error(ErrorKind::kRuntime, "unexpected exception-table entry layout");
+    }
+    auto handler = decoded->index_of_offset.find(static_cast<int>(PyLong_AsLong(target.get())));
+    if (handler == decoded->index_of_offset.end() ||
+        decoded->instrs[handler->second].opname != "PUSH_EXC_INFO") {
+      continue;
+    }
+    for (long o = PyLong_AsLong(start.get()); o < PyLong_AsLong(end.get()); o += 2) {
+      decoded->protected_offsets.insert(static_cast<int>(o));
+    }
   }
   Py_INCREF(code);
   (*cache)[code] = {PyRef::Steal(reinterpret_cast<PyObject*>(code)), decoded};
@@ -1531,13 +1551,7 @@ absl::StatusOr<Sym> Tracer::RunFrame(TFrame& f) {
     if (it == f.decoded->index_of_offset.end()) return Unsupported("a segment starting at an unknown offset");
     f.pc = it->second;
   }
-  if (f.decoded->has_exception_handlers) {
-    fail_file_ = f.decoded->filename;
-    fail_line_ = f.code->co_firstlineno;
-    fail_offset_ = 0;
-    fail_instruction_ = "try/with block";
-    return Unsupported("try/except/finally and with blocks run under CPython (not captured yet)");
-  }
+
   while (f.pc < static_cast<int>(instrs.size())) {
     if (++instructions_run_ > kMaxInstructions) return Unsupported("the trace is too long (50000 instructions)");
     const Instr& in = instrs[f.pc];
@@ -1555,7 +1569,10 @@ absl::StatusOr<Sym> Tracer::RunFrame(TFrame& f) {
       snapshot_ = RootSnapshot{true, f.pc, f.stack, f.locals, f.argument_live, f.kw_names,
                                f.kw_names_offset, graph_->nodes().size()};
     }
-    absl::Status s = Step(f, in, returned, result);
+    absl::Status s = f.decoded->protected_offsets.contains(in.offset) || in.opname == "BEFORE_WITH" ||
+                             in.opname == "BEFORE_ASYNC_WITH"
+                         ? Unsupported("a try/except/finally or with block: CPython runs it")
+                         : Step(f, in, returned, result);
     if (!s.ok()) {
       if (fail_line_ < 0) {
         fail_file_ = f.decoded->filename;
@@ -1679,7 +1696,11 @@ absl::Status Tracer::Step(TFrame& f, const Instr& in, bool& returned, Sym& resul
       }
       return absl::OkStatus();
     }
-    case Op::kLoadClosure: st.push_back(f.locals[in.arg]); return absl::OkStatus();
+    case Op::kLoadClosure: {
+      DT_ASSIGN_OR_RETURN(Sym cell, LoadLocal(f, in.arg));
+      st.push_back(cell);
+      return absl::OkStatus();
+    }
     case Op::kLoadDeref: {
       Sym cell = f.locals[in.arg];
       if (cell == nullptr || cell->kind != SymKind::kCell) {
@@ -2232,7 +2253,11 @@ absl::StatusOr<OutputSpec> Tracer::ToOutput(const Sym& s, std::vector<ValueId>& 
     memo_[s.get()] = out.memo;
   }
   auto child = [&](const Sym& c) -> absl::StatusOr<OutputSpec> {
-    if (c == nullptr) {
+    if (c == nullptr || c->kind == SymKind::kNull) {
+      // Only cells and a made function's optional parts may be empty.
+      if (s->kind != SymKind::kCell && s->kind != SymKind::kFunction) {
+        return Unsupported(absl::StrCat("rebuilding a ", Describe(s), " with an empty slot"));
+      }
       OutputSpec n;
       n.kind = OutputSpec::Kind::kNull;
       return n;

@@ -21,8 +21,20 @@ using dt::py::PyRef;
 class PythonCase : public ::testing::Test {
  public:
   explicit PythonCase(PyObject* fn) : fn_(fn) {}
+  // A case marked `fn.pending = "why"` (a known gap, see runner.py) is skipped while it fails and
+  // fails once it passes, so the mark cannot outlive the gap.
   void TestBody() override {
+    PyRef pending = PyRef::Steal(PyObject_GetAttrString(fn_, "pending"));
+    if (!pending) PyErr_Clear();
     PyRef result = PyRef::Steal(PyObject_CallNoArgs(fn_));
+    const std::string reason = pending && PyUnicode_Check(pending.get()) ? PyUnicode_AsUTF8(pending.get()) : "";
+    if (!reason.empty()) {
+      if (!result) {
+        dt::testing::TakePythonError();
+        GTEST_SKIP() << "pending: " << reason;
+      }
+      FAIL() << "marked pending (" << reason << ") but passes; remove the mark";
+    }
     if (!result) FAIL() << dt::testing::TakePythonError();
   }
 
