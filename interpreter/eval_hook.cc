@@ -462,6 +462,10 @@ PyObject* EvalFrame(PyThreadState* tstate, _PyInterpreterFrame* frame, int throw
             }
           }
           ++stats.fallbacks;
+          stats.fallback_reasons.push_back(
+              absl::StrFormat("%s: cache_limit=%d reached; CPython runs it from here (last "
+                              "recompile reason: %s)",
+                              where, cache->options.cache_limit, reason));
           return HandBack(tstate, frame, at_entry, state, offset);
         }
         ++stats.recompiles;
