@@ -285,8 +285,18 @@ class Tracer {
     PyRef kw_names;
     int kw_names_offset = -1;
     size_t num_nodes = 0;
+    size_t journal_size = 0;
   };
   RootSnapshot snapshot_;
+  // Containers, iterators and cells are mutated in place; a break rolls them back to their state
+  // at the start of the breaking instruction (an inlined call may have changed them).
+  struct Undo {
+    Sym sym;
+    std::vector<Sym> items;
+    std::vector<PyRef> keys;
+  };
+  std::vector<Undo> journal_;
+  void Mutating(const Sym& sym) { journal_.push_back(Undo{sym, sym->items, sym->keys}); }
   // Built once per distinct Sym when the frame state is rebuilt at a break.
   absl::flat_hash_map<const SymValue*, int> memo_;
   int num_memo_ = 0;
@@ -742,6 +752,7 @@ absl::StatusOr<Sym> Tracer::BinaryOp(const std::string& nb_name, const Sym& a, c
   if ((a->kind == SymKind::kTuple || a->kind == SymKind::kList) && a->kind == b->kind && sym == "+") {
     if (inplace && a->kind == SymKind::kList) {
       if (a->from_frame) return Unsupported("mutating a list that belongs to the caller");
+      Mutating(a);
       a->items.insert(a->items.end(), b->items.begin(), b->items.end());
       return a;
     }
@@ -1193,6 +1204,7 @@ absl::StatusOr<Sym> Tracer::CallContainerMethod(const Sym& self, const std::stri
   if (name == "append" || name == "extend") {
     if (self->from_frame) return Unsupported("mutating a list that belongs to the caller");
     if (args.size() != 1) return Unsupported("the traced code raises: list method arguments");
+    Mutating(self);
     if (name == "append") {
       self->items.push_back(args[0]);
     } else {
@@ -1567,7 +1579,7 @@ absl::StatusOr<Sym> Tracer::RunFrame(TFrame& f) {
     const int before = f.pc;
     if (f.is_root) {
       snapshot_ = RootSnapshot{true, f.pc, f.stack, f.locals, f.argument_live, f.kw_names,
-                               f.kw_names_offset, graph_->nodes().size()};
+                               f.kw_names_offset, graph_->nodes().size(), journal_.size()};
     }
     absl::Status s = f.decoded->protected_offsets.contains(in.offset) || in.opname == "BEFORE_WITH" ||
                              in.opname == "BEFORE_ASYNC_WITH"
@@ -1724,6 +1736,7 @@ absl::Status Tracer::Step(TFrame& f, const Instr& in, bool& returned, Sym& resul
       Sym cell = f.locals[in.arg];
       if (cell == nullptr || cell->kind != SymKind::kCell) return Unsupported("STORE_DEREF without a cell");
       if (cell->from_frame) return Unsupported("assigning to a nonlocal variable of the caller");
+      Mutating(cell);
       cell->items.assign(1, v);
       return absl::OkStatus();
     }
@@ -1991,6 +2004,7 @@ absl::Status Tracer::Step(TFrame& f, const Instr& in, bool& returned, Sym& resul
       Sym v = pop();
       Sym list = st[st.size() - in.arg];
       if (list->kind != SymKind::kList || list->from_frame) return Unsupported("appending to a list of the caller");
+      Mutating(list);
       if (in.op == Op::kListAppend) {
         list->items.push_back(v);
       } else {
@@ -2004,6 +2018,7 @@ absl::Status Tracer::Step(TFrame& f, const Instr& in, bool& returned, Sym& resul
       Sym v = pop();
       Sym d = st[st.size() - in.arg];
       if (d->kind != SymKind::kDict || v->kind != SymKind::kDict || d->from_frame) return Unsupported("dict update");
+      Mutating(d);
       for (size_t i = 0; i < v->keys.size(); ++i) {
         d->keys.push_back(v->keys[i]);
         d->items.push_back(v->items[i]);
@@ -2016,6 +2031,7 @@ absl::Status Tracer::Step(TFrame& f, const Instr& in, bool& returned, Sym& resul
       Sym key = pop();
       Sym d = st[st.size() - in.arg];
       if (d->kind != SymKind::kDict || d->from_frame) return Unsupported("MAP_ADD into a dict of the caller");
+      Mutating(d);
       DT_ASSIGN_OR_RETURN(PyRef k, ConstValue(key));
       for (size_t i = 0; i < d->keys.size(); ++i) {
         if (PyObject_RichCompareBool(d->keys[i].get(), k.get(), Py_EQ) == 1) {
@@ -2107,6 +2123,7 @@ absl::Status Tracer::Step(TFrame& f, const Instr& in, bool& returned, Sym& resul
       }
       if ((container->kind == SymKind::kList || container->kind == SymKind::kDict) && !container->from_frame) {
         DT_ASSIGN_OR_RETURN(PyRef key, ConstValue(index));
+        Mutating(container);
         if (container->kind == SymKind::kList) {
           if (!PyLong_Check(key.get())) return Unsupported("list slice assignment");
           Py_ssize_t i = PyLong_AsSsize_t(key.get());
@@ -2167,6 +2184,7 @@ absl::Status Tracer::Step(TFrame& f, const Instr& in, bool& returned, Sym& resul
         return jump_to(argval_int(), skip_end_for ? 1 : 0);
       }
       Sym next = it->items.front();
+      Mutating(it);
       it->items.erase(it->items.begin());
       st.push_back(next);
       return absl::OkStatus();
@@ -2375,6 +2393,12 @@ std::variant<TraceResult, TraceFailure> Tracer::Break(TFrame& root, std::string 
   const auto& instrs = root.decoded->instrs;
   const Instr& in = instrs[snapshot_.pc];
   graph_->Truncate(snapshot_.num_nodes);
+  while (journal_.size() > snapshot_.journal_size) {
+    Undo& undo = journal_.back();
+    undo.sym->items = std::move(undo.items);
+    undo.sym->keys = std::move(undo.keys);
+    journal_.pop_back();
+  }
   TraceResult r;
   r.break_info = BreakInfo{reason, fail_file_, fail_line_, fail_offset_, fail_instruction_};
   r.break_offset = in.offset;

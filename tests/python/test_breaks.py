@@ -1664,3 +1664,29 @@ for _name in ("test_while_loop_counter_many_iterations",
               "test_corpus_for_rows_break_on_data",
               "test_corpus_for_range_log_append"):
     globals()[_name].pending = _LOOP_GAP
+
+
+class _Box:
+    def __init__(self, v):
+        self.v = v
+
+    @staticmethod
+    def of(v):
+        return _Box(v)
+
+
+def _boxed_lengths(*operands):
+    boxes = [_Box.of(x) for x in operands]  # the break happens inside the comprehension's loop
+    return len(boxes), [b.v for b in boxes]
+
+
+def test_break_inside_comprehension_keeps_its_iterator():
+    # Regression: an inlined comprehension consumed items of its iterator before the break, and
+    # the escaped call then ran over the consumed (empty) iterator.
+    dt.reset()
+    f = jitted_copy(_boxed_lengths)
+    for n in (1, 3, 2):
+        args = tuple(dt.ones(k + 1) for k in range(n))
+        count, values = f(*args)
+        assert count == n, (count, n)
+        assert all(v is a for v, a in zip(values, args))
