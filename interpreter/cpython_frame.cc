@@ -67,14 +67,22 @@ PyObject* EvalDefault(PyThreadState* tstate, _PyInterpreterFrame* frame, int thr
   return _PyEval_EvalFrameDefault(tstate, frame, throwflag);
 }
 
-PyObject* ResumeAt(PyThreadState* tstate, _PyInterpreterFrame* raw, int offset,
-                   absl::Span<PyObject* const> stack) {
-  Frame* f = AsFrame(raw);
+namespace {
+// Puts `stack` on the frame's value stack (stealing references) and points the frame at the
+// instruction at byte `offset`: `at` = true makes it the instruction being executed (for
+// raising), false the next one to execute (for resuming).
+void PositionFrame(Frame* f, int offset, absl::Span<PyObject* const> stack, bool at) {
   const int nlocalsplus = f->f_code->co_nlocalsplus;
   for (size_t i = 0; i < stack.size(); ++i) f->localsplus[nlocalsplus + i] = stack[i];
   f->stacktop = nlocalsplus + static_cast<int>(stack.size());
   _Py_CODEUNIT* code = reinterpret_cast<_Py_CODEUNIT*>(f->f_code->co_code_adaptive);
-  f->prev_instr = code + offset / static_cast<int>(sizeof(_Py_CODEUNIT)) - 1;
+  f->prev_instr = code + offset / static_cast<int>(sizeof(_Py_CODEUNIT)) - (at ? 0 : 1);
+}
+}  // namespace
+
+PyObject* ResumeAt(PyThreadState* tstate, _PyInterpreterFrame* raw, int offset,
+                   absl::Span<PyObject* const> stack) {
+  PositionFrame(AsFrame(raw), offset, stack, /*at=*/false);
   return _PyEval_EvalFrameDefault(tstate, raw, 0);
 }
 
@@ -86,12 +94,7 @@ PyObject* RaiseInFrame(PyThreadState* tstate, _PyInterpreterFrame* frame) {
 
 PyObject* RaiseAt(PyThreadState* tstate, _PyInterpreterFrame* raw, int offset,
                   absl::Span<PyObject* const> stack) {
-  Frame* f = AsFrame(raw);
-  const int nlocalsplus = f->f_code->co_nlocalsplus;
-  for (size_t i = 0; i < stack.size(); ++i) f->localsplus[nlocalsplus + i] = stack[i];
-  f->stacktop = nlocalsplus + static_cast<int>(stack.size());
-  _Py_CODEUNIT* code = reinterpret_cast<_Py_CODEUNIT*>(f->f_code->co_code_adaptive);
-  f->prev_instr = code + offset / static_cast<int>(sizeof(_Py_CODEUNIT));
+  PositionFrame(AsFrame(raw), offset, stack, /*at=*/true);
   return _PyEval_EvalFrameDefault(tstate, raw, 1);
 }
 
