@@ -170,6 +170,12 @@ bool LeafGuard::CheckValue(PyObject* value) const {
       if (PyTuple_Check(value)) return PyTuple_GET_SIZE(value) == length_;
       if (PyList_Check(value)) return PyList_GET_SIZE(value) == length_;
       if (PyDict_Check(value)) return PyDict_GET_SIZE(value) == length_;
+      {
+        RemainingItems remaining;
+        if (ReadRemainingItems(value, &remaining)) {
+          return PyTuple_GET_SIZE(remaining.items) - remaining.start == length_;
+        }
+      }
       return false;
     case Kind::kTensor: {
       const Tensor* t = tensor_recogniser ? tensor_recogniser(value) : nullptr;
@@ -209,9 +215,16 @@ std::optional<std::string> LeafGuard::Explain(const FrameInputs& frame) const {
                              Repr(value));
     case Kind::kEquals:
       return absl::StrFormat("%s: expected %s, actual %s", src, Repr(expected_), Repr(value));
-    case Kind::kLength:
-      return absl::StrFormat("len(%s): expected %d, actual %d", src, length_,
-                             PyObject_Length(value) < 0 ? (PyErr_Clear(), -1) : PyObject_Length(value));
+    case Kind::kLength: {
+      Py_ssize_t actual = -1;
+      RemainingItems remaining;
+      if (ReadRemainingItems(value, &remaining)) {
+        actual = PyTuple_GET_SIZE(remaining.items) - remaining.start;
+      } else if (PyTuple_Check(value) || PyList_Check(value) || PyDict_Check(value)) {
+        actual = PyObject_Length(value);
+      }
+      return absl::StrFormat("len(%s): expected %d, actual %d", src, length_, actual);
+    }
     case Kind::kTensor: {
       const Tensor* t = tensor_recogniser ? tensor_recogniser(value) : nullptr;
       if (t == nullptr) {

@@ -19,6 +19,7 @@ std::string Source::ToString() const {
     case Kind::kStack: return absl::StrCat("S[", index, "]");
     case Kind::kCellContents: return absl::StrCat(parent->ToString(), ".cell_contents");
     case Kind::kFreeCell: return absl::StrCat("cell(C['", name, "'])");
+    case Kind::kIterItem: return absl::StrCat(parent->ToString(), ".remaining[", index, "]");
   }
   __builtin_unreachable();
 }
@@ -101,6 +102,13 @@ PyObject* Source::Resolve(const FrameInputs& frame) const {
                      index < PyTuple_GET_SIZE(frame.closure)
                  ? PyTuple_GET_ITEM(frame.closure, index)
                  : nullptr;
+    case Kind::kIterItem: {
+      PyObject* p = parent->Resolve(frame);
+      RemainingItems remaining;
+      if (p == nullptr || !ReadRemainingItems(p, &remaining)) return nullptr;
+      const Py_ssize_t i = remaining.start + index;
+      return i < PyTuple_GET_SIZE(remaining.items) ? PyTuple_GET_ITEM(remaining.items, i) : nullptr;
+    }
   }
   __builtin_unreachable();
 }
@@ -133,6 +141,20 @@ SourceRef FuncGlobalsSource(SourceRef function) {
 }
 SourceRef FuncCellSource(SourceRef function, int index, std::string name) {
   return Make(Source::Kind::kFuncCell, index, std::move(name), std::move(function));
+}
+
+namespace {
+IteratorReader iterator_reader = nullptr;
+}  // namespace
+
+void SetIteratorReader(IteratorReader reader) { iterator_reader = reader; }
+
+bool ReadRemainingItems(PyObject* obj, RemainingItems* out) {
+  return iterator_reader != nullptr && iterator_reader(obj, out);
+}
+
+SourceRef IterItemSource(SourceRef iterator, int index) {
+  return Make(Source::Kind::kIterItem, index, "", std::move(iterator));
 }
 
 SourceRef StackSource(int index) { return Make(Source::Kind::kStack, index, "", nullptr); }

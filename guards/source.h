@@ -39,6 +39,7 @@ struct Source {
     kStack,         // value-stack slot `index` of a segment that starts mid-function
     kCellContents,  // contents of the cell object at parent
     kFreeCell,      // the root function's closure cell `index` itself (named `name`)
+    kIterItem,      // remaining item `index` of a resume iterator at parent
   };
   Kind kind;
   int index = -1;
@@ -63,6 +64,17 @@ SourceRef FuncCellSource(SourceRef function, int index, std::string name);
 SourceRef StackSource(int index);
 SourceRef CellContentsSource(SourceRef cell);
 SourceRef FreeCellSource(int index, std::string name);
+SourceRef IterItemSource(SourceRef iterator, int index);
+
+// The iterators dyntrace makes when a loop's state crosses a graph break expose their remaining
+// items without running Python code; the interpreter layer registers how to read them.
+struct RemainingItems {
+  PyObject* items = nullptr;  // borrowed tuple
+  Py_ssize_t start = 0;
+};
+using IteratorReader = bool (*)(PyObject* obj, RemainingItems* out);
+void SetIteratorReader(IteratorReader reader);
+bool ReadRemainingItems(PyObject* obj, RemainingItems* out);
 
 }  // namespace dt::guards
 

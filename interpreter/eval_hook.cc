@@ -17,6 +17,7 @@
 #include "interpreter/code_cache.h"
 #include "interpreter/cpython_frame.h"
 #include "interpreter/py_types.h"
+#include "interpreter/resume_iterator.h"
 #include "runtime/errors.h"
 
 namespace dt::jit {
@@ -172,8 +173,8 @@ class Builder {
           else PyTuple_SET_ITEM(seq, i, item);
         }
         if (spec.kind != Kind::kIterator) return seq;
-        PyObject* it = PyObject_GetIter(seq);  // the remaining items of a loop the trace was in
-        Py_DECREF(seq);
+        // The remaining items of a loop the trace was in; readable by the next segment's trace.
+        PyObject* it = py::NewResumeIterator(seq);
         return it != nullptr ? it : Fail();
       }
       case Kind::kDict: {

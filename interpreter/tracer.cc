@@ -383,6 +383,21 @@ absl::StatusOr<Sym> Tracer::TensorInput(PyObject* obj, SourceRef source) {
 absl::StatusOr<Sym> Tracer::Wrap(PyObject* obj, SourceRef source) {
   const Provenance where = Here();
   if (py::IsTensor(obj)) return TensorInput(obj, source);
+  guards::RemainingItems remaining;
+  if (guards::ReadRemainingItems(obj, &remaining)) {
+    // A loop iterator that crossed a break: its remaining items are this segment's to unroll.
+    guards_.Add(LeafGuard::Type(source, Py_TYPE(obj), where));
+    const Py_ssize_t n = PyTuple_GET_SIZE(remaining.items) - remaining.start;
+    guards_.Add(LeafGuard::Length(source, n, where));
+    Sym it = MakeSym(SymKind::kIter);
+    it->source = source;
+    for (Py_ssize_t k = 0; k < n; ++k) {
+      DT_ASSIGN_OR_RETURN(Sym item, Wrap(PyTuple_GET_ITEM(remaining.items, remaining.start + k),
+                                         guards::IterItemSource(source, static_cast<int>(k))));
+      it->items.push_back(item);
+    }
+    return it;
+  }
   if (PyCell_Check(obj)) {
     // A cell in the state of a segment that starts mid-function: the same cell object stays in
     // place, its contents are read (and guarded) through it.
@@ -2484,6 +2499,10 @@ std::variant<TraceResult, TraceFailure> Tracer::Run() {
     return fail(Unsupported("generator and coroutine frames run under CPython"));
   }
   current_ = &root;
+  if (auto it = root.decoded->index_of_offset.find(frame_.start_offset);
+      it != root.decoded->index_of_offset.end()) {
+    root.pc = it->second;  // provenance of the start-state guards: the segment's first instruction
+  }
   for (int i = 0; i < frame_.inputs.stack_size; ++i) {
     PyObject* v = frame_.inputs.stack[i];
     if (v == nullptr) {
