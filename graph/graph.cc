@@ -76,6 +76,7 @@ std::string ValueName(ValueId v) { return absl::StrCat("v", v); }
 
 std::string ArgToString(const GraphArg& arg) {
   if (auto* v = std::get_if<ValueId>(&arg.content)) return ValueName(*v);
+  if (auto* s = std::get_if<ScalarRef>(&arg.content)) return absl::StrCat("s", s->slot);
   if (auto* vs = std::get_if<std::vector<ValueId>>(&arg.content)) {
     std::vector<std::string> names;
     for (ValueId v : *vs) names.push_back(ValueName(v));
@@ -130,7 +131,8 @@ std::string Graph::ToString(absl::string_view name) const {
   return out;
 }
 
-absl::StatusOr<std::vector<Tensor>> Graph::RunEager(const std::vector<Tensor>& inputs) const {
+absl::StatusOr<std::vector<Tensor>> Graph::RunEager(const std::vector<Tensor>& inputs,
+                                                    const std::vector<Scalar>& scalars) const {
   if (inputs.size() != inputs_.size()) {
     return Error(ErrorKind::kRuntime, absl::StrFormat("graph expects %d inputs, got %d",
                                                       inputs_.size(), inputs.size()));
@@ -147,6 +149,11 @@ absl::StatusOr<std::vector<Tensor>> Graph::RunEager(const std::vector<Tensor>& i
         std::vector<Tensor> ts;
         for (ValueId v : *vs) ts.push_back(env[v]);
         values.push_back(std::move(ts));
+      } else if (auto* s = std::get_if<ScalarRef>(&a.content)) {
+        if (s->slot < 0 || s->slot >= static_cast<int>(scalars.size())) {
+          return Error(ErrorKind::kRuntime, "graph: missing runtime scalar");
+        }
+        values.push_back(scalars[s->slot]);
       } else {
         values.push_back(std::get<ArgValue>(a.content));
       }

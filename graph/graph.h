@@ -26,9 +26,16 @@ namespace dt {
 using ValueId = int;
 
 // One argument of a node, in schema order.
+// A Python number only known when the graph runs (a loop counter carried across a graph
+// break): RunEager's `scalars[slot]`.
+struct ScalarRef {
+  int slot;
+};
+
 struct GraphArg {
-  // A tensor value, a list of tensor values (cat/stack), or a non-tensor constant.
-  std::variant<ValueId, std::vector<ValueId>, ArgValue> content;
+  // A tensor value, a list of tensor values (cat/stack), a non-tensor constant, or a runtime
+  // Python number.
+  std::variant<ValueId, std::vector<ValueId>, ArgValue, ScalarRef> content;
   static GraphArg Value(ValueId v) { return GraphArg{v}; }
 };
 
@@ -80,7 +87,9 @@ class Graph {
   std::string ToString(absl::string_view name = "graph") const;
 
   // Runs the graph op by op through the eager runtime. REQUIRES: inputs match inputs() in order.
-  [[nodiscard]] absl::StatusOr<std::vector<Tensor>> RunEager(const std::vector<Tensor>& inputs) const;
+  // `scalars` supplies the ScalarRef arguments.
+  [[nodiscard]] absl::StatusOr<std::vector<Tensor>> RunEager(const std::vector<Tensor>& inputs,
+                                                             const std::vector<Scalar>& scalars = {}) const;
 
  private:
   std::vector<GraphValue> values_;

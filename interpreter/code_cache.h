@@ -44,6 +44,7 @@ struct CacheEntry {
   std::vector<trace::OutputSpec> locals_state;
   std::vector<trace::OutputSpec> stack_state;
   int num_memo = 0;
+  std::vector<trace::ScalarInstr> scalars;  // run-time Python numbers, computed before the graph
   int break_offset = -1;
   int jump_target = -1;
   bool jump_if_true = false;

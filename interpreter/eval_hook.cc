@@ -110,8 +110,10 @@ guards::FrameInputs InputsOf(const cpython::FrameView& v) {
 // twice is one object) and memo slots hold objects several slots share.
 class Builder {
  public:
-  Builder(const std::vector<Tensor>& outputs, const guards::FrameInputs& inputs, int num_memo)
-      : outputs_(outputs), inputs_(inputs), made_(outputs.size(), nullptr), memo_(num_memo, nullptr) {}
+  Builder(const std::vector<Tensor>& outputs, const guards::FrameInputs& inputs, int num_memo,
+          const std::vector<PyRef>& numbers)
+      : outputs_(outputs), inputs_(inputs), numbers_(numbers), made_(outputs.size(), nullptr),
+        memo_(num_memo, nullptr) {}
   ~Builder() {
     for (PyObject* m : made_) Py_XDECREF(m);
     for (PyObject* m : memo_) Py_XDECREF(m);
@@ -149,6 +151,7 @@ class Builder {
       case Kind::kConst: return Py_NewRef(spec.obj.get());
       case Kind::kNull: return nullptr;
       case Kind::kMemo: return Py_XNewRef(memo_[spec.index]);
+      case Kind::kScalarSlot: return Py_NewRef(numbers_[spec.index].get());
       case Kind::kSource: {
         PyObject* v = spec.source->Resolve(inputs_);
         if (v == nullptr) {
@@ -242,6 +245,7 @@ class Builder {
 
   const std::vector<Tensor>& outputs_;
   const guards::FrameInputs& inputs_;
+  const std::vector<PyRef>& numbers_;
   std::vector<PyObject*> made_;
   std::vector<PyObject*> memo_;
   bool failed_ = false;
@@ -281,6 +285,17 @@ absl::StatusOr<std::vector<Tensor>> RunPythonBackend(const CacheEntry& entry,
   return outs;
 }
 
+// Graphs that read run-time Python numbers run on the eager backend: a Python backend's callable
+// only receives tensors.
+bool GraphReadsNumbers(const Graph& g) {
+  for (const Node& n : g.nodes()) {
+    for (const GraphArg& a : n.args) {
+      if (std::holds_alternative<ScalarRef>(a.content)) return true;
+    }
+  }
+  return false;
+}
+
 bool GraphHasInplace(const Graph& g) {
   for (const Node& n : g.nodes()) {
     if (n.inplace) return true;
@@ -304,6 +319,7 @@ std::shared_ptr<CacheEntry> Compile(trace::TraceResult trace, const JitOptions& 
   entry->locals_state = std::move(trace.locals_state);
   entry->stack_state = std::move(trace.stack_state);
   entry->num_memo = trace.num_memo;
+  entry->scalars = std::move(trace.scalars);
   entry->break_offset = trace.break_offset;
   entry->jump_target = trace.jump_target;
   entry->jump_if_true = trace.jump_if_true;
@@ -312,7 +328,7 @@ std::shared_ptr<CacheEntry> Compile(trace::TraceResult trace, const JitOptions& 
   entry->call_kwnames = trace.call_kwnames;
   if (trace.break_info) entry->break_reason = trace.break_info->reason;
   entry->has_inplace = GraphHasInplace(*entry->graph);
-  if (options.backend_callable && !entry->graph->nodes().empty()) {
+  if (options.backend_callable && !entry->graph->nodes().empty() && !GraphReadsNumbers(*entry->graph)) {
     PyRef graph_obj = PyRef::Steal(py::WrapGraph(entry->graph));
     PyRef examples = PyRef::Steal(PyList_New(0));
     for (const Tensor& t : ResolveInputs(*entry, inputs)) {
@@ -389,6 +405,61 @@ PyObject* RaiseFrom(PyThreadState* tstate, _PyInterpreterFrame* frame, bool at_e
   std::vector<PyObject*> stack = state.TakeStack();
   if (!locals.empty()) cpython::WriteLocals(frame, locals);
   return cpython::RaiseAt(tstate, frame, offset, stack);
+}
+
+// Replays a segment's number program on the real values; false (no error left set) when Python
+// would raise there, in which case CPython reruns the segment's code and raises itself.
+bool ComputeNumbers(const CacheEntry& entry, const guards::FrameInputs& inputs,
+                    std::vector<PyRef>& values, std::vector<Scalar>& scalars) {
+  values.clear();
+  scalars.clear();
+  for (const trace::ScalarInstr& in : entry.scalars) {
+    PyObject* r = nullptr;
+    auto operand = [&](int slot, const PyRef& constant) {
+      return slot >= 0 ? values[slot].get() : constant.get();
+    };
+    switch (in.kind) {
+      case trace::ScalarInstr::Kind::kInput:
+        r = Py_XNewRef(in.source->Resolve(inputs));
+        break;
+      case trace::ScalarInstr::Kind::kNegate:
+        r = PyNumber_Negative(operand(in.a, in.const_a));
+        break;
+      case trace::ScalarInstr::Kind::kCompare: {
+        static const std::pair<const char*, int> codes[] = {{"<", Py_LT}, {"<=", Py_LE}, {"==", Py_EQ},
+                                                            {"!=", Py_NE}, {">", Py_GT}, {">=", Py_GE}};
+        for (const auto& [name, code] : codes) {
+          if (in.op == name) r = PyObject_RichCompare(operand(in.a, in.const_a), operand(in.b, in.const_b), code);
+        }
+        break;
+      }
+      case trace::ScalarInstr::Kind::kBinary: {
+        PyObject* x = operand(in.a, in.const_a);
+        PyObject* y = operand(in.b, in.const_b);
+        if (in.op == "+") r = PyNumber_Add(x, y);
+        else if (in.op == "-") r = PyNumber_Subtract(x, y);
+        else if (in.op == "*") r = PyNumber_Multiply(x, y);
+        else if (in.op == "/") r = PyNumber_TrueDivide(x, y);
+        else if (in.op == "//") r = PyNumber_FloorDivide(x, y);
+        else if (in.op == "%") r = PyNumber_Remainder(x, y);
+        else if (in.op == "**") r = PyNumber_Power(x, y, Py_None);
+        break;
+      }
+    }
+    if (r == nullptr) {
+      PyErr_Clear();
+      return false;
+    }
+    auto scalar = py::ToScalar(r, "a run-time number");
+    values.push_back(PyRef::Steal(r));
+    if (!scalar.ok()) {
+      // Only numbers used by tensor ops must fit a Scalar; keep a placeholder for the rest.
+      scalars.push_back(Scalar::Int(0));
+      continue;
+    }
+    scalars.push_back(*scalar);
+  }
+  return true;
 }
 
 PyObject* EvalFrame(PyThreadState* tstate, _PyInterpreterFrame* frame, int throwflag) {
@@ -526,7 +597,12 @@ PyObject* EvalFrame(PyThreadState* tstate, _PyInterpreterFrame* frame, int throw
       list.push_back(entry);
     }
 
-    // Run the segment's graph.
+    // Replay the segment's Python-number arithmetic, then run its graph.
+    std::vector<PyRef> numbers;
+    std::vector<Scalar> number_scalars;
+    if (!ComputeNumbers(*entry, inputs, numbers, number_scalars)) {
+      return HandBack(tstate, frame, at_entry, state, offset);
+    }
     absl::StatusOr<std::vector<Tensor>> outputs;
     if (entry->graph->nodes().empty() && entry->graph->outputs().empty()) {
       outputs = std::vector<Tensor>();
@@ -536,7 +612,7 @@ PyObject* EvalFrame(PyThreadState* tstate, _PyInterpreterFrame* frame, int throw
     } else {
       std::vector<Tensor> tensors = ResolveInputs(*entry, inputs);
       Py_BEGIN_ALLOW_THREADS
-      outputs = entry->graph->RunEager(tensors);
+      outputs = entry->graph->RunEager(tensors, number_scalars);
       Py_END_ALLOW_THREADS
     }
     if (!outputs.ok()) {
@@ -550,7 +626,7 @@ PyObject* EvalFrame(PyThreadState* tstate, _PyInterpreterFrame* frame, int throw
     if (entry->exit == trace::SegmentExit::kReturn) {
       PyObject* result;
       {
-        Builder builder(*outputs, inputs, entry->num_memo);
+        Builder builder(*outputs, inputs, entry->num_memo, numbers);
         result = builder.Build(entry->output);
         if (!builder.ok()) return RaiseFrom(tstate, frame, at_entry, state, offset);
       }
@@ -566,7 +642,7 @@ PyObject* EvalFrame(PyThreadState* tstate, _PyInterpreterFrame* frame, int throw
     // A break: rebuild the frame state, then escape or hand back.
     SegmentState next;
     {
-      Builder builder(*outputs, inputs, entry->num_memo);
+      Builder builder(*outputs, inputs, entry->num_memo, numbers);
       for (const trace::OutputSpec& spec : entry->locals_state) next.locals.push_back(builder.Build(spec));
       for (const trace::OutputSpec& spec : entry->stack_state) next.stack.push_back(builder.Build(spec));
       if (!builder.ok()) return RaiseFrom(tstate, frame, at_entry, state, offset);

@@ -32,6 +32,7 @@ enum class SymKind : uint8_t {
   kObject,       // obj: an object from the frame whose attributes the trace reads
   kSlice,        // items: start, stop, step
   kShape,        // items[0]: the tensor whose .shape this is
+  kNumber,       // a Python number known only at run time: scalar slot `value`, obj: trace-time value
 };
 
 struct SymValue;

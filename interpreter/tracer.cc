@@ -228,6 +228,7 @@ std::string Describe(const Sym& s) {
     case SymKind::kObject: return absl::StrCat("<", Py_TYPE(s->obj.get())->tp_name, ">");
     case SymKind::kSlice: return "slice";
     case SymKind::kShape: return "shape";
+    case SymKind::kNumber: return absl::StrCat("number s", s->value, "=", ShortRepr(s->obj.get()));
   }
   __builtin_unreachable();
 }
@@ -296,6 +297,14 @@ class Tracer {
     std::vector<PyRef> keys;
   };
   std::vector<Undo> journal_;
+  // Runtime Python numbers (see ScalarInstr): the program, each slot's trace-time value, and the
+  // input slots each slot depends on (specialising a slot guards those inputs' values).
+  std::vector<ScalarInstr> scalar_program_;
+  std::vector<PyRef> slot_samples_;
+  std::vector<std::vector<int>> slot_inputs_;
+  absl::StatusOr<Sym> NumberSlot(ScalarInstr instr, PyRef sample, std::vector<int> deps);
+  absl::StatusOr<Sym> Specialize(const Sym& number);
+  absl::StatusOr<Sym> NumberOp(const std::string& op, bool compare, const Sym& a, const Sym& b);
   void Mutating(const Sym& sym) { journal_.push_back(Undo{sym, sym->items, sym->keys}); }
   // Built once per distinct Sym when the frame state is rebuilt at a break.
   absl::flat_hash_map<const SymValue*, int> memo_;
@@ -380,8 +389,83 @@ absl::StatusOr<Sym> Tracer::TensorInput(PyObject* obj, SourceRef source) {
   return s;
 }
 
+absl::StatusOr<Sym> Tracer::NumberSlot(ScalarInstr instr, PyRef sample, std::vector<int> deps) {
+  Sym s = MakeSym(SymKind::kNumber);
+  s->value = static_cast<ValueId>(scalar_program_.size());
+  s->obj = sample;
+  scalar_program_.push_back(std::move(instr));
+  slot_samples_.push_back(std::move(sample));
+  slot_inputs_.push_back(std::move(deps));
+  return s;
+}
+
+absl::StatusOr<Sym> Tracer::Specialize(const Sym& number) {
+  for (int input : slot_inputs_[number->value]) {
+    const ScalarInstr& in = scalar_program_[input];
+    guards_.Add(LeafGuard::Equals(in.source, slot_samples_[input].get(), Here()));
+  }
+  return ConstSym(number->obj);
+}
+
+bool IsNumber(const Sym& s) {
+  return s->kind == SymKind::kNumber ||
+         (s->kind == SymKind::kConst && (PyLong_Check(s->obj.get()) || PyFloat_CheckExact(s->obj.get())));
+}
+
+absl::StatusOr<Sym> Tracer::NumberOp(const std::string& op, bool compare, const Sym& a, const Sym& b) {
+  PyObject* x = a->obj.get();
+  PyObject* y = b->obj.get();
+  PyObject* r = nullptr;
+  if (compare) {
+    static const auto* codes = new absl::flat_hash_map<std::string, int>{
+        {"<", Py_LT}, {"<=", Py_LE}, {"==", Py_EQ}, {"!=", Py_NE}, {">", Py_GT}, {">=", Py_GE}};
+    auto it = codes->find(op);
+    if (it == codes->end()) return Unsupported(absl::StrCat("comparison ", op));
+    r = PyObject_RichCompare(x, y, it->second);
+  } else if (op == "+") r = PyNumber_Add(x, y);
+  else if (op == "-") r = PyNumber_Subtract(x, y);
+  else if (op == "*") r = PyNumber_Multiply(x, y);
+  else if (op == "/") r = PyNumber_TrueDivide(x, y);
+  else if (op == "//") r = PyNumber_FloorDivide(x, y);
+  else if (op == "%") r = PyNumber_Remainder(x, y);
+  else if (op == "**") r = PyNumber_Power(x, y, Py_None);
+  else return Unsupported(absl::StrCat("operator ", op, " on a run-time number"));
+  if (r == nullptr) {
+    PyErr_Clear();
+    return Unsupported(absl::StrCat("the traced code raises on ", op));
+  }
+  ScalarInstr instr;
+  instr.kind = compare ? ScalarInstr::Kind::kCompare : ScalarInstr::Kind::kBinary;
+  instr.op = op;
+  std::vector<int> deps;
+  if (a->kind == SymKind::kNumber) {
+    instr.a = a->value;
+    deps = slot_inputs_[a->value];
+  } else {
+    instr.const_a = a->obj;
+  }
+  if (b->kind == SymKind::kNumber) {
+    instr.b = b->value;
+    deps.insert(deps.end(), slot_inputs_[b->value].begin(), slot_inputs_[b->value].end());
+  } else {
+    instr.const_b = b->obj;
+  }
+  return NumberSlot(std::move(instr), PyRef::Steal(r), std::move(deps));
+}
+
 absl::StatusOr<Sym> Tracer::Wrap(PyObject* obj, SourceRef source) {
   const Provenance where = Here();
+  // Numbers in the state of a mid-function segment (loop counters, .item() results) stay
+  // unspecialised: their type is guarded, their value is read each run.
+  if (frame_.start_offset > 0 && (PyLong_CheckExact(obj) || PyFloat_CheckExact(obj)) &&
+      (source->kind == guards::Source::Kind::kLocal || source->kind == guards::Source::Kind::kStack)) {
+    guards_.Add(LeafGuard::Type(source, Py_TYPE(obj), where));
+    ScalarInstr input;
+    input.kind = ScalarInstr::Kind::kInput;
+    input.source = source;
+    const int slot = static_cast<int>(scalar_program_.size());
+    return NumberSlot(std::move(input), PyRef::Borrow(obj), {slot});
+  }
   if (py::IsTensor(obj)) return TensorInput(obj, source);
   guards::RemainingItems remaining;
   if (guards::ReadRemainingItems(obj, &remaining)) {
@@ -576,6 +660,11 @@ absl::StatusOr<Sym> Tracer::EmitNamed(absl::string_view name, const std::vector<
     if (s->kind == SymKind::kTensor) {
       metas.push_back(s->meta);
       gargs.push_back(GraphArg::Value(s->value));
+    } else if (s->kind == SymKind::kNumber) {
+      auto scalar = py::ToScalar(s->obj.get(), name);
+      if (!scalar.ok()) return Unsupported(absl::StrCat(name, " with an unusual number"));
+      metas.push_back(*scalar);
+      gargs.push_back(GraphArg{ScalarRef{s->value}});
     } else {
       DT_ASSIGN_OR_RETURN(PyRef c, ConstValue(s));
       auto scalar = py::ToScalar(c.get(), name);
@@ -597,6 +686,11 @@ absl::StatusOr<Sym> Tracer::EmitNamed(absl::string_view name, const std::vector<
 
 absl::StatusOr<PyObject*> Tracer::ToPython(const Sym& s) {
   switch (s->kind) {
+    case SymKind::kNumber: {
+      DT_ASSIGN_OR_RETURN(Sym c, Specialize(s));
+      wrappers_.push_back(c->obj);
+      return c->obj.get();
+    }
     case SymKind::kConst:
     case SymKind::kOpMethod:
       if (s->kind == SymKind::kOpMethod && !s->items.empty()) break;
@@ -644,6 +738,10 @@ absl::StatusOr<PyObject*> Tracer::ToPython(const Sym& s) {
 absl::StatusOr<PyRef> Tracer::ConstValue(const Sym& s) {
   switch (s->kind) {
     case SymKind::kConst: return s->obj;
+    case SymKind::kNumber: {
+      DT_ASSIGN_OR_RETURN(Sym c, Specialize(s));
+      return c->obj;
+    }
     case SymKind::kTuple: {
       PyRef t = PyRef::Steal(PyTuple_New(s->items.size()));
       for (size_t i = 0; i < s->items.size(); ++i) {
@@ -734,6 +832,10 @@ absl::StatusOr<bool> Tracer::Truth(const Sym& s) {
     case SymKind::kFunction:
     case SymKind::kBoundMethod:
     case SymKind::kOpMethod: return true;
+    case SymKind::kNumber:
+      return Unsupported(absl::StrFormat(
+          "data-dependent branch: the truth value of a Python number (s%d) is only known at run "
+          "time", s->value));
     default: return Unsupported(absl::StrCat("truth value of a ", Describe(s)));
   }
 }
@@ -762,6 +864,9 @@ absl::StatusOr<Sym> Tracer::BinaryOp(const std::string& nb_name, const Sym& a, c
     }
     const bool write = inplace && a->kind == SymKind::kTensor && sym != "@";
     return EmitNamed(it->second, {a, b}, write);
+  }
+  if ((a->kind == SymKind::kNumber || b->kind == SymKind::kNumber) && IsNumber(a) && IsNumber(b)) {
+    return NumberOp(sym, /*compare=*/false, a, b);
   }
   // Sequences built by the trace.
   if ((a->kind == SymKind::kTuple || a->kind == SymKind::kList) && a->kind == b->kind && sym == "+") {
@@ -824,6 +929,9 @@ absl::StatusOr<Sym> Tracer::Compare(const std::string& op, const Sym& a, const S
       }
     }
     return EmitNamed(it->second.first, {a, b});
+  }
+  if ((a->kind == SymKind::kNumber || b->kind == SymKind::kNumber) && IsNumber(a) && IsNumber(b)) {
+    return NumberOp(op, /*compare=*/true, a, b);
   }
   DT_ASSIGN_OR_RETURN(PyRef x, ConstValue(a));
   DT_ASSIGN_OR_RETURN(PyRef y, ConstValue(b));
@@ -1791,6 +1899,11 @@ absl::Status Tracer::Step(TFrame& f, const Instr& in, bool& returned, Sym& resul
         st.push_back(r);
         return absl::OkStatus();
       }
+      if (a->kind == SymKind::kNumber && in.op == Op::kUnaryNegative) {
+        DT_ASSIGN_OR_RETURN(Sym r, NumberOp("*", false, a, ConstSym(PyRef::Steal(PyLong_FromLong(-1)))));
+        st.push_back(r);
+        return absl::OkStatus();
+      }
       DT_ASSIGN_OR_RETURN(PyRef c, ConstValue(a));
       if (!IsPureConstType(c.get())) return Unsupported("unary operator on a non-constant");
       PyObject* r = in.op == Op::kUnaryNegative ? PyNumber_Negative(c.get())
@@ -2319,6 +2432,10 @@ absl::StatusOr<OutputSpec> Tracer::ToOutput(const Sym& s, std::vector<ValueId>& 
     case SymKind::kNull:
       out.kind = OutputSpec::Kind::kNull;
       return out;
+    case SymKind::kNumber:
+      out.kind = OutputSpec::Kind::kScalarSlot;
+      out.index = s->value;
+      return out;
     case SymKind::kConst:
     case SymKind::kOpMethod:
     case SymKind::kFunction:
@@ -2419,7 +2536,8 @@ std::variant<TraceResult, TraceFailure> Tracer::Break(TFrame& root, std::string 
   r.break_offset = in.offset;
   r.next_offset = snapshot_.pc + 1 < static_cast<int>(instrs.size()) ? instrs[snapshot_.pc + 1].offset : -1;
   const bool tensor_condition = !snapshot_.stack.empty() && snapshot_.stack.back() != nullptr &&
-                                snapshot_.stack.back()->kind == SymKind::kTensor;
+                                (snapshot_.stack.back()->kind == SymKind::kTensor ||
+                                 snapshot_.stack.back()->kind == SymKind::kNumber);
   if ((in.op == Op::kPopJumpIfFalse || in.op == Op::kPopJumpIfTrue) && tensor_condition &&
       r.next_offset >= 0) {
     r.exit = SegmentExit::kEscapeJump;
@@ -2464,6 +2582,7 @@ std::variant<TraceResult, TraceFailure> Tracer::Break(TFrame& root, std::string 
     r.stack_state.push_back(std::move(spec));
   }
   r.num_memo = num_memo_;
+  r.scalars = scalar_program_;
   graph_->SetOutputs(outputs);
   graph_->EliminateDeadCode();
   r.graph = graph_;
@@ -2535,6 +2654,7 @@ std::variant<TraceResult, TraceFailure> Tracer::Run() {
   r.guards = guards_;
   r.output = *std::move(spec);
   r.num_memo = num_memo_;
+  r.scalars = scalar_program_;
   r.return_offset = return_offset_;
   r.return_pushes_value = return_pushes_value_;
   r.touched_tensors = touched_tensors_;

@@ -35,6 +35,7 @@ struct OutputSpec {
     kIterator,     // an iterator over children
     kSlice,        // children: start, stop, step
     kMemo,         // the object built for memo slot `index`
+    kScalarSlot,   // the runtime Python number in scalar slot `index`
   };
   Kind kind = Kind::kConst;
   int index = -1;  // kGraphOutput: position in graph outputs; kMemo: memo slot
@@ -44,6 +45,19 @@ struct OutputSpec {
   std::vector<OutputSpec> children;
   std::vector<py::PyRef> keys;  // kDict
   PyObject* globals = nullptr;  // kFunction (borrowed: the frame's globals outlive the cache)
+};
+
+// Python-number arithmetic replayed on real numbers each time a segment runs. Numbers carried
+// across a graph break (a loop counter, an `.item()` total) are not specialised: slot i is an
+// input read from `source`, or an operation on earlier slots and constants, evaluated with
+// CPython's own number protocol so the results are exactly Python's.
+struct ScalarInstr {
+  enum class Kind : uint8_t { kInput, kBinary, kCompare, kNegate };
+  Kind kind = Kind::kInput;
+  guards::SourceRef source;  // kInput
+  std::string op;            // kBinary: "+", "-", "*", "/", "//", "%", "**"; kCompare: "<", ...
+  int a = -1, b = -1;        // operand slots; -1: the operand is const_a / const_b
+  py::PyRef const_a, const_b;
 };
 
 // Where a segment stops when it does not return.
@@ -75,6 +89,7 @@ struct TraceResult {
   int call_argc = 0;           // kEscapeCall
   py::PyRef call_kwnames;      // kEscapeCall: keyword names of the call, or null
   int num_memo = 0;
+  std::vector<ScalarInstr> scalars;
   std::shared_ptr<Graph> graph;
   std::vector<guards::SourceRef> input_sources;  // where each graph input is read from
   guards::GuardSet guards;
