@@ -304,4 +304,19 @@ std::optional<std::string> GuardSet::Explain(const FrameInputs& frame) const {
 
 std::vector<std::string> GuardSet::Lines() const { return texts_; }
 
+void GuardSet::RollBack(size_t n) {
+  std::vector<LeafGuard> guards(guards_.begin(), guards_.begin() + std::min(n, guards_.size()));
+  std::vector<std::string> texts(texts_.begin(), texts_.begin() + std::min(n, texts_.size()));
+  std::vector<std::string> keys(keys_.begin(), keys_.begin() + std::min(n, keys_.size()));
+  for (size_t i = n; i < guards_.size(); ++i) {
+    if (guards_[i].kind() != LeafGuard::Kind::kTensor) continue;
+    guards.push_back(guards_[i]);
+    texts.push_back(texts_[i]);
+    keys.push_back(keys_[i]);
+  }
+  guards_ = std::move(guards);
+  texts_ = std::move(texts);
+  keys_ = std::move(keys);
+}
+
 }  // namespace dt::guards

@@ -96,6 +96,8 @@ class GuardSet {
   std::optional<std::string> Explain(const FrameInputs& frame) const;
   std::vector<std::string> Lines() const;
   size_t size() const { return guards_.size(); }
+  // Drops guards added after the first `n`, except tensor guards (their tensors stay graph inputs).
+  void RollBack(size_t n);
 
  private:
   std::vector<LeafGuard> guards_;

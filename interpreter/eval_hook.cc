@@ -433,6 +433,16 @@ bool ComputeNumbers(const CacheEntry& entry, const guards::FrameInputs& inputs,
         }
         break;
       }
+      case trace::ScalarInstr::Kind::kCall: {
+        PyObject* args = PyTuple_New(static_cast<Py_ssize_t>(in.arg_slots.size()));
+        if (args == nullptr) break;
+        for (size_t i = 0; i < in.arg_slots.size(); ++i) {
+          PyTuple_SET_ITEM(args, i, Py_NewRef(operand(in.arg_slots[i], in.arg_consts[i])));
+        }
+        r = PyObject_Call(in.function.get(), args, nullptr);
+        Py_DECREF(args);
+        break;
+      }
       case trace::ScalarInstr::Kind::kBinary: {
         PyObject* x = operand(in.a, in.const_a);
         PyObject* y = operand(in.b, in.const_b);
@@ -684,6 +694,21 @@ PyObject* EvalFrame(PyThreadState* tstate, _PyInterpreterFrame* frame, int throw
         if (result == nullptr) return RaiseFrom(tstate, frame, false, state, entry->break_offset);
         st.push_back(result);
         offset = entry->next_offset;
+        break;
+      }
+      case trace::SegmentExit::kEscapeForIter: {
+        ++stats.escapes;
+        PyObject* iterator = state.stack.back();
+        PyObject* item = PyIter_Next(iterator);
+        if (item == nullptr) {
+          if (PyErr_Occurred()) return RaiseFrom(tstate, frame, false, state, entry->break_offset);
+          state.stack.pop_back();
+          Py_DECREF(iterator);
+          offset = entry->jump_target;  // the loop is done
+        } else {
+          state.stack.push_back(item);
+          offset = entry->next_offset;  // the loop body
+        }
         break;
       }
       case trace::SegmentExit::kReturn:

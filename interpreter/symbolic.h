@@ -33,6 +33,7 @@ enum class SymKind : uint8_t {
   kSlice,        // items: start, stop, step
   kShape,        // items[0]: the tensor whose .shape this is
   kNumber,       // a Python number known only at run time: scalar slot `value`, obj: trace-time value
+  kRunIter,      // an iterator from the segment's start state, advanced only at run time (source)
 };
 
 struct SymValue;

@@ -229,6 +229,7 @@ std::string Describe(const Sym& s) {
     case SymKind::kSlice: return "slice";
     case SymKind::kShape: return "shape";
     case SymKind::kNumber: return absl::StrCat("number s", s->value, "=", ShortRepr(s->obj.get()));
+    case SymKind::kRunIter: return "run-time iterator";
   }
   __builtin_unreachable();
 }
@@ -287,6 +288,7 @@ class Tracer {
     int kw_names_offset = -1;
     size_t num_nodes = 0;
     size_t journal_size = 0;
+    size_t num_guards = 0;
   };
   RootSnapshot snapshot_;
   // Containers, iterators and cells are mutated in place; a break rolls them back to their state
@@ -467,6 +469,16 @@ absl::StatusOr<Sym> Tracer::Wrap(PyObject* obj, SourceRef source) {
     return NumberSlot(std::move(input), PyRef::Borrow(obj), {slot});
   }
   if (py::IsTensor(obj)) return TensorInput(obj, source);
+  if (frame_.start_offset > 0 && source->kind == guards::Source::Kind::kStack && PyIter_Check(obj) &&
+      !py::IsTensor(obj)) {
+    // A loop's iterator that crossed a break: FOR_ITER advances it at run time (an escape), so
+    // each iteration reuses the same segments whatever is left in it.
+    guards_.Add(LeafGuard::Type(source, Py_TYPE(obj), where));
+    Sym it = MakeSym(SymKind::kRunIter);
+    it->obj = PyRef::Borrow(obj);
+    it->source = source;
+    return it;
+  }
   guards::RemainingItems remaining;
   if (guards::ReadRemainingItems(obj, &remaining)) {
     // A loop iterator that crossed a break: its remaining items are this segment's to unroll.
@@ -1482,6 +1494,40 @@ absl::StatusOr<Sym> Tracer::CallBuiltin(PyObject* fn, const std::vector<Sym>& ar
   if (!pure) {
     return Unsupported(absl::StrCat("call to ", ShortRepr(fn), " is not supported by the tracer"));
   }
+  bool any_number = false, numbers_only = kwargs.empty();
+  for (const Sym& a : args) {
+    any_number |= a->kind == SymKind::kNumber;
+    numbers_only &= a->kind == SymKind::kNumber ||
+                    (a->kind == SymKind::kConst && IsPureConstType(a->obj.get()));
+  }
+  if (any_number && numbers_only) {
+    // A pure builtin on run-time numbers: replayed each run, not specialised.
+    ScalarInstr instr;
+    instr.kind = ScalarInstr::Kind::kCall;
+    instr.function = PyRef::Borrow(fn);
+    std::vector<int> deps;
+    PyRef sample_args = PyRef::Steal(PyTuple_New(args.size()));
+    for (size_t i = 0; i < args.size(); ++i) {
+      if (args[i]->kind == SymKind::kNumber) {
+        instr.arg_slots.push_back(args[i]->value);
+        instr.arg_consts.push_back(PyRef());
+        deps.insert(deps.end(), slot_inputs_[args[i]->value].begin(), slot_inputs_[args[i]->value].end());
+      } else {
+        instr.arg_slots.push_back(-1);
+        instr.arg_consts.push_back(args[i]->obj);
+      }
+      PyTuple_SET_ITEM(sample_args.get(), i, Py_NewRef(args[i]->obj.get()));
+    }
+    PyObject* sample = PyObject_Call(fn, sample_args.get(), nullptr);
+    if (sample == nullptr) {
+      PyErr_Clear();
+      return Unsupported(absl::StrCat("the traced code raises in ", ShortRepr(fn)));
+    }
+    if (PyLong_CheckExact(sample) || PyFloat_CheckExact(sample) || PyBool_Check(sample)) {
+      return NumberSlot(std::move(instr), PyRef::Steal(sample), std::move(deps));
+    }
+    Py_DECREF(sample);  // not a number (str(), repr() ...): fold it with specialised arguments
+  }
   PyRef tuple = PyRef::Steal(PyTuple_New(args.size()));
   for (size_t i = 0; i < args.size(); ++i) {
     auto c_or = ConstValue(args[i]);
@@ -1702,7 +1748,8 @@ absl::StatusOr<Sym> Tracer::RunFrame(TFrame& f) {
     const int before = f.pc;
     if (f.is_root) {
       snapshot_ = RootSnapshot{true, f.pc, f.stack, f.locals, f.argument_live, f.kw_names,
-                               f.kw_names_offset, graph_->nodes().size(), journal_.size()};
+                               f.kw_names_offset, graph_->nodes().size(), journal_.size(),
+                               guards_.size()};
     }
     absl::Status s = f.decoded->protected_offsets.contains(in.offset) || in.opname == "BEFORE_WITH" ||
                              in.opname == "BEFORE_ASYNC_WITH"
@@ -2304,6 +2351,7 @@ absl::Status Tracer::Step(TFrame& f, const Instr& in, bool& returned, Sym& resul
     case Op::kForIter: {
       DT_RETURN_IF_ERROR(need(1));
       Sym it = st.back();
+      if (it->kind == SymKind::kRunIter) return Unsupported("the next loop item is only known at run time");
       if (it->kind != SymKind::kIter) return Unsupported("FOR_ITER on a non-iterator");
       if (it->items.empty()) {
         pop();
@@ -2436,6 +2484,10 @@ absl::StatusOr<OutputSpec> Tracer::ToOutput(const Sym& s, std::vector<ValueId>& 
       out.kind = OutputSpec::Kind::kScalarSlot;
       out.index = s->value;
       return out;
+    case SymKind::kRunIter:
+      out.kind = OutputSpec::Kind::kSource;  // the same iterator object, at its current position
+      out.source = s->source;
+      return out;
     case SymKind::kConst:
     case SymKind::kOpMethod:
     case SymKind::kFunction:
@@ -2525,6 +2577,8 @@ std::variant<TraceResult, TraceFailure> Tracer::Break(TFrame& root, std::string 
   const auto& instrs = root.decoded->instrs;
   const Instr& in = instrs[snapshot_.pc];
   graph_->Truncate(snapshot_.num_nodes);
+  // What the failed instruction established is not relied on (it runs for real, or in CPython).
+  guards_.RollBack(snapshot_.num_guards);
   while (journal_.size() > snapshot_.journal_size) {
     Undo& undo = journal_.back();
     undo.sym->items = std::move(undo.items);
@@ -2543,6 +2597,19 @@ std::variant<TraceResult, TraceFailure> Tracer::Break(TFrame& root, std::string 
     r.exit = SegmentExit::kEscapeJump;
     r.jump_target = static_cast<int>(PyLong_AsLong(in.argval.get()));
     r.jump_if_true = in.op == Op::kPopJumpIfTrue;
+  } else if (in.op == Op::kForIter && !snapshot_.stack.empty() && snapshot_.stack.back() != nullptr &&
+             snapshot_.stack.back()->kind == SymKind::kRunIter && r.next_offset >= 0) {
+    r.exit = SegmentExit::kEscapeForIter;
+    // Where an exhausted loop continues: 3.12 jumps past the END_FOR its argument names.
+    const int target = static_cast<int>(PyLong_AsLong(in.argval.get()));
+    int exit_offset = target;
+    if (PY_VERSION_HEX >= 0x030C0000) {
+      auto t = root.decoded->index_of_offset.find(target);
+      if (t != root.decoded->index_of_offset.end() && t->second + 1 < static_cast<int>(instrs.size())) {
+        exit_offset = instrs[t->second + 1].offset;
+      }
+    }
+    r.jump_target = exit_offset;
   } else if (in.op == Op::kCall && r.next_offset >= 0) {
     r.exit = SegmentExit::kEscapeCall;
     r.call_argc = in.arg;
@@ -2570,7 +2637,37 @@ std::variant<TraceResult, TraceFailure> Tracer::Break(TFrame& root, std::string 
     }
     r.locals_state.push_back(std::move(spec));
   }
-  for (const Sym& item : snapshot_.stack) {
+  for (size_t i = 0; i < snapshot_.stack.size(); ++i) {
+    const Sym& item = snapshot_.stack[i];
+    // [NULL, bound method] becomes CPython's own method-call layout [function, self], so the
+    // next segment sees objects with a stable identity (a bound method is new every time).
+    if (item != nullptr && item->kind == SymKind::kNull && i + 1 < snapshot_.stack.size()) {
+      const Sym& next = snapshot_.stack[i + 1];
+      PyObject* function = nullptr;
+      if (next != nullptr && (next->kind == SymKind::kBoundMethod || next->kind == SymKind::kOpMethod) &&
+          !next->items.empty() && next->items[0] != nullptr) {
+        if (PyUnicode_Check(next->obj.get())) {
+          // dict.get / list.append on a container: the type's method descriptor.
+          PyObject* container_type = next->items[0]->kind == SymKind::kDict ? reinterpret_cast<PyObject*>(&PyDict_Type)
+                                     : next->items[0]->kind == SymKind::kList ? reinterpret_cast<PyObject*>(&PyList_Type)
+                                                                              : reinterpret_cast<PyObject*>(&PyTuple_Type);
+          function = _PyType_Lookup(reinterpret_cast<PyTypeObject*>(container_type), next->obj.get());
+        } else {
+          function = next->obj.get();
+        }
+      }
+      if (function != nullptr) {
+        OutputSpec fn;
+        fn.kind = OutputSpec::Kind::kConst;
+        fn.obj = PyRef::Borrow(function);
+        auto self = ToOutput(next->items[0], outputs);
+        if (!self.ok()) return fail(self.status());
+        r.stack_state.push_back(std::move(fn));
+        r.stack_state.push_back(*std::move(self));
+        ++i;
+        continue;
+      }
+    }
     OutputSpec spec;
     if (item == nullptr) {
       spec.kind = OutputSpec::Kind::kNull;

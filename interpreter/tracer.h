@@ -52,12 +52,17 @@ struct OutputSpec {
 // input read from `source`, or an operation on earlier slots and constants, evaluated with
 // CPython's own number protocol so the results are exactly Python's.
 struct ScalarInstr {
-  enum class Kind : uint8_t { kInput, kBinary, kCompare, kNegate };
+  enum class Kind : uint8_t { kInput, kBinary, kCompare, kNegate, kCall };
   Kind kind = Kind::kInput;
   guards::SourceRef source;  // kInput
   std::string op;            // kBinary: "+", "-", "*", "/", "//", "%", "**"; kCompare: "<", ...
   int a = -1, b = -1;        // operand slots; -1: the operand is const_a / const_b
   py::PyRef const_a, const_b;
+  // kCall: a pure builtin (round, abs, min, max, float, int ...) applied to `args`, each a slot
+  // (>= 0) or, when -1, the constant at the same position in `arg_consts`.
+  py::PyRef function;
+  std::vector<int> arg_slots;
+  std::vector<py::PyRef> arg_consts;
 };
 
 // Where a segment stops when it does not return.
@@ -65,6 +70,7 @@ enum class SegmentExit : uint8_t {
   kReturn,      // the frame returns the output
   kEscapeJump,  // a conditional jump on a tensor: decide on the real value, continue there
   kEscapeCall,  // a call the tracer cannot follow: make it on real values, continue after it
+  kEscapeForIter,  // FOR_ITER on a run-time iterator: advance it for real, continue in or after the loop
   kHandBack,    // write the frame state back; CPython runs the rest of the frame from `offset`
 };
 

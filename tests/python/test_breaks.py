@@ -1644,21 +1644,6 @@ def test_corpus_size():
     assert len([c for c in CASES if c[3] == "escape"]) >= 45, len(CASES)
 
 
-# ---------------------------------------------------------------------------------------------
-# Known gap (issue 4 stays open for it): the remaining items of a `for` loop whose body breaks
-# are specialised per iteration (Python numbers in locals and on the stack are not), so each
-# iteration compiles its own segment and a loop longer than cache_limit is handed back to
-# CPython. Results stay correct; these tests check the compiled-per-iteration behaviour the issue
-# asks for. The runners skip them while they fail and
-# fail them once they pass, so the marks go when the gap closes.
-_LOOP_GAP = ("a for loop's remaining range items are specialised per iteration, so a loop "
-             "longer than cache_limit whose body breaks is handed back to CPython")
-for _name in ("test_for_loop_with_breaking_body_runs_as_segments",
-              "test_corpus_for_range_data_break",
-              "test_corpus_for_range_log_append"):
-    globals()[_name].pending = _LOOP_GAP
-
-
 class _Box:
     def __init__(self, v):
         self.v = v
