@@ -472,6 +472,9 @@ bool ComputeNumbers(const CacheEntry& entry, const guards::FrameInputs& inputs,
   return true;
 }
 
+PyObject* RunSegments(PyThreadState* tstate, _PyInterpreterFrame* frame,
+                      const cpython::FrameView& view, CodeCache* cache);
+
 PyObject* EvalFrame(PyThreadState* tstate, _PyInterpreterFrame* frame, int throwflag) {
   if (throwflag || inside_dyntrace) return cpython::EvalDefault(tstate, frame, throwflag);
   const cpython::FrameView view = cpython::View(frame);
@@ -490,6 +493,13 @@ PyObject* EvalFrame(PyThreadState* tstate, _PyInterpreterFrame* frame, int throw
     ++stats.frames_skipped;
     return cpython::EvalDefault(tstate, frame, 0);
   }
+  return RunSegments(tstate, frame, view, cache);
+}
+
+// Kept out of line so the per-frame fast path above stays a small function: every Python call
+// passes through it, and a large stack frame there costs even frames dyntrace skips.
+__attribute__((noinline)) PyObject* RunSegments(PyThreadState* tstate, _PyInterpreterFrame* frame,
+                                                const cpython::FrameView& view, CodeCache* cache) {
   ++stats.frames_seen;
   // Keeps the cache's code alive while segments run user code (an escaped call may drop the
   // last other reference to the function).
@@ -762,14 +772,29 @@ void PushTracingMode(const JitOptions& options) {
   tracing_modes->push_back(options);
 }
 
+namespace {
+// With the hook installed CPython stops inlining Python-to-Python calls, which costs call-heavy
+// code far more than the hook itself: take it out whenever nothing needs it.
+void UninstallHookIfUnused() {
+  if (!hook_installed || !tracing_modes->empty() || global_mode != nullptr) return;
+  for (CodeCache* cache : *all_caches) {
+    if (cache->explicit_jit) return;
+  }
+  cpython::SetEvalFrame(nullptr);
+  hook_installed = false;
+}
+}  // namespace
+
 void PopTracingMode() {
   if (!tracing_modes->empty()) tracing_modes->pop_back();
+  UninstallHookIfUnused();
 }
 
 void SetGlobalMode(const JitOptions* options) {
   delete global_mode;
   global_mode = options != nullptr ? new JitOptions(*options) : nullptr;
   if (options != nullptr) InstallHook();
+  else UninstallHookIfUnused();
 }
 
 void InstallHook() {
