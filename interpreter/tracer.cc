@@ -391,6 +391,14 @@ absl::StatusOr<Sym> Tracer::TensorInput(PyObject* obj, SourceRef source) {
   return s;
 }
 
+// A local or stack slot of the segment's start state, or an item of a tuple/list held there
+// (the (index, value) pairs an enumerate loop carries across a break).
+bool InSegmentState(const guards::Source& source) {
+  const guards::Source* s = &source;
+  while (s->kind == guards::Source::Kind::kItem) s = s->parent.get();
+  return s->kind == guards::Source::Kind::kLocal || s->kind == guards::Source::Kind::kStack;
+}
+
 absl::StatusOr<Sym> Tracer::NumberSlot(ScalarInstr instr, PyRef sample, std::vector<int> deps) {
   Sym s = MakeSym(SymKind::kNumber);
   s->value = static_cast<ValueId>(scalar_program_.size());
@@ -460,7 +468,7 @@ absl::StatusOr<Sym> Tracer::Wrap(PyObject* obj, SourceRef source) {
   // Numbers in the state of a mid-function segment (loop counters, .item() results) stay
   // unspecialised: their type is guarded, their value is read each run.
   if (frame_.start_offset > 0 && (PyLong_CheckExact(obj) || PyFloat_CheckExact(obj)) &&
-      (source->kind == guards::Source::Kind::kLocal || source->kind == guards::Source::Kind::kStack)) {
+      InSegmentState(*source)) {
     guards_.Add(LeafGuard::Type(source, Py_TYPE(obj), where));
     ScalarInstr input;
     input.kind = ScalarInstr::Kind::kInput;

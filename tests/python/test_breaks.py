@@ -1668,3 +1668,31 @@ def test_break_inside_comprehension_keeps_its_iterator():
         count, values = f(*args)
         assert count == n, (count, n)
         assert all(v is a for v, a in zip(values, args))
+
+
+def _enumerate_print(x, ws):
+    for i, w in enumerate(ws):
+        x = x * w + i
+        print(i, round(x.sum().item(), 3))
+    return x
+
+
+def test_enumerate_loop_longer_than_cache_limit_stays_compiled():
+    # The (index, value) pairs an enumerate loop carries across each break are read at run time,
+    # not specialised, so a 12-iteration loop reuses its segments instead of hitting cache_limit.
+    dt.reset()
+    f = jitted_copy(_enumerate_print)
+    ws = [0.5, 1.5, 2.0, 1.0, 0.25, 3.0, 1.0, 2.0, 0.5, 1.0, 1.5, 2.0]
+    x = rand_tensor((3,))
+    plain_out, jit_out = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(plain_out):
+        expected = _enumerate_print(x.clone(), ws)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a cache_limit warning would fail the test
+        with contextlib.redirect_stdout(jit_out):
+            got = f(x.clone(), ws)
+    assert plain_out.getvalue() == jit_out.getvalue()
+    assert ((got - expected).abs() <= 1e-4 * (1 + expected.abs())).all().item()
+    s = break_stats()
+    assert s["recompiles"] == 0 and s["handbacks"] == 0 and s["fallbacks"] == 0, s
+    assert s["escapes"] >= 24, s
