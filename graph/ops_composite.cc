@@ -78,9 +78,10 @@ absl::StatusOr<OpResult> StdEager(const OpDef&, const OpArgs& args) {
 // max over `dims` with infinities replaced by 0, so exp(x - max) is finite for all-inf rows.
 absl::StatusOr<Tensor> StableMax(const Tensor& x, const ArgValue& dims) {
   DT_ASSIGN_OR_RETURN(Tensor m, Call("amax", {x, dims, Scalar::Bool(true)}));
-  DT_ASSIGN_OR_RETURN(Tensor finite, Call("eq", {Call("abs", {m}).value(),
-                                                 Scalar::Float(std::numeric_limits<double>::infinity())}));
-  return Call("where", {finite, Scalar::Int(0), m});
+  DT_ASSIGN_OR_RETURN(Tensor magnitude, Call("abs", {m}));
+  DT_ASSIGN_OR_RETURN(Tensor infinite,
+                      Call("eq", {magnitude, Scalar::Float(std::numeric_limits<double>::infinity())}));
+  return Call("where", {infinite, Scalar::Int(0), m});
 }
 
 absl::StatusOr<OpResult> LogsumexpEager(const OpDef&, const OpArgs& args) {
@@ -102,11 +103,12 @@ absl::StatusOr<OpResult> LogsumexpEager(const OpDef&, const OpArgs& args) {
   return One(r);
 }
 
+// The input in the requested dtype (softmax(x, dim, dtype=...) converts first, as PyTorch does).
 absl::StatusOr<Tensor> SoftmaxInput(const OpArgs& args) {
   Tensor x = args.tensor(0);
-  if (auto dtype = args.dtype(2)) return Call("mul", {x, Scalar::Int(1)}).value().dtype() == *dtype
-                                             ? Call("mul", {x, Scalar::Int(1)})
-                                             : Call("add", {Call("zeros_like", {x, *dtype}).value(), x});
+  if (auto dtype = args.dtype(2)) {
+    DT_ASSIGN_OR_RETURN(x, Call("_to", {x, *dtype}));
+  }
   if (!IsFloating(x.dtype())) {
     return Error(ErrorKind::kType, absl::StrFormat("softmax: expected a floating tensor, got %s",
                                                    DTypeName(x.dtype())));

@@ -28,7 +28,6 @@ PyObject* FnTensor(PyObject*, PyObject* args, PyObject* kwargs) {
   static const char* kwlist[] = {"data", "dtype", "device", "requires_grad", nullptr};
   if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$OOO:tensor", const_cast<char**>(kwlist), &data,
                                    &dtype_obj, &device_obj, &requires_grad)) {
-    // Allow dtype/device positionally too, as people write tensor(x, dt.float32) rarely; keep strict.
     return nullptr;
   }
   if (PyObject_IsTrue(requires_grad)) {

@@ -359,18 +359,4 @@ bool AddOpBindings(PyObject* module) {
   return true;
 }
 
-PyObject* CallOpByName(const char* name, PyObject* args, PyObject* kwargs) {
-  auto& table = Overloads();
-  auto it = table.find(name);
-  if (it == table.end()) {
-    PyErr_Format(PyExc_RuntimeError, "dyntrace: no op named %s", name);
-    return nullptr;
-  }
-  const Py_ssize_t n = PyTuple_GET_SIZE(args);
-  std::vector<PyObject*> flat(n);
-  for (Py_ssize_t i = 0; i < n; ++i) flat[i] = PyTuple_GET_ITEM(args, i);
-  (void)kwargs;
-  return Dispatch(*it->second, false, flat.data(), n, nullptr);
-}
-
 }  // namespace dt::py

@@ -83,8 +83,6 @@ PyObject* WrapGraph(std::shared_ptr<Graph> graph);
 
 // Binds registry ops: dyntrace.<name> functions and Tensor methods (with in-place forms).
 [[nodiscard]] bool AddOpBindings(PyObject* module);
-// Calls op `name` (all overloads) with Python arguments; used by Tensor's number protocol.
-PyObject* CallOpByName(const char* name, PyObject* args, PyObject* kwargs);
 
 }  // namespace dt::py
 

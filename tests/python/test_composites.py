@@ -194,3 +194,15 @@ def test_composites_match_primitive_definitions():
     ln = dt.layer_norm(x, (9,), eps=0.0)
     assert_close(ln, (x - x.mean(1, keepdim=True)) / x.std(1, keepdim=True, correction=0))
     assert_close(ln.mean(1), [0.0] * 4, atol=1e-12)
+
+
+def test_softmax_dtype_argument_converts_first():
+    # softmax(x, dim, dtype=...) computes in the requested dtype, so integer inputs are accepted.
+    x = dt.tensor([[1, 2, 3], [0, -1, 4]])
+    got = dt.softmax(x, -1, dtype=dt.float64)
+    assert got.dtype == dt.float64
+    for row_in, row_out in zip(x.tolist(), got.tolist()):
+        total = sum(math.exp(v) for v in row_in)
+        for v, p in zip(row_in, row_out):
+            assert abs(p - math.exp(v) / total) < 1e-12, (v, p)
+    assert dt.log_softmax(x.float(), 1, dtype=dt.float16).dtype == dt.float16
