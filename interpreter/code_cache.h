@@ -127,9 +127,6 @@ struct TraceLog {
 };
 void SetTraceLog(TraceLog* log);
 
-// Log switches (DYNTRACE_LOGS / --log): graph, guards, breaks, recompiles, bytecode.
-void SetLogs(const std::string& spec);
-
 }  // namespace dt::jit
 
 #endif  // DYNTRACE_INTERPRETER_CODE_CACHE_H_

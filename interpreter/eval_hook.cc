@@ -19,6 +19,7 @@
 #include "interpreter/py_types.h"
 #include "interpreter/resume_iterator.h"
 #include "runtime/errors.h"
+#include "runtime/log.h"
 
 namespace dt::jit {
 namespace {
@@ -36,9 +37,6 @@ bool hook_installed = false;
 thread_local bool inside_dyntrace = false;
 std::vector<std::string>* excluded_prefixes = nullptr;
 
-struct Logs {
-  bool graph = false, guards = false, breaks = false, recompiles = false;
-} logs;
 
 class InsideDyntrace {
  public:
@@ -354,7 +352,7 @@ void RecordBreak(CodeCache& cache, const trace::BreakInfo& info, bool fallback) 
   ++stats.graph_breaks;
   stats.break_reasons.push_back(text);
   if (fallback) stats.fallback_reasons.push_back(text);
-  if (logs.breaks) std::fprintf(stderr, "[dyntrace:breaks] %s: %s\n", CodeName(cache.code).c_str(), text.c_str());
+  if (log::Enabled(log::Kind::kBreaks)) log::Write(log::Kind::kBreaks, absl::StrCat(CodeName(cache.code), ": ", text));
 }
 
 trace::BreakInfo InfoOf(const trace::TraceFailure& f) {
@@ -563,7 +561,7 @@ __attribute__((noinline)) PyObject* RunSegments(PyThreadState* tstate, _PyInterp
         ++stats.recompiles;
         cache->recompile_reasons.push_back(reason);
         stats.recompile_reasons.push_back(text);
-        if (logs.recompiles) std::fprintf(stderr, "[dyntrace:recompiles] %s\n", text.c_str());
+        if (log::Enabled(log::Kind::kRecompiles)) log::Write(log::Kind::kRecompiles, text);
       }
       ++stats.frames_traced;
       std::variant<trace::TraceResult, trace::TraceFailure> traced;
@@ -602,10 +600,9 @@ __attribute__((noinline)) PyObject* RunSegments(PyThreadState* tstate, _PyInterp
       const std::string name = offset == 0 ? std::string(PyUnicode_AsUTF8(view.code->co_name))
                                            : absl::StrCat(PyUnicode_AsUTF8(view.code->co_name), "_at_", offset);
       const std::string graph_text = result.graph->ToString(name);
-      if (logs.graph) std::fprintf(stderr, "[dyntrace:graph] %s\n%s", CodeName(view.code).c_str(), graph_text.c_str());
-      if (logs.guards) {
-        std::fprintf(stderr, "[dyntrace:guards] %s\n    %s\n", CodeName(view.code).c_str(),
-                     absl::StrJoin(result.guards.Lines(), "\n    ").c_str());
+      if (log::Enabled(log::Kind::kGraph)) log::Write(log::Kind::kGraph, CodeName(view.code), graph_text);
+      if (log::Enabled(log::Kind::kGuards)) {
+        log::Write(log::Kind::kGuards, CodeName(view.code), absl::StrJoin(result.guards.Lines(), "\n"));
       }
       if (trace_log != nullptr && !result.graph->nodes().empty()) {
         trace_log->graphs.push_back(graph_text);
@@ -806,16 +803,5 @@ void InstallHook() {
 
 void SetTraceLog(TraceLog* log) { trace_log = log; }
 
-void SetLogs(const std::string& spec) {
-  logs = Logs();
-  trace::log_bytecode = false;
-  for (absl::string_view kind : absl::StrSplit(spec, ',', absl::SkipWhitespace())) {
-    if (kind == "graph") logs.graph = true;
-    else if (kind == "guards") logs.guards = true;
-    else if (kind == "breaks") logs.breaks = true;
-    else if (kind == "recompiles") logs.recompiles = true;
-    else if (kind == "bytecode") trace::log_bytecode = true;
-  }
-}
 
 }  // namespace dt::jit

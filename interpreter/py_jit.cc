@@ -8,6 +8,7 @@
 #include "guards/guard_set.h"
 #include "interpreter/code_cache.h"
 #include "interpreter/py_types.h"
+#include "runtime/log.h"
 
 namespace dt::py {
 namespace {
@@ -336,7 +337,10 @@ PyObject* FnSetLogs(PyObject*, PyObject* spec) {
     PyErr_SetString(PyExc_TypeError, "_set_logs() expects a str");
     return nullptr;
   }
-  jit::SetLogs(PyUnicode_AsUTF8(spec));
+  if (absl::Status status = log::Configure(PyUnicode_AsUTF8(spec)); !status.ok()) {
+    PyErr_SetString(PyExc_ValueError, std::string(status.message()).c_str());
+    return nullptr;
+  }
   Py_RETURN_NONE;
 }
 

@@ -3,12 +3,14 @@
 
 #include <cstdlib>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "interpreter/code_cache.h"
 #include "interpreter/py_types.h"
 #include "interpreter/resume_iterator.h"
 #include "runtime/cuda_driver.h"
 #include "runtime/errors.h"
+#include "runtime/log.h"
 #include "runtime/random.h"
 
 namespace dt::py {
@@ -178,6 +180,11 @@ extern "C" PyObject* PyInit_dyntrace() {
   if (PyDict_SetItemString(TensorType.tp_dict, "__array_priority__", priority.get()) < 0) return nullptr;
   PyType_Modified(&TensorType);
   // DYNTRACE_LOGS=graph,guards,... turns logs on in any Python process.
-  if (const char* spec = std::getenv("DYNTRACE_LOGS")) dt::jit::SetLogs(spec);
+  if (const char* spec = std::getenv("DYNTRACE_LOGS")) {
+    if (absl::Status status = dt::log::Configure(spec); !status.ok()) {
+      const std::string message = absl::StrCat("DYNTRACE_LOGS ignored: ", status.message());
+      if (PyErr_WarnEx(PyExc_RuntimeWarning, message.c_str(), 1) < 0) return nullptr;
+    }
+  }
   return module.Release();
 }

@@ -16,10 +16,10 @@
 #include "interpreter/symbolic.h"
 #include "runtime/errors.h"
 #include "runtime/indexing.h"
+#include "runtime/log.h"
 
 namespace dt::trace {
 
-bool log_bytecode = false;
 
 namespace {
 
@@ -1744,12 +1744,12 @@ absl::StatusOr<Sym> Tracer::RunFrame(TFrame& f) {
   while (f.pc < static_cast<int>(instrs.size())) {
     if (++instructions_run_ > kMaxInstructions) return Unsupported("the trace is too long (50000 instructions)");
     const Instr& in = instrs[f.pc];
-    if (log_bytecode) {
+    if (log::Enabled(log::Kind::kBytecode)) {
       std::vector<std::string> stack;
       for (const Sym& s : f.stack) stack.push_back(s ? Describe(s) : "?");
-      std::fprintf(stderr, "[dyntrace:bytecode] %*s%4d %-24s %-20s stack=[%s]\n", f.depth * 2, "",
-                   in.offset, in.opname.c_str(), in.argrepr.c_str(),
-                   absl::StrJoin(stack, ", ").c_str());
+      log::Write(log::Kind::kBytecode,
+                 absl::StrFormat("%*s%4d %-24s %-20s stack=[%s]", f.depth * 2, "", in.offset, in.opname,
+                                 in.argrepr, absl::StrJoin(stack, ", ")));
     }
     bool returned = false;
     Sym result;

@@ -123,9 +123,6 @@ struct FrameToTrace {
   bool fullgraph = false;      // fail at the first break instead of ending a segment there
 };
 
-// Logs each traced instruction with the symbolic stack to stderr when set (--log bytecode).
-extern bool log_bytecode;
-
 std::variant<TraceResult, TraceFailure> TraceFrame(const FrameToTrace& frame);
 
 }  // namespace dt::trace
