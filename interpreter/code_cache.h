@@ -53,6 +53,9 @@ struct CacheEntry {
   py::PyRef call_kwnames;
   std::string break_reason;
   py::PyRef compiled;            // what a Python backend returned
+  std::string backend_used;      // "eager", "cpu", "cuda" or "python" once compiled
+  std::string kernel_source;     // the generated translation unit; empty unless cpu/cuda
+  double compile_seconds = 0;    // tracing plus code generation and compilation
   bool fallback = false;         // the trace could not start here: CPython runs from here
   std::string fallback_reason;
   bool has_inplace = false;
