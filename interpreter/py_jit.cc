@@ -303,6 +303,26 @@ PyObject* FnGraphs(PyObject*, PyObject* args, PyObject* kwargs) {
   return StringList(out);
 }
 
+// kernels(fn): the C++ the cpu backend generated for each of fn's compiled entries.
+PyObject* FnKernels(PyObject*, PyObject* fn) {
+  PyCodeObject* code = CodeOf(fn, "kernels");
+  if (code == nullptr) return nullptr;
+  std::vector<std::string> out;
+  if (jit::CodeCache* cache = jit::FindCache(code)) {
+    for (const auto& e : cache->AllEntries()) {
+      if (!e->kernel_source.empty()) out.push_back(e->kernel_source);
+    }
+  }
+  return StringList(out);
+}
+
+// _op_names(): every op in the registry (tests check each is covered).
+PyObject* FnOpNames(PyObject*, PyObject*) {
+  std::vector<std::string> names;
+  for (const auto& op : OpRegistry::Get().ops()) names.push_back(op->name());
+  return StringList(names);
+}
+
 PyObject* FnStats(PyObject*, PyObject*) {
   const jit::Stats& s = jit::GlobalStats();
   PyObject* d = PyDict_New();
@@ -417,6 +437,8 @@ PyMethodDef jit_functions[] = {
     {"reset", FnReset, METH_NOARGS, "reset(): forget every compiled entry and counter"},
     {"_set_logs", FnSetLogs, METH_O, nullptr},
     {"_reset_kernel_cache", FnResetKernelCache, METH_NOARGS, nullptr},
+    {"_op_names", FnOpNames, METH_NOARGS, nullptr},
+    {"kernels", FnKernels, METH_O, "kernels(fn) -> list of the C++ kernels generated for fn's cache entries"},
     {nullptr, nullptr, 0, nullptr},
 };
 

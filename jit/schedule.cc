@@ -152,6 +152,15 @@ class Scheduler {
           break;
         }
       }
+      // Siblings: a chain reading only earlier values may share a kernel with the latest open
+      // kernel over the same domain (x.exp() and x.sin() read x once).
+      const ValueId domain_probe = c.fusion == Fusion::kReduce ? std::get<ValueId>(n.args[0].content) : n.outputs[0];
+      for (int group = static_cast<int>(groups_.size()) - 1; !joined && group >= 0; --group) {
+        if (std::find(candidates.begin(), candidates.end(), group) != candidates.end()) continue;
+        if (groups_[group].open && ShapeOf(g_, domain_probe) == groups_[group].domain_shape) {
+          joined = TryJoin(group, static_cast<int>(i), c);
+        }
+      }
       if (!joined) StartGroup(static_cast<int>(i), c);
     }
     return Lower();
@@ -184,8 +193,9 @@ class Scheduler {
     const Dims out_shape = ShapeOf(g_, n.outputs[0]);
     if (c.fusion == Fusion::kReduce) {
       const ValueId input = std::get<ValueId>(n.args[0].content);
+      // The input is a full-level value of the group, or a value ready before it starts.
       auto it = group.levels.find(input);
-      if (it == group.levels.end() || it->second.row_level) return false;
+      if (it != group.levels.end() && it->second.row_level) return false;
       if (ShapeOf(g_, input) != group.domain_shape) return false;
       if (group.row && c.reduced_dims != group.reduced_dims) return false;
       if (c.reduced_dims.empty()) return false;
@@ -194,7 +204,8 @@ class Scheduler {
       Add(group_index, node, Level{true, c.keepdim ? Mapping::kRowKeepdim : Mapping::kRowSqueezed});
       return true;
     }
-    // Pointwise or cast: full-level if any in-group operand is, else row-level.
+    // Pointwise or cast: full-level when shaped like the domain, else row-level when shaped like
+    // the group's rows and fed only by row values.
     bool any_full = false;
     std::optional<Mapping> row_mapping;
     for (ValueId v : TensorOperands(n)) {
@@ -207,15 +218,14 @@ class Scheduler {
         row_mapping = it->second.mapping;
       }
     }
-    if (any_full) {
-      // Row values meet full ones only keepdim-shaped, so broadcasting lines them up by row.
-      if (row_mapping.has_value() && *row_mapping != Mapping::kRowKeepdim) return false;
-      if (out_shape != group.domain_shape) return false;
-      Add(group_index, node, Level{false, Mapping::kFull});
+    if (row_mapping.has_value() && !any_full && out_shape == RowShape(group, *row_mapping)) {
+      Add(group_index, node, Level{true, *row_mapping});
       return true;
     }
-    if (!row_mapping.has_value() || out_shape != RowShape(group, *row_mapping)) return false;
-    Add(group_index, node, Level{true, *row_mapping});
+    // Row values meet full ones only keepdim-shaped, so broadcasting lines them up by row.
+    if (row_mapping.has_value() && *row_mapping != Mapping::kRowKeepdim) return false;
+    if (out_shape != group.domain_shape) return false;
+    Add(group_index, node, Level{false, Mapping::kFull});
     return true;
   }
 
