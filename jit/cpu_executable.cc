@@ -118,6 +118,9 @@ absl::Status CpuExecutable::RunKernel(int index, const Plan& plan, std::vector<T
     } else if (op.scalar_slot >= 0) {
       tensors.push_back(ScalarTensor(scalars.at(op.scalar_slot), op.dtype, Device::Cpu()));
     } else {
+      if (!env[op.value].defined()) {
+        return absl::InternalError(absl::StrFormat("%s reads v%d before it is computed", k.name, op.value));
+      }
       tensors.push_back(env[op.value]);
     }
   }

@@ -103,6 +103,7 @@ struct Group {
   bool row = false;
   bool open = true;
   std::vector<int> nodes;
+  std::vector<int> hoisted;  // view nodes run just before the kernel
   absl::flat_hash_map<ValueId, Level> levels;
 };
 
@@ -127,6 +128,8 @@ class Scheduler {
   Program Run() {
     const auto& nodes = g_.nodes();
     node_group_.assign(nodes.size(), -1);
+    hoisted_.assign(nodes.size(), false);
+    hoisted_by_.assign(nodes.size(), -1);
     for (size_t i = 0; i < nodes.size(); ++i) {
       const Node& n = nodes[i];
       if (n.inplace) {
@@ -176,11 +179,32 @@ class Scheduler {
     return vs;
   }
 
-  // Whether `v` is ready when `group`'s kernel starts (made before it, or inside it).
+  // Whether `v` is ready when `group`'s kernel starts: made before it, inside it, or by a view
+  // of such values (views are free and pure, so they move up to just before the kernel).
   bool AvailableTo(const Group& group, int group_index, ValueId v) const {
-    if (producer_group_[v] == group_index) return true;
+    return producer_group_[v] == group_index || ReadyBefore(group, v);
+  }
+
+  bool ReadyBefore(const Group& group, ValueId v) const {
     const int producer = g_.value(v).producer;
-    return producer < group.first_node;
+    if (producer < group.first_node) return true;
+    const Node& n = g_.nodes()[producer];
+    if (n.op->kind != OpKind::kView || n.inplace || node_group_[producer] >= 0 || hoisted_[producer]) return false;
+    for (ValueId u : TensorOperands(n)) {
+      if (!ReadyBefore(group, u)) return false;
+    }
+    return true;
+  }
+
+  // Marks the views `v` depends on (after the group's start) to run before the group's kernel.
+  void Hoist(Group& group, ValueId v) {
+    const int producer = g_.value(v).producer;
+    if (producer < group.first_node || node_group_[producer] >= 0 || hoisted_[producer]) return;
+    if (producer_group_[v] >= 0) return;
+    for (ValueId u : TensorOperands(g_.nodes()[producer])) Hoist(group, u);
+    hoisted_[producer] = true;
+    hoisted_by_[producer] = static_cast<int>(&group - groups_.data());
+    group.hoisted.push_back(producer);
   }
 
   bool TryJoin(int group_index, int node, const Classified& c) {
@@ -251,6 +275,7 @@ class Scheduler {
 
   void Add(int group_index, int node, Level level) {
     Group& group = groups_[group_index];
+    for (ValueId v : TensorOperands(g_.nodes()[node])) Hoist(group, v);
     group.nodes.push_back(node);
     node_group_[node] = group_index;
     const ValueId out = g_.nodes()[node].outputs[0];
@@ -391,9 +416,13 @@ class Scheduler {
     }
     for (size_t i = 0; i < g_.nodes().size(); ++i) {
       const int gi = node_group_[i];
+      if (hoisted_[i] && kernel_of_group[hoisted_by_[i]] >= 0) continue;  // runs before its kernel
       if (gi < 0 || kernel_of_group[gi] < 0) {
         p.steps.push_back(Step{Step::Kind::kNode, static_cast<int>(i)});
       } else if (groups_[gi].first_node == static_cast<int>(i)) {
+        std::vector<int> views = groups_[gi].hoisted;
+        std::sort(views.begin(), views.end());
+        for (int v : views) p.steps.push_back(Step{Step::Kind::kNode, v});
         p.steps.push_back(Step{Step::Kind::kKernel, kernel_of_group[gi]});
       }
     }
@@ -403,6 +432,8 @@ class Scheduler {
   const Graph& g_;
   std::vector<int> producer_group_;
   std::vector<int> node_group_;
+  std::vector<bool> hoisted_;
+  std::vector<int> hoisted_by_;
   std::vector<Group> groups_;
   absl::flat_hash_map<int, Classified> classified_;
 };
