@@ -60,10 +60,10 @@ absl::StatusOr<HostCompiler> FindHostCompiler(bool refresh) {
   }
   HostCompiler compiler;
   compiler.path = *path;
-  // -fno-math-errno lets sqrt and friends vectorise; nothing that changes results (no
+  // -fno-math-errno and -fno-trapping-math let sqrt, exp_f32 and selects vectorise; nothing that changes results (no
   // -ffast-math): compiled kernels must agree with eager ones. -fwrapv: integers wrap, as in eager.
   compiler.flags = {"-std=c++17", "-O3", "-march=native", "-fopenmp", "-fPIC", "-shared",
-                    "-fno-math-errno", "-fwrapv", "-w"};
+                    "-fno-math-errno", "-fno-trapping-math", "-fwrapv", "-w"};
   struct stat st;
   char resolved[4096];
   std::string real = ::realpath(path->c_str(), resolved) != nullptr ? resolved : *path;
