@@ -339,7 +339,10 @@ def test_entries_with_bad_permissions_or_owner_are_refused():
     assert r["ok"] and r["rejected"] == 1 and r["compiled"] == 1, r
     assert stat.S_IMODE(os.stat(so).st_mode) & 0o022 == 0
     if os.geteuid() == 0:
-        os.chown(so, 12345, 12345)  # foreign-owned
+        try:
+            os.chown(so, 12345, 12345)  # foreign-owned
+        except OSError:
+            return  # a user namespace without that uid (Bazel's sandbox): nothing more to check
         r = _child(d, 4.0)
         assert r["ok"] and r["rejected"] == 1 and r["compiled"] == 1, r
 
