@@ -12,7 +12,14 @@ if [[ -n "$python_312" ]]; then
 else
   echo "test.sh: no CPython 3.12 found (python3.12 on PATH or pyenv); testing 3.11 only" >&2
 fi
+# Kernels the suites compile are shared by both interpreters and kept between runs (the cache
+# key covers the source, compiler and flags, so a stale entry can't be loaded). Tests of the cache
+# itself use directories of their own.
+kernel_cache="${DYNTRACE_TEST_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/dyntrace-tests}"
+mkdir -p "$kernel_cache"
+chmod 700 "$kernel_cache"
 for python in "${interpreters[@]}"; do
   echo "=== bazel test //... with $python"
-  bazel test --repo_env=PYTHON_BIN_PATH="$python" //...
+  bazel test --repo_env=PYTHON_BIN_PATH="$python" \
+    --test_env=DYNTRACE_CACHE_DIR="$kernel_cache" --sandbox_writable_path="$kernel_cache" //...
 done
