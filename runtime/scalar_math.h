@@ -15,15 +15,34 @@
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
 #define DT_HD __host__ __device__ __forceinline__
 #else
+#define DT_HD inline
+#endif
+
+#if !defined(__CUDACC__) && !defined(__CUDACC_RTC__) && !defined(DT_GENERATED_KERNEL)
 #include <cmath>
 #include <cstdint>
-#define DT_HD inline
 #endif
 
 namespace dt {
 namespace scalar {
 
-#if !defined(__CUDACC__) && !defined(__CUDACC_RTC__)
+#if defined(DT_GENERATED_KERNEL)
+// Generated CPU kernels skip <cmath>, which is most of their compile time: the same libm
+// functions, reached through the compiler's builtins (calls to the very same symbols).
+#define DT_LIBM_UNARY(name)                                            \
+  DT_HD float name(float x) { return __builtin_##name##f(x); }         \
+  DT_HD double name(double x) { return __builtin_##name(x); }
+#define DT_LIBM_BINARY(name)                                                     \
+  DT_HD float name(float a, float b) { return __builtin_##name##f(a, b); }       \
+  DT_HD double name(double a, double b) { return __builtin_##name(a, b); }
+DT_LIBM_UNARY(ceil) DT_LIBM_UNARY(cos) DT_LIBM_UNARY(erf) DT_LIBM_UNARY(exp)
+DT_LIBM_UNARY(exp2) DT_LIBM_UNARY(expm1) DT_LIBM_UNARY(floor) DT_LIBM_UNARY(log)
+DT_LIBM_UNARY(log1p) DT_LIBM_UNARY(log2) DT_LIBM_UNARY(nearbyint) DT_LIBM_UNARY(sin)
+DT_LIBM_UNARY(sqrt) DT_LIBM_UNARY(tan) DT_LIBM_UNARY(tanh) DT_LIBM_UNARY(trunc)
+DT_LIBM_BINARY(atan2) DT_LIBM_BINARY(fmod) DT_LIBM_BINARY(pow)
+#undef DT_LIBM_UNARY
+#undef DT_LIBM_BINARY
+#elif !defined(__CUDACC__) && !defined(__CUDACC_RTC__)
 using std::abs;
 using std::atan2;
 using std::ceil;
