@@ -14,6 +14,23 @@
 #include "interpreter/py_ref.h"
 
 namespace dt::jit {
+
+std::string EscapeHtml(absl::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (char c : text) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&#39;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
 namespace {
 
 using py::PyRef;
@@ -138,6 +155,10 @@ std::string EntrySection(PyCodeObject* code, const CacheEntry& entry, int number
   absl::StrAppend(&out, "<h4>Guards</h4>\n", Pre("guards", absl::StrJoin(entry.guards.Lines(), "\n")));
   if (!entry.kernel_source.empty()) {
     absl::StrAppend(&out, "<h4>Kernels</h4>\n", Pre("kernel-source", entry.kernel_source));
+  } else if (!entry.fallback) {
+    absl::StrAppend(&out, "<h4>Kernels</h4>\n<p class=\"no-kernels\">none generated: the ",
+                    EscapeHtml(entry.backend_used.empty() ? "eager" : entry.backend_used),
+                    " backend runs the graph's ops one by one</p>\n");
   }
   return absl::StrCat(out, "</div>\n");
 }
@@ -192,46 +213,50 @@ PyMethodDef report_functions[] = {
     {nullptr, nullptr, 0, nullptr},
 };
 
-}  // namespace
-
-std::string EscapeHtml(absl::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  for (char c : text) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
-    }
+// True when some segment of the frame runs a captured graph (not only fallbacks).
+bool HasCompiledGraph(const CodeCache& cache) {
+  for (const auto& entry : cache.AllEntries()) {
+    if (!entry->fallback && entry->graph != nullptr && !entry->graph->nodes().empty()) return true;
   }
-  return out;
+  return false;
 }
 
+// A contents list and the frames' sections, numbered from `first_index` (anchors stay unique).
+std::pair<std::string, std::string> FrameList(const std::vector<const CodeCache*>& frames, int first_index,
+                                              absl::string_view when_empty) {
+  if (frames.empty()) return {absl::StrCat("<p>", when_empty, "</p>\n"), ""};
+  std::string contents = "<ul>\n", sections;
+  for (size_t i = 0; i < frames.size(); ++i) {
+    const int index = first_index + static_cast<int>(i);
+    PyCodeObject* code = frames[i]->code;
+    absl::StrAppendFormat(&contents, "<li><a href=\"#frame-%d\">%s</a> <small>%s:%d</small></li>\n", index,
+                          EscapeHtml(CodeName(code)), EscapeHtml(CodeFile(code)), code->co_firstlineno);
+    absl::StrAppend(&sections, FrameSection(*frames[i], index));
+  }
+  return {contents + "</ul>\n", sections};
+}
+
+}  // namespace
+
 absl::StatusOr<std::string> RenderReport() {
-  // Frames worth reporting: those with something kept (entries, breaks, recompiles).
-  std::vector<const CodeCache*> frames;
+  // Compiled frames first; then frames dyntrace looked at but left to CPython (their breaks say
+  // why), so a reader finds what did not compile too.
+  std::vector<const CodeCache*> compiled, uncompiled;
   for (const CodeCache* cache : AllCaches()) {
-    if (!cache->segments.empty() || !cache->breaks.empty() || !cache->recompile_reasons.empty()) {
-      frames.push_back(cache);
+    if (HasCompiledGraph(*cache)) {
+      compiled.push_back(cache);
+    } else if (!cache->segments.empty() || !cache->breaks.empty() || !cache->recompile_reasons.empty()) {
+      uncompiled.push_back(cache);
     }
   }
-  std::string body;
-  std::string contents = "<ul>\n";
-  for (size_t i = 0; i < frames.size(); ++i) {
-    PyCodeObject* code = frames[i]->code;
-    absl::StrAppendFormat(&contents, "<li><a href=\"#frame-%d\">%s</a> <small>%s:%d</small></li>\n", i,
-                          EscapeHtml(CodeName(code)), EscapeHtml(CodeFile(code)), code->co_firstlineno);
-    absl::StrAppend(&body, FrameSection(*frames[i], static_cast<int>(i)));
-  }
-  contents += "</ul>\n";
-  if (frames.empty()) contents = "<p>No frame was compiled.</p>\n";
+  const auto [compiled_list, compiled_sections] = FrameList(compiled, 0, "No frame was compiled.");
+  const auto [other_list, other_sections] =
+      FrameList(uncompiled, static_cast<int>(compiled.size()), "None.");
   return absl::StrCat("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n",
                       "<title>dyntrace report</title>\n<style>", kStyle, "</style>\n</head>\n<body>\n",
                       "<h1>dyntrace report</h1>\n<p>Python ", EscapeHtml(Py_GetVersion()), "</p>\n",
-                      "<h2>Summary</h2>\n", SummaryTable(), "<h2>Compiled frames</h2>\n", contents, body,
+                      "<h2>Summary</h2>\n", SummaryTable(), "<h2>Compiled frames</h2>\n", compiled_list,
+                      "<h2>Frames left to CPython</h2>\n", other_list, compiled_sections, other_sections,
                       "<script>", kScript, "</script>\n</body>\n</html>\n");
 }
 
