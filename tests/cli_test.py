@@ -269,9 +269,17 @@ class LogTest(CommandTestCase):
         if probe.returncode != 0:
             self.skipTest("no compiler backend ('cpu') in this build yet; nothing logs kernels")
         script = self.write("k.py", TENSOR_SCRIPT)
-        result = self.dyntrace("--backend", "cpu", "--log", "kernels", script)
-        self.assertRan(result)
-        self.assertIn("[dyntrace:kernels]", result.stderr)
+        cache = {"DYNTRACE_CACHE_DIR": os.path.join(self.dir, "kernel-cache")}
+        cold = self.dyntrace("--backend", "cpu", "--log", "kernels", "--stats", script, env_extra=cache)
+        self.assertRan(cold)
+        self.assertNotIn("[dyntrace:kernels]", cold.stdout)
+        self.assertRegex(cold.stderr, r"\[dyntrace:kernels\] .*\d+ kernel\(s\)")
+        self.assertGreaterEqual(int(re.search(r"kernels compiled \(cold\) +(\d+)", cold.stderr).group(1)), 1)
+        # a second process finds them in the disk cache
+        warm = self.dyntrace("--backend", "cpu", "--log", "kernels", "--stats", script, env_extra=cache)
+        self.assertRan(warm)
+        self.assertEqual(int(re.search(r"kernels compiled \(cold\) +(\d+)", warm.stderr).group(1)), 0)
+        self.assertGreaterEqual(int(re.search(r"kernels cached +(\d+)", warm.stderr).group(1)), 1)
 
     def test_several_kinds_and_all(self):
         err = self.logs("graph,recompiles")
@@ -387,6 +395,22 @@ class ReportTest(CommandTestCase):
         self.assertNotIn("<?xml", html)
         self.assertNotIn("<!DOCTYPE svg", html)
 
+    def test_kernel_source_when_a_compiler_backend_ran(self):
+        script = self.write("model.py", self.SCRIPT)
+        probe = self.dyntrace("--backend", "cpu", self.write("probe.py", "pass\n"))
+        if probe.returncode != 0:
+            self.skipTest("no compiler backend ('cpu') in this build yet")
+        path = os.path.join(self.dir, "cpu.html")
+        result = self.dyntrace("--backend", "cpu", "--report", path, script,
+                               env_extra={"DYNTRACE_CACHE_DIR": os.path.join(self.dir, "kernel-cache")})
+        self.assertRan(result)
+        with open(path) as f:
+            html = f.read()
+        sources = re.findall(r'<pre class="kernel-source">(.*?)</pre>', html, re.S)
+        self.assertTrue(sources and all(s.strip() for s in sources), html[:3000])
+        self.assertIn("backend cpu", html)
+        self.assertNotIn("<", "".join(sources))  # generated C++ is escaped too
+
     def test_self_contained(self):
         _, html = self.make_report()
         self.assertIsNone(re.search(r"""(src|href)\s*=\s*["']?(https?:|//)""", html, re.I))
@@ -434,4 +458,8 @@ if __name__ == "__main__":
     DYNTRACE = os.path.abspath(sys.argv[1])
     MODULE_DIR = os.path.dirname(os.path.abspath(sys.argv[2]))
     EXAMPLES = os.path.abspath(sys.argv[3])
+    # One private kernel cache for every run: compiler backends build each kernel once, and no run
+    # warns about an unusable default cache directory (HOME is not writable under Bazel).
+    os.environ["DYNTRACE_CACHE_DIR"] = tempfile.mkdtemp(prefix="dyntrace-kernels-",
+                                                        dir=os.environ.get("TEST_TMPDIR"))
     unittest.main(argv=sys.argv[:1] + sys.argv[4:], verbosity=2)
