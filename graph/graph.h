@@ -85,6 +85,10 @@ class Graph {
 
   // Python-like code: one line per node, with the source line that produced it.
   std::string ToString(absl::string_view name = "graph") const;
+  // The same graph as a Graphviz digraph (graph_dot.cc): one box per node (op, non-tensor
+  // arguments, result dtype/shape, source line), one edge per value use labelled with the value,
+  // inputs as ellipses naming where they come from, outputs gathered into a "return" node.
+  std::string ToDot(absl::string_view name = "graph") const;
 
   // Runs the graph op by op through the eager runtime. REQUIRES: inputs match inputs() in order.
   // `scalars` supplies the ScalarRef arguments.

@@ -296,8 +296,9 @@ bool GuardSet::Check(const FrameInputs& frame) const {
 }
 
 std::optional<std::string> GuardSet::Explain(const FrameInputs& frame) const {
-  for (const LeafGuard& g : guards_) {
-    if (auto why = g.Explain(frame)) return why;
+  for (size_t i = 0; i < guards_.size(); ++i) {
+    // The guard's own text says which guard it was and which line of the program made it.
+    if (auto why = guards_[i].Explain(frame)) return absl::StrCat(*why, "; failed guard: ", texts_[i]);
   }
   return std::nullopt;
 }

@@ -93,6 +93,8 @@ class GuardSet {
   // Adds a guard unless an identical one (same text) is already present.
   void Add(LeafGuard guard);
   bool Check(const FrameInputs& frame) const;
+  // The first failing guard: its failure ("L['x'].dtype: expected float32, actual float64"),
+  // then "; failed guard: " and the guard's line with its provenance. nullopt when all pass.
   std::optional<std::string> Explain(const FrameInputs& frame) const;
   std::vector<std::string> Lines() const;
   size_t size() const { return guards_.size(); }

@@ -116,6 +116,8 @@ Stats& GlobalStats();
 CodeCache* FindCache(PyCodeObject* code);
 // The cache of `code`, created with `options` when missing.
 CodeCache* GetOrCreateCache(PyCodeObject* code, const JitOptions& options, bool explicit_jit);
+// Every code object's cache alive now (reports walk them), ordered by file name and first line.
+std::vector<const CodeCache*> AllCaches();
 // Forgets every entry and counter (dyntrace.reset()).
 void ResetAll();
 

@@ -786,6 +786,15 @@ CodeCache* GetOrCreateCache(PyCodeObject* code, const JitOptions& options, bool 
   return cache;
 }
 
+std::vector<const CodeCache*> AllCaches() {
+  std::vector<const CodeCache*> caches(all_caches->begin(), all_caches->end());
+  auto key = [](const CodeCache* c) {
+    return std::pair(std::string(PyUnicode_AsUTF8(c->code->co_filename)), c->code->co_firstlineno);
+  };
+  std::sort(caches.begin(), caches.end(), [&](const CodeCache* a, const CodeCache* b) { return key(a) < key(b); });
+  return caches;
+}
+
 void ResetAll() {
   for (CodeCache* cache : *all_caches) {
     cache->segments.clear();

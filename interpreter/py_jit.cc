@@ -7,6 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "guards/guard_set.h"
 #include "interpreter/code_cache.h"
+#include "interpreter/graphviz.h"
 #include "interpreter/py_types.h"
 #include "runtime/log.h"
 
@@ -285,8 +286,9 @@ PyObject* FnGraphs(PyObject*, PyObject* args, PyObject* kwargs) {
   if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$z:graphs", const_cast<char**>(kwlist), &fn, &format)) {
     return nullptr;
   }
-  if (format != nullptr && std::string(format) != "code") {
-    PyErr_Format(PyExc_ValueError, "graphs(): format must be 'code' (got '%s')", format);
+  const std::string kind = format != nullptr ? format : "text";
+  if (kind != "text" && kind != "dot" && kind != "svg") {
+    PyErr_Format(PyExc_ValueError, "graphs(): format must be 'text', 'dot' or 'svg' (got '%s')", format);
     return nullptr;
   }
   PyCodeObject* code = CodeOf(fn, "graphs");
@@ -294,10 +296,24 @@ PyObject* FnGraphs(PyObject*, PyObject* args, PyObject* kwargs) {
   std::vector<std::string> out;
   if (jit::CodeCache* cache = jit::FindCache(code)) {
     for (const auto& e : cache->AllEntries()) {
-      if (e->graph) {
-        out.push_back(e->graph->ToString(e->start_offset == 0 ? std::string(PyUnicode_AsUTF8(code->co_name))
-                                                              : absl::StrCat(PyUnicode_AsUTF8(code->co_name), "_at_", e->start_offset)));
+      if (!e->graph) continue;
+      const std::string name = e->start_offset == 0 ? std::string(PyUnicode_AsUTF8(code->co_name))
+                                                    : absl::StrCat(PyUnicode_AsUTF8(code->co_name), "_at_", e->start_offset);
+      if (kind == "text") {
+        out.push_back(e->graph->ToString(name));
+        continue;
       }
+      const std::string dot = e->graph->ToDot(name);
+      if (kind == "dot") {
+        out.push_back(dot);
+        continue;
+      }
+      absl::StatusOr<std::string> svg = graphviz::DotToSvg(dot);
+      if (!svg.ok()) {
+        PyErr_Format(PyExc_RuntimeError, "graphs(format='svg'): %s", std::string(svg.status().message()).c_str());
+        return nullptr;
+      }
+      out.push_back(*std::move(svg));
     }
   }
   return StringList(out);
@@ -430,7 +446,8 @@ PyMethodDef jit_functions[] = {
     {"disable", FnDisable, METH_NOARGS, "disable(): stop enable()'s tracing"},
     {"guards", FnGuards, METH_O, "guards(fn) -> list of each cache entry's guard code"},
     {"graphs", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(FnGraphs)), METH_VARARGS | METH_KEYWORDS,
-     "graphs(fn) -> list of each cache entry's graph as Python-like code"},
+     "graphs(fn, *, format='text') -> each cache entry's graph: 'text' (Python-like code), 'dot' "
+     "(Graphviz source) or 'svg' (a picture; needs Graphviz's dot command)"},
     {"explain", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(FnExplain)), METH_VARARGS | METH_KEYWORDS,
      "explain(fn, *args, **kwargs): run fn under tracing and report graphs, breaks and guards"},
     {"stats", FnStats, METH_NOARGS, "stats() -> dict of counters"},

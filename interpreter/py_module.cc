@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "interpreter/code_cache.h"
 #include "interpreter/py_types.h"
+#include "interpreter/report.h"
 #include "interpreter/resume_iterator.h"
 #include "runtime/cuda_driver.h"
 #include "runtime/errors.h"
@@ -163,6 +164,7 @@ extern "C" PyObject* PyInit_dyntrace() {
   if (!InitTypes(module.get())) return nullptr;
   if (!AddOpBindings(module.get())) return nullptr;
   if (!AddJitBindings(module.get())) return nullptr;
+  if (!dt::jit::AddReportBindings(module.get())) return nullptr;
   if (!InitResumeIterator()) return nullptr;
   PyObject* globals = PyModule_GetDict(module.get());  // borrowed
   if (PyDict_SetItemString(globals, "__builtins__", PyEval_GetBuiltins()) < 0) return nullptr;

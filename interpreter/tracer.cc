@@ -1741,6 +1741,14 @@ absl::StatusOr<Sym> Tracer::RunFrame(TFrame& f) {
     f.pc = it->second;
   }
 
+  if (log::Enabled(log::Kind::kBytecode)) {
+    // A header per traced frame (inlined calls indented), so instruction lines can be attributed.
+    log::Write(log::Kind::kBytecode,
+               absl::StrFormat("%*s%s %s (%s:%d)%s", f.depth * 2, "", f.is_root ? "tracing" : "inlining",
+                               PyUnicode_AsUTF8(f.code->co_qualname), PyUnicode_AsUTF8(f.code->co_filename),
+                               f.code->co_firstlineno,
+                               f.pc > 0 ? absl::StrCat(" from offset ", instrs[f.pc].offset) : ""));
+  }
   while (f.pc < static_cast<int>(instrs.size())) {
     if (++instructions_run_ > kMaxInstructions) return Unsupported("the trace is too long (50000 instructions)");
     const Instr& in = instrs[f.pc];

@@ -16,6 +16,8 @@ packages=(
   libopenblas-dev
   python3-dev            # default @local_python when python3 is Debian's
   python3-numpy
+  graphviz                 # dot -Tsvg: graph pictures (dyntrace.graphs(fn, format="svg"), --report)
+  chromium-headless-shell  # the --report test loads the HTML report in headless Chromium
 )
 
 missing=()
