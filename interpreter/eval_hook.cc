@@ -36,6 +36,10 @@ bool hook_installed = false;
 // are not traced.
 thread_local bool inside_dyntrace = false;
 std::vector<std::string>* excluded_prefixes = nullptr;
+// Stress mode (DYNTRACE_STRESS=1, enable(stress=True)): every frame of every module is traced and
+// run through segments, the standard library included, and frames without tensor work keep their
+// entries instead of being skipped, so the interpreter's semantics meet code nobody wrote for it.
+bool stress_mode = false;
 
 
 class InsideDyntrace {
@@ -58,9 +62,24 @@ const JitOptions* ActiveMode() {
   return global_mode;
 }
 
+bool IsGeneratorLike(PyCodeObject* code) {
+  return (code->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR)) != 0;
+}
+
+// dyntrace's own Python helpers (the prelude) run inside dyntrace's bookkeeping: never traced.
+bool IsDyntraceInternal(PyCodeObject* code) {
+  const char* filename = PyUnicode_AsUTF8(code->co_filename);
+  if (filename == nullptr) {
+    PyErr_Clear();
+    return true;
+  }
+  return absl::StartsWith(filename, "<dyntrace");
+}
+
 // The standard library, installed packages and dyntrace's own helpers are not traced in
-// tracing()/enable() mode.
+// tracing()/enable() mode (stress mode excludes only dyntrace's own helpers).
 bool Excluded(PyCodeObject* code) {
+  if (stress_mode) return IsDyntraceInternal(code);
   if (excluded_prefixes == nullptr) {
     excluded_prefixes = new std::vector<std::string>();
     InsideDyntrace guard;
@@ -384,6 +403,21 @@ struct SegmentState {
   std::vector<PyObject*> TakeStack() { return std::exchange(stack, {}); }
 };
 
+// While an escape runs user code, the frame it escaped from is the thread's running frame,
+// positioned at the escaping instruction with the segment's locals (see EnterForEscape).
+class EscapeScope {
+ public:
+  EscapeScope(PyThreadState* tstate, _PyInterpreterFrame* frame, int offset, const SegmentState& state)
+      : tstate_(tstate), previous_(cpython::EnterForEscape(tstate, frame, offset, state.locals)) {}
+  ~EscapeScope() { cpython::LeaveAfterEscape(tstate_, previous_); }
+  EscapeScope(const EscapeScope&) = delete;
+  EscapeScope& operator=(const EscapeScope&) = delete;
+
+ private:
+  PyThreadState* tstate_;
+  _PyInterpreterFrame* previous_;
+};
+
 // Continues the frame under CPython at `offset` with `state` (or from the start, at entry).
 PyObject* HandBack(PyThreadState* tstate, _PyInterpreterFrame* frame, bool at_entry,
                    SegmentState& state, int offset) {
@@ -481,8 +515,7 @@ PyObject* EvalFrame(PyThreadState* tstate, _PyInterpreterFrame* frame, int throw
     const JitOptions* mode = ActiveMode();
     if (mode == nullptr) return cpython::EvalDefault(tstate, frame, 0);
     cache = GetOrCreateCache(view.code, *mode, false);
-    if (Excluded(view.code) ||
-        (view.code->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR))) {
+    if (Excluded(view.code) || IsGeneratorLike(view.code)) {
       cache->excluded = true;
       cache->skip = true;
     }
@@ -541,7 +574,8 @@ __attribute__((noinline)) PyObject* RunSegments(PyThreadState* tstate, _PyInterp
         const std::string text = absl::StrCat(where, ": ", reason);
         if (static_cast<int>(list.size()) >= cache->options.cache_limit) {
           if (offset == 0) cache->skip = true;
-          if (!cache->warned) {
+          // Stress mode stays silent: a warning would change what the programs under test see.
+          if (!cache->warned && !stress_mode) {
             cache->warned = true;
             const std::string msg = absl::StrFormat(
                 "dyntrace: %s reached cache_limit=%d; it runs without compilation from now on. "
@@ -579,7 +613,7 @@ __attribute__((noinline)) PyObject* RunSegments(PyThreadState* tstate, _PyInterp
           return RaiseFrom(tstate, frame, at_entry, state, offset);
         }
         ++stats.fallbacks;
-        if (at_entry && !failure->touched_tensors && !cache->explicit_jit) {
+        if (at_entry && !failure->touched_tensors && !cache->explicit_jit && !stress_mode) {
           cache->skip = true;  // no tensor work here: not worth looking at again
         } else {
           auto fallback = std::make_shared<CacheEntry>();
@@ -593,7 +627,7 @@ __attribute__((noinline)) PyObject* RunSegments(PyThreadState* tstate, _PyInterp
       }
       auto& result = std::get<trace::TraceResult>(traced);
       if (result.break_info) RecordBreak(*cache, *result.break_info, false);
-      if (at_entry && !result.touched_tensors && !cache->explicit_jit) {
+      if (at_entry && !result.touched_tensors && !cache->explicit_jit && !stress_mode) {
         cache->skip = true;
         return cpython::EvalDefault(tstate, frame, 0);
       }
@@ -672,7 +706,11 @@ __attribute__((noinline)) PyObject* RunSegments(PyThreadState* tstate, _PyInterp
       case trace::SegmentExit::kEscapeJump: {
         ++stats.escapes;
         PyObject* condition = state.stack.back();
-        const int truth = PyObject_IsTrue(condition);
+        int truth;
+        {
+          EscapeScope running(tstate, frame, entry->break_offset, state);
+          truth = PyObject_IsTrue(condition);
+        }
         if (truth < 0) return RaiseFrom(tstate, frame, false, state, entry->break_offset);
         state.stack.pop_back();
         Py_DECREF(condition);
@@ -693,7 +731,11 @@ __attribute__((noinline)) PyObject* RunSegments(PyThreadState* tstate, _PyInterp
         const Py_ssize_t total = argc + (method != nullptr ? 1 : 0);
         PyObject* kwnames = entry->call_kwnames.get();
         const Py_ssize_t nkw = kwnames != nullptr ? PyTuple_GET_SIZE(kwnames) : 0;
-        PyObject* result = PyObject_Vectorcall(callable, args, total - nkw, kwnames);
+        PyObject* result;
+        {
+          EscapeScope running(tstate, frame, entry->break_offset, state);
+          result = PyObject_Vectorcall(callable, args, total - nkw, kwnames);
+        }
         for (int i = 0; i < argc + 2; ++i) {
           Py_XDECREF(st.back());
           st.pop_back();
@@ -706,7 +748,11 @@ __attribute__((noinline)) PyObject* RunSegments(PyThreadState* tstate, _PyInterp
       case trace::SegmentExit::kEscapeForIter: {
         ++stats.escapes;
         PyObject* iterator = state.stack.back();
-        PyObject* item = PyIter_Next(iterator);
+        PyObject* item;
+        {
+          EscapeScope running(tstate, frame, entry->break_offset, state);
+          item = PyIter_Next(iterator);
+        }
         if (item == nullptr) {
           if (PyErr_Occurred()) return RaiseFrom(tstate, frame, false, state, entry->break_offset);
           state.stack.pop_back();
@@ -802,6 +848,20 @@ void InstallHook() {
 }
 
 void SetTraceLog(TraceLog* log) { trace_log = log; }
+
+void SetStressMode(bool on) {
+  stress_mode = on;
+  if (!on) return;
+  // Code seen before stress mode began may have been excluded as standard library.
+  for (CodeCache* cache : *all_caches) {
+    if (cache->excluded && !IsGeneratorLike(cache->code) && !IsDyntraceInternal(cache->code)) {
+      cache->excluded = false;
+      cache->skip = false;
+    }
+  }
+}
+
+bool StressMode() { return stress_mode; }
 
 
 }  // namespace dt::jit

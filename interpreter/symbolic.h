@@ -51,6 +51,10 @@ struct SymValue {
   Sym defaults, kwdefaults, closure;
   PyObject* globals = nullptr;  // borrowed: the globals a kFunction made in the trace runs with
   bool from_frame = false;      // a container read from the frame: mutating it is a side effect
+  // A NULL pushed by LOAD_METHOD (3.12: a method LOAD_ATTR) below the attribute: a CALL consumes
+  // it, so a break may rewrite [NULL, bound method] to CPython's [function, self]. Not a NULL from
+  // PUSH_NULL, which CALL_FUNCTION_EX requires to stay NULL below a bound method object.
+  bool method_call_slot = false;
 };
 
 inline Sym MakeSym(SymKind kind) {

@@ -1170,6 +1170,32 @@ absl::StatusOr<Sym> Tracer::GetAttr(const Sym& obj, const std::string& name) {
       guards_.Add(LeafGuard::Identity(s->source, own, Here()));
       return s;
     }
+    if (PyType_Check(o)) {
+      // type.__getattribute__: a data descriptor of the metaclass (__dict__, __doc__, __name__)
+      // wins over the class's own attribute, and a descriptor found in the class is bound with
+      // __get__(None, cls) (classmethod, staticmethod, property ...).
+      PyRef key = PyRef::Steal(PyUnicode_FromString(name.c_str()));
+      PyObject* meta_attr = _PyType_Lookup(Py_TYPE(o), key.get());
+      if (meta_attr != nullptr && Py_TYPE(meta_attr)->tp_descr_set != nullptr) {
+        return Unsupported(absl::StrCat("attribute '", name, "' of a class is a descriptor of its metaclass"));
+      }
+      const bool is_classmethod = Py_IS_TYPE(own, &PyClassMethod_Type);
+      if (is_classmethod || Py_IS_TYPE(own, &PyStaticMethod_Type)) {
+        PyRef function = PyRef::Steal(PyObject_GetAttrString(own, "__func__"));
+        if (!function || !PyFunction_Check(function.get())) {
+          PyErr_Clear();
+          return Unsupported(absl::StrCat("class attribute '", name, "' wraps a non-function"));
+        }
+        guards_.Add(LeafGuard::Identity(guards::AttrSource(obj->source, name), own, Here()));
+        Sym s = MakeSym(is_classmethod ? SymKind::kBoundMethod : SymKind::kFunction);
+        s->obj = function;
+        if (is_classmethod) s->items.push_back(obj);
+        return s;
+      }
+      if (Py_TYPE(own)->tp_descr_get != nullptr) {
+        return Unsupported(absl::StrCat("class attribute '", name, "' is a descriptor (", Py_TYPE(own)->tp_name, ")"));
+      }
+    }
     return Wrap(own, guards::AttrSource(obj->source, name));
   }
   if (obj->kind == SymKind::kConst && IsPureConstType(obj->obj.get())) {
@@ -1925,7 +1951,11 @@ absl::Status Tracer::Step(TFrame& f, const Instr& in, bool& returned, Sym& resul
       const std::string name = PyUnicode_AsUTF8(in.argval.get());
       DT_ASSIGN_OR_RETURN(Sym attr, GetAttr(obj, name));
       const bool method = in.op == Op::kLoadMethod || (in.opname == "LOAD_ATTR" && PY_VERSION_HEX >= 0x030C0000 && (in.arg & 1));
-      if (method) st.push_back(MakeSym(SymKind::kNull));
+      if (method) {
+        Sym slot = MakeSym(SymKind::kNull);
+        slot->method_call_slot = true;
+        st.push_back(slot);
+      }
       st.push_back(attr);
       return absl::OkStatus();
     }
@@ -2649,7 +2679,8 @@ std::variant<TraceResult, TraceFailure> Tracer::Break(TFrame& root, std::string 
     const Sym& item = snapshot_.stack[i];
     // [NULL, bound method] becomes CPython's own method-call layout [function, self], so the
     // next segment sees objects with a stable identity (a bound method is new every time).
-    if (item != nullptr && item->kind == SymKind::kNull && i + 1 < snapshot_.stack.size()) {
+    if (item != nullptr && item->kind == SymKind::kNull && item->method_call_slot &&
+        i + 1 < snapshot_.stack.size()) {
       const Sym& next = snapshot_.stack[i + 1];
       PyObject* function = nullptr;
       if (next != nullptr && (next->kind == SymKind::kBoundMethod || next->kind == SymKind::kOpMethod) &&
