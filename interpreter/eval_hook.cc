@@ -139,7 +139,7 @@ class Builder {
   // A new reference; null is a valid result for kNull. `ok()` tells whether a Python error is set.
   PyObject* Build(const trace::OutputSpec& spec) {
     PyObject* obj = BuildUnmemoised(spec);
-    if (obj != nullptr && spec.memo >= 0) {
+    if (obj != nullptr && spec.memo >= 0 && memo_[spec.memo] == nullptr) {
       Py_INCREF(obj);
       memo_[spec.memo] = obj;
     }
@@ -171,6 +171,9 @@ class Builder {
       case Kind::kScalarSlot: return Py_NewRef(numbers_[spec.index].get());
       case Kind::kSource: {
         PyObject* v = spec.source->Resolve(inputs_);
+        // A local the segment never touched is passed on as it was, unbound included (nothing
+        // guards that an untouched local is bound).
+        if (v == nullptr && spec.source->kind == guards::Source::Kind::kLocal) return nullptr;
         if (v == nullptr) {
           PyErr_Format(PyExc_RuntimeError, "dyntrace: %s disappeared", spec.source->ToString().c_str());
           return Fail();
@@ -211,11 +214,18 @@ class Builder {
         return d;
       }
       case Kind::kCell: {
+        // The cell exists (and is memoised) before its contents: a function stored in it may
+        // close over the cell itself (`def trace(): return trace`).
+        PyObject* cell = PyCell_New(nullptr);
+        if (cell == nullptr) return Fail();
+        if (spec.memo >= 0) memo_[spec.memo] = Py_NewRef(cell);
         PyObject* contents = Build(spec.children[0]);
-        if (contents == nullptr && failed_) return nullptr;
-        PyObject* cell = PyCell_New(contents);
-        Py_XDECREF(contents);
-        return cell != nullptr ? cell : Fail();
+        if (contents == nullptr && failed_) {
+          Py_DECREF(cell);
+          return nullptr;
+        }
+        PyCell_SET(cell, contents);  // steals `contents`
+        return cell;
       }
       case Kind::kSlice: {
         PyObject* parts[3];
@@ -509,6 +519,11 @@ PyObject* RunSegments(PyThreadState* tstate, _PyInterpreterFrame* frame,
 
 PyObject* EvalFrame(PyThreadState* tstate, _PyInterpreterFrame* frame, int throwflag) {
   if (throwflag || inside_dyntrace) return cpython::EvalDefault(tstate, frame, throwflag);
+  // Under sys.settrace (debuggers, coverage) every line must run in CPython to be reported; in
+  // stress mode sys.setprofile's call events must also be those of plain CPython.
+  if (tstate->c_tracefunc != nullptr || (stress_mode && tstate->c_profilefunc != nullptr)) {
+    return cpython::EvalDefault(tstate, frame, 0);
+  }
   const cpython::FrameView view = cpython::View(frame);
   auto* cache = static_cast<CodeCache*>(cpython::GetCodeExtra(view.code));
   if (cache == nullptr) {

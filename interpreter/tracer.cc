@@ -2592,8 +2592,10 @@ absl::StatusOr<OutputSpec> Tracer::ToOutput(const Sym& s, std::vector<ValueId>& 
     case SymKind::kTuple:
     case SymKind::kList:
     case SymKind::kDict: {
-      if (s->from_frame && s->kind != SymKind::kTuple && s->source != nullptr) {
-        out.kind = OutputSpec::Kind::kSource;  // the caller's own list/dict, unchanged
+      // The caller's own list/dict (unchanged), or its tuple: rebuilding a tuple would break
+      // `is` (`ex is exc_info` after `ex = exc_info`).
+      if (s->from_frame && s->source != nullptr) {
+        out.kind = OutputSpec::Kind::kSource;
         out.source = s->source;
         return out;
       }
