@@ -2438,13 +2438,15 @@ absl::Status Tracer::Step(TFrame& f, const Instr& in, bool& returned, Sym& resul
       return absl::OkStatus();
     }
     case Op::kMakeFunction: {
+      // A made function is rebuilt from code, defaults, kw-defaults and closure at a break; its
+      // annotations would be lost, so CPython makes functions that have any.
+      if (in.arg & 0x04) return Unsupported("MAKE_FUNCTION of a function with annotations");
       Sym code = pop();
       Sym fn = MakeSym(SymKind::kFunction);
       fn->obj = code->obj;
       fn->globals = f.globals;
       fn->source = nullptr;
       if (in.arg & 0x08) fn->closure = pop();
-      if (in.arg & 0x04) pop();  // annotations
       if (in.arg & 0x02) fn->kwdefaults = pop();
       if (in.arg & 0x01) fn->defaults = pop();
       if (!PyCode_Check(fn->obj.get())) return Unsupported("MAKE_FUNCTION without a code object");
