@@ -415,17 +415,29 @@ struct SegmentState {
 
 // While an escape runs user code, the frame it escaped from is the thread's running frame,
 // positioned at the escaping instruction with the segment's locals (see EnterForEscape).
+// An escape also counts as one level of Python recursion, as the frame would under CPython's
+// evaluator: a recursive function whose frames run as segments (`def f(): return f()`) must end
+// in RecursionError, not in a C stack overflow.
 class EscapeScope {
  public:
   EscapeScope(PyThreadState* tstate, _PyInterpreterFrame* frame, int offset, const SegmentState& state)
-      : tstate_(tstate), previous_(cpython::EnterForEscape(tstate, frame, offset, state.locals)) {}
-  ~EscapeScope() { cpython::LeaveAfterEscape(tstate_, previous_); }
+      : tstate_(tstate), entered_(Py_EnterRecursiveCall(" while calling a Python object") == 0) {
+    if (entered_) previous_ = cpython::EnterForEscape(tstate, frame, offset, state.locals);
+  }
+  ~EscapeScope() {
+    if (!entered_) return;
+    cpython::LeaveAfterEscape(tstate_, previous_);
+    Py_LeaveRecursiveCall();
+  }
   EscapeScope(const EscapeScope&) = delete;
   EscapeScope& operator=(const EscapeScope&) = delete;
+  // False: the recursion limit is reached and RecursionError is set; the escape must not run.
+  bool entered() const { return entered_; }
 
  private:
   PyThreadState* tstate_;
-  _PyInterpreterFrame* previous_;
+  bool entered_;
+  _PyInterpreterFrame* previous_ = nullptr;
 };
 
 // Continues the frame under CPython at `offset` with `state` (or from the start, at entry).
@@ -724,7 +736,7 @@ __attribute__((noinline)) PyObject* RunSegments(PyThreadState* tstate, _PyInterp
         int truth;
         {
           EscapeScope running(tstate, frame, entry->break_offset, state);
-          truth = PyObject_IsTrue(condition);
+          truth = running.entered() ? PyObject_IsTrue(condition) : -1;
         }
         if (truth < 0) return RaiseFrom(tstate, frame, false, state, entry->break_offset);
         state.stack.pop_back();
@@ -749,7 +761,7 @@ __attribute__((noinline)) PyObject* RunSegments(PyThreadState* tstate, _PyInterp
         PyObject* result;
         {
           EscapeScope running(tstate, frame, entry->break_offset, state);
-          result = PyObject_Vectorcall(callable, args, total - nkw, kwnames);
+          result = running.entered() ? PyObject_Vectorcall(callable, args, total - nkw, kwnames) : nullptr;
         }
         for (int i = 0; i < argc + 2; ++i) {
           Py_XDECREF(st.back());
@@ -766,7 +778,7 @@ __attribute__((noinline)) PyObject* RunSegments(PyThreadState* tstate, _PyInterp
         PyObject* item;
         {
           EscapeScope running(tstate, frame, entry->break_offset, state);
-          item = PyIter_Next(iterator);
+          item = running.entered() ? PyIter_Next(iterator) : nullptr;
         }
         if (item == nullptr) {
           if (PyErr_Occurred()) return RaiseFrom(tstate, frame, false, state, entry->break_offset);

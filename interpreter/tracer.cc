@@ -336,6 +336,9 @@ class Tracer {
   absl::StatusOr<Sym> TensorInput(PyObject* obj, SourceRef source);
   absl::StatusOr<Sym> LoadGlobal(TFrame& f, const std::string& name);
   absl::StatusOr<Sym> LoadLocal(TFrame& f, int index);
+  // When the trace relies on a local of the segment's start state being unbound (a cell made
+  // empty, 3.12's LOAD_FAST_AND_CLEAR pushing NULL), a guard says it still is.
+  void GuardStillUnbound(TFrame& f, int index);
   absl::StatusOr<Sym> GetAttr(const Sym& obj, const std::string& name);
   absl::StatusOr<Sym> CallSym(const Sym& callable, std::vector<Sym> args,
                               std::vector<std::pair<std::string, Sym>> kwargs);
@@ -590,6 +593,15 @@ absl::StatusOr<Sym> Tracer::Wrap(PyObject* obj, SourceRef source) {
   s->obj = PyRef::Borrow(obj);
   s->source = source;
   return s;
+}
+
+void Tracer::GuardStillUnbound(TFrame& f, int index) {
+  if (!f.is_root || index >= frame_.inputs.num_locals || !f.argument_live[index] ||
+      f.locals[index] != nullptr || frame_.inputs.locals[index] != nullptr) {
+    return;
+  }
+  PyObject* name = PyTuple_GET_ITEM(f.code->co_localsplusnames, index);
+  guards_.Add(LeafGuard::Absent(guards::LocalSource(index, PyUnicode_AsUTF8(name)), Here()));
 }
 
 absl::StatusOr<Sym> Tracer::LoadLocal(TFrame& f, int index) {
@@ -1845,6 +1857,7 @@ absl::Status Tracer::Step(TFrame& f, const Instr& in, bool& returned, Sym& resul
           frame_.inputs.locals[in.arg] != nullptr) {
         DT_ASSIGN_OR_RETURN(f.locals[in.arg], LoadLocal(f, in.arg));
       }
+      GuardStillUnbound(f, in.arg);
       if (f.is_root) f.argument_live[in.arg] = false;
       Sym s = f.locals[in.arg];
       st.push_back(s != nullptr ? s : MakeSym(SymKind::kNull));
@@ -1875,6 +1888,7 @@ absl::Status Tracer::Step(TFrame& f, const Instr& in, bool& returned, Sym& resul
           f.locals[in.arg] == nullptr && f.argument_live[in.arg]) {
         DT_ASSIGN_OR_RETURN(content, LoadLocal(f, in.arg));
       } else {
+        GuardStillUnbound(f, in.arg);
         content = f.locals[in.arg];
       }
       Sym cell = MakeSym(SymKind::kCell);
@@ -2670,8 +2684,9 @@ std::variant<TraceResult, TraceFailure> Tracer::Break(TFrame& root, std::string 
       auto built = ToOutput(local, outputs);
       if (!built.ok()) return fail(built.status());
       spec = *std::move(built);
-    } else if (snapshot_.argument_live[i] && static_cast<int>(i) < frame_.inputs.num_locals &&
-               frame_.inputs.locals[i] != nullptr) {
+    } else if (snapshot_.argument_live[i] && static_cast<int>(i) < frame_.inputs.num_locals) {
+      // Untouched since the segment began: passed on as it is at run time, bound or not (it may
+      // be unbound when traced and bound in a later run passing the same guards, or the reverse).
       spec.kind = OutputSpec::Kind::kSource;
       spec.source = guards::LocalSource(static_cast<int>(i), PyUnicode_AsUTF8(PyTuple_GET_ITEM(names, i)));
     } else {

@@ -289,3 +289,24 @@ def test_made_function_keeps_annotations():
     for _ in range(2):
         out = check_call(makes_annotated_function, jfn, T(3))[0]
         assert out[1] == {"a": int, "return": float}, out[1]
+
+
+# --- fuzzer finding: a local unbound when a segment was traced, bound in a later run -----------
+
+def binds_on_some_paths(x, k):
+    if x.sum() > 0:                          # an escape: the segments after it are shared
+        t = x * 2
+    if k > 1:
+        t = x + 1
+    print("break")                           # `t` untouched by this segment: passed on as is
+    return t * 3
+
+
+def test_local_unbound_at_trace_time_bound_later():
+    seed(10)
+    jfn = jitted_copy(binds_on_some_paths)
+    neg = -(T(4).abs() + 0.5)
+    pos = T(4).abs() + 0.5
+    # Traced first with `t` unbound (raises), then run with `t` bound: must not raise.
+    for x, k in ((neg, 0), (pos, 0), (neg, 2), (pos, 0), (neg, 0)):
+        check_call(binds_on_some_paths, jfn, x, k)
