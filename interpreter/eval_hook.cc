@@ -671,8 +671,21 @@ __attribute__((noinline)) PyObject* RunSegments(PyThreadState* tstate, _PyInterp
       }
       entry = Compile(std::move(result), cache->options, inputs, offset);
       if (entry == nullptr) return RaiseFrom(tstate, frame, at_entry, state, offset);
-      if (!entry->graph->nodes().empty()) ++stats.graphs;
-      list.push_back(entry);
+      // Tracing and compiling run Python code (dis, a Python backend), so another thread may
+      // have traced the same guards meanwhile: use its entry rather than caching a duplicate.
+      std::shared_ptr<CacheEntry> raced;
+      for (const auto& candidate : list) {
+        if (!candidate->fallback && candidate->guards.Check(inputs)) {
+          raced = candidate;
+          break;
+        }
+      }
+      if (raced != nullptr) {
+        entry = raced;
+      } else {
+        if (!entry->graph->nodes().empty()) ++stats.graphs;
+        list.push_back(entry);
+      }
     }
 
     // Replay the segment's Python-number arithmetic, then run its graph.

@@ -16,6 +16,7 @@ packages=(
   libopenblas-dev
   python3-dev            # default @local_python when python3 is Debian's
   python3-numpy
+  libpython3.11-testsuite  # CPython 3.11's `test` package: tests/cpython/run_regrtests.py
 )
 
 missing=()
