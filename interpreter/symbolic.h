@@ -55,6 +55,10 @@ struct SymValue {
   // it, so a break may rewrite [NULL, bound method] to CPython's [function, self]. Not a NULL from
   // PUSH_NULL, which CALL_FUNCTION_EX requires to stay NULL below a bound method object.
   bool method_call_slot = false;
+  // A kIter that only a for loop sees (made by GET_ITER, or a resume iterator read back): at a
+  // break it may be rebuilt as a resume iterator. Iterators user code holds (zip(), enumerate(),
+  // reversed() results) must keep their type, so they cannot cross a break.
+  bool loop_iterator = false;
 };
 
 inline Sym MakeSym(SymKind kind) {

@@ -317,6 +317,12 @@ class Tracer {
   std::string fail_instruction_;
 
   static constexpr int kMaxDepth = 12;
+  // Containers read from the frame are unpacked item by item (each item guarded) only while small
+  // and shallow; larger or deeper ones (a 10,000-item list, a list that contains itself) are
+  // opaque objects whose use breaks the graph, so guards stay cheap and Wrap always ends.
+  static constexpr Py_ssize_t kMaxUnpackedItems = 64;
+  static constexpr int kMaxUnpackedDepth = 4;
+  int wrap_depth_ = 0;
   static constexpr int kMaxInstructions = 50000;
 
   // ---- helpers ----
@@ -498,6 +504,7 @@ absl::StatusOr<Sym> Tracer::Wrap(PyObject* obj, SourceRef source) {
     guards_.Add(LeafGuard::Length(source, n, where));
     Sym it = MakeSym(SymKind::kIter);
     it->source = source;
+    it->loop_iterator = true;
     for (Py_ssize_t k = 0; k < n; ++k) {
       DT_ASSIGN_OR_RETURN(Sym item, Wrap(PyTuple_GET_ITEM(remaining.items, remaining.start + k),
                                          guards::IterItemSource(source, static_cast<int>(k))));
@@ -535,7 +542,16 @@ absl::StatusOr<Sym> Tracer::Wrap(PyObject* obj, SourceRef source) {
     s->source = source;
     return s;
   }
-  if (PyTuple_CheckExact(obj) || PyList_CheckExact(obj)) {
+  const bool unpackable = wrap_depth_ < kMaxUnpackedDepth &&
+                          ((PyTuple_CheckExact(obj) && PyTuple_GET_SIZE(obj) <= kMaxUnpackedItems) ||
+                           (PyList_CheckExact(obj) && PyList_GET_SIZE(obj) <= kMaxUnpackedItems) ||
+                           (PyDict_CheckExact(obj) && PyDict_GET_SIZE(obj) <= kMaxUnpackedItems));
+  struct DepthScope {
+    int& depth;
+    explicit DepthScope(int& d) : depth(d) { ++depth; }
+    ~DepthScope() { --depth; }
+  } nested(wrap_depth_);
+  if (unpackable && (PyTuple_CheckExact(obj) || PyList_CheckExact(obj))) {
     guards_.Add(LeafGuard::Type(source, Py_TYPE(obj), where));
     const Py_ssize_t n = PySequence_Fast_GET_SIZE(obj);
     guards_.Add(LeafGuard::Length(source, n, where));
@@ -549,7 +565,7 @@ absl::StatusOr<Sym> Tracer::Wrap(PyObject* obj, SourceRef source) {
     }
     return s;
   }
-  if (PyDict_CheckExact(obj)) {
+  if (unpackable && PyDict_CheckExact(obj)) {
     guards_.Add(LeafGuard::Type(source, Py_TYPE(obj), where));
     guards_.Add(LeafGuard::Length(source, PyDict_GET_SIZE(obj), where));
     Sym s = MakeSym(SymKind::kDict);
@@ -915,9 +931,25 @@ absl::StatusOr<Sym> Tracer::BinaryOp(const std::string& nb_name, const Sym& a, c
   }
   if ((a->kind == SymKind::kTuple || a->kind == SymKind::kList) && b->kind == SymKind::kConst &&
       PyLong_CheckExact(b->obj.get()) && sym == "*") {
+    int overflow = 0;
+    const long long n = std::max(0LL, PyLong_AsLongLongAndOverflow(b->obj.get(), &overflow));
+    // Repeats are made item by item: a huge one (CPython's MemoryError / OverflowError, a list
+    // of a million) is left to CPython rather than exhausting memory here.
+    constexpr long long kMaxRepeatedItems = 4096;
+    if (overflow != 0 || (!a->items.empty() && n > kMaxRepeatedItems / static_cast<long long>(a->items.size()))) {
+      return Unsupported("repeating a sequence into a very long one");
+    }
+    std::vector<Sym> repeated;
+    for (long long i = 0; i < n; ++i) repeated.insert(repeated.end(), a->items.begin(), a->items.end());
+    if (inplace && a->kind == SymKind::kList) {
+      // `xs *= n` changes the list itself: every alias sees it.
+      if (a->from_frame) return Unsupported("mutating a list that belongs to the caller");
+      Mutating(a);
+      a->items = std::move(repeated);
+      return a;
+    }
     Sym s = MakeSym(a->kind);
-    const long n = PyLong_AsLong(b->obj.get());
-    for (long i = 0; i < n; ++i) s->items.insert(s->items.end(), a->items.begin(), a->items.end());
+    s->items = std::move(repeated);
     return s;
   }
   DT_ASSIGN_OR_RETURN(PyRef x, ConstValue(a));
@@ -1473,6 +1505,8 @@ absl::StatusOr<Sym> Tracer::CallBuiltin(PyObject* fn, const std::vector<Sym>& ar
     return ConstSym(PyRef::Borrow(r ? Py_True : Py_False));
   }
   if ((is("tuple") || is("list")) && args.size() == 1 && kwargs.empty()) {
+    // tuple(t) of an exact tuple is t itself in CPython (`tuple(args) is args`).
+    if (is("tuple") && args[0]->kind == SymKind::kTuple) return args[0];
     DT_ASSIGN_OR_RETURN(std::vector<Sym> items, Iterate(args[0]));
     Sym s = MakeSym(is("tuple") ? SymKind::kTuple : SymKind::kList);
     s->items = std::move(items);
@@ -2396,6 +2430,7 @@ absl::Status Tracer::Step(TFrame& f, const Instr& in, bool& returned, Sym& resul
       Sym v = pop();
       DT_ASSIGN_OR_RETURN(std::vector<Sym> items, Iterate(v));
       Sym it = MakeSym(SymKind::kIter);
+      it->loop_iterator = true;
       it->items = std::move(items);
       st.push_back(it);
       return absl::OkStatus();
@@ -2598,6 +2633,10 @@ absl::StatusOr<OutputSpec> Tracer::ToOutput(const Sym& s, std::vector<ValueId>& 
     }
     case SymKind::kIter:
     case SymKind::kSlice: {
+      if (s->kind == SymKind::kIter && !s->loop_iterator) {
+        return Unsupported("an iterator made by zip(), enumerate(), reversed() or a dict view "
+                           "crosses a graph break (it would change type)");
+      }
       out.kind = s->kind == SymKind::kIter ? OutputSpec::Kind::kIterator : OutputSpec::Kind::kSlice;
       for (const Sym& item : s->items) {
         DT_ASSIGN_OR_RETURN(OutputSpec c, child(item));

@@ -310,3 +310,62 @@ def test_local_unbound_at_trace_time_bound_later():
     # Traced first with `t` unbound (raises), then run with `t` bound: must not raise.
     for x, k in ((neg, 0), (pos, 0), (neg, 2), (pos, 0), (neg, 0)):
         check_call(binds_on_some_paths, jfn, x, k)
+
+
+# --- containers: self-containing, very large, repeated -----------------------------------------
+
+def reads_self_containing_list(x, items):
+    return x * len(items), items[0] is items
+
+
+def test_self_containing_and_large_containers():
+    seed(11)
+    jfn = jitted_copy(reads_self_containing_list)
+    loop = []
+    loop.append(loop)                        # wrapping it item by item never ended (segfault)
+    big = list(range(5000))                  # thousands of per-item guards made every call slow
+    for items in (loop, big, big + [1], loop):
+        x = T(3)
+        out, same = jfn(x, items)
+        assert out.tolist() == (x * len(items)).tolist()
+        assert same == (items[0] is items)
+
+
+def repeats(x, n):
+    xs = [1, 2]
+    alias = xs
+    xs *= 2                                  # in place: `alias` sees it
+    big = None
+    try:
+        big = [0] * n                         # huge n: MemoryError / OverflowError in CPython
+    except (MemoryError, OverflowError) as e:
+        big = type(e).__name__
+    return x + len(alias), alias, (2, 3) * 2, big
+
+
+def test_sequence_repetition():
+    seed(12)
+    jfn = jitted_copy(repeats)
+    for n in (3, 2**62, 2**70):
+        check_call(repeats, jfn, T(2), n)
+
+
+# --- iterator objects keep their type across a break, tuple(t) is t ---------------------------
+
+def holds_enumerate(x, seq):
+    it = enumerate(seq)
+    print("break")                           # `it` must still be an enumerate object
+    return x + 1, type(it).__name__, list(it)
+
+
+def tuple_of_tuple(x, t):
+    u = tuple(t)
+    return x * 2, u is t
+
+
+def test_iterator_type_and_tuple_identity():
+    seed(13)
+    for fn, extra in ((holds_enumerate, "ab"), (tuple_of_tuple, (1, [2]))):
+        jfn = jitted_copy(fn)
+        for _ in range(2):
+            check_call(fn, jfn, T(2), extra)
