@@ -320,7 +320,7 @@ class Tracer {
   // Containers read from the frame are unpacked item by item (each item guarded) only while small
   // and shallow; larger or deeper ones (a 10,000-item list, a list that contains itself) are
   // opaque objects whose use breaks the graph, so guards stay cheap and Wrap always ends.
-  static constexpr Py_ssize_t kMaxUnpackedItems = 64;
+  static constexpr Py_ssize_t kMaxUnpackedItems = 256;
   static constexpr int kMaxUnpackedDepth = 4;
   int wrap_depth_ = 0;
   static constexpr int kMaxInstructions = 50000;
