@@ -186,6 +186,8 @@ class Builder {
         const Py_ssize_t n = static_cast<Py_ssize_t>(spec.children.size());
         PyObject* seq = spec.kind == Kind::kList ? PyList_New(n) : PyTuple_New(n);
         if (seq == nullptr) return Fail();
+        // Memoised before its items: a list may contain itself (`x.append(x)`).
+        if (spec.memo >= 0 && spec.kind != Kind::kIterator) memo_[spec.memo] = Py_NewRef(seq);
         for (Py_ssize_t i = 0; i < n; ++i) {
           PyObject* item = Build(spec.children[i]);
           if (item == nullptr) {
@@ -202,6 +204,8 @@ class Builder {
       }
       case Kind::kDict: {
         PyObject* d = PyDict_New();
+        if (d == nullptr) return Fail();
+        if (spec.memo >= 0) memo_[spec.memo] = Py_NewRef(d);  // before its values, like lists
         for (size_t i = 0; i < spec.children.size(); ++i) {
           PyObject* item = Build(spec.children[i]);
           if (item == nullptr || PyDict_SetItem(d, spec.keys[i].get(), item) < 0) {

@@ -2096,6 +2096,16 @@ absl::Status Tracer::Step(TFrame& f, const Instr& in, bool& returned, Sym& resul
       if (a == b) {
         same = true;
       } else if (a->kind == SymKind::kConst && b->kind == SymKind::kConst) {
+        // Numbers, strings and tuples are guarded by value, not identity: whether two equal ones
+        // are one object is only known at run time (None, bools, dtypes are singletons).
+        auto by_value = [](PyObject* o) {
+          return (PyLong_CheckExact(o) || PyFloat_CheckExact(o) || PyUnicode_CheckExact(o) ||
+                  PyBytes_CheckExact(o) || PyComplex_CheckExact(o) || PyTuple_CheckExact(o) ||
+                  PySlice_Check(o) || PyRange_Check(o));
+        };
+        if (by_value(a->obj.get()) && by_value(b->obj.get())) {
+          return Unsupported("`is` between two values guarded by equality (identity is only known at run time)");
+        }
         same = a->obj.get() == b->obj.get();
       } else if ((a->kind == SymKind::kConst && a->obj.get() == Py_None) ||
                  (b->kind == SymKind::kConst && b->obj.get() == Py_None)) {
@@ -2522,7 +2532,8 @@ absl::Status Tracer::Step(TFrame& f, const Instr& in, bool& returned, Sym& resul
 absl::StatusOr<OutputSpec> Tracer::ToOutput(const Sym& s, std::vector<ValueId>& outputs) {
   OutputSpec out;
   // Objects with identity built by the trace are built once, however many slots hold them.
-  const bool has_identity = s->kind == SymKind::kList || s->kind == SymKind::kDict ||
+  // Tuples too: `copy.copy(t) is t` of a tuple the trace built must stay true.
+  const bool has_identity = s->kind == SymKind::kList || s->kind == SymKind::kDict || s->kind == SymKind::kTuple ||
                             s->kind == SymKind::kCell || s->kind == SymKind::kIter ||
                             (s->kind == SymKind::kFunction && !PyFunction_Check(s->obj.get()));
   if (has_identity && s->source == nullptr) {
@@ -2597,7 +2608,9 @@ absl::StatusOr<OutputSpec> Tracer::ToOutput(const Sym& s, std::vector<ValueId>& 
         }
         return out;
       }
-      if (s->source != nullptr && !IsPureConstType(s->obj.get())) {
+      // The run-time object, not the one seen when tracing: values are guarded by equality, so
+      // an equal but different object (`a is c` of equal strings) may be there now.
+      if (s->source != nullptr) {
         out.kind = OutputSpec::Kind::kSource;
         out.source = s->source;
         return out;

@@ -369,3 +369,43 @@ def test_iterator_type_and_tuple_identity():
         jfn = jitted_copy(fn)
         for _ in range(2):
             check_call(fn, jfn, T(2), extra)
+
+
+# --- identity of equal values, of built tuples and self-containing lists -----------------------
+
+def is_(a, b):
+    return a is b
+
+
+def identity_of_equal_strings(x, a, c):
+    print("break")                           # a hand-back/escape rebuilds a and c
+    return x + 1, is_(a, c), is_(a, a)
+
+
+def test_is_on_equal_but_distinct_values():
+    seed(14)
+    jfn = jitted_copy(identity_of_equal_strings)
+    a = "xyzpdq"
+    c = a[:3] + "pdq"                        # equal to a, another object
+    for args in ((a, a), (a, c), (a, a), (a, c)):
+        out = check_call(identity_of_equal_strings, jfn, T(2), *args)[0]
+        assert out[1] == (args[0] is args[1])
+
+
+def built_tuple_and_reflexive_list(x):
+    t = (1, 2, [])
+    loop = []
+    loop.append(loop)
+    same = is_(t, t)                         # `t` crosses the call's escape once, as one object
+    print("break")
+    return x * 2, same, t is t, loop[0] is loop
+
+
+def test_built_tuple_identity_and_reflexive_list():
+    seed(15)
+    jfn = jitted_copy(built_tuple_and_reflexive_list)
+    for _ in range(2):
+        x = T(3)
+        out = jfn(x)
+        assert out[0].tolist() == (x * 2).tolist()
+        assert out[1:] == (True, True, True), out[1:]
