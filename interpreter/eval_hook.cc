@@ -167,7 +167,10 @@ class Builder {
       }
       case Kind::kConst: return Py_NewRef(spec.obj.get());
       case Kind::kNull: return nullptr;
-      case Kind::kMemo: return Py_XNewRef(memo_[spec.index]);
+      case Kind::kMemo:
+        // A slot not built yet would be a cycle built in the wrong order: never a silent NULL.
+        if (memo_[spec.index] == nullptr) return Fail();
+        return Py_NewRef(memo_[spec.index]);
       case Kind::kScalarSlot: return Py_NewRef(numbers_[spec.index].get());
       case Kind::kSource: {
         PyObject* v = spec.source->Resolve(inputs_);
@@ -258,6 +261,8 @@ class Builder {
       case Kind::kFunction: {
         PyObject* fn = PyFunction_New(spec.obj.get(), spec.globals);
         if (fn == nullptr) return Fail();
+        // Memoised before its closure: a cell in the closure may hold the function itself.
+        if (spec.memo >= 0) memo_[spec.memo] = Py_NewRef(fn);
         PyObject* parts[3];
         for (int i = 0; i < 3; ++i) parts[i] = Build(spec.children[i]);
         if (failed_ || (parts[0] != nullptr && PyFunction_SetDefaults(fn, parts[0]) < 0) ||
@@ -633,6 +638,17 @@ __attribute__((noinline)) PyObject* RunSegments(PyThreadState* tstate, _PyInterp
       {
         InsideDyntrace guard;
         traced = trace::TraceFrame({view.code, view.function, inputs, offset, cache->options.fullgraph});
+        // Tracing never raises into the traced program: a Python error left by the Python code
+        // it runs (dis, after user code removed a builtin) is a failed trace, reported as such.
+        if (PyErr_Occurred()) {
+          PyErr_Clear();
+          if (auto* result = std::get_if<trace::TraceResult>(&traced)) {
+            trace::TraceFailure failure;
+            failure.reason = "a Python error inside the tracer";
+            failure.touched_tensors = result->touched_tensors;
+            traced = std::move(failure);
+          }
+        }
       }
       if (auto* failure = std::get_if<trace::TraceFailure>(&traced)) {
         RecordBreak(*cache, InfoOf(*failure), true);

@@ -114,7 +114,10 @@ absl::StatusOr<std::shared_ptr<const DecodedCode>> Decode(PyCodeObject* code) {
   auto hit = cache->find(code);
   if (hit != cache->end()) return hit->second.second;
   PyRef dis = PyRef::Steal(PyImport_ImportModule("dis"));
-  if (!dis) return Error(ErrorKind::kRuntime, "cannot import dis");
+  if (!dis) {
+    PyErr_Clear();
+    return Error(ErrorKind::kRuntime, "cannot import dis");
+  }
   PyRef instructions = PyRef::Steal(
       PyObject_CallMethod(dis.get(), "get_instructions", "O", reinterpret_cast<PyObject*>(code)));
   PyRef list = instructions ? PyRef::Steal(PySequence_List(instructions.get())) : PyRef();
@@ -163,7 +166,10 @@ absl::StatusOr<std::shared_ptr<const DecodedCode>> Decode(PyCodeObject* code) {
   }
   PyRef table = PyRef::Steal(PyObject_CallMethod(dis.get(), "_parse_exception_table", "O",
                                                  reinterpret_cast<PyObject*>(code)));
-  if (!table) return Error(ErrorKind::kRuntime, "dis._parse_exception_table failed");
+  if (!table) {
+    PyErr_Clear();  // e.g. user code removed a builtin dis relies on
+    return Error(ErrorKind::kRuntime, "dis._parse_exception_table failed");
+  }
   for (Py_ssize_t i = 0; i < PyList_Size(table.get()); ++i) {
     PyObject* entry = PyList_GetItem(table.get(), i);
     PyRef start = PyRef::Steal(PyObject_GetAttrString(entry, "start"));

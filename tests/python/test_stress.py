@@ -409,3 +409,41 @@ def test_built_tuple_identity_and_reflexive_list():
         out = jfn(x)
         assert out[0].tolist() == (x * 2).tolist()
         assert out[1:] == (True, True, True), out[1:]
+
+
+# --- a function stored in its own closure cell, rebuilt at a break (3.12 inlined comprehension) -
+
+def comprehension_lambda_in_own_cell(x):
+    (func, c), = [(a, b) for b in [1] for a in [lambda: a]]
+    print("break")
+    return x + c, func() is func
+
+
+def test_function_in_its_own_cell_across_break():
+    seed(16)
+    jfn = jitted_copy(comprehension_lambda_in_own_cell)
+    for _ in range(2):
+        out = check_call(comprehension_lambda_in_own_cell, jfn, T(2))[0]
+        assert out[1] is True
+
+
+# --- user code removing a builtin that the tracer's own `dis` needs ----------------------------
+
+def sums_after_break(x):
+    print("break")
+    return x.sum() + 1
+
+
+def test_tracer_survives_removed_builtin():
+    import builtins
+    seed(17)
+    saved = builtins.iter
+    jfn = jitted_copy(sums_after_break)
+    del builtins.iter                        # dis.get_instructions / _parse_exception_table use it
+    try:
+        x = T(3)
+        out = jfn(x)
+    finally:
+        builtins.iter = saved
+    assert abs(out.item() - (x.sum().item() + 1)) < 1e-5
+    assert not sys.exc_info()[0]
