@@ -6,8 +6,10 @@ construct that went wrong, compared against plain CPython on an unmarked copy of
 (check_call). tests/cpython/run_regrtests.py runs the regression tests themselves.
 """
 import collections
+import contextlib
 import dataclasses
 import enum
+import io
 import json
 import re
 import sys
@@ -439,11 +441,13 @@ def test_tracer_survives_removed_builtin():
     seed(17)
     saved = builtins.iter
     jfn = jitted_copy(sums_after_break)
+    x = T(3)
     del builtins.iter                        # dis.get_instructions / _parse_exception_table use it
     try:
-        x = T(3)
-        out = jfn(x)
+        with contextlib.redirect_stdout(io.StringIO()) as printed:
+            out = jfn(x)
     finally:
         builtins.iter = saved
+    assert printed.getvalue() == "break\n"
     assert abs(out.item() - (x.sum().item() + 1)) < 1e-5
     assert not sys.exc_info()[0]
