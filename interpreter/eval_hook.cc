@@ -668,7 +668,7 @@ __attribute__((noinline)) PyObject* RunSegments(PyThreadState* tstate, _PyInterp
           fallback->guards = std::move(failure->guards);
           fallback->fallback = true;
           fallback->fallback_reason = failure->reason;
-          list.push_back(std::move(fallback));
+          cache->segments[offset].push_back(std::move(fallback));  // looked up again, as below
         }
         return HandBack(tstate, frame, at_entry, state, offset);
       }
@@ -693,8 +693,10 @@ __attribute__((noinline)) PyObject* RunSegments(PyThreadState* tstate, _PyInterp
       if (entry == nullptr) return RaiseFrom(tstate, frame, at_entry, state, offset);
       // Tracing and compiling run Python code (dis, a Python backend), so another thread may
       // have traced the same guards meanwhile: use its entry rather than caching a duplicate.
+      // The list is looked up again: a reset() meanwhile may have removed the one found above.
+      std::vector<std::shared_ptr<CacheEntry>>& current = cache->segments[offset];
       std::shared_ptr<CacheEntry> raced;
-      for (const auto& candidate : list) {
+      for (const auto& candidate : current) {
         if (!candidate->fallback && candidate->guards.Check(inputs)) {
           raced = candidate;
           break;
@@ -704,7 +706,7 @@ __attribute__((noinline)) PyObject* RunSegments(PyThreadState* tstate, _PyInterp
         entry = raced;
       } else {
         if (!entry->graph->nodes().empty()) ++stats.graphs;
-        list.push_back(entry);
+        current.push_back(entry);
       }
     }
 
