@@ -139,52 +139,57 @@ absl::StatusOr<std::vector<Tensor>> Graph::RunEager(const std::vector<Tensor>& i
   }
   std::vector<Tensor> env(values_.size());
   for (size_t i = 0; i < inputs_.size(); ++i) env[inputs_[i]] = inputs[i];
-  for (const Node& n : nodes_) {
-    std::vector<ArgValue> values;
-    values.reserve(n.args.size());
-    for (const GraphArg& a : n.args) {
-      if (auto* v = std::get_if<ValueId>(&a.content)) {
-        values.push_back(env[*v]);
-      } else if (auto* vs = std::get_if<std::vector<ValueId>>(&a.content)) {
-        std::vector<Tensor> ts;
-        for (ValueId v : *vs) ts.push_back(env[v]);
-        values.push_back(std::move(ts));
-      } else if (auto* s = std::get_if<ScalarRef>(&a.content)) {
-        if (s->slot < 0 || s->slot >= static_cast<int>(scalars.size())) {
-          return Error(ErrorKind::kRuntime, "graph: missing runtime scalar");
-        }
-        values.push_back(scalars[s->slot]);
-      } else {
-        values.push_back(std::get<ArgValue>(a.content));
-      }
-    }
-    OpArgs args(std::move(values));
-    if (n.inplace && n.op->kind == OpKind::kPointwise) {
-      const Tensor target = args.tensor(0);
-      DT_ASSIGN_OR_RETURN(Tensor r, RunPointwise(*n.op, args, &target));
-      env[n.outputs[0]] = r;
-      continue;
-    }
-    DT_ASSIGN_OR_RETURN(OpResult r, CallOp(*n.op, args));
-    if (n.inplace) {
-      // A non-pointwise in-place form (clamp_): compute, then write into the target.
-      const Tensor& target = args.tensor(0);
-      if (r.at(0).data() != target.data()) {
-        if (!CanCast(r[0].dtype(), target.dtype())) {
-          return Error(ErrorKind::kType, absl::StrFormat("%s_: result type %s can't be cast to %s",
-                                                         n.op->name(), DTypeScalarName(r[0].dtype()),
-                                                         DTypeScalarName(target.dtype())));
-        }
-        DT_RETURN_IF_ERROR(CopyInto(target, r[0]));
-      }
-      env[n.outputs[0]] = target;
-      continue;
-    }
-    for (size_t i = 0; i < n.outputs.size() && i < r.size(); ++i) env[n.outputs[i]] = r[i];
-  }
+  for (size_t i = 0; i < nodes_.size(); ++i) DT_RETURN_IF_ERROR(RunNode(i, env, scalars));
   std::vector<Tensor> outs;
   for (ValueId v : outputs_) outs.push_back(env[v]);
   return outs;
+}
+
+absl::Status Graph::RunNode(size_t index, std::vector<Tensor>& env,
+                            const std::vector<Scalar>& scalars) const {
+  const Node& n = nodes_[index];
+  std::vector<ArgValue> values;
+  values.reserve(n.args.size());
+  for (const GraphArg& a : n.args) {
+    if (auto* v = std::get_if<ValueId>(&a.content)) {
+      values.push_back(env[*v]);
+    } else if (auto* vs = std::get_if<std::vector<ValueId>>(&a.content)) {
+      std::vector<Tensor> ts;
+      for (ValueId v : *vs) ts.push_back(env[v]);
+      values.push_back(std::move(ts));
+    } else if (auto* s = std::get_if<ScalarRef>(&a.content)) {
+      if (s->slot < 0 || s->slot >= static_cast<int>(scalars.size())) {
+        return Error(ErrorKind::kRuntime, "graph: missing runtime scalar");
+      }
+      values.push_back(scalars[s->slot]);
+    } else {
+      values.push_back(std::get<ArgValue>(a.content));
+    }
+  }
+  OpArgs args(std::move(values));
+  if (n.inplace && n.op->kind == OpKind::kPointwise) {
+    const Tensor target = args.tensor(0);
+    DT_ASSIGN_OR_RETURN(Tensor r, RunPointwise(*n.op, args, &target));
+    env[n.outputs[0]] = r;
+    return absl::OkStatus();
+  }
+  DT_ASSIGN_OR_RETURN(OpResult r, CallOp(*n.op, args));
+  if (n.inplace) {
+    // A non-pointwise in-place form (clamp_): compute, then write into the target.
+    const Tensor& target = args.tensor(0);
+    if (r.at(0).data() != target.data()) {
+      if (!CanCast(r[0].dtype(), target.dtype())) {
+        return Error(ErrorKind::kType, absl::StrFormat("%s_: result type %s can't be cast to %s",
+                                                       n.op->name(), DTypeScalarName(r[0].dtype()),
+                                                       DTypeScalarName(target.dtype())));
+      }
+      DT_RETURN_IF_ERROR(CopyInto(target, r[0]));
+    }
+    env[n.outputs[0]] = target;
+    return absl::OkStatus();
+  }
+  for (size_t i = 0; i < n.outputs.size() && i < r.size(); ++i) env[n.outputs[i]] = r[i];
+  return absl::OkStatus();
 }
 
 }  // namespace dt

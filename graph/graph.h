@@ -90,6 +90,9 @@ class Graph {
   // `scalars` supplies the ScalarRef arguments.
   [[nodiscard]] absl::StatusOr<std::vector<Tensor>> RunEager(const std::vector<Tensor>& inputs,
                                                              const std::vector<Scalar>& scalars = {}) const;
+  // Runs node `index` eagerly, reading and writing `env` (one tensor per value).
+  [[nodiscard]] absl::Status RunNode(size_t index, std::vector<Tensor>& env,
+                                     const std::vector<Scalar>& scalars) const;
 
  private:
   std::vector<GraphValue> values_;

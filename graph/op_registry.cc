@@ -54,6 +54,10 @@ absl::StatusOr<OpResult> CallOp(const OpDef& op, const OpArgs& args) {
   return op.eager(op, args);
 }
 
+namespace {
+thread_local CallRecorder* call_recorder = nullptr;
+}  // namespace
+
 absl::StatusOr<Tensor> Call(absl::string_view name, std::vector<ArgValue> args) {
   const OpDef* op = OpRegistry::Get().Find(name);
   if (op == nullptr) return absl::InternalError(absl::StrCat("no op named ", name));
@@ -67,8 +71,18 @@ absl::StatusOr<Tensor> Call(absl::string_view name, std::vector<ArgValue> args) 
     }
     args.push_back(*params[i].default_value);
   }
+  if (call_recorder != nullptr && !(op->kind == OpKind::kComposite && op->has(kDecomposable))) {
+    DT_ASSIGN_OR_RETURN(OpResult recorded, call_recorder->Record(*op, OpArgs(std::move(args))));
+    return recorded.at(0);
+  }
   DT_ASSIGN_OR_RETURN(OpResult result, CallOp(*op, OpArgs(std::move(args))));
   return result.at(0);
+}
+
+CallRecorder* SetCallRecorder(CallRecorder* recorder) {
+  CallRecorder* previous = call_recorder;
+  call_recorder = recorder;
+  return previous;
 }
 
 }  // namespace dt

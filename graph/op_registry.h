@@ -52,6 +52,9 @@ enum OpProperty : uint32_t {
   kMethod = 1u << 5,              // bound as a Tensor method
   kFunction = 1u << 6,            // bound as dyntrace.<name>
   kRandom = 1u << 7,              // reads the generator: never constant-folded or CSE'd
+  // A composite whose eager body, recorded on meta tensors, is valid for every shape that passes
+  // the trace's guards (it bakes no size into a constant), so graph/decompose may expand it.
+  kDecomposable = 1u << 8,
 };
 
 struct PointwiseInfo {
@@ -68,6 +71,9 @@ enum class ReductionCombiner : uint8_t { kSum, kProd, kMax, kMin, kAny, kAll };
 struct ReductionInfo {
   ReductionCombiner combiner;
   std::string scalar_fn;  // combiner in runtime/scalar_math.h ("reduce_sum")
+  // mean: the folded value is divided by the number of elements folded, counted when the op runs
+  // (so a compiled mean serves every size).
+  bool divides_by_count = false;
 };
 
 class OpDef;
@@ -109,6 +115,16 @@ class OpRegistry {
 // Looks up `name` and runs it with `args`, completing omitted trailing arguments from defaults.
 // The convenience entry for composites written in terms of other ops.
 [[nodiscard]] absl::StatusOr<Tensor> Call(absl::string_view name, std::vector<ArgValue> args);
+
+// While set, Call() records the primitive ops it runs instead of being opaque (graph/decompose).
+class CallRecorder {
+ public:
+  virtual ~CallRecorder() = default;
+  // Runs `op` on `args` (meta tensors) and remembers it; returns its results.
+  virtual absl::StatusOr<OpResult> Record(const OpDef& op, const OpArgs& args) = 0;
+};
+// Installs `recorder` for this thread until the returned previous one is restored.
+CallRecorder* SetCallRecorder(CallRecorder* recorder);
 
 // Registration functions, one per ops_*.cc file.
 void RegisterPointwiseOps(OpRegistry& registry);

@@ -235,32 +235,37 @@ absl::StatusOr<OpResult> ClampEager(const OpDef& op, const OpArgs& args) {
 
 void RegisterCompositeOps(OpRegistry& registry) {
   constexpr uint32_t kBoth = kMethod | kFunction;
-  registry.Add("mean(Tensor input, int[]? dim=None, bool keepdim=False, *, DType? dtype=None) -> Tensor",
-               OpKind::kComposite, kBoth, &MeanEager);
+  OpDef& mean = registry.Add(
+      "mean(Tensor input, int[]? dim=None, bool keepdim=False, *, DType? dtype=None) -> Tensor",
+      OpKind::kReduction, kBoth, &MeanEager);
+  mean.reduction.combiner = ReductionCombiner::kSum;
+  mean.reduction.scalar_fn = "reduce_sum";
+  mean.reduction.divides_by_count = true;
   registry.Add("var(Tensor input, int[]? dim=None, bool? unbiased=None, bool keepdim=False, *, "
                "Scalar? correction=None) -> Tensor",
                OpKind::kComposite, kBoth, &VarEager);
   registry.Add("std(Tensor input, int[]? dim=None, bool? unbiased=None, bool keepdim=False, *, "
                "Scalar? correction=None) -> Tensor",
                OpKind::kComposite, kBoth, &StdEager);
+  // var/std divide by a count fixed when recorded, so they stay whole; the rest decompose.
   registry.Add("logsumexp(Tensor input, int[] dim, bool keepdim=False) -> Tensor", OpKind::kComposite,
-               kBoth, &LogsumexpEager);
+               kBoth | kDecomposable, &LogsumexpEager);
   registry.Add("softmax(Tensor input, int dim, DType? dtype=None) -> Tensor", OpKind::kComposite,
-               kBoth, &SoftmaxEager);
+               kBoth | kDecomposable, &SoftmaxEager);
   registry.Add("log_softmax(Tensor input, int dim, DType? dtype=None) -> Tensor",
-               OpKind::kComposite, kBoth, &SoftmaxEager);
+               OpKind::kComposite, kBoth | kDecomposable, &SoftmaxEager);
   registry.Add("layer_norm(Tensor input, int[] normalized_shape, Tensor? weight=None, "
                "Tensor? bias=None, float eps=1e-05) -> Tensor",
-               OpKind::kComposite, kFunction, &LayerNormEager);
+               OpKind::kComposite, kFunction | kDecomposable, &LayerNormEager);
   registry.Add("rms_norm(Tensor input, int[] normalized_shape, Tensor? weight=None, "
                "float? eps=None) -> Tensor",
-               OpKind::kComposite, kFunction, &RmsNormEager);
-  registry.Add("gelu(Tensor input, *, str approximate='none') -> Tensor", OpKind::kComposite, kBoth,
-               &GeluEager);
+               OpKind::kComposite, kFunction | kDecomposable, &RmsNormEager);
+  registry.Add("gelu(Tensor input, *, str approximate='none') -> Tensor", OpKind::kComposite,
+               kBoth | kDecomposable, &GeluEager);
   registry.Add("clamp(Tensor input, Operand? min=None, Operand? max=None) -> Tensor",
-               OpKind::kComposite, kBoth | kInplaceVariant, &ClampEager);
+               OpKind::kComposite, kBoth | kInplaceVariant | kDecomposable, &ClampEager);
   registry.Add("clip(Tensor input, Operand? min=None, Operand? max=None) -> Tensor",
-               OpKind::kComposite, kBoth | kInplaceVariant, &ClampEager);
+               OpKind::kComposite, kBoth | kInplaceVariant | kDecomposable, &ClampEager);
 }
 
 }  // namespace dt

@@ -21,7 +21,8 @@ struct CombineMin { template <typename A> static A Apply(A acc, A x) { return sc
 struct CombineAny { static bool Apply(bool acc, bool x) { return scalar::reduce_any(acc, x); } };
 struct CombineAll { static bool Apply(bool acc, bool x) { return scalar::reduce_all(acc, x); } };
 
-// The accumulator dtype: wide for sums and products, the value type for min/max, bool for any/all.
+}  // namespace
+
 DType AccumulatorDType(ReductionCombiner c, DType input) {
   switch (c) {
     case ReductionCombiner::kSum:
@@ -37,7 +38,7 @@ DType AccumulatorDType(ReductionCombiner c, DType input) {
   __builtin_unreachable();
 }
 
-Scalar Identity(ReductionCombiner c, DType acc) {
+Scalar ReductionIdentity(ReductionCombiner c, DType acc) {
   switch (c) {
     case ReductionCombiner::kSum: return Scalar::Int(0);
     case ReductionCombiner::kProd: return Scalar::Int(1);
@@ -61,6 +62,8 @@ Scalar Identity(ReductionCombiner c, DType acc) {
   }
   __builtin_unreachable();
 }
+
+namespace {
 
 template <typename Combine>
 InnerLoop LoopFor(DType input, DType acc) {
@@ -205,7 +208,7 @@ absl::StatusOr<Tensor> RunReduction(const OpDef& op, const Tensor& input,
   const DType acc_dtype = AccumulatorDType(c, source.dtype());
   Tensor acc = Tensor::Empty(keep_shape, acc_dtype, source.device());
   if (!acc.is_meta()) {
-    DT_RETURN_IF_ERROR(Fill(acc, Identity(c, acc_dtype)));
+    DT_RETURN_IF_ERROR(Fill(acc, ReductionIdentity(c, acc_dtype)));
     Dims acc_strides = acc.strides();
     for (int64_t d : dims) acc_strides[d] = 0;
     for (int64_t& s : acc_strides) s *= acc.itemsize();

@@ -13,6 +13,12 @@ namespace dt {
 [[nodiscard]] absl::StatusOr<Dims> NormalizeReductionDims(const std::optional<Dims>& dims,
                                                           int64_t ndim);
 
+// The accumulator dtype: wide for sums and products, the value type for min/max (float for
+// float16), bool for any/all.
+DType AccumulatorDType(ReductionCombiner c, DType input);
+// The value an accumulator starts from.
+Scalar ReductionIdentity(ReductionCombiner c, DType accumulator);
+
 // REQUIRES: op.kind == kReduction with a combiner. `dtype` converts the input first (sum/prod).
 [[nodiscard]] absl::StatusOr<Tensor> RunReduction(const OpDef& op, const Tensor& input,
                                                   const std::optional<Dims>& dims, bool keepdim,

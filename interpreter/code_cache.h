@@ -19,11 +19,12 @@
 #include "guards/guard_set.h"
 #include "interpreter/py_ref.h"
 #include "interpreter/tracer.h"
+#include "jit/cpu_executable.h"
 
 namespace dt::jit {
 
 struct JitOptions {
-  std::string backend = "auto";  // "auto" | "eager"; or a Python callable in backend_callable
+  std::string backend = "auto";  // "auto" | "eager" | "cpu"; or a Python callable in backend_callable
   py::PyRef backend_callable;
   bool fullgraph = false;
   int cache_limit = 8;
@@ -53,6 +54,7 @@ struct CacheEntry {
   py::PyRef call_kwnames;
   std::string break_reason;
   py::PyRef compiled;            // what a Python backend returned
+  std::shared_ptr<backend::CpuExecutable> cpu;  // the graph compiled by the cpu backend
   std::string backend_used;      // "eager", "cpu", "cuda" or "python" once compiled
   std::string kernel_source;     // the generated translation unit; empty unless cpu/cuda
   double compile_seconds = 0;    // tracing plus code generation and compilation
@@ -104,6 +106,8 @@ struct Stats {
   std::vector<std::string> recompile_reasons;
   std::vector<std::string> fallback_reasons;
   std::vector<std::string> break_reasons;  // every break met while tracing, segment or fallback
+  std::vector<std::string> compile_failures;  // graphs the cpu backend could not compile (run eagerly)
+  backend::CacheCounters kernel_baseline;       // kernel cache counters at the last reset()
 };
 
 // ---- global state (all under the GIL) ----

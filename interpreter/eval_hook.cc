@@ -341,8 +341,32 @@ bool GraphHasInplace(const Graph& g) {
 
 // Compiles a trace into an entry: the eager backend, or a Python backend's callable. Returns null
 // with a Python error set when the backend raised.
+// The cpu backend: fused kernels from the host compiler. When that fails (no compiler, a
+// compiler error) the graph runs eagerly and the reason is logged: never a wrong result.
+void CompileForCpu(CacheEntry& entry, const std::string& name) {
+  absl::StatusOr<std::shared_ptr<backend::CpuExecutable>> built =
+      backend::CpuExecutable::Build(*entry.graph, name);
+  if (std::string warning = backend::KernelCache::Global().TakeWarning(); !warning.empty()) {
+    // A warning turned into an error by a filter can't stop compilation here: it is printed.
+    if (PyErr_WarnEx(PyExc_RuntimeWarning, warning.c_str(), 1) < 0) PyErr_WriteUnraisable(nullptr);
+  }
+  if (!built.ok()) {
+    const std::string reason = absl::StrCat(name, ": the cpu backend could not compile the graph (",
+                                            built.status().message(), "); it runs eagerly");
+    stats.compile_failures.push_back(reason);
+    if (log::Enabled(log::Kind::kKernels)) log::Write(log::Kind::kKernels, reason);
+    entry.backend_used = "eager";
+    return;
+  }
+  entry.cpu = *built;
+  entry.backend_used = "cpu";
+  entry.kernel_source = entry.cpu->kernel_source();
+  entry.compile_seconds += entry.cpu->build_seconds();
+}
+
 std::shared_ptr<CacheEntry> Compile(trace::TraceResult trace, const JitOptions& options,
-                                    const guards::FrameInputs& inputs, int start_offset) {
+                                    const guards::FrameInputs& inputs, int start_offset,
+                                    const std::string& name) {
   auto entry = std::make_shared<CacheEntry>();
   entry->start_offset = start_offset;
   entry->guards = std::move(trace.guards);
@@ -376,6 +400,11 @@ std::shared_ptr<CacheEntry> Compile(trace::TraceResult trace, const JitOptions& 
         options.backend_callable.get(), graph_obj.get(), examples.get(), nullptr));
     if (!compiled) return nullptr;
     entry->compiled = compiled;
+    entry->backend_used = "python";
+  } else if ((options.backend == "cpu" || options.backend == "auto") && !entry->graph->nodes().empty()) {
+    CompileForCpu(*entry, name);
+  } else {
+    entry->backend_used = "eager";
   }
   return entry;
 }
@@ -689,7 +718,7 @@ __attribute__((noinline)) PyObject* RunSegments(PyThreadState* tstate, _PyInterp
         trace_log->graphs.push_back(graph_text);
         trace_log->guards.push_back(absl::StrJoin(result.guards.Lines(), "\n"));
       }
-      entry = Compile(std::move(result), cache->options, inputs, offset);
+      entry = Compile(std::move(result), cache->options, inputs, offset, name);
       if (entry == nullptr) return RaiseFrom(tstate, frame, at_entry, state, offset);
       // Tracing and compiling run Python code (dis, a Python backend), so another thread may
       // have traced the same guards meanwhile: use its entry rather than caching a duplicate.
@@ -725,7 +754,11 @@ __attribute__((noinline)) PyObject* RunSegments(PyThreadState* tstate, _PyInterp
     } else {
       std::vector<Tensor> tensors = ResolveInputs(*entry, inputs);
       Py_BEGIN_ALLOW_THREADS
-      outputs = entry->graph->RunEager(tensors, number_scalars);
+      if (entry->cpu) {
+        outputs = entry->cpu->Run(tensors, number_scalars);
+      } else {
+        outputs = entry->graph->RunEager(tensors, number_scalars);
+      }
       Py_END_ALLOW_THREADS
     }
     if (!outputs.ok()) {
@@ -870,6 +903,7 @@ void ResetAll() {
     cache->skip = cache->excluded;
   }
   stats = Stats();
+  stats.kernel_baseline = backend::KernelCache::Global().counters();
 }
 
 void PushTracingMode(const JitOptions& options) {

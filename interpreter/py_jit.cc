@@ -93,10 +93,10 @@ bool ParseOptions(PyObject* kwargs, JitOptions& options, const char* who) {
     if (name == "backend") {
       if (PyUnicode_Check(value)) {
         const std::string b = PyUnicode_AsUTF8(value);
-        if (b != "auto" && b != "eager") {
+        if (b != "auto" && b != "eager" && b != "cpu") {
           PyErr_Format(PyExc_ValueError,
-                       "%s(): backend '%s' is not available (use 'auto', 'eager' or a callable "
-                       "backend(graph, example_inputs))",
+                       "%s(): backend '%s' is not available (use 'auto', 'eager', 'cpu' or a "
+                       "callable backend(graph, example_inputs))",
                        who, b.c_str());
           return false;
         }
@@ -317,6 +317,26 @@ PyObject* FnGraphs(PyObject*, PyObject* args, PyObject* kwargs) {
   return StringList(out);
 }
 
+// kernels(fn): the C++ the cpu backend generated for each of fn's compiled entries.
+PyObject* FnKernels(PyObject*, PyObject* fn) {
+  PyCodeObject* code = CodeOf(fn, "kernels");
+  if (code == nullptr) return nullptr;
+  std::vector<std::string> out;
+  if (jit::CodeCache* cache = jit::FindCache(code)) {
+    for (const auto& e : cache->AllEntries()) {
+      if (!e->kernel_source.empty()) out.push_back(e->kernel_source);
+    }
+  }
+  return StringList(out);
+}
+
+// _op_names(): every op in the registry (tests check each is covered).
+PyObject* FnOpNames(PyObject*, PyObject*) {
+  std::vector<std::string> names;
+  for (const auto& op : OpRegistry::Get().ops()) names.push_back(op->name());
+  return StringList(names);
+}
+
 PyObject* FnStats(PyObject*, PyObject*) {
   const jit::Stats& s = jit::GlobalStats();
   PyObject* d = PyDict_New();
@@ -338,11 +358,26 @@ PyObject* FnStats(PyObject*, PyObject*) {
   put("recompile_reasons", StringList(s.recompile_reasons));
   put("fallback_reasons", StringList(s.fallback_reasons));
   put("break_reasons", StringList(s.break_reasons));
+  // Kernel libraries since the last reset(): built by the host compiler, or found cached.
+  const backend::CacheCounters now = backend::KernelCache::Global().counters();
+  const backend::CacheCounters& base = s.kernel_baseline;
+  put("kernels_compiled", PyLong_FromLongLong(now.compiled - base.compiled));
+  put("kernels_cached", PyLong_FromLongLong(now.from_disk - base.from_disk + now.from_memory - base.from_memory));
+  put("kernels_from_disk", PyLong_FromLongLong(now.from_disk - base.from_disk));
+  put("kernels_rejected", PyLong_FromLongLong(now.rejected - base.rejected));
+  put("compile_seconds", PyFloat_FromDouble(now.compile_seconds - base.compile_seconds));
+  put("compile_failures", StringList(s.compile_failures));
   return d;
 }
 
 PyObject* FnReset(PyObject*, PyObject*) {
   jit::ResetAll();
+  Py_RETURN_NONE;
+}
+
+// Forgets loaded kernel libraries and re-reads DYNTRACE_CACHE_DIR and CXX (tests change them).
+PyObject* FnResetKernelCache(PyObject*, PyObject*) {
+  backend::KernelCache::Global().Reset();
   Py_RETURN_NONE;
 }
 
@@ -417,6 +452,9 @@ PyMethodDef jit_functions[] = {
     {"stats", FnStats, METH_NOARGS, "stats() -> dict of counters"},
     {"reset", FnReset, METH_NOARGS, "reset(): forget every compiled entry and counter"},
     {"_set_logs", FnSetLogs, METH_O, nullptr},
+    {"_reset_kernel_cache", FnResetKernelCache, METH_NOARGS, nullptr},
+    {"_op_names", FnOpNames, METH_NOARGS, nullptr},
+    {"kernels", FnKernels, METH_O, "kernels(fn) -> list of the C++ kernels generated for fn's cache entries"},
     {nullptr, nullptr, 0, nullptr},
 };
 

@@ -10,15 +10,7 @@ namespace {
 
 template <typename Out, typename In>
 void ConvertLoop(char* const* p, const int64_t* s, int64_t n) {
-  auto convert = [](In v) -> Out {
-    if constexpr (std::is_same_v<Out, bool>) {
-      return static_cast<ComputeType<In>>(v) != ComputeType<In>(0);
-    } else if constexpr (std::is_same_v<Out, Half>) {
-      return Half(static_cast<float>(static_cast<ComputeType<In>>(v)));
-    } else {
-      return static_cast<Out>(static_cast<ComputeType<In>>(v));
-    }
-  };
+  auto convert = [](In v) -> Out { return Convert<Out, In>(v); };
   if (s[0] == sizeof(Out) && s[1] == sizeof(In)) {
     Out* out = reinterpret_cast<Out*>(p[0]);
     const In* in = reinterpret_cast<const In*>(p[1]);

@@ -14,6 +14,7 @@
 #include "absl/strings/string_view.h"
 
 #include "absl/status/statusor.h"
+#include "runtime/convert.h"
 #include "runtime/half.h"
 
 namespace dt {
@@ -69,11 +70,6 @@ template <> struct DTypeOf<int64_t> { static constexpr DType value = DType::kInt
 template <> struct DTypeOf<Half> { static constexpr DType value = DType::kFloat16; };
 template <> struct DTypeOf<float> { static constexpr DType value = DType::kFloat32; };
 template <> struct DTypeOf<double> { static constexpr DType value = DType::kFloat64; };
-
-// The type arithmetic on an element happens in: float for Half, the type itself otherwise.
-template <typename T> struct ComputeTypeOf { using type = T; };
-template <> struct ComputeTypeOf<Half> { using type = float; };
-template <typename T> using ComputeType = typename ComputeTypeOf<T>::type;
 
 }  // namespace dt
 

@@ -52,10 +52,53 @@ template <typename T> DT_HD bool is_nan(T x) { return x != x; }
 // follows integer rules.
 template <typename T> inline constexpr bool kIsIntegerLike = T(0.5) == T(0) || T(2) == T(1);
 
+// ---- float exp and tanh without libm calls ----
+// libm's expf/tanhf are opaque calls, so a loop over them runs one element at a time; these are
+// straight-line code with selects, which compilers vectorise. Cody-Waite range reduction and a
+// degree-6 polynomial keep exp within 2 ulp; tanh uses an odd polynomial below 0.625 and
+// 1 - 2 / (exp(2|x|) + 1) above. Both handle NaN, infinities, overflow and subnormal results.
+DT_HD float exp_f32(float x) {
+  const float clamped = x == x ? (x < -104.0f ? -104.0f : (x > 89.0f ? 89.0f : x)) : 0.0f;
+  const float n = floor(clamped * 1.44269504088896341f + 0.5f);
+  const float r = clamped - n * 0.693359375f + n * 2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  const float y = p * r * r + r + 1.0f;
+  // 2^n in two normal factors, so results down to the subnormal range are exact scalings.
+  const int k = static_cast<int>(n);
+  const int half = k / 2;
+  const int bits_a = (half + 127) << 23;
+  const int bits_b = (k - half + 127) << 23;
+  float a, b;
+  __builtin_memcpy(&a, &bits_a, sizeof(a));
+  __builtin_memcpy(&b, &bits_b, sizeof(b));
+  const float result = y * a * b;
+  return x != x ? x : (x > 88.72283935f ? __builtin_inff() : (x < -103.972077f ? 0.0f : result));
+}
+
+DT_HD float tanh_f32(float x) {
+  const float ax = x < 0.0f ? -x : x;
+  const float z = x * x;
+  float p = -5.70498872745e-3f;
+  p = p * z + 2.06390887954e-2f;
+  p = p * z - 5.37397155531e-2f;
+  p = p * z + 1.33314422036e-1f;
+  p = p * z - 3.33332819422e-1f;
+  const float small = p * z * x + x;
+  const float large_magnitude = 1.0f - 2.0f / (exp_f32(2.0f * ax) + 1.0f);
+  const float large = x < 0.0f ? -large_magnitude : large_magnitude;
+  return ax < 0.625f ? (x == 0.0f ? x : small) : large;  // keeps the sign of zero
+}
+
 // ---- unary ----
 template <typename T> DT_HD T neg(T x) { return -x; }
 template <typename T> DT_HD T abs_(T x) { return x < T(0) ? -x : x; }
 template <typename T> DT_HD T exp_(T x) { return exp(x); }
+DT_HD float exp_(float x) { return exp_f32(x); }
 template <typename T> DT_HD T exp2_(T x) { return exp2(x); }
 template <typename T> DT_HD T log_(T x) { return log(x); }
 template <typename T> DT_HD T log2_(T x) { return log2(x); }
@@ -67,16 +110,17 @@ template <typename T> DT_HD T sin_(T x) { return sin(x); }
 template <typename T> DT_HD T cos_(T x) { return cos(x); }
 template <typename T> DT_HD T tan_(T x) { return tan(x); }
 template <typename T> DT_HD T tanh_(T x) { return tanh(x); }
-template <typename T> DT_HD T sigmoid(T x) { return T(1) / (T(1) + exp(-x)); }
+DT_HD float tanh_(float x) { return tanh_f32(x); }
+template <typename T> DT_HD T sigmoid(T x) { return T(1) / (T(1) + exp_(-x)); }
 template <typename T> DT_HD T relu(T x) { return is_nan(x) ? x : (x > T(0) ? x : T(0)); }
 template <typename T> DT_HD T gelu(T x) {
   return T(0.5) * x * (T(1) + erf(x * T(0.70710678118654752440)));
 }
 template <typename T> DT_HD T gelu_tanh(T x) {
   const T inner = T(0.79788456080286535588) * (x + T(0.044715) * x * x * x);
-  return T(0.5) * x * (T(1) + tanh(inner));
+  return T(0.5) * x * (T(1) + tanh_(inner));
 }
-template <typename T> DT_HD T silu(T x) { return x / (T(1) + exp(-x)); }
+template <typename T> DT_HD T silu(T x) { return x / (T(1) + exp_(-x)); }
 template <typename T> DT_HD T erf_(T x) { return erf(x); }
 // Integers are already whole: rounding ops are the identity on them.
 template <typename T> DT_HD T floor_(T x) { if constexpr (kIsIntegerLike<T>) return x; else return floor(x); }

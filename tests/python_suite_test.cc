@@ -2,6 +2,7 @@
 // inside an embedded interpreter with dyntrace built in. Case discovery and the assertion helpers
 // live in tests/python/runner.py and testlib.py, so the same files also run under a plain
 // `python3 tests/python/runner.py`.
+#include <cstdlib>
 #include <dirent.h>
 
 #include <algorithm>
@@ -61,6 +62,10 @@ std::vector<std::string> CaseFiles(const std::string& dir) {
 
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
+  // Compiled kernels go to the test's own directory (Bazel gives tests no usable HOME).
+  if (std::getenv("DYNTRACE_CACHE_DIR") == nullptr && std::getenv("TEST_TMPDIR") != nullptr) {
+    setenv("DYNTRACE_CACHE_DIR", (std::string(std::getenv("TEST_TMPDIR")) + "/kernel-cache").c_str(), 1);
+  }
   const std::string error = dt::testing::StartEmbeddedPython();
   if (!error.empty()) {
     std::fprintf(stderr, "cannot start Python: %s\n", error.c_str());

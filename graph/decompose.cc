@@ -1,0 +1,149 @@
+#include "graph/decompose.h"
+
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "runtime/errors.h"
+
+namespace dt {
+namespace {
+
+// Meta tensors carry no identity of their own; two with the same storage, geometry and dtype
+// hold the same elements, so either name is right for them.
+bool SameTensor(const Tensor& a, const Tensor& b) {
+  return a.SharesStorageWith(b) && a.dtype() == b.dtype() && a.offset() == b.offset() &&
+         a.sizes() == b.sizes() && a.strides() == b.strides();
+}
+
+class Recorder final : public CallRecorder {
+ public:
+  Recorder(Graph& out, SourceLocation location) : out_(out), location_(std::move(location)) {}
+
+  void Know(const Tensor& meta, ValueId id) { known_.emplace_back(meta, id); }
+
+  absl::StatusOr<ValueId> Find(const Tensor& meta) const {
+    for (auto it = known_.rbegin(); it != known_.rend(); ++it) {
+      if (SameTensor(it->first, meta)) return it->second;
+    }
+    return Error(ErrorKind::kRuntime, "a composite made a tensor outside Call()");
+  }
+
+  absl::StatusOr<OpResult> Record(const OpDef& op, const OpArgs& args) override {
+    std::vector<GraphArg> graph_args;
+    for (size_t i = 0; i < args.size(); ++i) {
+      const ArgValue& a = args[i];
+      if (const Tensor* t = std::get_if<Tensor>(&a)) {
+        DT_ASSIGN_OR_RETURN(ValueId id, Find(*t));
+        graph_args.push_back(GraphArg::Value(id));
+      } else if (const auto* list = std::get_if<std::vector<Tensor>>(&a)) {
+        std::vector<ValueId> ids;
+        for (const Tensor& t : *list) {
+          DT_ASSIGN_OR_RETURN(ValueId id, Find(t));
+          ids.push_back(id);
+        }
+        graph_args.push_back(GraphArg{std::move(ids)});
+      } else {
+        graph_args.push_back(GraphArg{a});
+      }
+    }
+    // The primitive's own body runs unrecorded: it is one node.
+    CallRecorder* outer = SetCallRecorder(nullptr);
+    absl::StatusOr<OpResult> result = CallOp(op, args);
+    SetCallRecorder(outer);
+    if (!result.ok()) return result.status();
+    std::vector<ValueId> ids = out_.AddNode(&op, std::move(graph_args), *result, false, location_);
+    for (size_t i = 0; i < ids.size(); ++i) Know((*result)[i], ids[i]);
+    return result;
+  }
+
+ private:
+  Graph& out_;
+  SourceLocation location_;
+  std::vector<std::pair<Tensor, ValueId>> known_;
+};
+
+bool Expandable(const Node& node) {
+  if (node.op->kind != OpKind::kComposite || !node.op->has(kDecomposable) || node.inplace) return false;
+  for (const GraphArg& a : node.args) {
+    if (std::holds_alternative<ScalarRef>(a.content)) return false;
+  }
+  return true;
+}
+
+std::vector<ArgValue> MetaArgs(const Graph& graph, const Node& node) {
+  std::vector<ArgValue> values;
+  for (const GraphArg& a : node.args) {
+    if (auto* v = std::get_if<ValueId>(&a.content)) {
+      values.push_back(graph.value(*v).meta);
+    } else if (auto* vs = std::get_if<std::vector<ValueId>>(&a.content)) {
+      std::vector<Tensor> ts;
+      for (ValueId v : *vs) ts.push_back(graph.value(v).meta);
+      values.push_back(std::move(ts));
+    } else {
+      values.push_back(std::get<ArgValue>(a.content));
+    }
+  }
+  return values;
+}
+
+GraphArg Remap(const GraphArg& a, const std::vector<ValueId>& map) {
+  if (auto* v = std::get_if<ValueId>(&a.content)) return GraphArg::Value(map[*v]);
+  if (auto* vs = std::get_if<std::vector<ValueId>>(&a.content)) {
+    std::vector<ValueId> ids;
+    for (ValueId v : *vs) ids.push_back(map[v]);
+    return GraphArg{std::move(ids)};
+  }
+  return a;
+}
+
+}  // namespace
+
+absl::StatusOr<Graph> Decompose(const Graph& graph) {
+  Graph out;
+  std::vector<ValueId> map(graph.num_values(), -1);
+  for (size_t i = 0; i < graph.inputs().size(); ++i) {
+    const ValueId v = graph.inputs()[i];
+    map[v] = out.AddInput(graph.value(v).meta, graph.input_sources()[i]);
+  }
+  for (const Node& node : graph.nodes()) {
+    if (Expandable(node)) {
+      // Recorded into a scratch graph first, so a failed expansion leaves `out` untouched.
+      Graph scratch = out;
+      Recorder recorder(scratch, node.location);
+      for (const GraphArg& a : node.args) {
+        if (auto* v = std::get_if<ValueId>(&a.content)) recorder.Know(graph.value(*v).meta, map[*v]);
+        if (auto* vs = std::get_if<std::vector<ValueId>>(&a.content)) {
+          for (ValueId v : *vs) recorder.Know(graph.value(v).meta, map[v]);
+        }
+      }
+      CallRecorder* outer = SetCallRecorder(&recorder);
+      absl::StatusOr<OpResult> result = CallOp(*node.op, OpArgs(MetaArgs(graph, node)));
+      SetCallRecorder(outer);
+      bool mapped = result.ok() && result->size() == node.outputs.size();
+      std::vector<ValueId> ids;
+      for (size_t i = 0; mapped && i < result->size(); ++i) {
+        absl::StatusOr<ValueId> id = recorder.Find((*result)[i]);
+        mapped = id.ok() && scratch.value(*id).meta.dtype() == graph.value(node.outputs[i]).meta.dtype();
+        if (mapped) ids.push_back(*id);
+      }
+      if (mapped) {
+        out = std::move(scratch);
+        for (size_t i = 0; i < ids.size(); ++i) map[node.outputs[i]] = ids[i];
+        continue;
+      }
+    }
+    std::vector<GraphArg> args;
+    for (const GraphArg& a : node.args) args.push_back(Remap(a, map));
+    std::vector<Tensor> metas;
+    for (ValueId v : node.outputs) metas.push_back(graph.value(v).meta);
+    std::vector<ValueId> ids = out.AddNode(node.op, std::move(args), metas, node.inplace, node.location);
+    for (size_t i = 0; i < ids.size(); ++i) map[node.outputs[i]] = ids[i];
+  }
+  std::vector<ValueId> outputs;
+  for (ValueId v : graph.outputs()) outputs.push_back(map[v]);
+  out.SetOutputs(std::move(outputs));
+  return out;
+}
+
+}  // namespace dt

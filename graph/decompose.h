@@ -1,0 +1,22 @@
+// graph/decompose.h: expands composite nodes into the primitives their eager bodies call.
+//
+// A decomposable composite (OpProperty kDecomposable: softmax, layer_norm, gelu ...) is replaced
+// by the nodes its eager implementation runs, recorded on meta tensors through Call(). The code
+// generators then fuse those primitives like any others, so a composite needs no kernel of its
+// own. Nodes that cannot be expanded safely (in-place forms, run-time scalar arguments, bodies
+// that make tensors outside Call()) are kept whole.
+#ifndef DYNTRACE_GRAPH_DECOMPOSE_H_
+#define DYNTRACE_GRAPH_DECOMPOSE_H_
+
+#include "absl/status/statusor.h"
+#include "graph/graph.h"
+
+namespace dt {
+
+// The same computation with every expandable composite expanded; inputs and outputs keep their
+// order, so the result runs on the same tensors as `graph`.
+[[nodiscard]] absl::StatusOr<Graph> Decompose(const Graph& graph);
+
+}  // namespace dt
+
+#endif  // DYNTRACE_GRAPH_DECOMPOSE_H_

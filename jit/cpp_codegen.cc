@@ -1,0 +1,369 @@
+#include "jit/cpp_codegen.h"
+
+#include <algorithm>
+#include <cinttypes>
+#include <cmath>
+#include <cstring>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "graph/reduction.h"
+#include "runtime/copy.h"
+
+namespace dt::backend {
+namespace {
+
+// Below this many elements a kernel runs on one thread: waking the pool costs more.
+constexpr int64_t kParallelThreshold = 1 << 16;
+// Elements of a row a pointwise tile covers, so long rows still spread over threads.
+constexpr int64_t kTileSize = 8192;
+// Independent accumulators in a reduction loop: lets the compiler vectorise ordered combiners.
+constexpr int kLanes = 8;
+
+const char* ComputeCppType(DType d) { return d == DType::kFloat16 ? "float" : CppType(d); }
+
+std::string FloatLiteral(double v, bool single) {
+  if (std::isnan(v)) return single ? "__builtin_nanf(\"\")" : "__builtin_nan(\"\")";
+  if (std::isinf(v)) {
+    return absl::StrCat(v < 0 ? "-" : "", single ? "__builtin_inff()" : "__builtin_inf()");
+  }
+  return absl::StrFormat(single ? "%af" : "%a", v);
+}
+
+// `value` as a `dtype` element, converted exactly as the eager runtime converts Python numbers.
+std::string Literal(const Scalar& value, DType dtype) {
+  Tensor t = ScalarTensor(value, dtype, Device::Cpu());
+  switch (dtype) {
+    case DType::kBool: return *t.data_as<bool>() ? "true" : "false";
+    case DType::kInt32: return absl::StrCat("int32_t(", *t.data_as<int32_t>(), ")");
+    case DType::kInt64: {
+      const int64_t v = *t.data_as<int64_t>();
+      // INT64_MIN has no literal spelling.
+      if (v == INT64_MIN) return "(-INT64_C(9223372036854775807) - 1)";
+      return absl::StrCat("INT64_C(", v, ")");
+    }
+    case DType::kFloat16: return absl::StrFormat("dt::Half::FromBits(0x%04x)", t.data_as<Half>()->bits);
+    case DType::kFloat32: return FloatLiteral(*t.data_as<float>(), true);
+    case DType::kFloat64: return FloatLiteral(*t.data_as<double>(), false);
+  }
+  return "";
+}
+
+class KernelEmitter {
+ public:
+  KernelEmitter(const Kernel& k, bool fixed) : k_(k), fixed_(fixed) {}
+
+  std::string Emit() {
+    const int m = static_cast<int>(k_.operands.size());
+    absl::StrAppendFormat(&out_,
+                          "extern \"C\" void %s_%s(int64_t outer_rank, const int64_t* outer_sizes, "
+                          "int64_t n, char* const* data, const int64_t* strides) {\n",
+                          k_.name, fixed_ ? "fixed" : "any");
+    out_ += "  int64_t rows = 1;\n  for (int64_t d = 0; d < outer_rank; ++d) rows *= outer_sizes[d];\n";
+    out_ += "  const int64_t stride_count = outer_rank + 1;\n";
+    for (int i = 0; i < m; ++i) {
+      if (!UsesFixedStride(i)) {
+        absl::StrAppendFormat(&out_, "  const int64_t is%d = strides[%d * stride_count + outer_rank];\n", i, i);
+      }
+    }
+    if (k_.is_row_kernel()) {
+      EmitRowKernel();
+    } else {
+      EmitPointwiseKernel();
+    }
+    out_ += "}\n\n";
+    return out_;
+  }
+
+ private:
+  bool UsesFixedStride(int operand) const {
+    return fixed_ && k_.operands[operand].predicted_inner_stride >= 0;
+  }
+
+  std::string Element(int operand, const std::string& j) const {
+    const KernelOperand& op = k_.operands[operand];
+    if (op.mapping != Mapping::kFull || op.scalar_slot >= 0) return absl::StrCat("p", operand, "[0]");
+    if (UsesFixedStride(operand)) {
+      return op.predicted_inner_stride == 0 ? absl::StrCat("p", operand, "[0]")
+                                            : absl::StrCat("p", operand, "[", j, "]");
+    }
+    return absl::StrCat("p", operand, "[", j, " * is", operand, "]");
+  }
+
+  void EmitPointers(const std::string& row, const std::string& indent) {
+    const int m = static_cast<int>(k_.operands.size());
+    absl::StrAppendFormat(&out_, "%sint64_t off[%d];\n", indent, m);
+    absl::StrAppendFormat(&out_, "%sdt_row_offsets(%s, outer_rank, outer_sizes, strides, %d, off);\n",
+                          indent, row, m);
+    for (int i = 0; i < m; ++i) {
+      const KernelOperand& op = k_.operands[i];
+      absl::StrAppendFormat(&out_, "%s%s%s* __restrict p%d = reinterpret_cast<%s%s*>(data[%d]) + off[%d];\n",
+                            indent, op.is_output ? "" : "const ", CppType(op.dtype), i,
+                            op.is_output ? "" : "const ", CppType(op.dtype), i, i);
+    }
+  }
+
+  // The statement computing value `i` (not a reduction) at inner index `j`.
+  std::string ValueStatement(int i, const std::string& j) const {
+    const KernelValue& v = k_.values[i];
+    const char* type = CppType(v.dtype);
+    switch (v.kind) {
+      case ValueKind::kLoad:
+        return absl::StrFormat("const %s v%d = %s;", type, i, Element(v.operand, j));
+      case ValueKind::kConstant:
+        return absl::StrFormat("const %s v%d = %s;", type, i, Literal(v.constant, v.dtype));
+      case ValueKind::kCast:
+        return absl::StrFormat("const %s v%d = dt::Convert<%s>(v%d);", type, i, type, v.args[0]);
+      case ValueKind::kPointwise: {
+        // Operands convert to the compute dtype and widen to its arithmetic type, as the eager
+        // loops do; the conversions are spelled out only where they change something.
+        std::vector<std::string> args;
+        for (size_t a = 0; a < v.args.size(); ++a) {
+          const DType from = k_.values[v.args[a]].dtype;
+          if (v.args.size() == 3 && a == 0) {
+            args.push_back(from == DType::kBool ? absl::StrCat("v", v.args[a])
+                                                : absl::StrFormat("dt::Convert<bool>(v%d)", v.args[a]));
+          } else if (from == v.compute_dtype && from != DType::kFloat16) {
+            args.push_back(absl::StrCat("v", v.args[a]));
+          } else {
+            args.push_back(absl::StrFormat("static_cast<%s>(dt::Convert<%s>(v%d))",
+                                           ComputeCppType(v.compute_dtype), CppType(v.compute_dtype),
+                                           v.args[a]));
+          }
+        }
+        const std::string call =
+            absl::StrFormat("dt::scalar::%s(%s)", v.op->pointwise.scalar_fn, absl::StrJoin(args, ", "));
+        if (v.dtype == v.compute_dtype && v.dtype != DType::kFloat16) {
+          return absl::StrFormat("const %s v%d = %s;", type, i, call);
+        }
+        return absl::StrFormat("const %s v%d = dt_store<%s>(%s);", type, i, type, call);
+      }
+      case ValueKind::kReduce:
+        break;
+    }
+    return "";
+  }
+
+  // Full-level values the `roots` need, in dependency order.
+  std::vector<int> FullCone(const std::vector<int>& roots) const {
+    std::set<int> seen;
+    std::vector<int> stack = roots;
+    while (!stack.empty()) {
+      const int i = stack.back();
+      stack.pop_back();
+      if (k_.values[i].row_level || !seen.insert(i).second) continue;
+      if (cached_ready_.count(i)) continue;  // read back from the row buffer
+      for (int a : k_.values[i].args) stack.push_back(a);
+    }
+    return std::vector<int>(seen.begin(), seen.end());
+  }
+
+  void EmitCone(const std::vector<int>& cone, const std::string& j, const std::string& indent) {
+    for (int i : cone) {
+      if (cached_ready_.count(i)) {
+        absl::StrAppendFormat(&out_, "%sconst %s v%d = row_buffer%d[%s];\n", indent, CppType(k_.values[i].dtype), i, i, j);
+      } else {
+        absl::StrAppend(&out_, indent, ValueStatement(i, j), "\n");
+        if (cached_.count(i)) absl::StrAppendFormat(&out_, "%srow_buffer%d[%s] = v%d;\n", indent, i, j, i);
+      }
+    }
+  }
+
+  void EmitFullStores(const std::string& j, const std::string& indent) {
+    for (size_t o = 0; o < k_.operands.size(); ++o) {
+      const KernelOperand& op = k_.operands[o];
+      if (!op.is_output || k_.values[op.source].row_level) continue;
+      absl::StrAppendFormat(&out_, "%s%s = v%d;\n", indent, Element(static_cast<int>(o), j), op.source);
+    }
+  }
+
+  std::vector<int> FullOutputs() const {
+    std::vector<int> roots;
+    for (const KernelOperand& op : k_.operands) {
+      if (op.is_output && !k_.values[op.source].row_level) roots.push_back(op.source);
+    }
+    return roots;
+  }
+
+  void EmitPointwiseKernel() {
+    absl::StrAppendFormat(&out_, "  const int64_t tile = %d;\n", kTileSize);
+    out_ += "  const int64_t tiles_per_row = n > tile ? (n + tile - 1) / tile : 1;\n";
+    out_ += "  const int64_t tiles = rows * tiles_per_row;\n";
+    absl::StrAppendFormat(&out_, "#pragma omp parallel for schedule(static) if (rows * n >= %d)\n",
+                          kParallelThreshold);
+    out_ += "  for (int64_t t = 0; t < tiles; ++t) {\n";
+    out_ += "    const int64_t row = t / tiles_per_row;\n";
+    out_ += "    const int64_t j0 = (t - row * tiles_per_row) * tile;\n";
+    out_ += "    const int64_t j1 = j0 + tile < n ? j0 + tile : n;\n";
+    EmitPointers("row", "    ");
+    for (size_t i = 0; i < k_.values.size(); ++i) {
+      if (k_.values[i].row_level) absl::StrAppend(&out_, "    ", ValueStatement(static_cast<int>(i), "0"), "\n");
+    }
+    out_ += "    for (int64_t j = j0; j < j1; ++j) {\n";
+    EmitCone(FullCone(FullOutputs()), "j", "      ");
+    EmitFullStores("j", "      ");
+    out_ += "    }\n  }\n";
+  }
+
+  void EmitReduction(int r) {
+    const KernelValue& v = k_.values[r];
+    const char* acc = CppType(v.accumulator_dtype);
+    const char* source = CppType(v.compute_dtype);
+    const std::string identity =
+        Literal(ReductionIdentity(v.op->reduction.combiner, v.accumulator_dtype), v.accumulator_dtype);
+    const std::string combine = absl::StrCat("dt::scalar::", v.op->reduction.scalar_fn);
+    const std::string input = absl::StrFormat("static_cast<%s>(static_cast<%s>(dt::Convert<%s>(v%d)))",
+                                              acc, ComputeCppType(v.compute_dtype), source, v.args[0]);
+    const std::vector<int> cone = FullCone({v.args[0]});
+    absl::StrAppendFormat(&out_, "    %s acc%d[%d];\n", acc, r, kLanes);
+    absl::StrAppendFormat(&out_, "    for (int l = 0; l < %d; ++l) acc%d[l] = %s;\n", kLanes, r, identity);
+    absl::StrAppendFormat(&out_, "    int64_t j%d = 0;\n", r);
+    absl::StrAppendFormat(&out_, "    for (; j%d + %d <= n; j%d += %d) {\n", r, kLanes, r, kLanes);
+    absl::StrAppendFormat(&out_, "      for (int l = 0; l < %d; ++l) {\n", kLanes);
+    absl::StrAppendFormat(&out_, "        const int64_t j = j%d + l;\n", r);
+    EmitCone(cone, "j", "        ");
+    absl::StrAppendFormat(&out_, "        acc%d[l] = %s(acc%d[l], %s);\n", r, combine, r, input);
+    out_ += "      }\n    }\n";
+    absl::StrAppendFormat(&out_, "    for (int64_t j = j%d; j < n; ++j) {\n", r);
+    EmitCone(cone, "j", "      ");
+    absl::StrAppendFormat(&out_, "      acc%d[0] = %s(acc%d[0], %s);\n", r, combine, r, input);
+    out_ += "    }\n";
+    absl::StrAppendFormat(&out_, "    for (int l = 1; l < %d; ++l) acc%d[0] = %s(acc%d[0], acc%d[l]);\n",
+                          kLanes, r, combine, r, r);
+    const char* type = CppType(v.dtype);
+    if (v.op->reduction.divides_by_count) {
+      // mean: the sum in the result dtype, divided by the count as eager's div(sum, count) does.
+      const char* compute = ComputeCppType(v.dtype);
+      absl::StrAppendFormat(&out_,
+                            "    const %s v%d = dt_store<%s>(dt::scalar::div(static_cast<%s>(dt::Convert<%s>(acc%d[0])), "
+                            "static_cast<%s>(dt::Convert<%s>(static_cast<int64_t>(n)))));\n",
+                            type, r, type, compute, type, r, compute, type);
+    } else {
+      absl::StrAppendFormat(&out_, "    const %s v%d = dt::Convert<%s>(acc%d[0]);\n", type, r, type, r);
+    }
+  }
+
+  // A reduction's input that a later pass reads again (softmax's exp(x - max), read by the sum
+  // and by the division) is kept in a per-thread row buffer instead of being recomputed.
+  void ChooseCachedValues() {
+    std::vector<int> reduces;
+    for (size_t r = 0; r < k_.values.size(); ++r) {
+      if (k_.values[r].kind == ValueKind::kReduce) reduces.push_back(static_cast<int>(r));
+    }
+    for (size_t s = 0; s < reduces.size(); ++s) {
+      const int input = k_.values[reduces[s]].args[0];
+      if (k_.values[input].row_level || k_.values[input].kind == ValueKind::kLoad) continue;
+      std::vector<int> later_roots = FullOutputs();
+      for (size_t t = s + 1; t < reduces.size(); ++t) later_roots.push_back(k_.values[reduces[t]].args[0]);
+      const std::vector<int> later = FullCone(later_roots);
+      if (std::find(later.begin(), later.end(), input) != later.end()) cached_.insert(input);
+    }
+  }
+
+  void EmitRowKernel() {
+    ChooseCachedValues();
+    absl::StrAppendFormat(&out_, "#pragma omp parallel if (rows * n >= %d)\n  {\n", kParallelThreshold);
+    for (int i : cached_) {
+      absl::StrAppendFormat(&out_, "  %s* row_buffer%d = static_cast<%s*>(std::malloc(sizeof(%s) * (n > 0 ? n : 1)));\n",
+                            CppType(k_.values[i].dtype), i, CppType(k_.values[i].dtype), CppType(k_.values[i].dtype));
+    }
+    out_ += "#pragma omp for schedule(static)\n";
+    out_ += "  for (int64_t row = 0; row < rows; ++row) {\n";
+    EmitPointers("row", "    ");
+    std::vector<bool> emitted(k_.values.size(), false);
+    auto emit_ready = [&](size_t upto) {
+      for (size_t i = 0; i < upto; ++i) {
+        const KernelValue& v = k_.values[i];
+        if (emitted[i] || !v.row_level || v.kind == ValueKind::kReduce) continue;
+        bool ready = true;
+        for (int a : v.args) ready = ready && emitted[a];
+        if (!ready) continue;
+        absl::StrAppend(&out_, "    ", ValueStatement(static_cast<int>(i), "0"), "\n");
+        emitted[i] = true;
+      }
+    };
+    cached_ready_.clear();
+    for (size_t r = 0; r < k_.values.size(); ++r) {
+      if (k_.values[r].kind != ValueKind::kReduce) continue;
+      emit_ready(r);
+      EmitReduction(static_cast<int>(r));
+      emitted[r] = true;
+      if (cached_.count(k_.values[r].args[0])) cached_ready_.insert(k_.values[r].args[0]);
+    }
+    emit_ready(k_.values.size());
+    const std::vector<int> full = FullOutputs();
+    if (!full.empty()) {
+      out_ += "    for (int64_t j = 0; j < n; ++j) {\n";
+      EmitCone(FullCone(full), "j", "      ");
+      EmitFullStores("j", "      ");
+      out_ += "    }\n";
+    }
+    for (size_t o = 0; o < k_.operands.size(); ++o) {
+      const KernelOperand& op = k_.operands[o];
+      if (op.is_output && k_.values[op.source].row_level) {
+        absl::StrAppendFormat(&out_, "    p%d[0] = v%d;\n", o, op.source);
+      }
+    }
+    out_ += "  }\n";
+    for (int i : cached_) absl::StrAppendFormat(&out_, "  std::free(row_buffer%d);\n", i);
+    out_ += "  }\n";
+  }
+
+  const Kernel& k_;
+  bool fixed_;
+  std::string out_;
+  std::set<int> cached_;        // values kept in row buffers
+  std::set<int> cached_ready_;  // ... whose buffer is filled for the current row
+};
+
+constexpr char kGeneratedHelpers[] = R"(
+template <typename O, typename V>
+inline O dt_store(V v) {
+  if constexpr (std::is_same_v<O, dt::Half>) return dt::Half(static_cast<float>(v));
+  else return static_cast<O>(v);
+}
+
+// Element offsets of each operand at the start of outer row `row`.
+static inline void dt_row_offsets(int64_t row, int64_t rank, const int64_t* sizes,
+                                  const int64_t* strides, int operands, int64_t* offsets) {
+  for (int k = 0; k < operands; ++k) offsets[k] = 0;
+  for (int64_t d = rank - 1; d >= 0; --d) {
+    const int64_t i = row % sizes[d];
+    row /= sizes[d];
+    for (int k = 0; k < operands; ++k) offsets[k] += i * strides[k * (rank + 1) + d];
+  }
+}
+
+)";
+
+}  // namespace
+
+const char* CppType(DType dtype) {
+  switch (dtype) {
+    case DType::kBool: return "bool";
+    case DType::kInt32: return "int32_t";
+    case DType::kInt64: return "int64_t";
+    case DType::kFloat16: return "dt::Half";
+    case DType::kFloat32: return "float";
+    case DType::kFloat64: return "double";
+  }
+  return "void";
+}
+
+std::string EmitCpp(const Program& program, bool with_prelude) {
+  std::string out;
+  if (with_prelude) {
+    out = "// Generated by dyntrace's CPU backend.\n#include <cstdint>\n#include <cstdlib>\n#include <type_traits>\n";
+    out += KernelPrelude();
+    out += kGeneratedHelpers;
+  }
+  for (const Kernel& k : program.kernels) {
+    out += KernelEmitter(k, true).Emit();
+    out += KernelEmitter(k, false).Emit();
+  }
+  return out;
+}
+
+}  // namespace dt::backend

@@ -1,0 +1,34 @@
+// jit/cpp_codegen.h: prints a Program's kernels as one C++ translation unit for the host compiler.
+//
+// Each kernel becomes two extern "C" functions: `<name>_fixed`, with the innermost strides the
+// trace saw (0 or 1) written in so the compiler vectorises it, and `<name>_any`, which reads
+// every stride at run time. Both have the KernelFn signature. Element math comes from the
+// pasted runtime/scalar_math.h and runtime/convert.h, so results match eager element for element
+// (sums may differ in rounding: they accumulate in several lanes).
+#ifndef DYNTRACE_JIT_CPP_CODEGEN_H_
+#define DYNTRACE_JIT_CPP_CODEGEN_H_
+
+#include <cstdint>
+#include <string>
+
+#include "jit/kernel_ir.h"
+
+namespace dt::backend {
+
+// outer_sizes: outer_rank sizes; inner: the innermost size; data: one pointer per operand;
+// strides: per operand, outer_rank + 1 element strides (outer dims, then inner).
+using KernelFn = void (*)(int64_t outer_rank, const int64_t* outer_sizes, int64_t inner,
+                          char* const* data, const int64_t* strides);
+
+// The translation unit; without the prelude it is the readable part (what logs and reports show).
+std::string EmitCpp(const Program& program, bool with_prelude = true);
+
+// The C++ spelling of a dtype's element type in generated code ("float", "dt::Half" ...).
+const char* CppType(DType dtype);
+
+// The runtime headers pasted into every generated translation unit (built from runtime/).
+const char* KernelPrelude();
+
+}  // namespace dt::backend
+
+#endif  // DYNTRACE_JIT_CPP_CODEGEN_H_

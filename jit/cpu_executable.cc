@@ -1,0 +1,172 @@
+#include "jit/cpu_executable.h"
+
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "jit/launch_geometry.h"
+#include "jit/schedule.h"
+#include "runtime/copy.h"
+#include "runtime/errors.h"
+#include "runtime/log.h"
+#include "runtime/storage.h"
+
+namespace dt::backend {
+namespace {
+
+// Plans kept per executable; a program called with ever-new shapes recomputes instead of growing.
+constexpr size_t kMaxPlans = 64;
+
+// A fresh CPU tensor with `meta`'s sizes and (dense) strides.
+Tensor AllocateLike(const Tensor& meta) {
+  int64_t extent = meta.numel() > 0 ? 1 : 0;
+  for (int64_t d = 0; d < meta.ndim() && extent > 0; ++d) extent += (meta.size(d) - 1) * meta.stride(d);
+  auto storage = Storage::Allocate(static_cast<size_t>(extent) * meta.itemsize(), Device::Cpu());
+  return Tensor(std::move(storage), meta.sizes(), meta.strides(), 0, meta.dtype());
+}
+
+Tensor MetaLike(const Tensor& t) {
+  return Tensor(Storage::Allocate(0, Device::Meta()), t.sizes(), t.strides(), 0, t.dtype());
+}
+
+bool ReadsScalars(const Graph& g) {
+  for (const Node& n : g.nodes()) {
+    for (const GraphArg& a : n.args) {
+      if (std::holds_alternative<ScalarRef>(a.content)) return true;
+    }
+  }
+  return false;
+}
+
+const char* SourceName(CacheSource s) {
+  switch (s) {
+    case CacheSource::kMemory: return "memory cache";
+    case CacheSource::kDisk: return "disk cache";
+    case CacheSource::kCompiled: return "compiled";
+  }
+  return "?";
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<CpuExecutable>> CpuExecutable::Build(const Graph& graph,
+                                                                  absl::string_view name) {
+  const auto start = std::chrono::steady_clock::now();
+  auto exe = std::make_shared<CpuExecutable>();
+  DT_ASSIGN_OR_RETURN(exe->program_, Schedule(graph));
+  exe->reads_scalars_ = ReadsScalars(exe->program_.graph);
+  if (!exe->program_.kernels.empty()) {
+    const std::string source = EmitCpp(exe->program_);
+    exe->kernel_source_ = EmitCpp(exe->program_, /*with_prelude=*/false);
+    DT_ASSIGN_OR_RETURN(exe->library_, KernelCache::Global().Load(source, &exe->cache_source_));
+    for (const Kernel& k : exe->program_.kernels) {
+      KernelEntry entry;
+      entry.fixed = reinterpret_cast<KernelFn>(exe->library_->Symbol(k.name + "_fixed"));
+      entry.any = reinterpret_cast<KernelFn>(exe->library_->Symbol(k.name + "_any"));
+      if (entry.fixed == nullptr || entry.any == nullptr) {
+        return absl::InternalError(absl::StrCat("kernel library ", exe->library_->path, " lacks ", k.name));
+      }
+      exe->entries_.push_back(entry);
+    }
+  }
+  exe->build_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (log::Enabled(log::Kind::kKernels)) {
+    log::Write(log::Kind::kKernels,
+               absl::StrFormat("%s: %d kernel(s), %d node(s) run eagerly, %s in %.1f ms", name,
+                               exe->num_kernels(),
+                               exe->program_.steps.size() - exe->program_.kernels.size(),
+                               exe->program_.kernels.empty() ? "nothing to compile" : SourceName(exe->cache_source_),
+                               exe->build_seconds_ * 1e3),
+               exe->kernel_source_);
+  }
+  return exe;
+}
+
+absl::StatusOr<std::shared_ptr<const CpuExecutable::Plan>> CpuExecutable::PlanFor(
+    const std::vector<Tensor>& inputs, const std::vector<Scalar>& scalars) {
+  std::vector<int64_t> key;
+  if (!reads_scalars_) {
+    for (const Tensor& t : inputs) {
+      key.push_back(t.ndim());
+      key.insert(key.end(), t.sizes().begin(), t.sizes().end());
+      key.insert(key.end(), t.strides().begin(), t.strides().end());
+    }
+    std::lock_guard<std::mutex> lock(plans_mu_);
+    if (auto it = plans_.find(key); it != plans_.end()) return it->second;
+  }
+  const Graph& g = program_.graph;
+  auto plan = std::make_shared<Plan>();
+  plan->metas.resize(g.num_values());
+  for (size_t i = 0; i < inputs.size(); ++i) plan->metas[g.inputs()[i]] = MetaLike(inputs[i]);
+  for (size_t i = 0; i < g.nodes().size(); ++i) DT_RETURN_IF_ERROR(g.RunNode(i, plan->metas, scalars));
+  if (!reads_scalars_) {
+    std::lock_guard<std::mutex> lock(plans_mu_);
+    if (plans_.size() >= kMaxPlans) plans_.clear();
+    plans_[key] = plan;
+  }
+  return plan;
+}
+
+absl::Status CpuExecutable::RunKernel(int index, const Plan& plan, std::vector<Tensor>& env,
+                                      const std::vector<Scalar>& scalars) const {
+  const Kernel& k = program_.kernels[index];
+  const size_t m = k.operands.size();
+  absl::InlinedVector<Tensor, 8> tensors;
+  for (const KernelOperand& op : k.operands) {
+    if (op.is_output) {
+      tensors.push_back(AllocateLike(plan.metas[op.value]));
+    } else if (op.scalar_slot >= 0) {
+      tensors.push_back(ScalarTensor(scalars.at(op.scalar_slot), op.dtype, Device::Cpu()));
+    } else {
+      if (!env[op.value].defined()) {
+        return absl::InternalError(absl::StrFormat("%s reads v%d before it is computed", k.name, op.value));
+      }
+      tensors.push_back(env[op.value]);
+    }
+  }
+  absl::StatusOr<LaunchGeometry> geometry = PrepareLaunch(k, plan.metas[k.domain].sizes(), tensors);
+  if (!geometry.ok()) {
+    // A layout the kernel can't walk (reduced dims that don't merge): the nodes run eagerly.
+    for (int node : k.nodes) DT_RETURN_IF_ERROR(program_.graph.RunNode(node, env, scalars));
+    return absl::OkStatus();
+  }
+  bool fixed = true;
+  for (size_t i = 0; i < m && fixed; ++i) {
+    const int predicted = k.operands[i].predicted_inner_stride;
+    fixed = predicted < 0 || geometry->inner_stride(i) == predicted;
+  }
+  absl::InlinedVector<char*, 8> data;
+  for (const Tensor& t : tensors) data.push_back(static_cast<char*>(t.data()));
+  const KernelFn fn = fixed ? entries_[index].fixed : entries_[index].any;
+  fn(geometry->outer_rank(), geometry->outer_sizes.data(), geometry->inner_size, data.data(),
+     geometry->strides.data());
+  for (size_t i = 0; i < m; ++i) {
+    if (k.operands[i].is_output) env[k.operands[i].value] = std::move(tensors[i]);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<Tensor>> CpuExecutable::Run(const std::vector<Tensor>& inputs,
+                                                       const std::vector<Scalar>& scalars) {
+  const Graph& g = program_.graph;
+  if (inputs.size() != g.inputs().size()) {
+    return Error(ErrorKind::kRuntime, absl::StrFormat("compiled graph expects %d inputs, got %d",
+                                                      g.inputs().size(), inputs.size()));
+  }
+  DT_ASSIGN_OR_RETURN(std::shared_ptr<const Plan> plan, PlanFor(inputs, scalars));
+  std::vector<Tensor> env(g.num_values());
+  for (size_t i = 0; i < inputs.size(); ++i) env[g.inputs()[i]] = inputs[i];
+  for (const Step& step : program_.steps) {
+    if (step.kind == Step::Kind::kNode) {
+      DT_RETURN_IF_ERROR(g.RunNode(step.index, env, scalars));
+    } else {
+      DT_RETURN_IF_ERROR(RunKernel(step.index, *plan, env, scalars));
+    }
+  }
+  std::vector<Tensor> outputs;
+  outputs.reserve(g.outputs().size());
+  for (ValueId v : g.outputs()) outputs.push_back(env[v]);
+  return outputs;
+}
+
+}  // namespace dt::backend

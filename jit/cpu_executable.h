@@ -1,0 +1,69 @@
+// jit/cpu_executable.h: a graph compiled for the CPU, ready to run on real tensors.
+//
+// Build() schedules the graph, prints its kernels as C++, and loads them through the kernel
+// cache. Run() walks the program: nodes the scheduler left alone run through the eager runtime,
+// kernels are called on buffers from the caching allocator. The sizes and strides of every value
+// come from a meta-device run of the graph, kept per input-shape set, so one compilation serves
+// every size; outputs get exactly the layout eager execution would give them.
+#ifndef DYNTRACE_JIT_CPU_EXECUTABLE_H_
+#define DYNTRACE_JIT_CPU_EXECUTABLE_H_
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "jit/cpp_codegen.h"
+#include "jit/kernel_cache.h"
+#include "jit/kernel_ir.h"
+
+namespace dt::backend {
+
+class CpuExecutable {
+ public:
+  // Fails when the graph can't be compiled (no compiler, a compiler error ...): callers then
+  // run the graph eagerly and log the reason.
+  [[nodiscard]] static absl::StatusOr<std::shared_ptr<CpuExecutable>> Build(const Graph& graph,
+                                                                          absl::string_view name);
+
+  // REQUIRES: `inputs` match the graph's inputs (as its guards ensure).
+  [[nodiscard]] absl::StatusOr<std::vector<Tensor>> Run(const std::vector<Tensor>& inputs,
+                                                        const std::vector<Scalar>& scalars);
+
+  const Program& program() const { return program_; }
+  // The generated kernels (without the pasted runtime headers).
+  const std::string& kernel_source() const { return kernel_source_; }
+  int num_kernels() const { return static_cast<int>(program_.kernels.size()); }
+  CacheSource cache_source() const { return cache_source_; }
+  double build_seconds() const { return build_seconds_; }
+
+ private:
+  struct Plan {
+    std::vector<Tensor> metas;  // one per graph value
+  };
+  struct KernelEntry {
+    KernelFn fixed = nullptr;
+    KernelFn any = nullptr;
+  };
+
+  absl::StatusOr<std::shared_ptr<const Plan>> PlanFor(const std::vector<Tensor>& inputs,
+                                                      const std::vector<Scalar>& scalars);
+  absl::Status RunKernel(int index, const Plan& plan, std::vector<Tensor>& env,
+                         const std::vector<Scalar>& scalars) const;
+
+  Program program_;
+  std::string kernel_source_;
+  std::shared_ptr<LoadedLibrary> library_;
+  std::vector<KernelEntry> entries_;
+  CacheSource cache_source_ = CacheSource::kMemory;
+  double build_seconds_ = 0;
+  bool reads_scalars_ = false;
+  std::mutex plans_mu_;
+  absl::flat_hash_map<std::vector<int64_t>, std::shared_ptr<const Plan>> plans_;
+};
+
+}  // namespace dt::backend
+
+#endif  // DYNTRACE_JIT_CPU_EXECUTABLE_H_

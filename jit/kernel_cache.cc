@@ -1,0 +1,297 @@
+#include "jit/kernel_cache.h"
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "jit/host_compiler.h"
+#include "runtime/log.h"
+
+namespace dt::backend {
+namespace {
+
+constexpr char kMetaMagic[] = "dyntrace-kernel 1";
+
+uint64_t Fnv1a(const std::string& bytes) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : bytes) {
+    h ^= c;
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+// A second, independent 64-bit hash: splitmix64 finalisation over 8-byte words.
+uint64_t MixHash(const std::string& bytes) {
+  auto mix = [](uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  };
+  uint64_t h = 0x9e3779b97f4a7c15ull ^ bytes.size();
+  for (size_t i = 0; i < bytes.size(); i += 8) {
+    uint64_t word = 0;
+    std::memcpy(&word, bytes.data() + i, std::min<size_t>(8, bytes.size() - i));
+    h = mix(h ^ word) + 0x9e3779b97f4a7c15ull;
+  }
+  return mix(h);
+}
+
+bool ReadFile(const std::string& path, std::string* out) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return false;
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  *out = buffer.str();
+  return true;
+}
+
+bool WriteFile(const std::string& path, const std::string& bytes) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return false;
+  size_t written = 0;
+  while (written < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + written, bytes.size() - written);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      ::close(fd);
+      return false;
+    }
+    written += static_cast<size_t>(n);
+  }
+  return ::close(fd) == 0;
+}
+
+// Why `path` may not be trusted, or "" when it may: it must be a regular file (not a link), owned
+// by this user and writable by no one else.
+std::string Untrusted(const std::string& path) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0) return absl::StrCat("missing (", std::strerror(errno), ")");
+  if (!S_ISREG(st.st_mode)) return "not a regular file";
+  if (st.st_uid != ::geteuid()) return absl::StrFormat("owned by uid %d, not this user", st.st_uid);
+  if ((st.st_mode & 022) != 0) return absl::StrFormat("writable by group or others (mode %o)", st.st_mode & 0777);
+  return "";
+}
+
+std::string DefaultDirectory() {
+  if (const char* dir = std::getenv("DYNTRACE_CACHE_DIR"); dir != nullptr && *dir != '\0') return dir;
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg != '\0') {
+    return absl::StrCat(xdg, "/dyntrace");
+  }
+  if (const char* home = std::getenv("HOME"); home != nullptr && *home != '\0') {
+    return absl::StrCat(home, "/.cache/dyntrace");
+  }
+  return "";
+}
+
+// Creates `dir` (mode 0700) and its missing parents.
+bool MakeDirectories(const std::string& dir) {
+  struct stat st;
+  if (::stat(dir.c_str(), &st) == 0) return S_ISDIR(st.st_mode);
+  const size_t slash = dir.find_last_of('/');
+  if (slash != std::string::npos && slash > 0 && !MakeDirectories(dir.substr(0, slash))) return false;
+  return ::mkdir(dir.c_str(), 0700) == 0 || errno == EEXIST;
+}
+
+std::atomic<int64_t> build_counter{0};
+
+}  // namespace
+
+void* LoadedLibrary::Symbol(const std::string& name) const { return ::dlsym(handle, name.c_str()); }
+
+std::string StableHash(const std::string& bytes) {
+  return absl::StrFormat("%016x%016x", Fnv1a(bytes), MixHash(bytes));
+}
+
+KernelCache& KernelCache::Global() {
+  static KernelCache* cache = new KernelCache();
+  return *cache;
+}
+
+void KernelCache::ChooseDirectory() {
+  if (directory_chosen_) return;
+  directory_chosen_ = true;
+  directory_.clear();
+  const std::string dir = DefaultDirectory();
+  std::string problem;
+  if (dir.empty()) {
+    problem = "no DYNTRACE_CACHE_DIR, XDG_CACHE_HOME or HOME";
+  } else if (!MakeDirectories(dir)) {
+    problem = absl::StrFormat("%s can't be created (%s)", dir, std::strerror(errno));
+  } else {
+    struct stat st;
+    if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+      problem = absl::StrFormat("%s is not a directory", dir);
+    } else if (st.st_uid != ::geteuid()) {
+      problem = absl::StrFormat("%s is owned by uid %d, not this user", dir, st.st_uid);
+    } else if ((st.st_mode & 022) != 0) {
+      problem = absl::StrFormat("%s is writable by group or others (mode %o)", dir, st.st_mode & 0777);
+    } else if (::access(dir.c_str(), W_OK | X_OK) != 0) {
+      problem = absl::StrFormat("%s is not writable", dir);
+    } else {
+      directory_ = dir;
+    }
+  }
+  if (!problem.empty()) {
+    warning_ = absl::StrCat("dyntrace kernel cache: ", problem, "; compiled kernels are kept in memory only");
+  }
+}
+
+std::shared_ptr<LoadedLibrary> KernelCache::LoadFromDisk(const std::string& key, std::string* reason) {
+  const std::string so = absl::StrCat(directory_, "/", key, ".so");
+  const std::string meta = absl::StrCat(directory_, "/", key, ".meta");
+  struct stat st;
+  if (::lstat(so.c_str(), &st) != 0 && ::lstat(meta.c_str(), &st) != 0) return nullptr;  // a miss
+  for (const std::string& path : {so, meta}) {
+    if (std::string why = Untrusted(path); !why.empty()) {
+      *reason = absl::StrCat(path, ": ", why);
+      return nullptr;
+    }
+  }
+  std::string meta_text, bytes;
+  if (!ReadFile(meta, &meta_text) || !ReadFile(so, &bytes)) {
+    *reason = absl::StrCat(key, ": unreadable");
+    return nullptr;
+  }
+  std::vector<std::string> lines = absl::StrSplit(meta_text, '\n', absl::SkipEmpty());
+  int64_t size = -1;
+  if (lines.size() != 3 || lines[0] != kMetaMagic || !absl::SimpleAtoi(lines[1], &size) ||
+      size != static_cast<int64_t>(bytes.size()) || lines[2] != StableHash(bytes)) {
+    *reason = absl::StrCat(so, ": size or content hash differs from its .meta (corrupt or truncated)");
+    return nullptr;
+  }
+  void* handle = ::dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) {
+    const char* error = ::dlerror();
+    *reason = absl::StrCat(so, ": dlopen failed: ", error != nullptr ? error : "?");
+    return nullptr;
+  }
+  auto lib = std::make_shared<LoadedLibrary>();
+  lib->handle = handle;
+  lib->path = so;
+  return lib;
+}
+
+absl::StatusOr<std::shared_ptr<LoadedLibrary>> KernelCache::Load(const std::string& source,
+                                                                 CacheSource* source_kind) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ChooseDirectory();
+  absl::StatusOr<HostCompiler> compiler = FindHostCompiler();
+  if (!compiler.ok()) return compiler.status();
+  const std::string key = StableHash(absl::StrCat(source, "\n", compiler->identity));
+  if (auto it = loaded_.find(key); it != loaded_.end()) {
+    ++counters_.from_memory;
+    *source_kind = CacheSource::kMemory;
+    return it->second;
+  }
+  if (!directory_.empty()) {
+    std::string reason;
+    if (std::shared_ptr<LoadedLibrary> lib = LoadFromDisk(key, &reason)) {
+      ++counters_.from_disk;
+      *source_kind = CacheSource::kDisk;
+      loaded_[key] = lib;
+      return lib;
+    }
+    if (!reason.empty()) {
+      ++counters_.rejected;
+      if (log::Enabled(log::Kind::kKernels)) log::Write(log::Kind::kKernels, absl::StrCat("cache entry refused, rebuilding: ", reason));
+    }
+  }
+  // Build under a private name, then move into place: readers never see a half-written file.
+  std::string dir = directory_;
+  if (dir.empty()) {
+    if (scratch_.empty()) {
+      const char* tmp = std::getenv("TMPDIR");
+      std::string pattern = absl::StrCat(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp", "/dyntrace-XXXXXX");
+      if (::mkdtemp(pattern.data()) == nullptr) {
+        return absl::UnavailableError(absl::StrCat("can't create a scratch directory: ", std::strerror(errno)));
+      }
+      scratch_ = pattern;
+    }
+    dir = scratch_;
+  }
+  const std::string stem = absl::StrFormat("%s/%s.tmp.%d.%d", dir, key, ::getpid(), build_counter++);
+  const std::string cpp = stem + ".cpp";
+  const std::string built = stem + ".so";
+  if (!WriteFile(cpp, source)) {
+    return absl::UnavailableError(absl::StrFormat("can't write %s: %s", cpp, std::strerror(errno)));
+  }
+  const auto start = std::chrono::steady_clock::now();
+  absl::Status compiled = CompileSharedLibrary(*compiler, cpp, built);
+  counters_.compile_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ::unlink(cpp.c_str());
+  if (!compiled.ok()) {
+    ::unlink(built.c_str());
+    return compiled;
+  }
+  ::chmod(built.c_str(), 0600);
+  std::string final_path = built;
+  if (!directory_.empty()) {
+    std::string bytes;
+    const std::string so = absl::StrCat(directory_, "/", key, ".so");
+    const std::string meta = absl::StrCat(directory_, "/", key, ".meta");
+    const std::string meta_tmp = stem + ".meta";
+    if (ReadFile(built, &bytes) &&
+        WriteFile(meta_tmp, absl::StrFormat("%s\n%d\n%s\n", kMetaMagic, bytes.size(), StableHash(bytes))) &&
+        ::rename(built.c_str(), so.c_str()) == 0 && ::rename(meta_tmp.c_str(), meta.c_str()) == 0) {
+      final_path = so;
+    } else {
+      ::unlink(meta_tmp.c_str());
+    }
+  }
+  void* handle = ::dlopen(final_path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (directory_.empty()) ::unlink(final_path.c_str());  // loaded: the file is no longer needed
+  if (handle == nullptr) {
+    const char* error = ::dlerror();
+    return absl::InternalError(absl::StrCat("dlopen of a fresh kernel library failed: ", error != nullptr ? error : "?"));
+  }
+  auto lib = std::make_shared<LoadedLibrary>();
+  lib->handle = handle;
+  lib->path = final_path;
+  loaded_[key] = lib;
+  ++counters_.compiled;
+  *source_kind = CacheSource::kCompiled;
+  return lib;
+}
+
+CacheCounters KernelCache::counters() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return counters_;
+}
+
+std::string KernelCache::directory() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ChooseDirectory();
+  return directory_;
+}
+
+std::string KernelCache::TakeWarning() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (warned_ || warning_.empty()) return "";
+  warned_ = true;
+  return warning_;
+}
+
+void KernelCache::Reset() {
+  std::lock_guard<std::mutex> lock(mu_);
+  directory_chosen_ = false;
+  warned_ = false;
+  warning_.clear();
+  loaded_.clear();
+  (void)FindHostCompiler(/*refresh=*/true);
+}
+
+}  // namespace dt::backend

@@ -1,0 +1,451 @@
+#include "jit/schedule.h"
+
+#include <algorithm>
+#include <optional>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "graph/decompose.h"
+#include "graph/pointwise.h"
+#include "graph/reduction.h"
+#include "jit/launch_geometry.h"
+
+namespace dt::backend {
+namespace {
+
+enum class Fusion : uint8_t { kNone, kPointwise, kCast, kReduce };
+
+struct Classified {
+  Fusion fusion = Fusion::kNone;
+  DType compute_dtype = DType::kFloat32;  // pointwise: operands convert to it; reduce: source
+  Dims reduced_dims;                      // reduce
+  bool keepdim = false;                   // reduce
+};
+
+bool HasScalarRef(const Node& n) {
+  for (const GraphArg& a : n.args) {
+    if (std::holds_alternative<ScalarRef>(a.content)) return true;
+  }
+  return false;
+}
+
+// What kind of kernel value `n` can become, if any.
+Classified Classify(const Graph& g, const Node& n) {
+  Classified c;
+  if (n.inplace || n.outputs.size() != 1) return c;
+  const Tensor& out = g.value(n.outputs[0]).meta;
+  const OpDef& op = *n.op;
+  if (op.kind == OpKind::kPointwise) {
+    for (int i = 0; i < op.pointwise.arity; ++i) {
+      const auto& content = n.args[i].content;
+      if (!std::holds_alternative<ValueId>(content) && !std::holds_alternative<ScalarRef>(content) &&
+          !std::holds_alternative<Scalar>(std::get<ArgValue>(content))) {
+        return c;
+      }
+    }
+    if (HasScalarRef(n)) {
+      // A run-time number's type is guarded, but not known here: the result dtype tells the
+      // compute dtype except for comparisons.
+      if (op.pointwise.dtype_rule == DTypeRule::kToBool) return c;
+      c.compute_dtype = out.dtype();
+    } else {
+      std::vector<ArgValue> metas;
+      for (const GraphArg& a : n.args) {
+        if (auto* v = std::get_if<ValueId>(&a.content)) metas.push_back(g.value(*v).meta);
+        else metas.push_back(std::get<ArgValue>(a.content));
+      }
+      absl::StatusOr<PointwiseSignature> sig = InferPointwise(op, OpArgs(std::move(metas)));
+      if (!sig.ok() || sig->result_dtype != out.dtype()) return c;
+      c.compute_dtype = sig->compute_dtype;
+    }
+    // Integer division and powers check their operands' values first (ZeroDivisionError, negative
+    // exponents): those stay eager.
+    if (!IsFloating(c.compute_dtype) && (op.has(kIntegerDivision) || op.has(kIntegerPower))) return c;
+    c.fusion = Fusion::kPointwise;
+    return c;
+  }
+  if (op.name() == "_to" && n.args.size() == 2 && std::holds_alternative<ValueId>(n.args[0].content)) {
+    const ValueId in = std::get<ValueId>(n.args[0].content);
+    // The same dtype returns the input itself (an alias): only real conversions fuse.
+    if (g.value(in).meta.dtype() != out.dtype()) c.fusion = Fusion::kCast;
+    return c;
+  }
+  if (op.kind == OpKind::kReduction && !op.reduction.scalar_fn.empty() &&
+      std::holds_alternative<ValueId>(n.args[0].content) && !HasScalarRef(n)) {
+    const Tensor& in = g.value(std::get<ValueId>(n.args[0].content)).meta;
+    const ArgValue& dims_arg = std::get<ArgValue>(n.args[1].content);
+    std::optional<Dims> dims;
+    if (const Dims* d = std::get_if<Dims>(&dims_arg)) dims = *d;
+    absl::StatusOr<Dims> normal = NormalizeReductionDims(dims, in.ndim());
+    if (!normal.ok()) return c;
+    c.reduced_dims = *normal;
+    c.keepdim = std::get<Scalar>(std::get<ArgValue>(n.args[2].content)).ToBool();
+    c.compute_dtype = in.dtype();
+    if (n.args.size() > 3) {
+      if (const DType* d = std::get_if<DType>(&std::get<ArgValue>(n.args[3].content))) c.compute_dtype = *d;
+    }
+    if (op.reduction.divides_by_count) c.compute_dtype = out.dtype();
+    c.fusion = Fusion::kReduce;
+  }
+  return c;
+}
+
+struct Level {
+  bool row_level = false;
+  Mapping mapping = Mapping::kFull;
+};
+
+struct Group {
+  int first_node = 0;
+  ValueId domain = -1;
+  Dims domain_shape;
+  Dims reduced_dims;
+  bool row = false;
+  bool open = true;
+  std::vector<int> nodes;
+  std::vector<int> hoisted;  // view nodes run just before the kernel
+  absl::flat_hash_map<ValueId, Level> levels;
+};
+
+Dims ShapeOf(const Graph& g, ValueId v) { return Dims(g.value(v).meta.sizes()); }
+
+// The shape of a row-level value of `group` with `mapping`.
+Dims RowShape(const Group& group, Mapping mapping) {
+  Dims shape;
+  for (int64_t d = 0; d < static_cast<int64_t>(group.domain_shape.size()); ++d) {
+    const bool folded = std::find(group.reduced_dims.begin(), group.reduced_dims.end(), d) !=
+                        group.reduced_dims.end();
+    if (!folded) shape.push_back(group.domain_shape[d]);
+    else if (mapping == Mapping::kRowKeepdim) shape.push_back(1);
+  }
+  return shape;
+}
+
+class Scheduler {
+ public:
+  explicit Scheduler(const Graph& g) : g_(g), producer_group_(g.num_values(), -1) {}
+
+  Program Run() {
+    const auto& nodes = g_.nodes();
+    node_group_.assign(nodes.size(), -1);
+    hoisted_.assign(nodes.size(), false);
+    hoisted_by_.assign(nodes.size(), -1);
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      const Node& n = nodes[i];
+      if (n.inplace) {
+        // A write may change what any earlier-started kernel would read: no kernel spans it.
+        for (Group& group : groups_) group.open = false;
+        continue;
+      }
+      const Classified c = Classify(g_, n);
+      if (c.fusion == Fusion::kNone) continue;
+      bool joined = false;
+      // Latest producer group first: it is the most likely to take the whole chain.
+      std::vector<int> candidates;
+      for (ValueId v : TensorOperands(n)) {
+        const int group = producer_group_[v];
+        if (group >= 0 && std::find(candidates.begin(), candidates.end(), group) == candidates.end()) {
+          candidates.push_back(group);
+        }
+      }
+      std::sort(candidates.rbegin(), candidates.rend());
+      for (int group : candidates) {
+        if (TryJoin(group, static_cast<int>(i), c)) {
+          joined = true;
+          break;
+        }
+      }
+      // Siblings: a chain reading only earlier values may share a kernel with the latest open
+      // kernel over the same domain (x.exp() and x.sin() read x once).
+      const ValueId domain_probe = c.fusion == Fusion::kReduce ? std::get<ValueId>(n.args[0].content) : n.outputs[0];
+      for (int group = static_cast<int>(groups_.size()) - 1; !joined && group >= 0; --group) {
+        if (std::find(candidates.begin(), candidates.end(), group) != candidates.end()) continue;
+        if (groups_[group].open && ShapeOf(g_, domain_probe) == groups_[group].domain_shape) {
+          joined = TryJoin(group, static_cast<int>(i), c);
+        }
+      }
+      if (!joined) StartGroup(static_cast<int>(i), c);
+    }
+    return Lower();
+  }
+
+ private:
+  std::vector<ValueId> TensorOperands(const Node& n) const {
+    std::vector<ValueId> vs;
+    for (const GraphArg& a : n.args) {
+      if (auto* v = std::get_if<ValueId>(&a.content)) vs.push_back(*v);
+      if (auto* list = std::get_if<std::vector<ValueId>>(&a.content)) vs.insert(vs.end(), list->begin(), list->end());
+    }
+    return vs;
+  }
+
+  // Whether `v` is ready when `group`'s kernel starts: made before it, inside it, or by a view
+  // of such values (views are free and pure, so they move up to just before the kernel).
+  bool AvailableTo(const Group& group, int group_index, ValueId v) const {
+    return producer_group_[v] == group_index || ReadyBefore(group, v);
+  }
+
+  bool ReadyBefore(const Group& group, ValueId v) const {
+    const int producer = g_.value(v).producer;
+    if (producer < group.first_node) return true;
+    const Node& n = g_.nodes()[producer];
+    if (n.op->kind != OpKind::kView || n.inplace || node_group_[producer] >= 0 || hoisted_[producer]) return false;
+    for (ValueId u : TensorOperands(n)) {
+      if (!ReadyBefore(group, u)) return false;
+    }
+    return true;
+  }
+
+  // Marks the views `v` depends on (after the group's start) to run before the group's kernel.
+  void Hoist(Group& group, ValueId v) {
+    const int producer = g_.value(v).producer;
+    if (producer < group.first_node || node_group_[producer] >= 0 || hoisted_[producer]) return;
+    if (producer_group_[v] >= 0) return;
+    for (ValueId u : TensorOperands(g_.nodes()[producer])) Hoist(group, u);
+    hoisted_[producer] = true;
+    hoisted_by_[producer] = static_cast<int>(&group - groups_.data());
+    group.hoisted.push_back(producer);
+  }
+
+  bool TryJoin(int group_index, int node, const Classified& c) {
+    Group& group = groups_[group_index];
+    if (!group.open) return false;
+    const Node& n = g_.nodes()[node];
+    for (ValueId v : TensorOperands(n)) {
+      if (!AvailableTo(group, group_index, v)) return false;
+    }
+    const Dims out_shape = ShapeOf(g_, n.outputs[0]);
+    if (c.fusion == Fusion::kReduce) {
+      const ValueId input = std::get<ValueId>(n.args[0].content);
+      // The input is a full-level value of the group, or a value ready before it starts.
+      auto it = group.levels.find(input);
+      if (it != group.levels.end() && it->second.row_level) return false;
+      if (ShapeOf(g_, input) != group.domain_shape) return false;
+      if (group.row && c.reduced_dims != group.reduced_dims) return false;
+      if (c.reduced_dims.empty()) return false;
+      group.row = true;
+      group.reduced_dims = c.reduced_dims;
+      Add(group_index, node, Level{true, c.keepdim ? Mapping::kRowKeepdim : Mapping::kRowSqueezed});
+      return true;
+    }
+    // Pointwise or cast: full-level when shaped like the domain, else row-level when shaped like
+    // the group's rows and fed only by row values.
+    bool any_full = false;
+    std::optional<Mapping> row_mapping;
+    for (ValueId v : TensorOperands(n)) {
+      auto it = group.levels.find(v);
+      if (it == group.levels.end()) continue;
+      if (!it->second.row_level) {
+        any_full = true;
+      } else {
+        if (row_mapping.has_value() && *row_mapping != it->second.mapping) return false;
+        row_mapping = it->second.mapping;
+      }
+    }
+    if (row_mapping.has_value() && !any_full && out_shape == RowShape(group, *row_mapping)) {
+      Add(group_index, node, Level{true, *row_mapping});
+      return true;
+    }
+    // Row values meet full ones only keepdim-shaped, so broadcasting lines them up by row.
+    if (row_mapping.has_value() && *row_mapping != Mapping::kRowKeepdim) return false;
+    if (out_shape != group.domain_shape) return false;
+    Add(group_index, node, Level{false, Mapping::kFull});
+    return true;
+  }
+
+  void StartGroup(int node, const Classified& c) {
+    const Node& n = g_.nodes()[node];
+    Group group;
+    group.first_node = node;
+    if (c.fusion == Fusion::kReduce) {
+      group.domain = std::get<ValueId>(n.args[0].content);
+      group.domain_shape = ShapeOf(g_, group.domain);
+      group.reduced_dims = c.reduced_dims;
+      group.row = true;
+      groups_.push_back(std::move(group));
+      Add(static_cast<int>(groups_.size()) - 1, node,
+          Level{true, c.keepdim ? Mapping::kRowKeepdim : Mapping::kRowSqueezed});
+      return;
+    }
+    group.domain = n.outputs[0];
+    group.domain_shape = ShapeOf(g_, group.domain);
+    groups_.push_back(std::move(group));
+    Add(static_cast<int>(groups_.size()) - 1, node, Level{false, Mapping::kFull});
+  }
+
+  void Add(int group_index, int node, Level level) {
+    Group& group = groups_[group_index];
+    for (ValueId v : TensorOperands(g_.nodes()[node])) Hoist(group, v);
+    group.nodes.push_back(node);
+    node_group_[node] = group_index;
+    const ValueId out = g_.nodes()[node].outputs[0];
+    group.levels[out] = level;
+    producer_group_[out] = group_index;
+    classified_[node] = Classify(g_, g_.nodes()[node]);
+  }
+
+  // Whether value `v` of `group_index` is read outside its kernel (so it must be stored).
+  bool NeededOutside(int group_index, ValueId v) const {
+    for (ValueId out : g_.outputs()) {
+      if (out == v) return true;
+    }
+    const auto& nodes = g_.nodes();
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      if (node_group_[i] == group_index) continue;
+      for (ValueId u : TensorOperands(nodes[i])) {
+        if (u == v) return true;
+      }
+    }
+    return false;
+  }
+
+  // Builds the kernel of a group; nullopt when its geometry can't be a kernel.
+  std::optional<Kernel> LowerGroup(int group_index) {
+    const Group& group = groups_[group_index];
+    Kernel k;
+    k.nodes = group.nodes;
+    k.domain = group.domain;
+    k.reduced_dims = group.reduced_dims;
+    absl::flat_hash_map<ValueId, int> value_of;  // graph value -> kernel value
+    auto load = [&](ValueId v, int slot, DType dtype, Mapping mapping) {
+      for (size_t i = 0; i < k.values.size(); ++i) {
+        const KernelValue& kv = k.values[i];
+        if (kv.kind != ValueKind::kLoad) continue;
+        const KernelOperand& op = k.operands[kv.operand];
+        if (op.value == v && op.scalar_slot == slot && op.mapping == mapping && op.dtype == dtype) {
+          return static_cast<int>(i);
+        }
+      }
+      KernelOperand op;
+      op.value = v;
+      op.scalar_slot = slot;
+      op.dtype = dtype;
+      op.mapping = mapping;
+      k.operands.push_back(op);
+      KernelValue kv;
+      kv.kind = ValueKind::kLoad;
+      kv.dtype = dtype;
+      kv.row_level = mapping != Mapping::kFull || slot >= 0;
+      kv.row_mapping = mapping;
+      kv.operand = static_cast<int>(k.operands.size()) - 1;
+      k.values.push_back(kv);
+      return static_cast<int>(k.values.size()) - 1;
+    };
+    for (int node : group.nodes) {
+      const Node& n = g_.nodes()[node];
+      const Classified& c = classified_.at(node);
+      const ValueId out = n.outputs[0];
+      const Level level = group.levels.at(out);
+      const Mapping operand_mapping = level.row_level ? level.mapping : Mapping::kFull;
+      auto operand = [&](const GraphArg& a, DType want) -> int {
+        if (auto* v = std::get_if<ValueId>(&a.content)) {
+          auto it = value_of.find(*v);
+          if (it != value_of.end()) return it->second;
+          return load(*v, -1, g_.value(*v).meta.dtype(), operand_mapping);
+        }
+        if (auto* s = std::get_if<ScalarRef>(&a.content)) return load(-1, s->slot, want, Mapping::kFull);
+        KernelValue kv;
+        kv.kind = ValueKind::kConstant;
+        kv.dtype = want;
+        kv.row_level = true;
+        kv.constant = std::get<Scalar>(std::get<ArgValue>(a.content));
+        k.values.push_back(kv);
+        return static_cast<int>(k.values.size()) - 1;
+      };
+      KernelValue kv;
+      kv.dtype = g_.value(out).meta.dtype();
+      kv.row_level = level.row_level;
+      kv.row_mapping = level.row_level ? level.mapping : Mapping::kFull;
+      kv.graph_value = out;
+      kv.op = n.op;
+      kv.compute_dtype = c.compute_dtype;
+      if (c.fusion == Fusion::kPointwise) {
+        kv.kind = ValueKind::kPointwise;
+        const int arity = n.op->pointwise.arity;
+        for (int i = 0; i < arity; ++i) {
+          // where's condition stays bool; every other operand converts to the compute dtype.
+          const DType want = arity == 3 && i == 0 ? DType::kBool : c.compute_dtype;
+          kv.args.push_back(operand(n.args[i], want));
+        }
+      } else if (c.fusion == Fusion::kCast) {
+        kv.kind = ValueKind::kCast;
+        kv.args.push_back(operand(n.args[0], DType::kFloat32));
+      } else {
+        kv.kind = ValueKind::kReduce;
+        kv.accumulator_dtype = AccumulatorDType(n.op->reduction.combiner, c.compute_dtype);
+        const ValueId input = std::get<ValueId>(n.args[0].content);
+        auto it = value_of.find(input);
+        kv.args.push_back(it != value_of.end() ? it->second
+                                               : load(input, -1, g_.value(input).meta.dtype(), Mapping::kFull));
+      }
+      k.values.push_back(kv);
+      value_of[out] = static_cast<int>(k.values.size()) - 1;
+      if (NeededOutside(group_index, out)) {
+        KernelOperand op;
+        op.value = out;
+        op.dtype = kv.dtype;
+        op.mapping = kv.row_mapping;
+        op.is_output = true;
+        op.source = value_of[out];
+        k.operands.push_back(op);
+      }
+    }
+    // Predict the innermost strides from the trace's own tensors.
+    std::vector<Tensor> metas;
+    for (const KernelOperand& op : k.operands) {
+      metas.push_back(op.scalar_slot >= 0 ? Tensor::Empty({}, op.dtype, Device::Meta()) : g_.value(op.value).meta);
+    }
+    absl::StatusOr<LaunchGeometry> geometry = PrepareLaunch(k, group.domain_shape, metas);
+    if (!geometry.ok()) return std::nullopt;
+    for (size_t i = 0; i < k.operands.size(); ++i) {
+      const int64_t s = geometry->inner_stride(i);
+      k.operands[i].predicted_inner_stride = s == 0 || s == 1 ? static_cast<int>(s) : -1;
+    }
+    return k;
+  }
+
+  Program Lower() {
+    Program p;
+    std::vector<int> kernel_of_group(groups_.size(), -1);
+    for (size_t gi = 0; gi < groups_.size(); ++gi) {
+      std::optional<Kernel> k = LowerGroup(static_cast<int>(gi));
+      if (!k.has_value()) continue;
+      k->name = absl::StrCat("kernel", p.kernels.size());
+      kernel_of_group[gi] = static_cast<int>(p.kernels.size());
+      p.kernels.push_back(std::move(*k));
+    }
+    for (size_t i = 0; i < g_.nodes().size(); ++i) {
+      const int gi = node_group_[i];
+      if (hoisted_[i] && kernel_of_group[hoisted_by_[i]] >= 0) continue;  // runs before its kernel
+      if (gi < 0 || kernel_of_group[gi] < 0) {
+        p.steps.push_back(Step{Step::Kind::kNode, static_cast<int>(i)});
+      } else if (groups_[gi].first_node == static_cast<int>(i)) {
+        std::vector<int> views = groups_[gi].hoisted;
+        std::sort(views.begin(), views.end());
+        for (int v : views) p.steps.push_back(Step{Step::Kind::kNode, v});
+        p.steps.push_back(Step{Step::Kind::kKernel, kernel_of_group[gi]});
+      }
+    }
+    return p;
+  }
+
+  const Graph& g_;
+  std::vector<int> producer_group_;
+  std::vector<int> node_group_;
+  std::vector<bool> hoisted_;
+  std::vector<int> hoisted_by_;
+  std::vector<Group> groups_;
+  absl::flat_hash_map<int, Classified> classified_;
+};
+
+}  // namespace
+
+absl::StatusOr<Program> Schedule(const Graph& graph) {
+  DT_ASSIGN_OR_RETURN(Graph decomposed, Decompose(graph));
+  decomposed.EliminateDeadCode();
+  Program program = Scheduler(decomposed).Run();
+  program.graph = std::move(decomposed);
+  return program;
+}
+
+}  // namespace dt::backend

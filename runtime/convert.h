@@ -1,0 +1,37 @@
+// runtime/convert.h: how one element changes dtype (CastTo, `.to()`, type promotion).
+//
+// The eager copy loops and the generated kernels both call Convert, so a compiled cast rounds
+// exactly like an eager one: through the source's compute type, with nonzero-is-true for bool and
+// round-to-nearest-even into float16. Header-only and self-contained for the same reason as
+// scalar_math.h: the JIT pastes it into generated translation units.
+#ifndef DYNTRACE_RUNTIME_CONVERT_H_
+#define DYNTRACE_RUNTIME_CONVERT_H_
+
+#include <type_traits>
+
+#include "runtime/half.h"
+
+namespace dt {
+
+template <typename T> struct ComputeTypeOf { using type = T; };
+template <> struct ComputeTypeOf<Half> { using type = float; };
+// The type arithmetic happens in for values stored as T.
+template <typename T> using ComputeType = typename ComputeTypeOf<T>::type;
+
+template <typename Out, typename In>
+inline Out Convert(In v) {
+  using C = ComputeType<In>;
+  if constexpr (std::is_same_v<Out, In>) {
+    return v;
+  } else if constexpr (std::is_same_v<Out, bool>) {
+    return static_cast<C>(v) != C(0);
+  } else if constexpr (std::is_same_v<Out, Half>) {
+    return Half(static_cast<float>(static_cast<C>(v)));
+  } else {
+    return static_cast<Out>(static_cast<C>(v));
+  }
+}
+
+}  // namespace dt
+
+#endif  // DYNTRACE_RUNTIME_CONVERT_H_

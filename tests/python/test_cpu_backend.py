@@ -1,0 +1,373 @@
+"""The cpu backend (fused kernels from the host compiler) against eager execution: every op,
+fused patterns over dtypes, odd sizes, broadcasting, non-contiguous and expanded inputs; the
+kernel cache across restarts, corrupt and badly-permissioned entries; and the fallback when no
+compiler exists."""
+import json
+import os
+import stat
+import tempfile
+import textwrap
+
+import dyntrace as dt
+from cpulib import ALL_DTYPES, FLOAT_DTYPES, check, compiled, kernel_count, run_child, compare
+from testlib import noncontig, rand_tensor, seed
+
+UNARY = ["neg", "abs", "exp", "exp2", "log", "log2", "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos",
+         "tan", "tanh", "sigmoid", "relu", "silu", "erf", "floor", "ceil", "round", "trunc", "sign",
+         "reciprocal", "square", "logical_not"]
+BINARY = ["add", "sub", "mul", "div", "floor_divide", "remainder", "pow", "maximum", "minimum",
+          "atan2", "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor"]
+
+
+def _supported(names, dtype, *args):
+    """The ops of `names` that eager accepts for these operands."""
+    ok = []
+    for name in names:
+        try:
+            getattr(dt, name)(*args)
+            ok.append(name)
+        except (TypeError, RuntimeError, ValueError):
+            pass
+    return ok
+
+
+def _make_fn(body_names, call):
+    """def f(x, y): return (dt.<name>(<call>), ...) — one graph holding every listed op."""
+    source = "def f(x, y):\n    return (%s,)\n" % ", ".join("dt.%s(%s)" % (n, call) for n in body_names)
+    scope = {"dt": dt}
+    exec(compile(source, "<cpu-test-%s>" % call, "exec"), scope)  # noqa: S102 - generated test code
+    return scope["f"]
+
+
+def test_every_unary_op_every_dtype():
+    for dtype in ALL_DTYPES:
+        seed(1)
+        probe = rand_tensor((3,), dtype)
+        names = _supported(UNARY, dtype, probe)
+        assert names, dtype
+        f = _make_fn(names, "x")
+        check(f, lambda i: (rand_tensor((5 + 7 * i, 33), dtype, 0.1, 3.0) if dtype != dt.bool
+                            else rand_tensor((5 + 7 * i, 33), dtype), None))
+
+
+def test_every_binary_op_every_dtype_with_broadcasting_and_scalars():
+    for dtype in ALL_DTYPES:
+        seed(2)
+        a, b = rand_tensor((2, 3), dtype, 1, 4), rand_tensor((3,), dtype, 1, 4)
+        names = _supported(BINARY, dtype, a, b)
+        f = _make_fn(names, "x, y")
+        check(f, lambda i: (rand_tensor((4 + i, 17), dtype, 1, 4), rand_tensor((17,), dtype, 1, 4)))
+        with_scalar = _supported(BINARY, dtype, a, 3)
+        g = _make_fn(with_scalar, "x, 3")
+        check(g, lambda i: (rand_tensor((9, 5 + i), dtype, 1, 4), None))
+
+
+def test_mixed_dtype_promotion_in_one_kernel():
+    def f(i32, f16, f64, flag):
+        return (i32 + f16) * 2.5, (i32 * 3) // 2, dt.where(flag, f16, i32), f64 - i32, (f16 > 0.5) & flag
+    check(f, lambda i: (rand_tensor((6, 7 + i), dt.int32, -5, 5), rand_tensor((6, 7 + i), dt.float16),
+                        rand_tensor((7 + i,), dt.float64), rand_tensor((6, 7 + i), dt.bool)))
+
+
+def test_where_and_casts():
+    def f(x, y):
+        c = x > y
+        return dt.where(c, x, 0.0), dt.where(c, 1, y), x.to(dt.float16).to(dt.float32), c.to(dt.int64) * 7
+    check(f, lambda i: (rand_tensor((8, 3 + i)), rand_tensor((8, 3 + i))))
+
+
+def test_every_reduction():
+    def f(x, b):
+        return (x.sum(), x.sum(1), x.sum((0, 2), keepdim=True), x.prod(-1), x.amax(0), x.amin((1, 2)),
+                x.mean(-1, keepdim=True), (x > 0).any(-1), (x > -1.5).all(1), x.argmax(-1), x.argmin(0),
+                x.sum(-1, dtype=dt.float64), b.sum(-1), b.any(), x.mean())
+    for dtype in (dt.float32, dt.float64, dt.float16):
+        check(f, lambda i: (rand_tensor((3 + i, 5, 7), dtype, -2, 2) * 0.5, rand_tensor((4, 9 + i), dt.bool)))
+    def g(x):
+        return x.sum(-1), x.prod(0), x.amax(-1), x.amin(), x.sum(dtype=dt.float32)
+    for dtype in (dt.int32, dt.int64):
+        check(g, lambda i: (rand_tensor((4 + i, 6), dtype, -3, 4),))
+
+
+def test_every_composite():
+    def f(x, w, b):
+        return (x.var(-1), x.std(0, keepdim=True), dt.logsumexp(x, (-1,)), dt.softmax(x, -1),
+                dt.log_softmax(x, 0), dt.layer_norm(x, (x.shape[-1],), w, b), dt.rms_norm(x, (x.shape[-1],), w),
+                dt.gelu(x), dt.gelu(x, approximate="tanh"), dt.clamp(x, -0.5, 0.5), dt.clip(x, max=0.1),
+                dt.softmax(x, 1, dtype=dt.float64))
+    for dtype in FLOAT_DTYPES:
+        check(f, lambda i: (rand_tensor((5 + i, 19), dtype), rand_tensor((19,), dtype), rand_tensor((19,), dtype)))
+
+
+def test_shape_data_creation_and_linalg_ops_between_kernels():
+    def f(x, y, m):
+        t = (x * 2).transpose(0, 1)
+        u = t.reshape(-1).view(t.shape[1], t.shape[0]).flatten().unsqueeze(0).squeeze(0)
+        a, b = (x + 1).split(2, 1)[0], (x - 1).chunk(2, 0)[-1]
+        c = dt.cat([x, y], 0) * dt.stack([x, x], 0).sum(0).repeat_interleave(1, 0) if False else dt.cat([x, y], 0)
+        s = dt.stack([x.exp(), y.exp()], 1).permute(2, 0, 1).swapaxes(0, 1)
+        e = x.expand(2, *x.shape).broadcast_to((2,) + tuple(x.shape)) + 1
+        n = x.narrow(1, 1, 2).select(0, 0).contiguous().clone()
+        z = dt.zeros(3, x.shape[1]) + dt.ones(x.shape[1]) * dt.full((x.shape[1],), 2.0) + dt.arange(x.shape[1])
+        l = dt.linspace(0, 1, x.shape[1]) * x
+        mm = dt.matmul(x, m).relu() + 1
+        mm2 = dt.mm(x, m) * 2
+        bm = dt.bmm(x.unsqueeze(0), m.unsqueeze(0)).tanh()
+        d = dt.dot(x[0], x[1]) + 1
+        g = x[1:, ::2] * 3
+        k = x.clone()
+        k[0] = 5.0
+        h = dt.concat([x, x], 1).sum(-1)
+        return u, a, b, c, s, e, n, z, l, mm, mm2, bm, d, g, k + 1, h, dt.zeros_like(x) + x, dt.ones_like(y), dt.full_like(x, 3) * x
+    check(f, lambda i: (rand_tensor((4, 6)), rand_tensor((2 + i, 6)), rand_tensor((6, 5 + i))))
+
+
+def test_op_coverage():
+    """Every registered op appears in some test of this file (a new op needs a compiled test)."""
+    source = open(__file__).read()
+    creation_like = {"_tensor_constant", "_getitem", "_setitem", "_to", "_gelu_erf", "_gelu_tanh",
+                     "rand", "randn", "empty", "tensor", "split.sizes", "rand_like", "randn_like",
+                     "empty_like", "linspace"}
+    missing = [n for n in dt._op_names() if n not in creation_like and n not in source]
+    assert not missing, "ops without a cpu-backend test: %s" % missing
+
+
+# ---- fused patterns: (name, function, input maker) -----------------------------------------------
+
+def _bias_gelu(x, b):
+    y = x + b
+    return 0.5 * y * (1 + dt.tanh(0.7978845608 * (y + 0.044715 * y * y * y)))
+
+
+def _softmax_manual(x):
+    m = x.amax(-1, keepdim=True)
+    e = (x - m).exp()
+    return e / e.sum(-1, keepdim=True)
+
+
+def _layer_norm_manual(x, w, b):
+    mu = x.mean(-1, keepdim=True)
+    var = ((x - mu) ** 2).mean(-1, keepdim=True)
+    return (x - mu) / dt.sqrt(var + 1e-5) * w + b
+
+
+PATTERNS = [
+    ("bias_gelu", _bias_gelu, lambda i: (rand_tensor((7 + i, 129)), rand_tensor((129,))), 1),
+    ("softmax_manual", _softmax_manual, lambda i: (rand_tensor((5 + i, 37)),), 1),
+    ("layer_norm_manual", _layer_norm_manual, lambda i: (rand_tensor((3 + i, 65)), rand_tensor((65,)), rand_tensor((65,))), 1),
+    ("softmax_op", lambda x: dt.softmax(x * 0.125, -1), lambda i: (rand_tensor((9, 3 + 5 * i)),), 1),
+    ("log_softmax_op", lambda x: dt.log_softmax(x, -1) + 1, lambda i: (rand_tensor((2 + i, 4, 31)),), 1),
+    ("layer_norm_op", lambda x, w, b: dt.layer_norm(x, (x.shape[-1],), w, b).relu(), lambda i: (rand_tensor((4, 3 + i, 48)), rand_tensor((48,)), rand_tensor((48,))), 1),
+    ("rms_norm_op", lambda x, w: dt.rms_norm(x, (x.shape[-1],), w) * 2, lambda i: (rand_tensor((6 + i, 40)), rand_tensor((40,))), 1),
+    ("row_sum_epilogue", lambda x: (x * x).sum(-1).sqrt() + 1, lambda i: (rand_tensor((11 + i, 23)),), 1),
+    ("column_sum", lambda x: (x + 1).sum(0) * 3, lambda i: (rand_tensor((13, 5 + i)),), 1),
+    ("middle_dim_mean", lambda x: x.exp().mean(1, keepdim=True) - 1, lambda i: (rand_tensor((3, 7 + i, 4)),), 1),
+    ("full_reduction", lambda x: (x.abs() + 0.5).log().sum(), lambda i: (rand_tensor((17 + i, 3)),), 1),
+    ("reduce_then_broadcast_back", lambda x: x - x.mean(-1, keepdim=True), lambda i: (rand_tensor((5, 9 + i)),), 1),
+    ("two_outputs_shared_chain", lambda x: ((x * 2).exp(), (x * 2).sin()), lambda i: (rand_tensor((33 + i,)),), 1),
+    ("odd_sizes_1d", lambda x, y: (x * y + 1).tanh(), lambda i: (rand_tensor((1 + 1000 * i + 7,)), rand_tensor((1 + 1000 * i + 7,))), 1),
+    ("scalar_tensor_operand", lambda x, s: x * s + s, lambda i: (rand_tensor((3, 5 + i)), rand_tensor(())), 1),
+    ("broadcast_outer", lambda a, b: (a + b).relu() * a, lambda i: (rand_tensor((6 + i, 1)), rand_tensor((1, 9))), 1),
+    ("broadcast_3d", lambda a, b: (a * b).sigmoid(), lambda i: (rand_tensor((2, 1, 5 + i)), rand_tensor((3, 1))), 1),
+    ("transposed_input", lambda x: (x.exp() + 1).log(), lambda i: (noncontig((5 + i, 7), kind="transposed"),), 1),
+    ("strided_input", lambda x: x * 2 - 1, lambda i: (noncontig((4, 6 + i), kind="strided"),), 1),
+    ("expanded_input", lambda x, y: x + y * 2, lambda i: (noncontig((5 + i, 8), kind="expanded"), rand_tensor((5 + i, 8))), 1),
+    ("view_of_input", lambda x: x.T * 2 + x.T.exp(), lambda i: (rand_tensor((4 + i, 6)),), 1),
+    ("slice_of_input", lambda x: x[:, 1:-1].square() + 1, lambda i: (rand_tensor((3 + i, 10)),), 1),
+    ("matmul_bias_gelu", lambda x, w, b: dt.gelu(x @ w + b), lambda i: (rand_tensor((8 + i, 16)), rand_tensor((16, 24)), rand_tensor((24,))), 1),
+    ("mlp_two_layers", lambda x, w1, w2: dt.relu(x @ w1 + 1) @ w2 * 0.5, lambda i: (rand_tensor((4 + i, 8)), rand_tensor((8, 12)), rand_tensor((12, 3))), 2),
+    ("attention_scores", lambda q, k: dt.softmax(q @ k.transpose(-1, -2) * 0.25, -1), lambda i: (rand_tensor((2, 5 + i, 8)), rand_tensor((2, 5 + i, 8))), 1),
+    ("clamp_chain", lambda x: dt.clamp(x * 3, -1, 1) + dt.clip(x, min=0), lambda i: (rand_tensor((7, 7 + i)),), 1),
+    ("where_select", lambda x, y: dt.where(x > y, x - y, (y - x) * 0.5), lambda i: (rand_tensor((6 + i, 4)), rand_tensor((4,))), 1),
+    ("comparison_chain", lambda x: ((x > 0) & (x < 1)) | (x == 0.5), lambda i: (rand_tensor((12 + i,)),), 1),
+    ("integer_arithmetic", lambda a, b: (a * 3 + b) % 7 + a // 2, lambda i: (rand_tensor((5, 5 + i), dt.int64, -9, 9), rand_tensor((5 + i,), dt.int64, 1, 5)), 2),
+    ("int32_to_float", lambda a: a.to(dt.float32) / 3 + a, lambda i: (rand_tensor((4 + i, 3), dt.int32, -9, 9),), 1),
+    ("half_chain", lambda x: (x * 1.5 + 0.25).exp() / 3, lambda i: (rand_tensor((10 + i, 6), dt.float16, -1, 1),), 1),
+    ("half_softmax", lambda x: dt.softmax(x, -1), lambda i: (rand_tensor((3, 17 + i), dt.float16),), 1),
+    ("double_layer_norm", lambda x: dt.layer_norm(x, (x.shape[-1],)), lambda i: (rand_tensor((3 + i, 11), dt.float64),), 1),
+    ("bool_logic", lambda a, b: dt.logical_xor(a, b) | ~a, lambda i: (rand_tensor((9 + i,), dt.bool), rand_tensor((9 + i,), dt.bool)), 1),
+    ("pow_and_sqrt", lambda x: (x.abs() ** 1.5 + 1).sqrt().rsqrt(), lambda i: (rand_tensor((8, 2 + i)),), 1),
+    ("inplace_between", lambda x: _inplace_between(x), lambda i: (rand_tensor((5, 4 + i)),), 2),
+    ("large_parallel", lambda x: (x * 0.5).sin() * x.cos() + 1, lambda i: (rand_tensor((300 + i, 333)),), 1),
+    ("large_row_softmax", lambda x: dt.softmax(x, -1), lambda i: (rand_tensor((200 + i, 513)),), 1),
+    ("zero_size", lambda x: (x + 1).sum(-1) * x.exp().sum(), lambda i: (rand_tensor((0, 4 + i)),), None),
+    ("size_one_dims", lambda x, y: (x * y).sum(1, keepdim=True) + x, lambda i: (rand_tensor((4 + i, 1, 6)), rand_tensor((1, 3, 6))), None),
+    ("keepdim_false_epilogue", lambda x: x.amax(-1) * 2 - x.amin(-1), lambda i: (rand_tensor((6 + i, 10)),), 1),
+    ("nan_and_inf", lambda x: dt.softmax(x / 0.0, -1) + dt.maximum(x, x / 0.0).relu(), lambda i: (rand_tensor((3, 4 + i)),), 1),
+]
+
+
+def _inplace_between(x):
+    y = x * 2
+    y.add_(1)
+    return (y.exp() + x).sum(-1)
+
+
+def _pattern_test(name, fn, make, kernels):
+    def test():
+        seed(hash(name) % 1000)
+        if kernels is None:
+            check(fn, make)
+        else:
+            check(fn, make, kernels=kernels)
+    test.__name__ = "test_pattern_" + name
+    return test
+
+
+for _name, _fn, _make, _kernels in PATTERNS:
+    globals()["test_pattern_" + _name] = _pattern_test(_name, _fn, _make, _kernels)
+
+
+def test_patterns_over_every_dtype():
+    def chain(a, b):
+        return (a * b + a) - b * 2
+    for dtype in ALL_DTYPES:
+        if dtype == dt.bool:
+            continue
+        check(chain, lambda i: (rand_tensor((5, 3 + i), dtype, -4, 4), rand_tensor((5, 3 + i), dtype, -4, 4)), kernels=1)
+
+
+def test_one_compile_serves_every_batch_size():
+    def f(x, b):
+        return dt.softmax(x + b, -1).sum(-1)
+    g = compiled(f)
+    before = dt.stats()
+    for n in (3, 17, 256, 1):
+        x, b = rand_tensor((n, 40)), rand_tensor((40,))
+        compare(g(x, b), f(x, b))
+    after = dt.stats()
+    # n=1 changes which dims broadcast (a guarded property); the others share one entry.
+    assert len(dt.kernels(g)) <= 2
+    assert after["recompiles"] - before["recompiles"] <= 1
+
+
+def test_chain_of_eight_ops_is_one_kernel_and_no_intermediates():
+    g = check(_bias_gelu, lambda i: (rand_tensor((64, 256)), rand_tensor((256,))), kernels=1)
+    source = dt.kernels(g)[0]
+    assert "tanh" in source and source.count("p2[") >= 1, source
+
+
+def test_kernel_log_shows_source_and_compile_time():
+    code = textwrap.dedent("""
+        import dyntrace as dt
+        @dt.jit(backend="cpu")
+        def f(x):
+            return (x * 3).exp().sum(-1)
+        f(dt.ones(4, 5))
+    """)
+    rc, out, err = run_child(code, {"DYNTRACE_LOGS": "kernels", "DYNTRACE_CACHE_DIR": tempfile.mkdtemp()})
+    assert rc == 0, err
+    assert "[dyntrace:kernels]" in err and " ms" in err and "kernel0_fixed" in err and "compiled" in err, err
+
+
+# ---- the kernel cache across processes --------------------------------------------------------
+
+CHILD = textwrap.dedent("""
+    import json, warnings
+    import dyntrace as dt
+    warnings.simplefilter("always")
+    caught = []
+    warnings.showwarning = lambda m, *a, **k: caught.append(str(m))
+    @dt.jit(backend="cpu")
+    def f(x, y):
+        return (x * y + 1).tanh().sum(-1) + %(salt)s
+    x = dt.arange(12, dtype=dt.float32).reshape(3, 4) / 7
+    y = dt.ones(4) * 0.5
+    got = f(x, y).tolist()
+    want = ((x * y + 1).tanh().sum(-1) + %(salt)s).tolist()
+    s = dt.stats()
+    print(json.dumps({"ok": all(abs(a - b) < 1e-5 for a, b in zip(got, want)), "compiled": s["kernels_compiled"],
+                      "disk": s["kernels_from_disk"], "rejected": s["kernels_rejected"],
+                      "failures": s["compile_failures"], "warnings": caught}))
+""")
+
+
+def _child(cache_dir, salt, **env):
+    extra = {"DYNTRACE_CACHE_DIR": cache_dir}
+    extra.update(env)
+    rc, out, err = run_child(CHILD % {"salt": salt}, extra)
+    assert rc == 0, err
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def _entries(cache_dir):
+    return sorted(os.path.join(cache_dir, n) for n in os.listdir(cache_dir) if n.endswith(".so"))
+
+
+def test_cache_hit_after_restart():
+    d = tempfile.mkdtemp()
+    first = _child(d, 1.0)
+    assert first["ok"] and first["compiled"] == 1 and first["disk"] == 0, first
+    assert stat.S_IMODE(os.stat(d).st_mode) & 0o077 == 0
+    second = _child(d, 1.0)
+    assert second["ok"] and second["compiled"] == 0 and second["disk"] == 1, second
+
+
+def test_default_cache_directory_is_private():
+    home = tempfile.mkdtemp()
+    rc, out, err = run_child(CHILD % {"salt": 2.0}, {"DYNTRACE_CACHE_DIR": "", "XDG_CACHE_HOME": "", "HOME": home})
+    assert rc == 0, err
+    cache = os.path.join(home, ".cache", "dyntrace")
+    assert _entries(cache), os.listdir(home)
+    assert stat.S_IMODE(os.stat(cache).st_mode) == 0o700
+
+
+def test_corrupt_and_truncated_entries_are_rebuilt():
+    d = tempfile.mkdtemp()
+    _child(d, 3.0)
+    (so,) = _entries(d)
+    data = open(so, "rb").read()
+    with open(so, "wb") as f:
+        f.write(data[: len(data) // 2])  # truncated
+    r = _child(d, 3.0)
+    assert r["ok"] and r["rejected"] == 1 and r["compiled"] == 1, r
+    with open(so, "r+b") as f:
+        f.seek(len(data) // 3)
+        f.write(b"\xde\xad\xbe\xef" * 8)  # corrupt, same size
+    r = _child(d, 3.0)
+    assert r["ok"] and r["rejected"] == 1 and r["compiled"] == 1, r
+    r = _child(d, 3.0)
+    assert r["ok"] and r["rejected"] == 0 and r["disk"] == 1, r
+
+
+def test_entries_with_bad_permissions_or_owner_are_refused():
+    d = tempfile.mkdtemp()
+    _child(d, 4.0)
+    (so,) = _entries(d)
+    os.chmod(so, 0o666)  # writable by others: refused, rebuilt
+    r = _child(d, 4.0)
+    assert r["ok"] and r["rejected"] == 1 and r["compiled"] == 1, r
+    assert stat.S_IMODE(os.stat(so).st_mode) & 0o022 == 0
+    if os.geteuid() == 0:
+        try:
+            os.chown(so, 12345, 12345)  # foreign-owned
+        except OSError:
+            return  # a user namespace without that uid (Bazel's sandbox): nothing more to check
+        r = _child(d, 4.0)
+        assert r["ok"] and r["rejected"] == 1 and r["compiled"] == 1, r
+
+
+def test_unusable_cache_directory_degrades_to_memory_with_one_warning():
+    d = tempfile.mkdtemp()
+    os.chmod(d, 0o777)  # writable by others: not trusted
+    r = _child(d, 5.0)
+    assert r["ok"] and r["compiled"] == 1 and len(r["warnings"]) == 1 and "memory only" in r["warnings"][0], r
+    assert not _entries(d)
+    blocker = os.path.join(tempfile.mkdtemp(), "file")
+    open(blocker, "w").close()
+    r = _child(os.path.join(blocker, "cache"), 5.0)  # can't be created: a file is in the way
+    assert r["ok"] and r["compiled"] == 1 and len(r["warnings"]) == 1, r
+    if os.geteuid() != 0:
+        ro = tempfile.mkdtemp()
+        os.chmod(ro, 0o500)
+        r = _child(ro, 5.0)
+        assert r["ok"] and len(r["warnings"]) == 1, r
+
+
+def test_missing_compiler_falls_back_to_eager():
+    d = tempfile.mkdtemp()
+    r = _child(d, 6.0, CXX="/nonexistent/c++", DYNTRACE_LOGS="kernels")
+    assert r["ok"] and r["compiled"] == 0, r
+    assert r["failures"] and "no C++ compiler" in r["failures"][0], r
+    r = _child(d, 6.0, CXX="/bin/false")  # a "compiler" that fails
+    assert r["ok"] and r["compiled"] == 0 and r["failures"], r
