@@ -274,6 +274,8 @@ def main():
             if failures >= args.max_failures:
                 break
         dt.reset()
+        if (seed - args.seed + 1) % 500 == 0:
+            print(f"... {seed - args.seed + 1} programs, {failures} mismatches", flush=True)
     ran = seed - args.seed + 1
     print(f"{ran} programs on backends {','.join(backends)}: {failures} mismatches", flush=True)
     return 1 if failures else 0
