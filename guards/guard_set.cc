@@ -89,22 +89,24 @@ LeafGuard::LeafGuard(const LeafGuard& other)
       where_(other.where_),
       type_(other.type_),
       expected_(other.expected_),
+      weak_expected_(other.weak_expected_),
       length_(other.length_),
       tensor_(other.tensor_),
       dim_(other.dim_),
       size_(other.size_) {
-  Py_XINCREF(expected_);
+  Py_XINCREF(weak_expected_ != nullptr ? weak_expected_ : expected_);
 }
 
 LeafGuard& LeafGuard::operator=(const LeafGuard& other) {
   if (this == &other) return *this;
-  Py_XINCREF(other.expected_);
-  Py_XDECREF(expected_);
+  Py_XINCREF(other.weak_expected_ != nullptr ? other.weak_expected_ : other.expected_);
+  Py_XDECREF(weak_expected_ != nullptr ? weak_expected_ : expected_);
   kind_ = other.kind_;
   source_ = other.source_;
   where_ = other.where_;
   type_ = other.type_;
   expected_ = other.expected_;
+  weak_expected_ = other.weak_expected_;
   length_ = other.length_;
   tensor_ = other.tensor_;
   dim_ = other.dim_;
@@ -112,20 +114,33 @@ LeafGuard& LeafGuard::operator=(const LeafGuard& other) {
   return *this;
 }
 
-LeafGuard::~LeafGuard() { Py_XDECREF(expected_); }
+LeafGuard::~LeafGuard() { Py_XDECREF(weak_expected_ != nullptr ? weak_expected_ : expected_); }
+
+void LeafGuard::Hold(PyObject* obj) {
+  expected_ = obj;
+  if (PyType_SUPPORTS_WEAKREFS(Py_TYPE(obj))) {
+    weak_expected_ = PyWeakref_NewRef(obj, nullptr);
+    if (weak_expected_ != nullptr) return;
+    PyErr_Clear();
+  }
+  Py_INCREF(obj);
+}
+
+PyObject* LeafGuard::LiveExpected() const {
+  if (weak_expected_ == nullptr) return expected_;
+  return PyWeakref_GET_OBJECT(weak_expected_) == expected_ ? expected_ : nullptr;
+}
 
 LeafGuard LeafGuard::Type(SourceRef source, PyTypeObject* type, Provenance where) {
   LeafGuard g(Kind::kType, std::move(source), std::move(where));
   g.type_ = type;
-  g.expected_ = reinterpret_cast<PyObject*>(type);
-  Py_INCREF(g.expected_);  // keeps the type alive so its address is never reused
+  g.Hold(reinterpret_cast<PyObject*>(type));
   return g;
 }
 
 LeafGuard LeafGuard::Identity(SourceRef source, PyObject* expected, Provenance where) {
   LeafGuard g(Kind::kIdentity, std::move(source), std::move(where));
-  g.expected_ = expected;
-  Py_INCREF(expected);
+  g.Hold(expected);
   return g;
 }
 
@@ -163,8 +178,9 @@ bool LeafGuard::CheckValue(PyObject* value) const {
   if (kind_ == Kind::kAbsent) return value == nullptr;
   if (value == nullptr) return false;
   switch (kind_) {
-    case Kind::kType: return Py_TYPE(value) == type_;
-    case Kind::kIdentity: return value == expected_;
+    // A dead expected object's address may be reused: the weak reference tells them apart.
+    case Kind::kType: return Py_TYPE(value) == type_ && LiveExpected() != nullptr;
+    case Kind::kIdentity: return value == expected_ && LiveExpected() != nullptr;
     case Kind::kEquals: return SameConstant(value, expected_);
     case Kind::kLength:
       if (PyTuple_Check(value)) return PyTuple_GET_SIZE(value) == length_;
@@ -208,10 +224,12 @@ std::optional<std::string> LeafGuard::Explain(const FrameInputs& frame) const {
   switch (kind_) {
     case Kind::kAbsent: break;
     case Kind::kType:
-      return absl::StrFormat("type(%s): expected %s, actual %s", src, type_->tp_name,
+      return absl::StrFormat("type(%s): expected %s, actual %s", src,
+                             LiveExpected() != nullptr ? type_->tp_name : "a class that no longer exists",
                              Py_TYPE(value)->tp_name);
     case Kind::kIdentity:
-      return absl::StrFormat("%s: expected the object %s, actual %s", src, Repr(expected_),
+      return absl::StrFormat("%s: expected the object %s, actual %s", src,
+                             LiveExpected() != nullptr ? Repr(expected_) : "that no longer exists",
                              Repr(value));
     case Kind::kEquals:
       return absl::StrFormat("%s: expected %s, actual %s", src, Repr(expected_), Repr(value));

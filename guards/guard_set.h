@@ -77,7 +77,15 @@ class LeafGuard {
   SourceRef source_;
   Provenance where_;
   PyTypeObject* type_ = nullptr;
-  PyObject* expected_ = nullptr;  // strong reference (kIdentity, kEquals)
+  // kType, kIdentity, kEquals: the expected object. Held through `weak_expected_` (an owned weak
+  // reference; `expected_` then borrowed) when its type supports weak references, so guards do
+  // not keep functions and classes alive (a cache entry lives as long as its code object); the
+  // guard fails once the object is gone, so a reused address never passes. Otherwise owned.
+  PyObject* expected_ = nullptr;
+  PyObject* weak_expected_ = nullptr;
+  void Hold(PyObject* obj);
+  // `expected_`, or null when it was held weakly and has died.
+  PyObject* LiveExpected() const;
   Py_ssize_t length_ = 0;
   TensorProperties tensor_{};
   int64_t dim_ = 0, size_ = 0;

@@ -136,6 +136,12 @@ struct TraceLog {
 };
 void SetTraceLog(TraceLog* log);
 
+// Stress mode: enable()'s tracing reaches every frame, the standard library included, and frames
+// without tensor work still run through segments. Turned on by DYNTRACE_STRESS=1 at import or
+// enable(stress=True); enable(stress=False) and disable() turn it off.
+void SetStressMode(bool on);
+bool StressMode();
+
 }  // namespace dt::jit
 
 #endif  // DYNTRACE_INTERPRETER_CODE_CACHE_H_

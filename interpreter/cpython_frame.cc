@@ -107,6 +107,24 @@ void WriteLocals(_PyInterpreterFrame* raw, absl::Span<PyObject* const> values) {
   }
 }
 
+_PyInterpreterFrame* EnterForEscape(PyThreadState* tstate, _PyInterpreterFrame* raw, int offset,
+                                    absl::Span<PyObject* const> locals) {
+  for (PyObject* o : locals) Py_XINCREF(o);
+  WriteLocals(raw, locals);
+  Frame* f = AsFrame(raw);
+  PositionFrame(f, offset, {}, /*at=*/true);
+  // tstate->cframe->current_frame is the frame Python code sees as running (sys._getframe,
+  // super()); CPython's evaluator links a frame the same way when it starts running it.
+  _PyInterpreterFrame* previous = tstate->cframe->current_frame;
+  f->previous = reinterpret_cast<Frame*>(previous);
+  tstate->cframe->current_frame = raw;
+  return previous;
+}
+
+void LeaveAfterEscape(PyThreadState* tstate, _PyInterpreterFrame* previous) {
+  tstate->cframe->current_frame = previous;
+}
+
 namespace {
 freefunc code_extra_free = nullptr;
 }  // namespace

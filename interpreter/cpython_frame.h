@@ -67,6 +67,18 @@ PyObject* RaiseAt(PyThreadState* tstate, _PyInterpreterFrame* frame, int offset,
 // Replaces the frame's fast locals with `values` (references stolen), releasing the old ones.
 void WriteLocals(_PyInterpreterFrame* frame, absl::Span<PyObject* const> values);
 
+// While a segment's escape runs (a call, a truth test, an iterator's next) on real values, the
+// frame it escaped from must look to Python like the running frame, as it would under CPython:
+// zero-argument super() reads its first argument and __class__ cell, sys._getframe(1),
+// warnings' stacklevel and namedtuple's module lookup walk up to it, and the traceback of a
+// nested error names its line. EnterForEscape links the frame as the thread's current frame,
+// positioned at the instruction at byte `offset`, with `locals` (new references) as its fast
+// locals and an empty value stack; it returns the frame that was current, which LeaveAfterEscape
+// restores. REQUIRES: the frame is not running under CPython's evaluator.
+_PyInterpreterFrame* EnterForEscape(PyThreadState* tstate, _PyInterpreterFrame* frame, int offset,
+                                    absl::Span<PyObject* const> locals);
+void LeaveAfterEscape(PyThreadState* tstate, _PyInterpreterFrame* previous);
+
 // co_extra: one index for dyntrace, requested once; `free_fn` runs when a code object dies.
 void InitCodeExtra(freefunc free_fn);
 Py_ssize_t CodeExtraIndex();

@@ -36,6 +36,10 @@ bool hook_installed = false;
 // are not traced.
 thread_local bool inside_dyntrace = false;
 std::vector<std::string>* excluded_prefixes = nullptr;
+// Stress mode (DYNTRACE_STRESS=1, enable(stress=True)): every frame of every module is traced and
+// run through segments, the standard library included, and frames without tensor work keep their
+// entries instead of being skipped, so the interpreter's semantics meet code nobody wrote for it.
+bool stress_mode = false;
 
 
 class InsideDyntrace {
@@ -58,9 +62,24 @@ const JitOptions* ActiveMode() {
   return global_mode;
 }
 
+bool IsGeneratorLike(PyCodeObject* code) {
+  return (code->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR)) != 0;
+}
+
+// dyntrace's own Python helpers (the prelude) run inside dyntrace's bookkeeping: never traced.
+bool IsDyntraceInternal(PyCodeObject* code) {
+  const char* filename = PyUnicode_AsUTF8(code->co_filename);
+  if (filename == nullptr) {
+    PyErr_Clear();
+    return true;
+  }
+  return absl::StartsWith(filename, "<dyntrace");
+}
+
 // The standard library, installed packages and dyntrace's own helpers are not traced in
-// tracing()/enable() mode.
+// tracing()/enable() mode (stress mode excludes only dyntrace's own helpers).
 bool Excluded(PyCodeObject* code) {
+  if (stress_mode) return IsDyntraceInternal(code);
   if (excluded_prefixes == nullptr) {
     excluded_prefixes = new std::vector<std::string>();
     InsideDyntrace guard;
@@ -120,7 +139,7 @@ class Builder {
   // A new reference; null is a valid result for kNull. `ok()` tells whether a Python error is set.
   PyObject* Build(const trace::OutputSpec& spec) {
     PyObject* obj = BuildUnmemoised(spec);
-    if (obj != nullptr && spec.memo >= 0) {
+    if (obj != nullptr && spec.memo >= 0 && memo_[spec.memo] == nullptr) {
       Py_INCREF(obj);
       memo_[spec.memo] = obj;
     }
@@ -148,10 +167,16 @@ class Builder {
       }
       case Kind::kConst: return Py_NewRef(spec.obj.get());
       case Kind::kNull: return nullptr;
-      case Kind::kMemo: return Py_XNewRef(memo_[spec.index]);
+      case Kind::kMemo:
+        // A slot not built yet would be a cycle built in the wrong order: never a silent NULL.
+        if (memo_[spec.index] == nullptr) return Fail();
+        return Py_NewRef(memo_[spec.index]);
       case Kind::kScalarSlot: return Py_NewRef(numbers_[spec.index].get());
       case Kind::kSource: {
         PyObject* v = spec.source->Resolve(inputs_);
+        // A local the segment never touched is passed on as it was, unbound included (nothing
+        // guards that an untouched local is bound).
+        if (v == nullptr && spec.source->kind == guards::Source::Kind::kLocal) return nullptr;
         if (v == nullptr) {
           PyErr_Format(PyExc_RuntimeError, "dyntrace: %s disappeared", spec.source->ToString().c_str());
           return Fail();
@@ -164,6 +189,8 @@ class Builder {
         const Py_ssize_t n = static_cast<Py_ssize_t>(spec.children.size());
         PyObject* seq = spec.kind == Kind::kList ? PyList_New(n) : PyTuple_New(n);
         if (seq == nullptr) return Fail();
+        // Memoised before its items: a list may contain itself (`x.append(x)`).
+        if (spec.memo >= 0 && spec.kind != Kind::kIterator) memo_[spec.memo] = Py_NewRef(seq);
         for (Py_ssize_t i = 0; i < n; ++i) {
           PyObject* item = Build(spec.children[i]);
           if (item == nullptr) {
@@ -180,6 +207,8 @@ class Builder {
       }
       case Kind::kDict: {
         PyObject* d = PyDict_New();
+        if (d == nullptr) return Fail();
+        if (spec.memo >= 0) memo_[spec.memo] = Py_NewRef(d);  // before its values, like lists
         for (size_t i = 0; i < spec.children.size(); ++i) {
           PyObject* item = Build(spec.children[i]);
           if (item == nullptr || PyDict_SetItem(d, spec.keys[i].get(), item) < 0) {
@@ -192,11 +221,18 @@ class Builder {
         return d;
       }
       case Kind::kCell: {
+        // The cell exists (and is memoised) before its contents: a function stored in it may
+        // close over the cell itself (`def trace(): return trace`).
+        PyObject* cell = PyCell_New(nullptr);
+        if (cell == nullptr) return Fail();
+        if (spec.memo >= 0) memo_[spec.memo] = Py_NewRef(cell);
         PyObject* contents = Build(spec.children[0]);
-        if (contents == nullptr && failed_) return nullptr;
-        PyObject* cell = PyCell_New(contents);
-        Py_XDECREF(contents);
-        return cell != nullptr ? cell : Fail();
+        if (contents == nullptr && failed_) {
+          Py_DECREF(cell);
+          return nullptr;
+        }
+        PyCell_SET(cell, contents);  // steals `contents`
+        return cell;
       }
       case Kind::kSlice: {
         PyObject* parts[3];
@@ -225,6 +261,8 @@ class Builder {
       case Kind::kFunction: {
         PyObject* fn = PyFunction_New(spec.obj.get(), spec.globals);
         if (fn == nullptr) return Fail();
+        // Memoised before its closure: a cell in the closure may hold the function itself.
+        if (spec.memo >= 0) memo_[spec.memo] = Py_NewRef(fn);
         PyObject* parts[3];
         for (int i = 0; i < 3; ++i) parts[i] = Build(spec.children[i]);
         if (failed_ || (parts[0] != nullptr && PyFunction_SetDefaults(fn, parts[0]) < 0) ||
@@ -413,6 +451,33 @@ struct SegmentState {
   std::vector<PyObject*> TakeStack() { return std::exchange(stack, {}); }
 };
 
+// While an escape runs user code, the frame it escaped from is the thread's running frame,
+// positioned at the escaping instruction with the segment's locals (see EnterForEscape).
+// An escape also counts as one level of Python recursion, as the frame would under CPython's
+// evaluator: a recursive function whose frames run as segments (`def f(): return f()`) must end
+// in RecursionError, not in a C stack overflow.
+class EscapeScope {
+ public:
+  EscapeScope(PyThreadState* tstate, _PyInterpreterFrame* frame, int offset, const SegmentState& state)
+      : tstate_(tstate), entered_(Py_EnterRecursiveCall(" while calling a Python object") == 0) {
+    if (entered_) previous_ = cpython::EnterForEscape(tstate, frame, offset, state.locals);
+  }
+  ~EscapeScope() {
+    if (!entered_) return;
+    cpython::LeaveAfterEscape(tstate_, previous_);
+    Py_LeaveRecursiveCall();
+  }
+  EscapeScope(const EscapeScope&) = delete;
+  EscapeScope& operator=(const EscapeScope&) = delete;
+  // False: the recursion limit is reached and RecursionError is set; the escape must not run.
+  bool entered() const { return entered_; }
+
+ private:
+  PyThreadState* tstate_;
+  bool entered_;
+  _PyInterpreterFrame* previous_ = nullptr;
+};
+
 // Continues the frame under CPython at `offset` with `state` (or from the start, at entry).
 PyObject* HandBack(PyThreadState* tstate, _PyInterpreterFrame* frame, bool at_entry,
                    SegmentState& state, int offset) {
@@ -504,14 +569,18 @@ PyObject* RunSegments(PyThreadState* tstate, _PyInterpreterFrame* frame,
 
 PyObject* EvalFrame(PyThreadState* tstate, _PyInterpreterFrame* frame, int throwflag) {
   if (throwflag || inside_dyntrace) return cpython::EvalDefault(tstate, frame, throwflag);
+  // Under sys.settrace (debuggers, coverage) every line must run in CPython to be reported; in
+  // stress mode sys.setprofile's call events must also be those of plain CPython.
+  if (tstate->c_tracefunc != nullptr || (stress_mode && tstate->c_profilefunc != nullptr)) {
+    return cpython::EvalDefault(tstate, frame, 0);
+  }
   const cpython::FrameView view = cpython::View(frame);
   auto* cache = static_cast<CodeCache*>(cpython::GetCodeExtra(view.code));
   if (cache == nullptr) {
     const JitOptions* mode = ActiveMode();
     if (mode == nullptr) return cpython::EvalDefault(tstate, frame, 0);
     cache = GetOrCreateCache(view.code, *mode, false);
-    if (Excluded(view.code) ||
-        (view.code->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR))) {
+    if (Excluded(view.code) || IsGeneratorLike(view.code)) {
       cache->excluded = true;
       cache->skip = true;
     }
@@ -570,7 +639,8 @@ __attribute__((noinline)) PyObject* RunSegments(PyThreadState* tstate, _PyInterp
         const std::string text = absl::StrCat(where, ": ", reason);
         if (static_cast<int>(list.size()) >= cache->options.cache_limit) {
           if (offset == 0) cache->skip = true;
-          if (!cache->warned) {
+          // Stress mode stays silent: a warning would change what the programs under test see.
+          if (!cache->warned && !stress_mode) {
             cache->warned = true;
             const std::string msg = absl::StrFormat(
                 "dyntrace: %s reached cache_limit=%d; it runs without compilation from now on. "
@@ -597,6 +667,17 @@ __attribute__((noinline)) PyObject* RunSegments(PyThreadState* tstate, _PyInterp
       {
         InsideDyntrace guard;
         traced = trace::TraceFrame({view.code, view.function, inputs, offset, cache->options.fullgraph});
+        // Tracing never raises into the traced program: a Python error left by the Python code
+        // it runs (dis, after user code removed a builtin) is a failed trace, reported as such.
+        if (PyErr_Occurred()) {
+          PyErr_Clear();
+          if (auto* result = std::get_if<trace::TraceResult>(&traced)) {
+            trace::TraceFailure failure;
+            failure.reason = "a Python error inside the tracer";
+            failure.touched_tensors = result->touched_tensors;
+            traced = std::move(failure);
+          }
+        }
       }
       if (auto* failure = std::get_if<trace::TraceFailure>(&traced)) {
         RecordBreak(*cache, InfoOf(*failure), true);
@@ -608,7 +689,7 @@ __attribute__((noinline)) PyObject* RunSegments(PyThreadState* tstate, _PyInterp
           return RaiseFrom(tstate, frame, at_entry, state, offset);
         }
         ++stats.fallbacks;
-        if (at_entry && !failure->touched_tensors && !cache->explicit_jit) {
+        if (at_entry && !failure->touched_tensors && !cache->explicit_jit && !stress_mode) {
           cache->skip = true;  // no tensor work here: not worth looking at again
         } else {
           auto fallback = std::make_shared<CacheEntry>();
@@ -616,13 +697,13 @@ __attribute__((noinline)) PyObject* RunSegments(PyThreadState* tstate, _PyInterp
           fallback->guards = std::move(failure->guards);
           fallback->fallback = true;
           fallback->fallback_reason = failure->reason;
-          list.push_back(std::move(fallback));
+          cache->segments[offset].push_back(std::move(fallback));  // looked up again, as below
         }
         return HandBack(tstate, frame, at_entry, state, offset);
       }
       auto& result = std::get<trace::TraceResult>(traced);
       if (result.break_info) RecordBreak(*cache, *result.break_info, false);
-      if (at_entry && !result.touched_tensors && !cache->explicit_jit) {
+      if (at_entry && !result.touched_tensors && !cache->explicit_jit && !stress_mode) {
         cache->skip = true;
         return cpython::EvalDefault(tstate, frame, 0);
       }
@@ -639,8 +720,23 @@ __attribute__((noinline)) PyObject* RunSegments(PyThreadState* tstate, _PyInterp
       }
       entry = Compile(std::move(result), cache->options, inputs, offset, name);
       if (entry == nullptr) return RaiseFrom(tstate, frame, at_entry, state, offset);
-      if (!entry->graph->nodes().empty()) ++stats.graphs;
-      list.push_back(entry);
+      // Tracing and compiling run Python code (dis, a Python backend), so another thread may
+      // have traced the same guards meanwhile: use its entry rather than caching a duplicate.
+      // The list is looked up again: a reset() meanwhile may have removed the one found above.
+      std::vector<std::shared_ptr<CacheEntry>>& current = cache->segments[offset];
+      std::shared_ptr<CacheEntry> raced;
+      for (const auto& candidate : current) {
+        if (!candidate->fallback && candidate->guards.Check(inputs)) {
+          raced = candidate;
+          break;
+        }
+      }
+      if (raced != nullptr) {
+        entry = raced;
+      } else {
+        if (!entry->graph->nodes().empty()) ++stats.graphs;
+        current.push_back(entry);
+      }
     }
 
     // Replay the segment's Python-number arithmetic, then run its graph.
@@ -705,7 +801,11 @@ __attribute__((noinline)) PyObject* RunSegments(PyThreadState* tstate, _PyInterp
       case trace::SegmentExit::kEscapeJump: {
         ++stats.escapes;
         PyObject* condition = state.stack.back();
-        const int truth = PyObject_IsTrue(condition);
+        int truth;
+        {
+          EscapeScope running(tstate, frame, entry->break_offset, state);
+          truth = running.entered() ? PyObject_IsTrue(condition) : -1;
+        }
         if (truth < 0) return RaiseFrom(tstate, frame, false, state, entry->break_offset);
         state.stack.pop_back();
         Py_DECREF(condition);
@@ -726,7 +826,11 @@ __attribute__((noinline)) PyObject* RunSegments(PyThreadState* tstate, _PyInterp
         const Py_ssize_t total = argc + (method != nullptr ? 1 : 0);
         PyObject* kwnames = entry->call_kwnames.get();
         const Py_ssize_t nkw = kwnames != nullptr ? PyTuple_GET_SIZE(kwnames) : 0;
-        PyObject* result = PyObject_Vectorcall(callable, args, total - nkw, kwnames);
+        PyObject* result;
+        {
+          EscapeScope running(tstate, frame, entry->break_offset, state);
+          result = running.entered() ? PyObject_Vectorcall(callable, args, total - nkw, kwnames) : nullptr;
+        }
         for (int i = 0; i < argc + 2; ++i) {
           Py_XDECREF(st.back());
           st.pop_back();
@@ -739,7 +843,11 @@ __attribute__((noinline)) PyObject* RunSegments(PyThreadState* tstate, _PyInterp
       case trace::SegmentExit::kEscapeForIter: {
         ++stats.escapes;
         PyObject* iterator = state.stack.back();
-        PyObject* item = PyIter_Next(iterator);
+        PyObject* item;
+        {
+          EscapeScope running(tstate, frame, entry->break_offset, state);
+          item = running.entered() ? PyIter_Next(iterator) : nullptr;
+        }
         if (item == nullptr) {
           if (PyErr_Occurred()) return RaiseFrom(tstate, frame, false, state, entry->break_offset);
           state.stack.pop_back();
@@ -845,6 +953,20 @@ void InstallHook() {
 }
 
 void SetTraceLog(TraceLog* log) { trace_log = log; }
+
+void SetStressMode(bool on) {
+  stress_mode = on;
+  if (!on) return;
+  // Code seen before stress mode began may have been excluded as standard library.
+  for (CodeCache* cache : *all_caches) {
+    if (cache->excluded && !IsGeneratorLike(cache->code) && !IsDyntraceInternal(cache->code)) {
+      cache->excluded = false;
+      cache->skip = false;
+    }
+  }
+}
+
+bool StressMode() { return stress_mode; }
 
 
 }  // namespace dt::jit

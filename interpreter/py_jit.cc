@@ -245,15 +245,29 @@ PyObject* FnEnable(PyObject*, PyObject* args, PyObject* kwargs) {
     PyErr_SetString(PyExc_TypeError, "enable() takes keyword arguments only");
     return nullptr;
   }
-  if (!ParseOptions(kwargs, options, "enable")) return nullptr;
+  // `stress` belongs to enable() alone, so it is taken out before the options shared with jit().
+  PyRef options_kwargs = PyRef::Steal(kwargs != nullptr ? PyDict_Copy(kwargs) : PyDict_New());
+  if (!options_kwargs) return nullptr;
+  bool stress = false;
+  if (PyObject* value = PyDict_GetItemString(options_kwargs.get(), "stress")) {  // borrowed
+    const int truth = PyObject_IsTrue(value);
+    if (truth < 0) return nullptr;
+    stress = truth == 1;
+    if (PyDict_DelItemString(options_kwargs.get(), "stress") < 0) return nullptr;
+  }
+  if (!ParseOptions(options_kwargs.get(), options, "enable")) return nullptr;
+  jit::SetStressMode(stress);
   jit::SetGlobalMode(&options);
   Py_RETURN_NONE;
 }
 
 PyObject* FnDisable(PyObject*, PyObject*) {
+  jit::SetStressMode(false);
   jit::SetGlobalMode(nullptr);
   Py_RETURN_NONE;
 }
+
+PyObject* FnIsStress(PyObject*, PyObject*) { return PyBool_FromLong(jit::StressMode()); }
 
 PyObject* StringList(const std::vector<std::string>& items) {
   PyObject* list = PyList_New(0);
@@ -442,7 +456,9 @@ PyMethodDef jit_functions[] = {
     {"tracing", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(FnTracing)), METH_VARARGS | METH_KEYWORDS,
      "with tracing(backend='auto'): trace every Python frame called inside the block"},
     {"enable", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(FnEnable)), METH_VARARGS | METH_KEYWORDS,
-     "enable(**options): trace every frame outside the standard library from now on"},
+     "enable(*, stress=False, **options): trace every frame outside the standard library from now "
+     "on; stress=True traces every frame, the standard library included"},
+    {"_stress_mode", FnIsStress, METH_NOARGS, "whether stress mode is on"},
     {"disable", FnDisable, METH_NOARGS, "disable(): stop enable()'s tracing"},
     {"guards", FnGuards, METH_O, "guards(fn) -> list of each cache entry's guard code"},
     {"graphs", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(FnGraphs)), METH_VARARGS | METH_KEYWORDS,

@@ -2,6 +2,7 @@
 #include "interpreter/py_module.h"
 
 #include <cstdlib>
+#include <string_view>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -187,6 +188,13 @@ extern "C" PyObject* PyInit_dyntrace() {
       const std::string message = absl::StrCat("DYNTRACE_LOGS ignored: ", status.message());
       if (PyErr_WarnEx(PyExc_RuntimeWarning, message.c_str(), 1) < 0) return nullptr;
     }
+  }
+  // DYNTRACE_STRESS=1 (what `dyntrace --stress` sets): enable() in stress mode from import on.
+  if (const char* stress = std::getenv("DYNTRACE_STRESS"); stress != nullptr && *stress != '\0' &&
+                                                            std::string_view(stress) != "0") {
+    dt::jit::SetStressMode(true);
+    const dt::jit::JitOptions options;
+    dt::jit::SetGlobalMode(&options);
   }
   return module.Release();
 }

@@ -51,6 +51,14 @@ struct SymValue {
   Sym defaults, kwdefaults, closure;
   PyObject* globals = nullptr;  // borrowed: the globals a kFunction made in the trace runs with
   bool from_frame = false;      // a container read from the frame: mutating it is a side effect
+  // A NULL pushed by LOAD_METHOD (3.12: a method LOAD_ATTR) below the attribute: a CALL consumes
+  // it, so a break may rewrite [NULL, bound method] to CPython's [function, self]. Not a NULL from
+  // PUSH_NULL, which CALL_FUNCTION_EX requires to stay NULL below a bound method object.
+  bool method_call_slot = false;
+  // A kIter that only a for loop sees (made by GET_ITER, or a resume iterator read back): at a
+  // break it may be rebuilt as a resume iterator. Iterators user code holds (zip(), enumerate(),
+  // reversed() results) must keep their type, so they cannot cross a break.
+  bool loop_iterator = false;
 };
 
 inline Sym MakeSym(SymKind kind) {

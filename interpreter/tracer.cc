@@ -114,7 +114,10 @@ absl::StatusOr<std::shared_ptr<const DecodedCode>> Decode(PyCodeObject* code) {
   auto hit = cache->find(code);
   if (hit != cache->end()) return hit->second.second;
   PyRef dis = PyRef::Steal(PyImport_ImportModule("dis"));
-  if (!dis) return Error(ErrorKind::kRuntime, "cannot import dis");
+  if (!dis) {
+    PyErr_Clear();
+    return Error(ErrorKind::kRuntime, "cannot import dis");
+  }
   PyRef instructions = PyRef::Steal(
       PyObject_CallMethod(dis.get(), "get_instructions", "O", reinterpret_cast<PyObject*>(code)));
   PyRef list = instructions ? PyRef::Steal(PySequence_List(instructions.get())) : PyRef();
@@ -163,7 +166,10 @@ absl::StatusOr<std::shared_ptr<const DecodedCode>> Decode(PyCodeObject* code) {
   }
   PyRef table = PyRef::Steal(PyObject_CallMethod(dis.get(), "_parse_exception_table", "O",
                                                  reinterpret_cast<PyObject*>(code)));
-  if (!table) return Error(ErrorKind::kRuntime, "dis._parse_exception_table failed");
+  if (!table) {
+    PyErr_Clear();  // e.g. user code removed a builtin dis relies on
+    return Error(ErrorKind::kRuntime, "dis._parse_exception_table failed");
+  }
   for (Py_ssize_t i = 0; i < PyList_Size(table.get()); ++i) {
     PyObject* entry = PyList_GetItem(table.get(), i);
     PyRef start = PyRef::Steal(PyObject_GetAttrString(entry, "start"));
@@ -317,6 +323,12 @@ class Tracer {
   std::string fail_instruction_;
 
   static constexpr int kMaxDepth = 12;
+  // Containers read from the frame are unpacked item by item (each item guarded) only while small
+  // and shallow; larger or deeper ones (a 10,000-item list, a list that contains itself) are
+  // opaque objects whose use breaks the graph, so guards stay cheap and Wrap always ends.
+  static constexpr Py_ssize_t kMaxUnpackedItems = 256;
+  static constexpr int kMaxUnpackedDepth = 4;
+  int wrap_depth_ = 0;
   static constexpr int kMaxInstructions = 50000;
 
   // ---- helpers ----
@@ -336,6 +348,9 @@ class Tracer {
   absl::StatusOr<Sym> TensorInput(PyObject* obj, SourceRef source);
   absl::StatusOr<Sym> LoadGlobal(TFrame& f, const std::string& name);
   absl::StatusOr<Sym> LoadLocal(TFrame& f, int index);
+  // When the trace relies on a local of the segment's start state being unbound (a cell made
+  // empty, 3.12's LOAD_FAST_AND_CLEAR pushing NULL), a guard says it still is.
+  void GuardStillUnbound(TFrame& f, int index);
   absl::StatusOr<Sym> GetAttr(const Sym& obj, const std::string& name);
   absl::StatusOr<Sym> CallSym(const Sym& callable, std::vector<Sym> args,
                               std::vector<std::pair<std::string, Sym>> kwargs);
@@ -495,6 +510,7 @@ absl::StatusOr<Sym> Tracer::Wrap(PyObject* obj, SourceRef source) {
     guards_.Add(LeafGuard::Length(source, n, where));
     Sym it = MakeSym(SymKind::kIter);
     it->source = source;
+    it->loop_iterator = true;
     for (Py_ssize_t k = 0; k < n; ++k) {
       DT_ASSIGN_OR_RETURN(Sym item, Wrap(PyTuple_GET_ITEM(remaining.items, remaining.start + k),
                                          guards::IterItemSource(source, static_cast<int>(k))));
@@ -532,7 +548,16 @@ absl::StatusOr<Sym> Tracer::Wrap(PyObject* obj, SourceRef source) {
     s->source = source;
     return s;
   }
-  if (PyTuple_CheckExact(obj) || PyList_CheckExact(obj)) {
+  const bool unpackable = wrap_depth_ < kMaxUnpackedDepth &&
+                          ((PyTuple_CheckExact(obj) && PyTuple_GET_SIZE(obj) <= kMaxUnpackedItems) ||
+                           (PyList_CheckExact(obj) && PyList_GET_SIZE(obj) <= kMaxUnpackedItems) ||
+                           (PyDict_CheckExact(obj) && PyDict_GET_SIZE(obj) <= kMaxUnpackedItems));
+  struct DepthScope {
+    int& depth;
+    explicit DepthScope(int& d) : depth(d) { ++depth; }
+    ~DepthScope() { --depth; }
+  } nested(wrap_depth_);
+  if (unpackable && (PyTuple_CheckExact(obj) || PyList_CheckExact(obj))) {
     guards_.Add(LeafGuard::Type(source, Py_TYPE(obj), where));
     const Py_ssize_t n = PySequence_Fast_GET_SIZE(obj);
     guards_.Add(LeafGuard::Length(source, n, where));
@@ -546,7 +571,7 @@ absl::StatusOr<Sym> Tracer::Wrap(PyObject* obj, SourceRef source) {
     }
     return s;
   }
-  if (PyDict_CheckExact(obj)) {
+  if (unpackable && PyDict_CheckExact(obj)) {
     guards_.Add(LeafGuard::Type(source, Py_TYPE(obj), where));
     guards_.Add(LeafGuard::Length(source, PyDict_GET_SIZE(obj), where));
     Sym s = MakeSym(SymKind::kDict);
@@ -590,6 +615,15 @@ absl::StatusOr<Sym> Tracer::Wrap(PyObject* obj, SourceRef source) {
   s->obj = PyRef::Borrow(obj);
   s->source = source;
   return s;
+}
+
+void Tracer::GuardStillUnbound(TFrame& f, int index) {
+  if (!f.is_root || index >= frame_.inputs.num_locals || !f.argument_live[index] ||
+      f.locals[index] != nullptr || frame_.inputs.locals[index] != nullptr) {
+    return;
+  }
+  PyObject* name = PyTuple_GET_ITEM(f.code->co_localsplusnames, index);
+  guards_.Add(LeafGuard::Absent(guards::LocalSource(index, PyUnicode_AsUTF8(name)), Here()));
 }
 
 absl::StatusOr<Sym> Tracer::LoadLocal(TFrame& f, int index) {
@@ -903,9 +937,25 @@ absl::StatusOr<Sym> Tracer::BinaryOp(const std::string& nb_name, const Sym& a, c
   }
   if ((a->kind == SymKind::kTuple || a->kind == SymKind::kList) && b->kind == SymKind::kConst &&
       PyLong_CheckExact(b->obj.get()) && sym == "*") {
+    int overflow = 0;
+    const long long n = std::max(0LL, PyLong_AsLongLongAndOverflow(b->obj.get(), &overflow));
+    // Repeats are made item by item: a huge one (CPython's MemoryError / OverflowError, a list
+    // of a million) is left to CPython rather than exhausting memory here.
+    constexpr long long kMaxRepeatedItems = 4096;
+    if (overflow != 0 || (!a->items.empty() && n > kMaxRepeatedItems / static_cast<long long>(a->items.size()))) {
+      return Unsupported("repeating a sequence into a very long one");
+    }
+    std::vector<Sym> repeated;
+    for (long long i = 0; i < n; ++i) repeated.insert(repeated.end(), a->items.begin(), a->items.end());
+    if (inplace && a->kind == SymKind::kList) {
+      // `xs *= n` changes the list itself: every alias sees it.
+      if (a->from_frame) return Unsupported("mutating a list that belongs to the caller");
+      Mutating(a);
+      a->items = std::move(repeated);
+      return a;
+    }
     Sym s = MakeSym(a->kind);
-    const long n = PyLong_AsLong(b->obj.get());
-    for (long i = 0; i < n; ++i) s->items.insert(s->items.end(), a->items.begin(), a->items.end());
+    s->items = std::move(repeated);
     return s;
   }
   DT_ASSIGN_OR_RETURN(PyRef x, ConstValue(a));
@@ -1169,6 +1219,32 @@ absl::StatusOr<Sym> Tracer::GetAttr(const Sym& obj, const std::string& name) {
       s->source = guards::AttrSource(obj->source, name);
       guards_.Add(LeafGuard::Identity(s->source, own, Here()));
       return s;
+    }
+    if (PyType_Check(o)) {
+      // type.__getattribute__: a data descriptor of the metaclass (__dict__, __doc__, __name__)
+      // wins over the class's own attribute, and a descriptor found in the class is bound with
+      // __get__(None, cls) (classmethod, staticmethod, property ...).
+      PyRef key = PyRef::Steal(PyUnicode_FromString(name.c_str()));
+      PyObject* meta_attr = _PyType_Lookup(Py_TYPE(o), key.get());
+      if (meta_attr != nullptr && Py_TYPE(meta_attr)->tp_descr_set != nullptr) {
+        return Unsupported(absl::StrCat("attribute '", name, "' of a class is a descriptor of its metaclass"));
+      }
+      const bool is_classmethod = Py_IS_TYPE(own, &PyClassMethod_Type);
+      if (is_classmethod || Py_IS_TYPE(own, &PyStaticMethod_Type)) {
+        PyRef function = PyRef::Steal(PyObject_GetAttrString(own, "__func__"));
+        if (!function || !PyFunction_Check(function.get())) {
+          PyErr_Clear();
+          return Unsupported(absl::StrCat("class attribute '", name, "' wraps a non-function"));
+        }
+        guards_.Add(LeafGuard::Identity(guards::AttrSource(obj->source, name), own, Here()));
+        Sym s = MakeSym(is_classmethod ? SymKind::kBoundMethod : SymKind::kFunction);
+        s->obj = function;
+        if (is_classmethod) s->items.push_back(obj);
+        return s;
+      }
+      if (Py_TYPE(own)->tp_descr_get != nullptr) {
+        return Unsupported(absl::StrCat("class attribute '", name, "' is a descriptor (", Py_TYPE(own)->tp_name, ")"));
+      }
     }
     return Wrap(own, guards::AttrSource(obj->source, name));
   }
@@ -1435,6 +1511,8 @@ absl::StatusOr<Sym> Tracer::CallBuiltin(PyObject* fn, const std::vector<Sym>& ar
     return ConstSym(PyRef::Borrow(r ? Py_True : Py_False));
   }
   if ((is("tuple") || is("list")) && args.size() == 1 && kwargs.empty()) {
+    // tuple(t) of an exact tuple is t itself in CPython (`tuple(args) is args`).
+    if (is("tuple") && args[0]->kind == SymKind::kTuple) return args[0];
     DT_ASSIGN_OR_RETURN(std::vector<Sym> items, Iterate(args[0]));
     Sym s = MakeSym(is("tuple") ? SymKind::kTuple : SymKind::kList);
     s->items = std::move(items);
@@ -1827,6 +1905,7 @@ absl::Status Tracer::Step(TFrame& f, const Instr& in, bool& returned, Sym& resul
           frame_.inputs.locals[in.arg] != nullptr) {
         DT_ASSIGN_OR_RETURN(f.locals[in.arg], LoadLocal(f, in.arg));
       }
+      GuardStillUnbound(f, in.arg);
       if (f.is_root) f.argument_live[in.arg] = false;
       Sym s = f.locals[in.arg];
       st.push_back(s != nullptr ? s : MakeSym(SymKind::kNull));
@@ -1857,6 +1936,7 @@ absl::Status Tracer::Step(TFrame& f, const Instr& in, bool& returned, Sym& resul
           f.locals[in.arg] == nullptr && f.argument_live[in.arg]) {
         DT_ASSIGN_OR_RETURN(content, LoadLocal(f, in.arg));
       } else {
+        GuardStillUnbound(f, in.arg);
         content = f.locals[in.arg];
       }
       Sym cell = MakeSym(SymKind::kCell);
@@ -1933,7 +2013,11 @@ absl::Status Tracer::Step(TFrame& f, const Instr& in, bool& returned, Sym& resul
       const std::string name = PyUnicode_AsUTF8(in.argval.get());
       DT_ASSIGN_OR_RETURN(Sym attr, GetAttr(obj, name));
       const bool method = in.op == Op::kLoadMethod || (in.opname == "LOAD_ATTR" && PY_VERSION_HEX >= 0x030C0000 && (in.arg & 1));
-      if (method) st.push_back(MakeSym(SymKind::kNull));
+      if (method) {
+        Sym slot = MakeSym(SymKind::kNull);
+        slot->method_call_slot = true;
+        st.push_back(slot);
+      }
       st.push_back(attr);
       return absl::OkStatus();
     }
@@ -2026,6 +2110,16 @@ absl::Status Tracer::Step(TFrame& f, const Instr& in, bool& returned, Sym& resul
       if (a == b) {
         same = true;
       } else if (a->kind == SymKind::kConst && b->kind == SymKind::kConst) {
+        // Numbers, strings and tuples are guarded by value, not identity: whether two equal ones
+        // are one object is only known at run time (None, bools, dtypes are singletons).
+        auto by_value = [](PyObject* o) {
+          return (PyLong_CheckExact(o) || PyFloat_CheckExact(o) || PyUnicode_CheckExact(o) ||
+                  PyBytes_CheckExact(o) || PyComplex_CheckExact(o) || PyTuple_CheckExact(o) ||
+                  PySlice_Check(o) || PyRange_Check(o));
+        };
+        if (by_value(a->obj.get()) && by_value(b->obj.get())) {
+          return Unsupported("`is` between two values guarded by equality (identity is only known at run time)");
+        }
         same = a->obj.get() == b->obj.get();
       } else if ((a->kind == SymKind::kConst && a->obj.get() == Py_None) ||
                  (b->kind == SymKind::kConst && b->obj.get() == Py_None)) {
@@ -2360,6 +2454,7 @@ absl::Status Tracer::Step(TFrame& f, const Instr& in, bool& returned, Sym& resul
       Sym v = pop();
       DT_ASSIGN_OR_RETURN(std::vector<Sym> items, Iterate(v));
       Sym it = MakeSym(SymKind::kIter);
+      it->loop_iterator = true;
       it->items = std::move(items);
       st.push_back(it);
       return absl::OkStatus();
@@ -2416,13 +2511,15 @@ absl::Status Tracer::Step(TFrame& f, const Instr& in, bool& returned, Sym& resul
       return absl::OkStatus();
     }
     case Op::kMakeFunction: {
+      // A made function is rebuilt from code, defaults, kw-defaults and closure at a break; its
+      // annotations would be lost, so CPython makes functions that have any.
+      if (in.arg & 0x04) return Unsupported("MAKE_FUNCTION of a function with annotations");
       Sym code = pop();
       Sym fn = MakeSym(SymKind::kFunction);
       fn->obj = code->obj;
       fn->globals = f.globals;
       fn->source = nullptr;
       if (in.arg & 0x08) fn->closure = pop();
-      if (in.arg & 0x04) pop();  // annotations
       if (in.arg & 0x02) fn->kwdefaults = pop();
       if (in.arg & 0x01) fn->defaults = pop();
       if (!PyCode_Check(fn->obj.get())) return Unsupported("MAKE_FUNCTION without a code object");
@@ -2449,7 +2546,8 @@ absl::Status Tracer::Step(TFrame& f, const Instr& in, bool& returned, Sym& resul
 absl::StatusOr<OutputSpec> Tracer::ToOutput(const Sym& s, std::vector<ValueId>& outputs) {
   OutputSpec out;
   // Objects with identity built by the trace are built once, however many slots hold them.
-  const bool has_identity = s->kind == SymKind::kList || s->kind == SymKind::kDict ||
+  // Tuples too: `copy.copy(t) is t` of a tuple the trace built must stay true.
+  const bool has_identity = s->kind == SymKind::kList || s->kind == SymKind::kDict || s->kind == SymKind::kTuple ||
                             s->kind == SymKind::kCell || s->kind == SymKind::kIter ||
                             (s->kind == SymKind::kFunction && !PyFunction_Check(s->obj.get()));
   if (has_identity && s->source == nullptr) {
@@ -2524,7 +2622,9 @@ absl::StatusOr<OutputSpec> Tracer::ToOutput(const Sym& s, std::vector<ValueId>& 
         }
         return out;
       }
-      if (s->source != nullptr && !IsPureConstType(s->obj.get())) {
+      // The run-time object, not the one seen when tracing: values are guarded by equality, so
+      // an equal but different object (`a is c` of equal strings) may be there now.
+      if (s->source != nullptr) {
         out.kind = OutputSpec::Kind::kSource;
         out.source = s->source;
         return out;
@@ -2560,6 +2660,10 @@ absl::StatusOr<OutputSpec> Tracer::ToOutput(const Sym& s, std::vector<ValueId>& 
     }
     case SymKind::kIter:
     case SymKind::kSlice: {
+      if (s->kind == SymKind::kIter && !s->loop_iterator) {
+        return Unsupported("an iterator made by zip(), enumerate(), reversed() or a dict view "
+                           "crosses a graph break (it would change type)");
+      }
       out.kind = s->kind == SymKind::kIter ? OutputSpec::Kind::kIterator : OutputSpec::Kind::kSlice;
       for (const Sym& item : s->items) {
         DT_ASSIGN_OR_RETURN(OutputSpec c, child(item));
@@ -2570,8 +2674,10 @@ absl::StatusOr<OutputSpec> Tracer::ToOutput(const Sym& s, std::vector<ValueId>& 
     case SymKind::kTuple:
     case SymKind::kList:
     case SymKind::kDict: {
-      if (s->from_frame && s->kind != SymKind::kTuple && s->source != nullptr) {
-        out.kind = OutputSpec::Kind::kSource;  // the caller's own list/dict, unchanged
+      // The caller's own list/dict (unchanged), or its tuple: rebuilding a tuple would break
+      // `is` (`ex is exc_info` after `ex = exc_info`).
+      if (s->from_frame && s->source != nullptr) {
+        out.kind = OutputSpec::Kind::kSource;
         out.source = s->source;
         return out;
       }
@@ -2644,8 +2750,9 @@ std::variant<TraceResult, TraceFailure> Tracer::Break(TFrame& root, std::string 
       auto built = ToOutput(local, outputs);
       if (!built.ok()) return fail(built.status());
       spec = *std::move(built);
-    } else if (snapshot_.argument_live[i] && static_cast<int>(i) < frame_.inputs.num_locals &&
-               frame_.inputs.locals[i] != nullptr) {
+    } else if (snapshot_.argument_live[i] && static_cast<int>(i) < frame_.inputs.num_locals) {
+      // Untouched since the segment began: passed on as it is at run time, bound or not (it may
+      // be unbound when traced and bound in a later run passing the same guards, or the reverse).
       spec.kind = OutputSpec::Kind::kSource;
       spec.source = guards::LocalSource(static_cast<int>(i), PyUnicode_AsUTF8(PyTuple_GET_ITEM(names, i)));
     } else {
@@ -2657,7 +2764,8 @@ std::variant<TraceResult, TraceFailure> Tracer::Break(TFrame& root, std::string 
     const Sym& item = snapshot_.stack[i];
     // [NULL, bound method] becomes CPython's own method-call layout [function, self], so the
     // next segment sees objects with a stable identity (a bound method is new every time).
-    if (item != nullptr && item->kind == SymKind::kNull && i + 1 < snapshot_.stack.size()) {
+    if (item != nullptr && item->kind == SymKind::kNull && item->method_call_slot &&
+        i + 1 < snapshot_.stack.size()) {
       const Sym& next = snapshot_.stack[i + 1];
       PyObject* function = nullptr;
       if (next != nullptr && (next->kind == SymKind::kBoundMethod || next->kind == SymKind::kOpMethod) &&

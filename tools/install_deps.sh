@@ -18,6 +18,7 @@ packages=(
   python3-numpy
   graphviz                 # dot -Tsvg: graph pictures (dyntrace.graphs(fn, format="svg"), --report)
   chromium-headless-shell  # the --report test loads the HTML report in headless Chromium
+  libpython3.11-testsuite  # CPython 3.11's `test` package: tests/cpython/run_regrtests.py
 )
 
 missing=()
