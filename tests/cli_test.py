@@ -37,9 +37,24 @@ print("done", dt.stats()["graphs"])
 """
 
 
+def sanitizer_env(module):
+    """Under --config=asan the instrumented module needs the ASan runtime preloaded into a plain
+    interpreter (and CPython's own leaks unreported)."""
+    try:
+        out = subprocess.run(["ldd", module], capture_output=True, text=True).stdout
+    except OSError:
+        return {}
+    for line in out.splitlines():
+        if "libasan.so" in line and "=>" in line:
+            return {"LD_PRELOAD": line.split("=>")[1].split()[0], "ASAN_OPTIONS": "detect_leaks=0"}
+    return {}
+
+
 def run(args, cwd=None, env_extra=None, timeout=300):
     env = dict(os.environ)
     env.pop("DYNTRACE_LOGS", None)
+    if MODULE_DIR and args[0] in (sys.executable, DYNTRACE):
+        env.update(sanitizer_env(os.path.join(MODULE_DIR, "dyntrace.so")))
     env.update(env_extra or {})
     return subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
 

@@ -80,10 +80,24 @@ def module_dir():
     raise AssertionError("dyntrace.so not found for a child interpreter")
 
 
+def sanitizer_env():
+    """Under --config=asan a plain interpreter can only load the instrumented module with the
+    ASan runtime preloaded (and CPython's own leaks unreported)."""
+    try:
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                if "libasan.so" in line:
+                    return {"LD_PRELOAD": line.split()[-1], "ASAN_OPTIONS": "detect_leaks=0"}
+    except OSError:
+        pass
+    return {}
+
+
 def run_child(code, env_extra):
     """Runs `code` in a fresh interpreter importing the same dyntrace; returns (rc, out, err)."""
     env = dict(os.environ)
     env["PYTHONPATH"] = module_dir()
+    env.update(sanitizer_env())
     env.update(env_extra)
     p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     return p.returncode, p.stdout, p.stderr

@@ -55,5 +55,12 @@ def test_million_calls_leave_objects_and_rss_flat():
     assert f(x, y).tolist() == [4.0, 4.0]
     # A leak of one object per call would be a million objects; allow a little noise.
     assert objects_after - objects_before < 100, (objects_before, objects_after)
-    # A leak of even 8 bytes per call would be 8 MB.
-    assert rss_after - rss_before < 4 * 1024 * 1024, (rss_before, rss_after)
+    # A leak of even 8 bytes per call would be 8 MB. Under ASan freed blocks sit in its
+    # quarantine, so RSS grows without a leak there; ASan's own leak checks cover that build.
+    if not _under_asan():
+        assert rss_after - rss_before < 4 * 1024 * 1024, (rss_before, rss_after)
+
+
+def _under_asan():
+    with open("/proc/self/maps") as maps:
+        return any("libasan.so" in line for line in maps)
