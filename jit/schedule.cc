@@ -225,7 +225,7 @@ class Scheduler {
       if (c.reduced_dims.empty()) return false;
       group.row = true;
       group.reduced_dims = c.reduced_dims;
-      Add(group_index, node, Level{true, c.keepdim ? Mapping::kRowKeepdim : Mapping::kRowSqueezed});
+      Add(group_index, node, c, Level{true, c.keepdim ? Mapping::kRowKeepdim : Mapping::kRowSqueezed});
       return true;
     }
     // Pointwise or cast: full-level when shaped like the domain, else row-level when shaped like
@@ -243,13 +243,13 @@ class Scheduler {
       }
     }
     if (row_mapping.has_value() && !any_full && out_shape == RowShape(group, *row_mapping)) {
-      Add(group_index, node, Level{true, *row_mapping});
+      Add(group_index, node, c, Level{true, *row_mapping});
       return true;
     }
     // Row values meet full ones only keepdim-shaped, so broadcasting lines them up by row.
     if (row_mapping.has_value() && *row_mapping != Mapping::kRowKeepdim) return false;
     if (out_shape != group.domain_shape) return false;
-    Add(group_index, node, Level{false, Mapping::kFull});
+    Add(group_index, node, c, Level{false, Mapping::kFull});
     return true;
   }
 
@@ -263,17 +263,17 @@ class Scheduler {
       group.reduced_dims = c.reduced_dims;
       group.row = true;
       groups_.push_back(std::move(group));
-      Add(static_cast<int>(groups_.size()) - 1, node,
+      Add(static_cast<int>(groups_.size()) - 1, node, c,
           Level{true, c.keepdim ? Mapping::kRowKeepdim : Mapping::kRowSqueezed});
       return;
     }
     group.domain = n.outputs[0];
     group.domain_shape = ShapeOf(g_, group.domain);
     groups_.push_back(std::move(group));
-    Add(static_cast<int>(groups_.size()) - 1, node, Level{false, Mapping::kFull});
+    Add(static_cast<int>(groups_.size()) - 1, node, c, Level{false, Mapping::kFull});
   }
 
-  void Add(int group_index, int node, Level level) {
+  void Add(int group_index, int node, const Classified& c, Level level) {
     Group& group = groups_[group_index];
     for (ValueId v : TensorOperands(g_.nodes()[node])) Hoist(group, v);
     group.nodes.push_back(node);
@@ -281,7 +281,7 @@ class Scheduler {
     const ValueId out = g_.nodes()[node].outputs[0];
     group.levels[out] = level;
     producer_group_[out] = group_index;
-    classified_[node] = Classify(g_, g_.nodes()[node]);
+    classified_[node] = c;
   }
 
   // Whether value `v` of `group_index` is read outside its kernel (so it must be stored).

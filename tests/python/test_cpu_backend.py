@@ -104,7 +104,7 @@ def test_shape_data_creation_and_linalg_ops_between_kernels():
         t = (x * 2).transpose(0, 1)
         u = t.reshape(-1).view(t.shape[1], t.shape[0]).flatten().unsqueeze(0).squeeze(0)
         a, b = (x + 1).split(2, 1)[0], (x - 1).chunk(2, 0)[-1]
-        c = dt.cat([x, y], 0) * dt.stack([x, x], 0).sum(0).repeat_interleave(1, 0) if False else dt.cat([x, y], 0)
+        c = dt.cat([x, y], 0) * 2
         s = dt.stack([x.exp(), y.exp()], 1).permute(2, 0, 1).swapaxes(0, 1)
         e = x.expand(2, *x.shape).broadcast_to((2,) + tuple(x.shape)) + 1
         n = x.narrow(1, 1, 2).select(0, 0).contiguous().clone()
