@@ -21,6 +21,11 @@ constexpr int64_t kParallelThreshold = 1 << 16;
 constexpr int64_t kTileSize = 8192;
 // Independent accumulators in a reduction loop: lets the compiler vectorise ordered combiners.
 constexpr int kLanes = 8;
+// Pointwise kernels writing at least this many bytes stream their contiguous outputs past the
+// cache: the outputs could not stay cached for a later kernel anyway.
+constexpr int64_t kStreamBytes = 8 << 20;
+// Elements computed into a local buffer per streamed store sequence.
+constexpr int kStreamChunk = 64;
 
 const char* ComputeCppType(DType d) { return d == DType::kFloat16 ? "float" : CppType(d); }
 
@@ -187,12 +192,71 @@ class KernelEmitter {
     return roots;
   }
 
+  // Outputs the fixed variant may write with streaming (cache-bypassing) stores: contiguous
+  // full-level outputs. Streaming saves the read-for-ownership a normal store of a line that
+  // is not cached costs, a third of a large pointwise kernel's memory traffic.
+  std::vector<int> StreamableOutputs() const {
+    std::vector<int> outs;
+    if (!fixed_) return outs;
+    for (size_t o = 0; o < k_.operands.size(); ++o) {
+      const KernelOperand& op = k_.operands[o];
+      if (!op.is_output || k_.values[op.source].row_level) continue;
+      if (op.predicted_inner_stride != 1) return {};
+      outs.push_back(static_cast<int>(o));
+    }
+    return outs;
+  }
+
+  void EmitPointwiseBody(const std::string& j, const std::string& indent) {
+    EmitCone(FullCone(FullOutputs()), j, indent);
+    EmitFullStores(j, indent);
+  }
+
+  // The tile's elements from `j` on, in chunks computed into a local buffer and then streamed
+  // to memory; left at the first element it did not cover.
+  void EmitStreamedChunks(const std::vector<int>& outs) {
+    const int first = outs[0];
+    const char* first_type = CppType(k_.operands[first].dtype);
+    out_ += "#if defined(DT_CAN_STREAM)\n";
+    out_ += "    if (stream) {\n";
+    absl::StrAppendFormat(&out_,
+                          "      const int64_t head = (int64_t((32 - (reinterpret_cast<uintptr_t>(p%d + j) & 31)) & 31)) / int64_t(sizeof(%s));\n",
+                          first, first_type);
+    out_ += "      const int64_t head_end = j + head < j1 ? j + head : j1;\n";
+    out_ += "      for (; j < head_end; ++j) {\n";
+    EmitPointwiseBody("j", "        ");
+    out_ += "      }\n";
+    std::string aligned = "true";
+    for (int o : outs) absl::StrAppendFormat(&aligned, " && (reinterpret_cast<uintptr_t>(p%d + j) & 31) == 0", o);
+    absl::StrAppendFormat(&out_, "      if (%s) {\n", aligned);
+    absl::StrAppendFormat(&out_, "        for (; j + %d <= j1; j += %d) {\n", kStreamChunk, kStreamChunk);
+    for (int o : outs) {
+      absl::StrAppendFormat(&out_, "          alignas(32) %s chunk%d[%d];\n", CppType(k_.operands[o].dtype), o, kStreamChunk);
+    }
+    absl::StrAppendFormat(&out_, "          for (int64_t l = 0; l < %d; ++l) {\n", kStreamChunk);
+    out_ += "            const int64_t jl = j + l;\n";
+    EmitCone(FullCone(FullOutputs()), "jl", "            ");
+    for (int o : outs) {
+      absl::StrAppendFormat(&out_, "            chunk%d[l] = v%d;\n", o, k_.operands[o].source);
+    }
+    out_ += "          }\n";
+    for (int o : outs) absl::StrAppendFormat(&out_, "          dt_stream_store(p%d + j, chunk%d, sizeof(chunk%d));\n", o, o, o);
+    out_ += "        }\n      }\n    }\n";
+    out_ += "#endif\n";
+  }
+
   void EmitPointwiseKernel() {
+    const std::vector<int> streamed = StreamableOutputs();
     absl::StrAppendFormat(&out_, "  const int64_t tile = %d;\n", kTileSize);
     out_ += "  const int64_t tiles_per_row = n > tile ? (n + tile - 1) / tile : 1;\n";
     out_ += "  const int64_t tiles = rows * tiles_per_row;\n";
-    absl::StrAppendFormat(&out_, "#pragma omp parallel for schedule(static) if (rows * n >= %d)\n",
-                          kParallelThreshold);
+    if (!streamed.empty()) {
+      std::string bytes = "0";
+      for (int o : streamed) absl::StrAppendFormat(&bytes, " + int64_t(sizeof(%s))", CppType(k_.operands[o].dtype));
+      absl::StrAppendFormat(&out_, "  const bool stream = rows * n * (%s) >= %d;\n", bytes, kStreamBytes);
+    }
+    absl::StrAppendFormat(&out_, "#pragma omp parallel if (rows * n >= %d)\n  {\n", kParallelThreshold);
+    out_ += "#pragma omp for schedule(static) nowait\n";
     out_ += "  for (int64_t t = 0; t < tiles; ++t) {\n";
     out_ += "    const int64_t row = t / tiles_per_row;\n";
     out_ += "    const int64_t j0 = (t - row * tiles_per_row) * tile;\n";
@@ -201,10 +265,16 @@ class KernelEmitter {
     for (size_t i = 0; i < k_.values.size(); ++i) {
       if (k_.values[i].row_level) absl::StrAppend(&out_, "    ", ValueStatement(static_cast<int>(i), "0"), "\n");
     }
-    out_ += "    for (int64_t j = j0; j < j1; ++j) {\n";
-    EmitCone(FullCone(FullOutputs()), "j", "      ");
-    EmitFullStores("j", "      ");
+    out_ += "    int64_t j = j0;\n";
+    if (!streamed.empty()) EmitStreamedChunks(streamed);
+    out_ += "    for (; j < j1; ++j) {\n";
+    EmitPointwiseBody("j", "      ");
     out_ += "    }\n  }\n";
+    if (!streamed.empty()) {
+      // Streaming stores are weakly ordered: fence them before the threads join.
+      out_ += "#if defined(DT_CAN_STREAM)\n  if (stream) __builtin_ia32_sfence();\n#endif\n";
+    }
+    out_ += "  }\n";
   }
 
   void EmitReduction(int r) {
@@ -324,6 +394,19 @@ inline O dt_store(V v) {
   if constexpr (std::is_same_v<O, dt::Half>) return dt::Half(static_cast<float>(v));
   else return static_cast<O>(v);
 }
+
+#if defined(__AVX__)
+#define DT_CAN_STREAM 1
+typedef long long dt_stream_vector __attribute__((vector_size(32)));
+// Copies `bytes` (a multiple of 32) to 32-byte-aligned `dst` with non-temporal stores.
+static inline void dt_stream_store(void* dst, const void* src, int64_t bytes) {
+  for (int64_t b = 0; b < bytes; b += 32) {
+    dt_stream_vector v;
+    __builtin_memcpy(&v, static_cast<const char*>(src) + b, 32);
+    __builtin_ia32_movntdq256(reinterpret_cast<dt_stream_vector*>(static_cast<char*>(dst) + b), v);
+  }
+}
+#endif
 
 // Element offsets of each operand at the start of outer row `row`.
 static inline void dt_row_offsets(int64_t row, int64_t rank, const int64_t* sizes,

@@ -1,6 +1,8 @@
 // Unit tests of the C++ runtime and op registry, against independent references: the compiler's
 // own _Float16, <cmath>, closed-form sums, and hand-derived PyTorch promotion results.
 #include <cmath>
+#include <cstdio>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <random>
@@ -11,6 +13,7 @@
 #include "runtime/copy.h"
 #include "runtime/dtype.h"
 #include "runtime/half.h"
+#include "runtime/scalar_math.h"
 #include "runtime/tensor.h"
 
 namespace dt {
@@ -46,6 +49,52 @@ TEST(Half, RoundsLikeTheCompiler) {
     std::memcpy(&ref_bits, &reference, 2);
     EXPECT_EQ(Half::FromFloat(f), ref_bits) << f;
   }
+}
+
+// Distance in float32 units in the last place between `got` and the exact `reference`.
+double UlpError(float got, double reference) {
+  const float rounded = static_cast<float>(reference);
+  const double ulp = std::nextafter(std::fabs(rounded), INFINITY) - std::fabs(rounded);
+  return std::fabs(static_cast<double>(got) - reference) / ulp;
+}
+
+// Every 61st float32 bit pattern (about 70 million values, both signs, all exponents).
+template <typename Fn>
+double WorstUlpOverFloats(float (*approx)(float), Fn exact, float* worst_at) {
+  double worst = 0;
+  for (uint64_t bits = 0; bits <= 0xffffffffull; bits += 61) {
+    float x;
+    const uint32_t b = static_cast<uint32_t>(bits);
+    std::memcpy(&x, &b, 4);
+    const float got = approx(x);
+    const double reference = exact(static_cast<double>(x));
+    if (std::isnan(x)) {
+      EXPECT_TRUE(std::isnan(got)) << x;
+      continue;
+    }
+    if (std::isinf(reference) || std::fabs(reference) > 3.4e38) {
+      EXPECT_EQ(got, static_cast<float>(reference)) << x;
+      continue;
+    }
+    const double err = UlpError(got, reference);
+    if (err > worst) {
+      worst = err;
+      *worst_at = x;
+    }
+  }
+  return worst;
+}
+
+TEST(ScalarMath, VectorisableExpAndTanhStayAccurate) {
+  float at = 0;
+  const double exp_error = WorstUlpOverFloats(dt::scalar::exp_f32, [](double x) { return std::exp(x); }, &at);
+  EXPECT_LE(exp_error, 2.0) << "exp_f32 at " << at;
+  const double tanh_error = WorstUlpOverFloats(dt::scalar::tanh_f32, [](double x) { return std::tanh(x); }, &at);
+  EXPECT_LE(tanh_error, 6.5) << "tanh_f32 at " << at;
+  EXPECT_EQ(dt::scalar::tanh_f32(INFINITY), 1.0f);
+  EXPECT_EQ(dt::scalar::tanh_f32(-INFINITY), -1.0f);
+  EXPECT_TRUE(std::signbit(dt::scalar::tanh_f32(-0.0f)));
+  std::printf("worst errors over every 61st float: exp %.2f ulp, tanh %.2f ulp\n", exp_error, tanh_error);
 }
 
 TEST(Promotion, FollowsPyTorch) {

@@ -247,6 +247,23 @@ def test_chain_of_eight_ops_is_one_kernel_and_no_intermediates():
     assert "tanh" in source and source.count("p2[") >= 1, source
 
 
+def test_large_outputs_are_streamed_and_exact():
+    # Outputs of 8 MiB and more are written with cache-bypassing stores in aligned chunks of 64
+    # elements: rows of 4097 elements start at every alignment, so the scalar head before the
+    # first aligned chunk and the tail after the last one both run; two outputs of different
+    # element sizes drift out of step, which must fall back to plain stores.
+    def two_outputs(a, b):
+        return (a * b + 1.0) / (b.abs() + 1.0), a > b
+
+    def half_chain(a, b):
+        return dt.tanh(a) * b - a
+    g = check(two_outputs, lambda i: (rand_tensor((520 + i, 4097)), rand_tensor((520 + i, 4097))), kernels=1)
+    assert "dt_stream_store" in dt.kernels(g)[0]
+    check(half_chain, lambda i: (rand_tensor((1100, 4097 - i), dt.float16), rand_tensor((4097 - i,), dt.float16)),
+          kernels=1)
+    check(_bias_gelu, lambda i: (rand_tensor((2049, 1031 + i)), rand_tensor((1031 + i,))), kernels=1)
+
+
 def test_kernel_log_shows_source_and_compile_time():
     code = textwrap.dedent("""
         import dyntrace as dt
