@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "absl/strings/str_format.h"
+#include "graph/cuda_eager.h"
 
 namespace dt {
 
@@ -50,6 +51,10 @@ absl::StatusOr<OpResult> CallOp(const OpDef& op, const OpArgs& args) {
   if (args.size() != op.schema.params.size()) {
     return absl::InternalError(absl::StrFormat("%s: expected %d arguments, got %d", op.name(),
                                                op.schema.params.size(), args.size()));
+  }
+  if (op.kind != OpKind::kView) {
+    DT_ASSIGN_OR_RETURN(std::optional<Device> cuda, CudaDeviceOf(op, args));
+    if (cuda.has_value()) return CallOpThroughHost(op, args, *cuda);
   }
   return op.eager(op, args);
 }

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "graph/cuda_eager.h"
 #include "graph/op_registry.h"
 #include "graph/pointwise.h"
 #include "runtime/copy.h"
@@ -179,6 +180,9 @@ absl::StatusOr<PointwiseSignature> InferPointwise(const OpDef& op, const OpArgs&
 }
 
 absl::StatusOr<Tensor> RunPointwise(const OpDef& op, const OpArgs& args, const Tensor* out) {
+  if (out != nullptr && out->device().type == DeviceType::kCuda) {
+    return RunPointwiseIntoThroughHost(op, args, *out);
+  }
   DT_ASSIGN_OR_RETURN(PointwiseSignature sig, InferPointwise(op, args));
   const int arity = op.pointwise.arity;
   // Operands in the compute dtype; Python numbers become 0-d tensors.

@@ -364,6 +364,20 @@ void CompileForCpu(CacheEntry& entry, const std::string& name) {
   entry.compile_seconds += entry.cpu->build_seconds();
 }
 
+bool ReadsCudaTensors(const CacheEntry& entry, const guards::FrameInputs& inputs) {
+  for (const Tensor& t : ResolveInputs(entry, inputs)) {
+    if (t.device().type == DeviceType::kCuda) return true;
+  }
+  for (const Node& node : entry.graph->nodes()) {  // creation ops asked for a CUDA result
+    for (const GraphArg& arg : node.args) {
+      const auto* value = std::get_if<ArgValue>(&arg.content);
+      const Device* device = value ? std::get_if<Device>(value) : nullptr;
+      if (device != nullptr && device->type == DeviceType::kCuda) return true;
+    }
+  }
+  return false;
+}
+
 std::shared_ptr<CacheEntry> Compile(trace::TraceResult trace, const JitOptions& options,
                                     const guards::FrameInputs& inputs, int start_offset,
                                     const std::string& name) {
@@ -401,9 +415,12 @@ std::shared_ptr<CacheEntry> Compile(trace::TraceResult trace, const JitOptions& 
     if (!compiled) return nullptr;
     entry->compiled = compiled;
     entry->backend_used = "python";
-  } else if ((options.backend == "cpu" || options.backend == "auto") && !entry->graph->nodes().empty()) {
+  } else if ((options.backend == "cpu" || options.backend == "auto") && !entry->graph->nodes().empty() &&
+             !ReadsCudaTensors(*entry, inputs)) {
     CompileForCpu(*entry, name);
   } else {
+    // Graphs over CUDA tensors run eagerly (through host mirrors, graph/cuda_eager.h): never
+    // through CPU kernels, which cannot read device memory.
     entry->backend_used = "eager";
   }
   return entry;

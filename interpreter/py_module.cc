@@ -10,6 +10,7 @@
 #include "interpreter/py_types.h"
 #include "interpreter/report.h"
 #include "interpreter/resume_iterator.h"
+#include "runtime/cuda_allocator.h"
 #include "runtime/cuda_driver.h"
 #include "runtime/errors.h"
 #include "runtime/log.h"
@@ -78,6 +79,27 @@ PyObject* FnCudaDeviceCount(PyObject*, PyObject*) {
   return PyLong_FromLong(ProbeCuda().available ? ProbeCuda().device_count : 0);
 }
 
+PyObject* FnCudaSynchronize(PyObject*, PyObject* index) {
+  const long device = index == Py_None ? 0 : PyLong_AsLong(index);
+  if (device == -1 && PyErr_Occurred()) return nullptr;
+  auto gpu = CudaDevice::Get(static_cast<int>(device));
+  absl::Status synced = gpu.ok() ? (*gpu)->Synchronize() : gpu.status();
+  if (!synced.ok()) return RaiseStatus(synced);
+  Py_RETURN_NONE;
+}
+
+PyObject* FnCudaMemoryStats(PyObject*, PyObject*) {
+  const CudaAllocatorStats s = CudaAllocator::Get().Stats();
+  return Py_BuildValue("{s:L,s:L,s:L,s:L}", "driver_allocations", static_cast<long long>(s.driver_allocations),
+                       "cache_hits", static_cast<long long>(s.cache_hits), "bytes_in_use",
+                       static_cast<long long>(s.bytes_in_use), "bytes_cached", static_cast<long long>(s.bytes_cached));
+}
+
+PyObject* FnCudaEmptyCache(PyObject*, PyObject*) {
+  CudaAllocator::Get().EmptyCache();
+  Py_RETURN_NONE;
+}
+
 PyMethodDef module_functions[] = {
     {"tensor", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(FnTensor)),
      METH_VARARGS | METH_KEYWORDS,
@@ -88,6 +110,9 @@ PyMethodDef module_functions[] = {
     {"is_tensor", FnIsTensor, METH_O, nullptr},
     {"_cuda_is_available", FnCudaIsAvailable, METH_NOARGS, nullptr},
     {"_cuda_device_count", FnCudaDeviceCount, METH_NOARGS, nullptr},
+    {"_cuda_synchronize", FnCudaSynchronize, METH_O, nullptr},
+    {"_cuda_memory_stats", FnCudaMemoryStats, METH_NOARGS, nullptr},
+    {"_cuda_empty_cache", FnCudaEmptyCache, METH_NOARGS, nullptr},
     {nullptr, nullptr, 0, nullptr},
 };
 
@@ -96,6 +121,9 @@ constexpr const char kPrelude[] = R"PY(
 def _numpy(self):
     """A writable numpy array sharing this tensor's memory."""
     import numpy
+    if self.is_cuda:
+        raise TypeError("can't convert %s device type tensor to numpy: use Tensor.cpu() to copy "
+                        "it to host memory first" % self.device)
     # numpy < 2.1 marks arrays imported through DLPack read-only; PyTorch's numpy() is writable,
     # so describe the memory through the array interface (the tensor stays alive as the base).
     return numpy.asarray(_ArrayInterface(self))
@@ -139,9 +167,15 @@ class _Explanation:
     __repr__ = __str__
 
 class cuda:
-    """dyntrace.cuda.is_available(), as torch.cuda.is_available()."""
+    """CUDA devices, as torch.cuda: is_available(), device_count(), synchronize(device=None),
+    memory_stats() (the caching allocator's driver allocations, cache hits, bytes in use and
+    cached) and empty_cache()."""
     is_available = staticmethod(_cuda_is_available)
     device_count = staticmethod(_cuda_device_count)
+    synchronize = staticmethod(lambda device=None: _cuda_synchronize(
+        None if device is None else (device if isinstance(device, int) else device.index)))
+    memory_stats = staticmethod(_cuda_memory_stats)
+    empty_cache = staticmethod(_cuda_empty_cache)
 
 def _array(self, dtype=None, copy=None):
     a = _numpy(self)

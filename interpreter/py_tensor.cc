@@ -7,6 +7,7 @@
 #include "interpreter/py_types.h"
 #include "runtime/copy.h"
 #include "runtime/cuda_driver.h"
+#include "runtime/cuda_tensor.h"
 #include "runtime/dlpack.h"
 #include "runtime/errors.h"
 #include "runtime/format.h"
@@ -153,6 +154,12 @@ PyObject* ToList(const Tensor& t, int64_t dim, int64_t offset) {
 PyObject* MethodToList(PyObject* self, PyObject*) {
   const Tensor& t = Self(self);
   if (t.is_meta()) return RaiseStatus(Error(ErrorKind::kValue, "tolist() on a meta tensor"));
+  if (!t.device().is_cpu()) {
+    // One copy of the whole tensor, not one per element.
+    auto host = dt::ToDevice(t, Device::Cpu());
+    if (!host.ok()) return RaiseStatus(host.status());
+    return ToList(*host, 0, host->offset());
+  }
   return ToList(t, 0, t.offset());
 }
 
@@ -164,9 +171,42 @@ PyObject* MethodInt(PyObject* self, PyObject*) { return CastMethod(self, DType::
 PyObject* MethodLong(PyObject* self, PyObject*) { return CastMethod(self, DType::kInt64); }
 PyObject* MethodBool(PyObject* self, PyObject*) { return CastMethod(self, DType::kBool); }
 
-PyObject* MethodCpu(PyObject* self, PyObject*) {
-  Py_INCREF(self);
-  return self;
+PyObject* MoveTo(PyObject* self, Device device) {
+  const Tensor& t = Self(self);
+  if (t.device() == device) {
+    Py_INCREF(self);
+    return self;
+  }
+  auto moved = dt::ToDevice(t, device);
+  if (!moved.ok()) return RaiseStatus(moved.status());
+  return Wrap(*moved);
+}
+
+PyObject* MethodCpu(PyObject* self, PyObject*) { return MoveTo(self, Device::Cpu()); }
+
+// cuda() / cuda(device): device is an index, "cuda:N" or a device object.
+PyObject* MethodCuda(PyObject* self, PyObject* args, PyObject* kwargs) {
+  static const char* keywords[] = {"device", "non_blocking", nullptr};
+  PyObject* device_obj = Py_None;
+  int non_blocking = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|Op:cuda", const_cast<char**>(keywords), &device_obj,
+                                   &non_blocking)) {
+    return nullptr;
+  }
+  Device device = Device::Cuda(0);
+  if (PyLong_Check(device_obj)) {
+    device = Device::Cuda(static_cast<int>(PyLong_AsLong(device_obj)));
+  } else if (device_obj != Py_None) {
+    auto parsed = ToDevice(device_obj, "cuda()");
+    if (!parsed.ok()) return RaiseStatus(parsed.status());
+    if (parsed->type != DeviceType::kCuda) {
+      return RaiseStatus(Error(ErrorKind::kValue, absl::StrFormat("cuda(): expected a CUDA device, got %s",
+                                                                  parsed->ToString())));
+    }
+    device = *parsed;
+  }
+  if (absl::Status usable = CheckDeviceUsable(device); !usable.ok()) return RaiseStatus(usable);
+  return MoveTo(self, device);
 }
 
 // to(dtype) / to(device) / to(device, dtype) / to(tensor), plus dtype=, device=, copy=.
@@ -214,16 +254,15 @@ PyObject* MethodTo(PyObject* self, PyObject* args, PyObject* kwargs) {
       }
     }
   }
+  Tensor source = t;
   if (device.has_value() && *device != t.device()) {
-    absl::Status usable = CheckDeviceUsable(*device);
-    if (usable.ok()) {
-      usable = Error(ErrorKind::kNotImplemented,
-                     absl::StrFormat("to(): copies from %s to %s are not supported yet",
-                                     t.device().ToString(), device->ToString()));
-    }
-    return RaiseStatus(usable);
+    if (absl::Status usable = CheckDeviceUsable(*device); !usable.ok()) return RaiseStatus(usable);
+    auto moved = dt::ToDevice(t, *device);
+    if (!moved.ok()) return RaiseStatus(moved.status());
+    source = *moved;
+    copy = false;  // already a fresh tensor
   }
-  Tensor out = CastTo(t, dtype.value_or(t.dtype()));
+  Tensor out = CastTo(source, dtype.value_or(t.dtype()));
   if (copy && out.SharesStorageWith(t)) out = Clone(t);
   if (out.SharesStorageWith(t) && !copy) {
     Py_INCREF(self);
@@ -235,7 +274,14 @@ PyObject* MethodTo(PyObject* self, PyObject* args, PyObject* kwargs) {
 PyObject* MethodDLPack(PyObject* self, PyObject* args, PyObject* kwargs) {
   // stream / max_version / dl_device / copy are accepted for protocol compatibility; a CPU tensor
   // needs no stream synchronisation.
-  return DLPackCapsule(ToDLPack(Self(self)));
+  const Tensor& t = Self(self);
+  if (t.device().type == DeviceType::kCuda) {
+    // The consumer reads on its own stream: dyntrace's queued work on the tensor finishes first.
+    auto gpu = CudaDevice::Get(t.device().index);
+    absl::Status synced = gpu.ok() ? (*gpu)->Synchronize() : gpu.status();
+    if (!synced.ok()) return RaiseStatus(synced);
+  }
+  return DLPackCapsule(ToDLPack(t));
 }
 
 PyObject* MethodDLPackDevice(PyObject* self, PyObject*) {
@@ -263,7 +309,9 @@ PyMethodDef tensor_methods[] = {
     {"int", MethodInt, METH_NOARGS, nullptr},
     {"long", MethodLong, METH_NOARGS, nullptr},
     {"bool", MethodBool, METH_NOARGS, nullptr},
-    {"cpu", MethodCpu, METH_NOARGS, nullptr},
+    {"cpu", MethodCpu, METH_NOARGS, "a copy in host memory (the tensor itself when already there)"},
+    {"cuda", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(MethodCuda)), METH_VARARGS | METH_KEYWORDS,
+     "cuda(device=None): a copy on a CUDA device (the tensor itself when already there)"},
     {"to", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(MethodTo)), METH_VARARGS | METH_KEYWORDS, "to(dtype | device | tensor)"},
     {"__dlpack__", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(MethodDLPack)), METH_VARARGS | METH_KEYWORDS, nullptr},
     {"__dlpack_device__", MethodDLPackDevice, METH_NOARGS, nullptr},

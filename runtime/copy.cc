@@ -1,8 +1,10 @@
 #include "runtime/copy.h"
 
 #include <cstring>
+#include <new>
 
 #include "absl/strings/str_format.h"
+#include "runtime/cuda_tensor.h"
 #include "runtime/strided_loop.h"
 
 namespace dt {
@@ -54,6 +56,21 @@ absl::Status CopyInto(const Tensor& dst, const Tensor& src) {
   auto src_strides = BroadcastByteStrides(src, dst.sizes());
   if (!src_strides.ok()) return src_strides.status();
   if (dst.is_meta() || src.is_meta()) return absl::OkStatus();
+  if (IsCuda(dst) || IsCuda(src)) {
+    // Through host mirrors (runtime/cuda_tensor.h); the source's mirror is taken before anything
+    // is written, so a source overlapping the destination is read in full first.
+    Tensor host_src = src;
+    if (IsCuda(src)) {
+      absl::StatusOr<HostMirror> m = MirrorToHost(src);
+      if (!m.ok()) return m.status();
+      host_src = m->host;
+    }
+    if (!IsCuda(dst)) return CopyInto(dst, host_src);
+    absl::StatusOr<HostMirror> m = MirrorToHost(dst);
+    if (!m.ok()) return m.status();
+    if (absl::Status s = CopyInto(m->host, host_src); !s.ok()) return s;
+    return WriteBack(*m);
+  }
   if (dst.device() != src.device()) {
     return absl::UnimplementedError(absl::StrFormat("copy between %s and %s is not supported here",
                                                     src.device().ToString(), dst.device().ToString()));
@@ -75,6 +92,11 @@ absl::Status Fill(const Tensor& dst, Scalar value) {
 }
 
 Tensor ScalarTensor(Scalar value, DType dtype, Device device) {
+  if (device.type == DeviceType::kCuda) {
+    absl::StatusOr<Tensor> uploaded = UploadKeepingLayout(ScalarTensor(value, dtype, Device::Cpu()), device);
+    if (!uploaded.ok()) throw std::bad_alloc();  // the device was usable: out of memory
+    return *uploaded;
+  }
   Tensor t = Tensor::Empty({}, dtype, device);
   if (!t.is_meta()) {
     DT_DISPATCH_ALL(dtype, [&] {
@@ -105,6 +127,10 @@ Tensor CastTo(const Tensor& t, DType dtype) {
 Tensor Clone(const Tensor& t) {
   Tensor out = Tensor::EmptyLike(t);
   if (t.is_meta()) return out;
+  if (IsCuda(t)) {
+    (void)CopyInto(out, t);  // same shape and a fresh output: only the driver can fail
+    return out;
+  }
   char* bases[2] = {static_cast<char*>(out.data()), static_cast<char*>(t.data())};
   Dims out_strides = out.strides(), in_strides = t.strides();
   for (int64_t& s : out_strides) s *= t.itemsize();
@@ -123,6 +149,11 @@ absl::StatusOr<Scalar> ItemOf(const Tensor& t) {
   }
   if (t.is_meta()) {
     return absl::FailedPreconditionError("item() on a meta tensor: its value is not known");
+  }
+  if (IsCuda(t)) {
+    absl::StatusOr<HostMirror> m = MirrorToHost(t);
+    if (!m.ok()) return m.status();
+    return ItemOf(m->host);
   }
   return DT_DISPATCH_ALL(t.dtype(), [&]() -> Scalar {
     const scalar_t v = *t.data_as<scalar_t>();

@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "runtime/copy.h"
+#include "runtime/cuda_tensor.h"
 
 namespace dt {
 namespace {
@@ -96,7 +97,13 @@ std::string FormatTensor(const Tensor& t) {
   } else {
     const bool summarize = t.numel() > kSummarizeThreshold;
     std::vector<double> values;
-    Gather(t, 0, t.offset(), summarize, values);
+    Tensor readable = t;
+    if (IsCuda(t)) {
+      absl::StatusOr<Tensor> host = ToDevice(t, Device::Cpu());
+      if (!host.ok()) return absl::StrCat("tensor(<unreadable: ", host.status().message(), ">)");
+      readable = *host;
+    }
+    Gather(readable, 0, readable.offset(), summarize, values);
     ElementStyle style{t.dtype()};
     if (IsFloating(t.dtype())) {
       double max_abs = 0, min_abs = INFINITY;

@@ -16,7 +16,8 @@ namespace dt {
 
 class Storage {
  public:
-  // Allocates `nbytes` on `device` (CPU: the caching host allocator; meta: nothing).
+  // Allocates `nbytes` on `device`: the caching host allocator, the caching CUDA allocator, or
+  // nothing for meta. Running out of memory throws std::bad_alloc, like operator new.
   static std::shared_ptr<Storage> Allocate(size_t nbytes, Device device);
   // Wraps memory owned elsewhere; `release` runs when the last view is gone.
   static std::shared_ptr<Storage> Wrap(void* data, size_t nbytes, Device device,

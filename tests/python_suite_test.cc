@@ -36,7 +36,32 @@ class PythonCase : public ::testing::Test {
       }
       FAIL() << "marked pending (" << reason << ") but passes; remove the mark";
     }
-    if (!result) FAIL() << dt::testing::TakePythonError();
+    if (!result) {
+      PyObject *type, *value, *traceback;
+      PyErr_Fetch(&type, &value, &traceback);
+      if (IsSkip(type)) {
+        PyRef message = PyRef::Steal(value ? PyObject_Str(value) : nullptr);
+        if (!message) PyErr_Clear();
+        Py_XDECREF(type);
+        Py_XDECREF(value);
+        Py_XDECREF(traceback);
+        GTEST_SKIP() << (message ? PyUnicode_AsUTF8(message.get()) : "skipped");
+      }
+      PyErr_Restore(type, value, traceback);
+      FAIL() << dt::testing::TakePythonError();
+    }
+  }
+
+  // Whether `type` is testlib.SkipTest: the case does not apply on this machine.
+  static bool IsSkip(PyObject* type) {
+    if (type == nullptr) return false;
+    PyRef testlib = PyRef::Steal(PyImport_ImportModule("testlib"));
+    PyRef skip = testlib ? PyRef::Steal(PyObject_GetAttrString(testlib.get(), "SkipTest")) : PyRef();
+    if (!skip) {
+      PyErr_Clear();
+      return false;
+    }
+    return PyErr_GivenExceptionMatches(type, skip.get());
   }
 
  private:

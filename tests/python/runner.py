@@ -12,6 +12,9 @@ import sys
 import traceback
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
+if _HERE not in sys.path:
+    sys.path.insert(0, _HERE)
+import testlib  # noqa: E402 - found through the path set just above
 
 
 def collect(path):
@@ -49,6 +52,9 @@ def run(paths, out=sys.stdout):
             pending_reason = getattr(fn, "pending", None)
             try:
                 fn()
+            except testlib.SkipTest as e:
+                pending += 1
+                out.write("SKIP %s: %s\n" % (name, e))
             except Exception:  # noqa: BLE001
                 if pending_reason:
                     pending += 1

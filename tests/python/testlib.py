@@ -352,3 +352,11 @@ def noncontig(shape, dtype=dt.float32, kind="transposed", low=-2.0, high=2.0):
 
 def seed(n):
     dt.manual_seed(n)
+
+
+class SkipTest(Exception):
+    """Raised by skip(): the test does not apply on this machine (the reason says why)."""
+
+
+def skip(reason):
+    raise SkipTest(reason)

@@ -1,0 +1,176 @@
+"""CUDA tensors: copies, the caching device allocator, eager ops through host mirrors, and the
+errors of a missing or failing driver. Without a GPU these run against tests/fake_cuda, a
+stand-in driver whose device memory the host cannot dereference (a host read of a device
+pointer faults), loaded in a child interpreter through DYNTRACE_LIBCUDA."""
+import glob
+import os
+import textwrap
+
+import dyntrace as dt
+from cpulib import module_dir, run_child
+from testlib import skip
+
+
+def fake_driver():
+    """The fake driver: in the test's runfiles under Bazel, else beside the built module."""
+    candidates = []
+    for root in (os.environ.get("TEST_SRCDIR", ""), os.environ.get("RUNFILES_DIR", "")):
+        if root:
+            candidates += glob.glob(os.path.join(root, "*", "tests", "fake_cuda", "libfake_cuda.so"))
+    candidates.append(os.path.join(module_dir(), "tests", "fake_cuda", "libfake_cuda.so"))
+    for path in candidates:
+        if os.path.exists(path):
+            return os.path.abspath(path)
+    skip("the fake CUDA driver (bazel build //tests/fake_cuda:libfake_cuda.so) was not found")
+
+
+# Children compare with this: BLAS may sum in another order for differently aligned buffers.
+CLOSE = """
+def close(a, b):
+    fa = a.flatten().tolist() if a.ndim else [a.item()]
+    fb = b.flatten().tolist() if b.ndim else [b.item()]
+    return len(fa) == len(fb) and all(x == y or abs(x - y) <= 1e-5 * (1 + abs(y)) for x, y in zip(fa, fb))
+"""
+
+
+def run_with_fake_driver(body, **env):
+    code = "import dyntrace as dt\n" + CLOSE + textwrap.dedent(body)
+    extra = {"DYNTRACE_LIBCUDA": fake_driver()}
+    extra.update(env)
+    rc, out, err = run_child(code, extra)
+    assert rc == 0, "child failed (rc %d):\n%s\n%s" % (rc, out, err)
+    return out
+
+
+def test_copies_round_trip_every_dtype_and_layout():
+    run_with_fake_driver("""
+        for dtype in (dt.bool, dt.int32, dt.int64, dt.float16, dt.float32, dt.float64):
+            x = (dt.randn(5, 7) * 4).to(dtype)
+            for view in (x, x.T, x[1:4, ::2], x.expand(2, 5, 7), x[:, 3]):
+                g = view.cuda()
+                assert g.is_cuda and g.device == dt.device("cuda:0") and g.dtype == dtype
+                assert g.shape == view.shape
+                assert g.cpu().tolist() == view.tolist(), (dtype, view.shape)
+                assert g.to("cpu").tolist() == view.tolist()
+                assert g.tolist() == view.tolist()
+        # A large copy goes through the pinned staging buffers in several chunks.
+        big = dt.randn(3, 1_500_001)
+        assert big.cuda().cpu().tolist() == big.tolist()
+        # to(device, dtype) converts too; to() on the same device returns the tensor itself.
+        h = dt.arange(6).to("cuda", dt.float64)
+        assert h.dtype == dt.float64 and h.cpu().tolist() == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+        assert h.to("cuda:0") is h and h.cuda() is h
+    """)
+
+
+def test_eager_ops_on_cuda_tensors_match_the_cpu():
+    run_with_fake_driver("""
+        dt.manual_seed(3)
+        x, y, b = dt.randn(6, 9), dt.randn(6, 9), dt.randn(9)
+        w = dt.randn(9, 4)
+        gx, gy, gb, gw = x.cuda(), y.cuda(), b.cuda(), w.cuda()
+        cases = [
+            lambda a, c, d, m: a * c + d,
+            lambda a, c, d, m: dt.softmax(a, -1),
+            lambda a, c, d, m: dt.layer_norm(a, (9,)),
+            lambda a, c, d, m: (a @ m).relu(),
+            lambda a, c, d, m: a.sum(dim=0),
+            lambda a, c, d, m: dt.where(a > c, a, c).T.contiguous(),
+            lambda a, c, d, m: dt.cat([a, c], dim=1)[:, ::3],
+            lambda a, c, d, m: (a > 0).sum(),
+        ]
+        for i, fn in enumerate(cases):
+            got, want = fn(gx, gy, gb, gw), fn(x, y, b, w)
+            assert got.is_cuda, i
+            assert got.dtype == want.dtype and got.shape == want.shape and got.stride() == want.stride(), i
+            assert close(got, want), i
+        # Views share device memory: writing through one shows in the other.
+        v = gx[2]
+        v.fill_(0.5) if hasattr(v, "fill_") else v.__setitem__(slice(None), 0.5)
+        assert gx[2].tolist() == [0.5] * 9
+        gx[0, 1:3] = 9.0
+        gx += 1
+        x[2] = 0.5
+        x[0, 1:3] = 9.0
+        x += 1
+        assert gx.tolist() == x.tolist()
+        assert float(gx.sum()) == float(x.sum()) and gx[0, 1].item() == 10.0
+        z = dt.zeros(2, 3, device="cuda")
+        assert z.is_cuda and z.tolist() == [[0.0] * 3] * 2
+        assert "device='cuda:0'" in repr(gx)
+    """)
+
+
+def test_jit_over_cuda_tensors_matches_eager():
+    run_with_fake_driver("""
+        def f(a, b):
+            h = dt.tanh(a @ b.T) * 0.5
+            if h.sum() > 0:
+                return h + 1
+            return h - 1
+        g = dt.jit(f)
+        for n in (4, 7):
+            a, b = dt.randn(n, 5), dt.randn(n, 5)
+            got = g(a.cuda(), b.cuda())
+            assert got.is_cuda and close(got, f(a, b))
+        # CPU inputs after CUDA ones: the device guard fails and the CPU version is traced.
+        a = dt.randn(3, 5)
+        assert not g(a, a).is_cuda
+    """)
+
+
+def test_caching_allocator_reuses_blocks():
+    out = run_with_fake_driver("""
+        x = dt.randn(256, 256).cuda()
+        for _ in range(3):
+            y = x * 2.0 + 1.0
+            del y
+        before = dt.cuda.memory_stats()
+        for _ in range(50):
+            y = x * 2.0 + 1.0
+            del y
+        after = dt.cuda.memory_stats()
+        assert after["driver_allocations"] == before["driver_allocations"], (before, after)
+        assert after["cache_hits"] >= before["cache_hits"] + 50
+        dt.cuda.empty_cache()
+        assert dt.cuda.memory_stats()["bytes_cached"] == 0
+        dt.cuda.synchronize()
+        print("ok")
+    """)
+    assert "ok" in out
+
+
+def test_device_errors_are_clear():
+    run_with_fake_driver("""
+        x = dt.randn(3).cuda()
+        def raises(kind, fn, *words):
+            try:
+                fn()
+            except kind as e:
+                for w in words:
+                    assert w in str(e), (w, str(e))
+                return
+            raise AssertionError("no %s" % kind.__name__)
+        raises(RuntimeError, lambda: x + dt.randn(3), "same device", "cuda:0", "cpu")
+        raises(TypeError, lambda: x.numpy(), "cpu()")
+        raises(ValueError, lambda: dt.randn(2).to("cuda:3"), "cuda:3", "1 CUDA devices")
+        raises(ValueError, lambda: dt.randn(2).cuda(5), "cuda:5")
+        # Out of device memory is an error naming the size, never a crash.
+        raises(RuntimeError, lambda: dt.randn(1000, 1000).cuda(), "CUDA out of memory", "4000000 bytes")
+    """, FAKE_CUDA_MEMORY_BYTES="1000000")
+    rc, out, err = run_child("import dyntrace as dt\nprint(dt.cuda.is_available())\n"
+                             "dt.randn(2).cuda()", {"DYNTRACE_LIBCUDA": "/nonexistent/libcuda.so.1"})
+    assert rc != 0 and "False" in out and "CUDA is not available" in err and "/nonexistent" in err, err
+    rc, out, err = run_child("import dyntrace as dt\nprint(dt.cuda.is_available())\ndt.zeros(2, device='cuda')",
+                             {"DYNTRACE_LIBCUDA": fake_driver(), "FAKE_CUDA_DEVICES": "0"})
+    assert rc != 0 and "False" in out and "no CUDA-capable device" in err, err
+
+
+def test_real_gpu_when_present():
+    if not dt.cuda.is_available():
+        skip("no CUDA GPU on this machine: the fake-driver tests above cover the runtime; "
+             "tests/gpu/ runs on a GPU")
+    x = dt.randn(100, 33)
+    g = x.cuda()
+    assert g.cpu().tolist() == x.tolist()
+    assert (g * 2).cpu().tolist() == (x * 2).tolist()
