@@ -299,6 +299,7 @@ class CudaKernelEmitter : public KernelPrinter {
       absl::StrAppendFormat(&out_, "    if (threadIdx.x == 0) %s = acc%d;\n",
                             PartialSlot(static_cast<int>(q), CppType(k_.values[r].accumulator_dtype), "part"), r);
     }
+    EmitReadyRowValues(k_.values.size(), defined, "    ");  // those the full-size outputs read
     if (!FullOutputs().empty()) {
       out_ += "    for (int64_t j = begin + threadIdx.x; j < end; j += blockDim.x) {\n";
       EmitElement("j", "      ");

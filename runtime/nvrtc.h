@@ -36,7 +36,8 @@ const NvrtcProbe& ProbeNvrtc();
 [[nodiscard]] absl::StatusOr<std::pair<int, int>> NvrtcVersion();
 
 // The options every program is compiled with for `sm_arch` (90 for sm_90): exact results as in
-// eager execution (no fast math), C++17, functions device-side unless marked otherwise.
+// eager execution (no fast math), C++17, functions device-side unless marked otherwise, no
+// warnings.
 std::vector<std::string> NvrtcOptions(int sm_arch);
 
 // CUBIN bytes (an ELF image) for `source`, compiled for sm_<sm_arch>. A compile error's status
