@@ -157,26 +157,15 @@ class KernelEmitter : public KernelPrinter {
     out_ += "  for (int64_t row = 0; row < rows; ++row) {\n";
     EmitPointers("row", "    ");
     std::vector<bool> emitted(k_.values.size(), false);
-    auto emit_ready = [&](size_t upto) {
-      for (size_t i = 0; i < upto; ++i) {
-        const KernelValue& v = k_.values[i];
-        if (emitted[i] || !v.row_level || v.kind == ValueKind::kReduce) continue;
-        bool ready = true;
-        for (int a : v.args) ready = ready && emitted[a];
-        if (!ready) continue;
-        absl::StrAppend(&out_, "    ", ValueStatement(static_cast<int>(i), "0"), "\n");
-        emitted[i] = true;
-      }
-    };
     cached_ready_.clear();
     for (size_t r = 0; r < k_.values.size(); ++r) {
       if (k_.values[r].kind != ValueKind::kReduce) continue;
-      emit_ready(r);
+      EmitReadyRowValues(r, emitted, "    ");
       EmitReduction(static_cast<int>(r));
       emitted[r] = true;
       if (cached_.count(k_.values[r].args[0])) cached_ready_.insert(k_.values[r].args[0]);
     }
-    emit_ready(k_.values.size());
+    EmitReadyRowValues(k_.values.size(), emitted, "    ");
     const std::vector<int> full = FullOutputs();
     if (!full.empty()) {
       out_ += "    for (int64_t j = 0; j < n; ++j) {\n";

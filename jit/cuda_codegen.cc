@@ -210,19 +210,6 @@ class CudaKernelEmitter : public KernelPrinter {
     }
   }
 
-  // Row-level values (not reductions) whose arguments are all defined, up to value `upto`.
-  void EmitReadyRowValues(size_t upto, std::vector<bool>& defined, const std::string& indent) {
-    for (size_t i = 0; i < upto; ++i) {
-      const KernelValue& v = k_.values[i];
-      if (defined[i] || !v.row_level || v.kind == ValueKind::kReduce) continue;
-      bool ready = true;
-      for (int a : v.args) ready = ready && defined[a];
-      if (!ready) continue;
-      absl::StrAppend(&out_, indent, ValueStatement(static_cast<int>(i), "0"), "\n");
-      defined[i] = true;
-    }
-  }
-
   // Folds reduction `r`'s inputs at j = begin + threadIdx.x, step blockDim.x, below `end` into
   // acc<r>, then combines the block's accumulators into acc<r> in every thread.
   void EmitBlockReduction(int r, const std::string& begin, const std::string& end, const std::string& indent) {

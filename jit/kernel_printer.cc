@@ -169,6 +169,18 @@ void KernelPrinter::EmitStatements(const std::vector<int>& cone, const std::stri
   for (int i : cone) absl::StrAppend(&out_, indent, ValueStatement(i, j), "\n");
 }
 
+void KernelPrinter::EmitReadyRowValues(size_t upto, std::vector<bool>& defined, const std::string& indent) {
+  for (size_t i = 0; i < upto; ++i) {
+    const KernelValue& v = k_.values[i];
+    if (defined[i] || !v.row_level || v.kind == ValueKind::kReduce) continue;
+    bool ready = true;
+    for (int a : v.args) ready = ready && defined[a];
+    if (!ready) continue;
+    absl::StrAppend(&out_, indent, ValueStatement(static_cast<int>(i), "0"), "\n");
+    defined[i] = true;
+  }
+}
+
 void KernelPrinter::EmitFullStores(const std::string& j, const std::string& indent) {
   for (size_t o = 0; o < k_.operands.size(); ++o) {
     const KernelOperand& op = k_.operands[o];

@@ -65,6 +65,9 @@ class KernelPrinter {
   std::string ReductionResult(int r, const std::string& acc, const std::string& count) const;
   // Appends `cone`'s statements at `j`.
   void EmitStatements(const std::vector<int>& cone, const std::string& j, const std::string& indent);
+  // Appends the row-level values (not reductions) below index `upto` that are not yet in
+  // `defined` and whose arguments all are, marking them defined.
+  void EmitReadyRowValues(size_t upto, std::vector<bool>& defined, const std::string& indent);
   // Appends the stores of the full-level outputs at `j`.
   void EmitFullStores(const std::string& j, const std::string& indent);
 

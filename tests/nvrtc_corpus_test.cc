@@ -44,10 +44,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   setenv("DYNTRACE_NVRTC_CHECK", "sm_90", 0);
-  if (std::getenv("DYNTRACE_CACHE_DIR") == nullptr && std::getenv("TEST_TMPDIR") != nullptr) {
-    setenv("DYNTRACE_CACHE_DIR", (std::string(std::getenv("TEST_TMPDIR")) + "/kernel-cache").c_str(), 1);
-  }
-  const std::string error = dt::testing::StartEmbeddedPython();
+  const std::string error = dt::testing::StartSuiteInterpreter();
   if (!error.empty()) {
     std::fprintf(stderr, "cannot start Python: %s\n", error.c_str());
     return 1;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 
 #include "gtest/gtest.h"
 #include "tests/embedded_python.h"
@@ -38,6 +39,13 @@ class PythonCase : public ::testing::Test {
 };
 
 }  // namespace
+
+std::string StartSuiteInterpreter() {
+  if (std::getenv("DYNTRACE_CACHE_DIR") == nullptr && std::getenv("TEST_TMPDIR") != nullptr) {
+    setenv("DYNTRACE_CACHE_DIR", (std::string(std::getenv("TEST_TMPDIR")) + "/kernel-cache").c_str(), 1);
+  }
+  return StartEmbeddedPython();
+}
 
 std::vector<std::string> CaseFiles(const std::string& dir) {
   std::vector<std::string> files;

@@ -17,6 +17,11 @@
 
 namespace dt::testing {
 
+// Starts the embedded interpreter for a suite: compiled kernels go to the test's own directory
+// unless DYNTRACE_CACHE_DIR says otherwise (Bazel gives tests no usable HOME). Returns an error
+// message or "".
+std::string StartSuiteInterpreter();
+
 // Every tests/python-style case file (test_*.py) in `dir`, sorted.
 std::vector<std::string> CaseFiles(const std::string& dir);
 

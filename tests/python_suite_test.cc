@@ -11,11 +11,7 @@ extern "C" const char* __lsan_default_options() { return "detect_leaks=0"; }
 
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
-  // Compiled kernels go to the test's own directory (Bazel gives tests no usable HOME).
-  if (std::getenv("DYNTRACE_CACHE_DIR") == nullptr && std::getenv("TEST_TMPDIR") != nullptr) {
-    setenv("DYNTRACE_CACHE_DIR", (std::string(std::getenv("TEST_TMPDIR")) + "/kernel-cache").c_str(), 1);
-  }
-  const std::string error = dt::testing::StartEmbeddedPython();
+  const std::string error = dt::testing::StartSuiteInterpreter();
   if (!error.empty()) {
     std::fprintf(stderr, "cannot start Python: %s\n", error.c_str());
     return 1;
