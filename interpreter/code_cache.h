@@ -20,6 +20,7 @@
 #include "interpreter/py_ref.h"
 #include "interpreter/tracer.h"
 #include "jit/cpu_executable.h"
+#include "jit/nvrtc_check.h"
 
 namespace dt::jit {
 
@@ -108,6 +109,7 @@ struct Stats {
   std::vector<std::string> break_reasons;  // every break met while tracing, segment or fallback
   std::vector<std::string> compile_failures;  // graphs the cpu backend could not compile (run eagerly)
   backend::CacheCounters kernel_baseline;       // kernel cache counters at the last reset()
+  backend::NvrtcCheckTotals nvrtc_baseline;     // DYNTRACE_NVRTC_CHECK totals at the last reset()
 };
 
 // ---- global state (all under the GIL) ----

@@ -930,6 +930,7 @@ void ResetAll() {
   }
   stats = Stats();
   stats.kernel_baseline = backend::KernelCache::Global().counters();
+  stats.nvrtc_baseline = backend::NvrtcCheckCounters();
 }
 
 void PushTracingMode(const JitOptions& options) {

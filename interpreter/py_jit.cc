@@ -9,6 +9,8 @@
 #include "interpreter/code_cache.h"
 #include "interpreter/graphviz.h"
 #include "interpreter/py_types.h"
+#include "jit/cuda_codegen.h"
+#include "jit/nvrtc_check.h"
 #include "runtime/log.h"
 
 namespace dt::py {
@@ -333,14 +335,37 @@ PyObject* FnGraphs(PyObject*, PyObject* args, PyObject* kwargs) {
   return StringList(out);
 }
 
-// kernels(fn): the C++ the cpu backend generated for each of fn's compiled entries.
-PyObject* FnKernels(PyObject*, PyObject* fn) {
+// kernels(fn, target="cpu"): the kernels generated for each of fn's entries the cpu backend
+// compiled: its C++, or (target="cuda") the same kernel IR printed as CUDA C++, generated on
+// demand, which needs no GPU.
+PyObject* FnKernels(PyObject*, PyObject* args, PyObject* kwargs) {
+  static const char* keywords[] = {"fn", "target", nullptr};
+  PyObject* fn = nullptr;
+  const char* target = "cpu";
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$s:kernels", const_cast<char**>(keywords), &fn, &target)) {
+    return nullptr;
+  }
+  const std::string target_name = target;
+  if (target_name != "cpu" && target_name != "cuda") {
+    PyErr_Format(PyExc_ValueError, "kernels(): target must be 'cpu' or 'cuda', not '%s'", target);
+    return nullptr;
+  }
   PyCodeObject* code = CodeOf(fn, "kernels");
   if (code == nullptr) return nullptr;
   std::vector<std::string> out;
   if (jit::CodeCache* cache = jit::FindCache(code)) {
     for (const auto& e : cache->AllEntries()) {
-      if (!e->kernel_source.empty()) out.push_back(e->kernel_source);
+      if (e->kernel_source.empty()) continue;
+      if (target_name == "cpu") {
+        out.push_back(e->kernel_source);
+        continue;
+      }
+      absl::StatusOr<backend::CudaProgram> cuda = backend::EmitCuda(e->cpu->program());
+      if (!cuda.ok()) {
+        PyErr_Format(PyExc_RuntimeError, "kernels(target='cuda'): %s", std::string(cuda.status().message()).c_str());
+        return nullptr;
+      }
+      out.push_back(cuda->readable);
     }
   }
   return StringList(out);
@@ -383,6 +408,12 @@ PyObject* FnStats(PyObject*, PyObject*) {
   put("kernels_rejected", PyLong_FromLongLong(now.rejected - base.rejected));
   put("compile_seconds", PyFloat_FromDouble(now.compile_seconds - base.compile_seconds));
   put("compile_failures", StringList(s.compile_failures));
+  // DYNTRACE_NVRTC_CHECK: graphs also compiled for CUDA by NVRTC since the last reset().
+  const backend::NvrtcCheckTotals nvrtc = backend::NvrtcCheckCounters();
+  put("nvrtc_checked", PyLong_FromLongLong(nvrtc.checked - s.nvrtc_baseline.checked));
+  put("nvrtc_failures", PyLong_FromLongLong(nvrtc.failures - s.nvrtc_baseline.failures));
+  put("nvrtc_skipped", PyLong_FromLongLong(nvrtc.skipped - s.nvrtc_baseline.skipped));
+  put("nvrtc_unavailable", PyUnicode_FromString(nvrtc.unavailable.c_str()));
   return d;
 }
 
@@ -471,7 +502,9 @@ PyMethodDef jit_functions[] = {
     {"_set_logs", FnSetLogs, METH_O, nullptr},
     {"_reset_kernel_cache", FnResetKernelCache, METH_NOARGS, nullptr},
     {"_op_names", FnOpNames, METH_NOARGS, nullptr},
-    {"kernels", FnKernels, METH_O, "kernels(fn) -> list of the C++ kernels generated for fn's cache entries"},
+    {"kernels", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(FnKernels)), METH_VARARGS | METH_KEYWORDS,
+     "kernels(fn, *, target='cpu') -> list of the kernels generated for fn's cache entries, as C++ "
+     "(target='cpu') or as CUDA C++ (target='cuda')"},
     {nullptr, nullptr, 0, nullptr},
 };
 

@@ -9,8 +9,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "graph/reduction.h"
-#include "runtime/copy.h"
 
 namespace dt::backend {
 namespace {
@@ -27,38 +25,9 @@ constexpr int64_t kStreamBytes = 8 << 20;
 // Elements computed into a local buffer per streamed store sequence.
 constexpr int kStreamChunk = 64;
 
-const char* ComputeCppType(DType d) { return d == DType::kFloat16 ? "float" : CppType(d); }
-
-std::string FloatLiteral(double v, bool single) {
-  if (std::isnan(v)) return single ? "__builtin_nanf(\"\")" : "__builtin_nan(\"\")";
-  if (std::isinf(v)) {
-    return absl::StrCat(v < 0 ? "-" : "", single ? "__builtin_inff()" : "__builtin_inf()");
-  }
-  return absl::StrFormat(single ? "%af" : "%a", v);
-}
-
-// `value` as a `dtype` element, converted exactly as the eager runtime converts Python numbers.
-std::string Literal(const Scalar& value, DType dtype) {
-  Tensor t = ScalarTensor(value, dtype, Device::Cpu());
-  switch (dtype) {
-    case DType::kBool: return *t.data_as<bool>() ? "true" : "false";
-    case DType::kInt32: return absl::StrCat("int32_t(", *t.data_as<int32_t>(), ")");
-    case DType::kInt64: {
-      const int64_t v = *t.data_as<int64_t>();
-      // INT64_MIN has no literal spelling.
-      if (v == INT64_MIN) return "(-INT64_C(9223372036854775807) - 1)";
-      return absl::StrCat("INT64_C(", v, ")");
-    }
-    case DType::kFloat16: return absl::StrFormat("dt::Half::FromBits(0x%04x)", t.data_as<Half>()->bits);
-    case DType::kFloat32: return FloatLiteral(*t.data_as<float>(), true);
-    case DType::kFloat64: return FloatLiteral(*t.data_as<double>(), false);
-  }
-  return "";
-}
-
-class KernelEmitter {
+class KernelEmitter : public KernelPrinter {
  public:
-  KernelEmitter(const Kernel& k, bool fixed) : k_(k), fixed_(fixed) {}
+  KernelEmitter(const Kernel& k, bool fixed) : KernelPrinter(k), fixed_(fixed) {}
 
   std::string Emit() {
     const int m = static_cast<int>(k_.operands.size());
@@ -87,7 +56,7 @@ class KernelEmitter {
     return fixed_ && k_.operands[operand].predicted_inner_stride >= 0;
   }
 
-  std::string Element(int operand, const std::string& j) const {
+  std::string Element(int operand, const std::string& j) const override {
     const KernelOperand& op = k_.operands[operand];
     if (op.mapping != Mapping::kFull || op.scalar_slot >= 0) return absl::StrCat("p", operand, "[0]");
     if (UsesFixedStride(operand)) {
@@ -110,59 +79,9 @@ class KernelEmitter {
     }
   }
 
-  // The statement computing value `i` (not a reduction) at inner index `j`.
-  std::string ValueStatement(int i, const std::string& j) const {
-    const KernelValue& v = k_.values[i];
-    const char* type = CppType(v.dtype);
-    switch (v.kind) {
-      case ValueKind::kLoad:
-        return absl::StrFormat("const %s v%d = %s;", type, i, Element(v.operand, j));
-      case ValueKind::kConstant:
-        return absl::StrFormat("const %s v%d = %s;", type, i, Literal(v.constant, v.dtype));
-      case ValueKind::kCast:
-        return absl::StrFormat("const %s v%d = dt::Convert<%s>(v%d);", type, i, type, v.args[0]);
-      case ValueKind::kPointwise: {
-        // Operands convert to the compute dtype and widen to its arithmetic type, as the eager
-        // loops do; the conversions are spelled out only where they change something.
-        std::vector<std::string> args;
-        for (size_t a = 0; a < v.args.size(); ++a) {
-          const DType from = k_.values[v.args[a]].dtype;
-          if (v.args.size() == 3 && a == 0) {
-            args.push_back(from == DType::kBool ? absl::StrCat("v", v.args[a])
-                                                : absl::StrFormat("dt::Convert<bool>(v%d)", v.args[a]));
-          } else if (from == v.compute_dtype && from != DType::kFloat16) {
-            args.push_back(absl::StrCat("v", v.args[a]));
-          } else {
-            args.push_back(absl::StrFormat("static_cast<%s>(dt::Convert<%s>(v%d))",
-                                           ComputeCppType(v.compute_dtype), CppType(v.compute_dtype),
-                                           v.args[a]));
-          }
-        }
-        const std::string call =
-            absl::StrFormat("dt::scalar::%s(%s)", v.op->pointwise.scalar_fn, absl::StrJoin(args, ", "));
-        if (v.dtype == v.compute_dtype && v.dtype != DType::kFloat16) {
-          return absl::StrFormat("const %s v%d = %s;", type, i, call);
-        }
-        return absl::StrFormat("const %s v%d = dt_store<%s>(%s);", type, i, type, call);
-      }
-      case ValueKind::kReduce:
-        break;
-    }
-    return "";
-  }
-
-  // Full-level values the `roots` need, in dependency order.
+  // Full-level values the `roots` need; a value already in its row buffer is read back from it.
   std::vector<int> FullCone(const std::vector<int>& roots) const {
-    std::set<int> seen;
-    std::vector<int> stack = roots;
-    while (!stack.empty()) {
-      const int i = stack.back();
-      stack.pop_back();
-      if (k_.values[i].row_level || !seen.insert(i).second) continue;
-      if (cached_ready_.count(i)) continue;  // read back from the row buffer
-      for (int a : k_.values[i].args) stack.push_back(a);
-    }
-    return std::vector<int>(seen.begin(), seen.end());
+    return KernelPrinter::FullCone(roots, cached_ready_);
   }
 
   void EmitCone(const std::vector<int>& cone, const std::string& j, const std::string& indent) {
@@ -174,22 +93,6 @@ class KernelEmitter {
         if (cached_.count(i)) absl::StrAppendFormat(&out_, "%srow_buffer%d[%s] = v%d;\n", indent, i, j, i);
       }
     }
-  }
-
-  void EmitFullStores(const std::string& j, const std::string& indent) {
-    for (size_t o = 0; o < k_.operands.size(); ++o) {
-      const KernelOperand& op = k_.operands[o];
-      if (!op.is_output || k_.values[op.source].row_level) continue;
-      absl::StrAppendFormat(&out_, "%s%s = v%d;\n", indent, Element(static_cast<int>(o), j), op.source);
-    }
-  }
-
-  std::vector<int> FullOutputs() const {
-    std::vector<int> roots;
-    for (const KernelOperand& op : k_.operands) {
-      if (op.is_output && !k_.values[op.source].row_level) roots.push_back(op.source);
-    }
-    return roots;
   }
 
   // Outputs the fixed variant may write with streaming (cache-bypassing) stores: contiguous
@@ -278,50 +181,31 @@ class KernelEmitter {
   }
 
   void EmitReduction(int r) {
-    const KernelValue& v = k_.values[r];
-    const char* acc = CppType(v.accumulator_dtype);
-    const char* source = CppType(v.compute_dtype);
-    const std::string identity =
-        Literal(ReductionIdentity(v.op->reduction.combiner, v.accumulator_dtype), v.accumulator_dtype);
-    const std::string combine = absl::StrCat("dt::scalar::", v.op->reduction.scalar_fn);
-    const std::string input = absl::StrFormat("static_cast<%s>(static_cast<%s>(dt::Convert<%s>(v%d)))",
-                                              acc, ComputeCppType(v.compute_dtype), source, v.args[0]);
-    const std::vector<int> cone = FullCone({v.args[0]});
-    absl::StrAppendFormat(&out_, "    %s acc%d[%d];\n", acc, r, kLanes);
-    absl::StrAppendFormat(&out_, "    for (int l = 0; l < %d; ++l) acc%d[l] = %s;\n", kLanes, r, identity);
+    const ReductionSpelling s = SpellReduction(r);
+    const std::vector<int> cone = FullCone({k_.values[r].args[0]});
+    absl::StrAppendFormat(&out_, "    %s acc%d[%d];\n", s.accumulator_type, r, kLanes);
+    absl::StrAppendFormat(&out_, "    for (int l = 0; l < %d; ++l) acc%d[l] = %s;\n", kLanes, r, s.identity);
     absl::StrAppendFormat(&out_, "    int64_t j%d = 0;\n", r);
     absl::StrAppendFormat(&out_, "    for (; j%d + %d <= n; j%d += %d) {\n", r, kLanes, r, kLanes);
     absl::StrAppendFormat(&out_, "      for (int l = 0; l < %d; ++l) {\n", kLanes);
     absl::StrAppendFormat(&out_, "        const int64_t j = j%d + l;\n", r);
     EmitCone(cone, "j", "        ");
-    absl::StrAppendFormat(&out_, "        acc%d[l] = %s(acc%d[l], %s);\n", r, combine, r, input);
+    const std::string lane = absl::StrFormat("acc%d[l]", r);
+    absl::StrAppendFormat(&out_, "        %s = %s;\n", lane, s.Combine(lane, s.input));
     out_ += "      }\n    }\n";
     absl::StrAppendFormat(&out_, "    for (int64_t j = j%d; j < n; ++j) {\n", r);
     EmitCone(cone, "j", "      ");
-    absl::StrAppendFormat(&out_, "      acc%d[0] = %s(acc%d[0], %s);\n", r, combine, r, input);
+    const std::string first = absl::StrFormat("acc%d[0]", r);
+    absl::StrAppendFormat(&out_, "      %s = %s;\n", first, s.Combine(first, s.input));
     out_ += "    }\n";
-    absl::StrAppendFormat(&out_, "    for (int l = 1; l < %d; ++l) acc%d[0] = %s(acc%d[0], acc%d[l]);\n",
-                          kLanes, r, combine, r, r);
-    const char* type = CppType(v.dtype);
-    if (v.op->reduction.divides_by_count) {
-      // mean: the sum in the result dtype, divided by the count as eager's div(sum, count) does.
-      const char* compute = ComputeCppType(v.dtype);
-      absl::StrAppendFormat(&out_,
-                            "    const %s v%d = dt_store<%s>(dt::scalar::div(static_cast<%s>(dt::Convert<%s>(acc%d[0])), "
-                            "static_cast<%s>(dt::Convert<%s>(static_cast<int64_t>(n)))));\n",
-                            type, r, type, compute, type, r, compute, type);
-    } else {
-      absl::StrAppendFormat(&out_, "    const %s v%d = dt::Convert<%s>(acc%d[0]);\n", type, r, type, r);
-    }
+    absl::StrAppendFormat(&out_, "    for (int l = 1; l < %d; ++l) %s = %s;\n", kLanes, first, s.Combine(first, lane));
+    absl::StrAppend(&out_, "    ", ReductionResult(r, first, "n"), "\n");
   }
 
   // A reduction's input that a later pass reads again (softmax's exp(x - max), read by the sum
   // and by the division) is kept in a per-thread row buffer instead of being recomputed.
   void ChooseCachedValues() {
-    std::vector<int> reduces;
-    for (size_t r = 0; r < k_.values.size(); ++r) {
-      if (k_.values[r].kind == ValueKind::kReduce) reduces.push_back(static_cast<int>(r));
-    }
+    const std::vector<int> reduces = Reductions();
     for (size_t s = 0; s < reduces.size(); ++s) {
       const int input = k_.values[reduces[s]].args[0];
       if (k_.values[input].row_level || k_.values[input].kind == ValueKind::kLoad) continue;
@@ -343,26 +227,15 @@ class KernelEmitter {
     out_ += "  for (int64_t row = 0; row < rows; ++row) {\n";
     EmitPointers("row", "    ");
     std::vector<bool> emitted(k_.values.size(), false);
-    auto emit_ready = [&](size_t upto) {
-      for (size_t i = 0; i < upto; ++i) {
-        const KernelValue& v = k_.values[i];
-        if (emitted[i] || !v.row_level || v.kind == ValueKind::kReduce) continue;
-        bool ready = true;
-        for (int a : v.args) ready = ready && emitted[a];
-        if (!ready) continue;
-        absl::StrAppend(&out_, "    ", ValueStatement(static_cast<int>(i), "0"), "\n");
-        emitted[i] = true;
-      }
-    };
     cached_ready_.clear();
     for (size_t r = 0; r < k_.values.size(); ++r) {
       if (k_.values[r].kind != ValueKind::kReduce) continue;
-      emit_ready(r);
+      EmitReadyRowValues(r, emitted, "    ");
       EmitReduction(static_cast<int>(r));
       emitted[r] = true;
       if (cached_.count(k_.values[r].args[0])) cached_ready_.insert(k_.values[r].args[0]);
     }
-    emit_ready(k_.values.size());
+    EmitReadyRowValues(k_.values.size(), emitted, "    ");
     const std::vector<int> full = FullOutputs();
     if (!full.empty()) {
       out_ += "    for (int64_t j = 0; j < n; ++j) {\n";
@@ -381,20 +254,12 @@ class KernelEmitter {
     out_ += "  }\n";
   }
 
-  const Kernel& k_;
   bool fixed_;
-  std::string out_;
   std::set<int> cached_;        // values kept in row buffers
   std::set<int> cached_ready_;  // ... whose buffer is filled for the current row
 };
 
 constexpr char kGeneratedHelpers[] = R"(
-template <typename O, typename V>
-inline O dt_store(V v) {
-  if constexpr (std::is_same_v<O, dt::Half>) return dt::Half(static_cast<float>(v));
-  else return static_cast<O>(v);
-}
-
 #if defined(__AVX__)
 #define DT_CAN_STREAM 1
 typedef long long dt_stream_vector __attribute__((vector_size(32)));
@@ -422,18 +287,6 @@ static inline void dt_row_offsets(int64_t row, int64_t rank, const int64_t* size
 )";
 
 }  // namespace
-
-const char* CppType(DType dtype) {
-  switch (dtype) {
-    case DType::kBool: return "bool";
-    case DType::kInt32: return "int32_t";
-    case DType::kInt64: return "int64_t";
-    case DType::kFloat16: return "dt::Half";
-    case DType::kFloat32: return "float";
-    case DType::kFloat64: return "double";
-  }
-  return "void";
-}
 
 std::string EmitCpp(const Program& program, bool with_prelude) {
   std::string out;

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "jit/kernel_ir.h"
+#include "jit/kernel_printer.h"
 
 namespace dt::backend {
 
@@ -22,9 +23,6 @@ using KernelFn = void (*)(int64_t outer_rank, const int64_t* outer_sizes, int64_
 
 // The translation unit; without the prelude it is the readable part (what logs and reports show).
 std::string EmitCpp(const Program& program, bool with_prelude = true);
-
-// The C++ spelling of a dtype's element type in generated code ("float", "dt::Half" ...).
-const char* CppType(DType dtype);
 
 // The runtime headers pasted into every generated translation unit (built from runtime/).
 const char* KernelPrelude();

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "jit/launch_geometry.h"
+#include "jit/nvrtc_check.h"
 #include "jit/schedule.h"
 #include "runtime/copy.h"
 #include "runtime/errors.h"
@@ -59,6 +60,7 @@ absl::StatusOr<std::shared_ptr<CpuExecutable>> CpuExecutable::Build(const Graph&
     const std::string source = EmitCpp(exe->program_);
     exe->kernel_source_ = EmitCpp(exe->program_, /*with_prelude=*/false);
     DT_ASSIGN_OR_RETURN(exe->library_, KernelCache::Global().Load(source, &exe->cache_source_));
+    DT_RETURN_IF_ERROR(CheckCudaCompiles(exe->program_, name));
     for (const Kernel& k : exe->program_.kernels) {
       KernelEntry entry;
       entry.fixed = reinterpret_cast<KernelFn>(exe->library_->Symbol(k.name + "_fixed"));

@@ -1,7 +1,7 @@
 // jit/cpu_executable.h: a graph compiled for the CPU, ready to run on real tensors.
 //
 // Build() schedules the graph, prints its kernels as C++, and loads them through the kernel
-// cache. Run() walks the program: nodes the scheduler left alone run through the eager runtime,
+// cache (and, under DYNTRACE_NVRTC_CHECK, also compiles them for CUDA: jit/nvrtc_check.h). Run() walks the program: nodes the scheduler left alone run through the eager runtime,
 // kernels are called on buffers from the caching allocator. The sizes and strides of every value
 // come from a meta-device run of the graph, kept per input-shape set, so one compilation serves
 // every size; outputs get exactly the layout eager execution would give them.

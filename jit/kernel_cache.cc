@@ -16,8 +16,10 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "jit/host_compiler.h"
+#include "runtime/nvrtc.h"
 #include "runtime/log.h"
 
 namespace dt::backend {
@@ -150,39 +152,71 @@ void KernelCache::ChooseDirectory() {
   }
 }
 
-std::shared_ptr<LoadedLibrary> KernelCache::LoadFromDisk(const std::string& key, std::string* reason) {
-  const std::string so = absl::StrCat(directory_, "/", key, ".so");
+std::string KernelCache::ReadVerifiedEntry(const std::string& key, const std::string& extension,
+                                           std::string* bytes, std::string* reason) {
+  const std::string artifact = absl::StrCat(directory_, "/", key, ".", extension);
   const std::string meta = absl::StrCat(directory_, "/", key, ".meta");
   struct stat st;
-  if (::lstat(so.c_str(), &st) != 0 && ::lstat(meta.c_str(), &st) != 0) return nullptr;  // a miss
-  for (const std::string& path : {so, meta}) {
+  if (::lstat(artifact.c_str(), &st) != 0 && ::lstat(meta.c_str(), &st) != 0) return "";  // a miss
+  for (const std::string& path : {artifact, meta}) {
     if (std::string why = Untrusted(path); !why.empty()) {
       *reason = absl::StrCat(path, ": ", why);
-      return nullptr;
+      return "";
     }
   }
-  std::string meta_text, bytes;
-  if (!ReadFile(meta, &meta_text) || !ReadFile(so, &bytes)) {
+  std::string meta_text;
+  if (!ReadFile(meta, &meta_text) || !ReadFile(artifact, bytes)) {
     *reason = absl::StrCat(key, ": unreadable");
-    return nullptr;
+    return "";
   }
   std::vector<std::string> lines = absl::StrSplit(meta_text, '\n', absl::SkipEmpty());
   int64_t size = -1;
   if (lines.size() != 3 || lines[0] != kMetaMagic || !absl::SimpleAtoi(lines[1], &size) ||
-      size != static_cast<int64_t>(bytes.size()) || lines[2] != StableHash(bytes)) {
-    *reason = absl::StrCat(so, ": size or content hash differs from its .meta (corrupt or truncated)");
-    return nullptr;
+      size != static_cast<int64_t>(bytes->size()) || lines[2] != StableHash(*bytes)) {
+    *reason = absl::StrCat(artifact, ": size or content hash differs from its .meta (corrupt or truncated)");
+    return "";
   }
-  void* handle = ::dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (handle == nullptr) {
-    const char* error = ::dlerror();
-    *reason = absl::StrCat(so, ": dlopen failed: ", error != nullptr ? error : "?");
-    return nullptr;
+  return artifact;
+}
+
+std::string KernelCache::PrivateStem(const std::string& key, std::string* error) {
+  std::string dir = directory_;
+  if (dir.empty()) {
+    if (scratch_.empty()) {
+      const char* tmp = std::getenv("TMPDIR");
+      std::string pattern = absl::StrCat(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp", "/dyntrace-XXXXXX");
+      if (::mkdtemp(pattern.data()) == nullptr) {
+        *error = absl::StrCat("can't create a scratch directory: ", std::strerror(errno));
+        return "";
+      }
+      scratch_ = pattern;
+    }
+    dir = scratch_;
   }
-  auto lib = std::make_shared<LoadedLibrary>();
-  lib->handle = handle;
-  lib->path = so;
-  return lib;
+  return absl::StrFormat("%s/%s.tmp.%d.%d", dir, key, ::getpid(), build_counter++);
+}
+
+std::string KernelCache::Publish(const std::string& key, const std::string& extension, const std::string& built,
+                                 const std::string& stem) {
+  ::chmod(built.c_str(), 0600);
+  if (directory_.empty()) return built;
+  std::string bytes;
+  const std::string artifact = absl::StrCat(directory_, "/", key, ".", extension);
+  const std::string meta = absl::StrCat(directory_, "/", key, ".meta");
+  const std::string meta_tmp = stem + ".meta";
+  if (ReadFile(built, &bytes) &&
+      WriteFile(meta_tmp, absl::StrFormat("%s\n%d\n%s\n", kMetaMagic, bytes.size(), StableHash(bytes))) &&
+      ::rename(built.c_str(), artifact.c_str()) == 0 && ::rename(meta_tmp.c_str(), meta.c_str()) == 0) {
+    return artifact;
+  }
+  ::unlink(meta_tmp.c_str());
+  return built;
+}
+
+void KernelCache::NoteRejected(const std::string& reason) {
+  if (reason.empty()) return;
+  ++counters_.rejected;
+  if (log::Enabled(log::Kind::kKernels)) log::Write(log::Kind::kKernels, absl::StrCat("cache entry refused, rebuilding: ", reason));
 }
 
 absl::StatusOr<std::shared_ptr<LoadedLibrary>> KernelCache::Load(const std::string& source,
@@ -198,32 +232,26 @@ absl::StatusOr<std::shared_ptr<LoadedLibrary>> KernelCache::Load(const std::stri
     return it->second;
   }
   if (!directory_.empty()) {
-    std::string reason;
-    if (std::shared_ptr<LoadedLibrary> lib = LoadFromDisk(key, &reason)) {
-      ++counters_.from_disk;
-      *source_kind = CacheSource::kDisk;
-      loaded_[key] = lib;
-      return lib;
+    std::string reason, bytes;
+    if (std::string path = ReadVerifiedEntry(key, "so", &bytes, &reason); !path.empty()) {
+      if (void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL)) {
+        auto lib = std::make_shared<LoadedLibrary>();
+        lib->handle = handle;
+        lib->path = path;
+        ++counters_.from_disk;
+        *source_kind = CacheSource::kDisk;
+        loaded_[key] = lib;
+        return lib;
+      }
+      const char* error = ::dlerror();
+      reason = absl::StrCat(path, ": dlopen failed: ", error != nullptr ? error : "?");
     }
-    if (!reason.empty()) {
-      ++counters_.rejected;
-      if (log::Enabled(log::Kind::kKernels)) log::Write(log::Kind::kKernels, absl::StrCat("cache entry refused, rebuilding: ", reason));
-    }
+    NoteRejected(reason);
   }
   // Build under a private name, then move into place: readers never see a half-written file.
-  std::string dir = directory_;
-  if (dir.empty()) {
-    if (scratch_.empty()) {
-      const char* tmp = std::getenv("TMPDIR");
-      std::string pattern = absl::StrCat(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp", "/dyntrace-XXXXXX");
-      if (::mkdtemp(pattern.data()) == nullptr) {
-        return absl::UnavailableError(absl::StrCat("can't create a scratch directory: ", std::strerror(errno)));
-      }
-      scratch_ = pattern;
-    }
-    dir = scratch_;
-  }
-  const std::string stem = absl::StrFormat("%s/%s.tmp.%d.%d", dir, key, ::getpid(), build_counter++);
+  std::string stem_error;
+  const std::string stem = PrivateStem(key, &stem_error);
+  if (stem.empty()) return absl::UnavailableError(stem_error);
   const std::string cpp = stem + ".cpp";
   const std::string built = stem + ".so";
   if (!WriteFile(cpp, source)) {
@@ -237,21 +265,7 @@ absl::StatusOr<std::shared_ptr<LoadedLibrary>> KernelCache::Load(const std::stri
     ::unlink(built.c_str());
     return compiled;
   }
-  ::chmod(built.c_str(), 0600);
-  std::string final_path = built;
-  if (!directory_.empty()) {
-    std::string bytes;
-    const std::string so = absl::StrCat(directory_, "/", key, ".so");
-    const std::string meta = absl::StrCat(directory_, "/", key, ".meta");
-    const std::string meta_tmp = stem + ".meta";
-    if (ReadFile(built, &bytes) &&
-        WriteFile(meta_tmp, absl::StrFormat("%s\n%d\n%s\n", kMetaMagic, bytes.size(), StableHash(bytes))) &&
-        ::rename(built.c_str(), so.c_str()) == 0 && ::rename(meta_tmp.c_str(), meta.c_str()) == 0) {
-      final_path = so;
-    } else {
-      ::unlink(meta_tmp.c_str());
-    }
-  }
+  const std::string final_path = Publish(key, "so", built, stem);
   void* handle = ::dlopen(final_path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (directory_.empty()) ::unlink(final_path.c_str());  // loaded: the file is no longer needed
   if (handle == nullptr) {
@@ -265,6 +279,51 @@ absl::StatusOr<std::shared_ptr<LoadedLibrary>> KernelCache::Load(const std::stri
   ++counters_.compiled;
   *source_kind = CacheSource::kCompiled;
   return lib;
+}
+
+absl::StatusOr<std::shared_ptr<const std::string>> KernelCache::LoadCubin(const std::string& source,
+                                                                          const std::string& program_name,
+                                                                          int sm_arch, CacheSource* source_kind) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ChooseDirectory();
+  const absl::StatusOr<std::pair<int, int>> version = NvrtcVersion();
+  if (!version.ok()) return version.status();
+  const std::string key = StableHash(absl::StrFormat("%s\nnvrtc %d.%d\n%s", source, version->first, version->second,
+                                                     absl::StrJoin(NvrtcOptions(sm_arch), " ")));
+  if (auto it = cubins_.find(key); it != cubins_.end()) {
+    ++counters_.cubins_from_memory;
+    *source_kind = CacheSource::kMemory;
+    return it->second;
+  }
+  if (!directory_.empty()) {
+    std::string reason, bytes;
+    if (!ReadVerifiedEntry(key, "cubin", &bytes, &reason).empty()) {
+      auto cubin = std::make_shared<const std::string>(std::move(bytes));
+      ++counters_.cubins_from_disk;
+      *source_kind = CacheSource::kDisk;
+      cubins_[key] = cubin;
+      return cubin;
+    }
+    NoteRejected(reason);
+  }
+  const auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<std::string> compiled = CompileCudaToCubin(source, program_name, sm_arch);
+  counters_.nvrtc_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (!compiled.ok()) return compiled.status();
+  auto cubin = std::make_shared<const std::string>(*std::move(compiled));
+  if (!directory_.empty()) {
+    std::string stem_error;
+    const std::string stem = PrivateStem(key, &stem_error);
+    const std::string built = stem + ".cubin";
+    // A CUBIN that can't be stored is still good for this process.
+    if (!stem.empty() && (!WriteFile(built, *cubin) || Publish(key, "cubin", built, stem) == built)) {
+      ::unlink(built.c_str());
+    }
+  }
+  cubins_[key] = cubin;
+  ++counters_.cubins_compiled;
+  *source_kind = CacheSource::kCompiled;
+  return cubin;
 }
 
 CacheCounters KernelCache::counters() const {
@@ -291,6 +350,7 @@ void KernelCache::Reset() {
   warned_ = false;
   warning_.clear();
   loaded_.clear();
+  cubins_.clear();
   (void)FindHostCompiler(/*refresh=*/true);
 }
 

@@ -1,7 +1,11 @@
-// jit/kernel_cache.h: compiled kernel libraries, kept in memory and on disk.
+// jit/kernel_cache.h: compiled kernels, kept in memory and on disk.
 //
-// The key hashes the generated source, the compiler's identity and its flags. On disk an entry
-// is `<key>.so` plus `<key>.meta` (its size and content hash) in a per-user directory of mode
+// Two kinds of artifact share one cache and one code path: kernel libraries the host compiler
+// builds from generated C++ (`.so`, dlopen'ed), and CUBINs NVRTC builds from generated CUDA C++
+// (`.cubin`, kept as bytes for the CUDA runtime to load). The key hashes the generated source and
+// the compiler's identity and flags (for CUBINs: NVRTC's version, the architecture and the
+// options). On disk an entry is `<key>.so` or `<key>.cubin` plus `<key>.meta` (its size and
+// content hash) in a per-user directory of mode
 // 0700: DYNTRACE_CACHE_DIR, else $XDG_CACHE_HOME/dyntrace, else ~/.cache/dyntrace. Before an
 // entry is loaded it is checked: a regular file, owned by this user, writable by nobody else,
 // with the recorded size and hash. Anything else (corrupt, truncated, foreign, loose
@@ -35,6 +39,10 @@ struct CacheCounters {
   int64_t from_memory = 0;     // already loaded in this process
   int64_t rejected = 0;        // disk entries refused (corrupt, foreign, loose permissions)
   double compile_seconds = 0;  // time in the host compiler
+  int64_t cubins_compiled = 0;     // built by NVRTC
+  int64_t cubins_from_disk = 0;
+  int64_t cubins_from_memory = 0;
+  double nvrtc_seconds = 0;        // time in NVRTC
 };
 
 // A fixed-width hex digest, the same in every process (absl::Hash is seeded per process).
@@ -47,6 +55,13 @@ class KernelCache {
   // The library built from `source`, from memory, disk or a fresh compile.
   absl::StatusOr<std::shared_ptr<LoadedLibrary>> Load(const std::string& source, CacheSource* source_kind);
 
+  // The CUBIN NVRTC builds from CUDA `source` for sm_<sm_arch>, from memory, disk or a fresh
+  // compile; `program_name` names the source in NVRTC's messages. Fails when NVRTC is
+  // unavailable or rejects the source (the status carries its log).
+  absl::StatusOr<std::shared_ptr<const std::string>> LoadCubin(const std::string& source,
+                                                               const std::string& program_name, int sm_arch,
+                                                               CacheSource* source_kind);
+
   CacheCounters counters() const;
   // The directory entries live in, or "" when the cache is memory only.
   std::string directory();
@@ -56,8 +71,19 @@ class KernelCache {
   void Reset();
 
  private:
-  void ChooseDirectory();  // REQUIRES: mu_ held
-  std::shared_ptr<LoadedLibrary> LoadFromDisk(const std::string& key, std::string* reason);  // REQUIRES: mu_
+  // All REQUIRE mu_ held.
+  void ChooseDirectory();
+  // The path of the trusted, intact entry `<key>.<extension>` with its bytes; "" on a miss or
+  // when refused (then `reason` says why).
+  std::string ReadVerifiedEntry(const std::string& key, const std::string& extension, std::string* bytes,
+                                std::string* reason);
+  // A fresh private path prefix for building `key` (in the cache or a scratch directory).
+  std::string PrivateStem(const std::string& key, std::string* error);
+  // Moves `built` into the cache as `<key>.<extension>` with its .meta; returns where the file
+  // now is (`built` itself when the cache is memory only or the move failed).
+  std::string Publish(const std::string& key, const std::string& extension, const std::string& built,
+                      const std::string& stem);
+  void NoteRejected(const std::string& reason);
 
   mutable std::mutex mu_;
   bool directory_chosen_ = false;
@@ -67,6 +93,7 @@ class KernelCache {
   bool warned_ = false;
   CacheCounters counters_;
   absl::flat_hash_map<std::string, std::shared_ptr<LoadedLibrary>> loaded_;
+  absl::flat_hash_map<std::string, std::shared_ptr<const std::string>> cubins_;
 };
 
 }  // namespace dt::backend

@@ -7,9 +7,8 @@
 #ifndef DYNTRACE_RUNTIME_CONVERT_H_
 #define DYNTRACE_RUNTIME_CONVERT_H_
 
-#include <type_traits>
-
 #include "runtime/half.h"
+#include "runtime/kernel_portability.h"
 
 namespace dt {
 
@@ -19,16 +18,26 @@ template <> struct ComputeTypeOf<Half> { using type = float; };
 template <typename T> using ComputeType = typename ComputeTypeOf<T>::type;
 
 template <typename Out, typename In>
-inline Out Convert(In v) {
+DT_HD Out Convert(In v) {
   using C = ComputeType<In>;
-  if constexpr (std::is_same_v<Out, In>) {
+  if constexpr (kSameType<Out, In>) {
     return v;
-  } else if constexpr (std::is_same_v<Out, bool>) {
+  } else if constexpr (kSameType<Out, bool>) {
     return static_cast<C>(v) != C(0);
-  } else if constexpr (std::is_same_v<Out, Half>) {
+  } else if constexpr (kSameType<Out, Half>) {
     return Half(static_cast<float>(static_cast<C>(v)));
   } else {
     return static_cast<Out>(static_cast<C>(v));
+  }
+}
+
+// An op's result (computed in its compute type) stored as `Out`: float16 rounds to nearest even.
+template <typename Out, typename V>
+DT_HD Out Store(V v) {
+  if constexpr (kSameType<Out, Half>) {
+    return Half(static_cast<float>(v));
+  } else {
+    return static_cast<Out>(v);
   }
 }
 

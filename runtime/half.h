@@ -2,15 +2,15 @@
 //
 // Half is a 16-bit storage format only: arithmetic converts to float, computes, and rounds back
 // (round-to-nearest-even), which is what PyTorch's CPU kernels do for float16 as well. The type is
-// header-only and free of dependencies so the JIT can paste it into generated translation units.
+// header-only and free of dependencies so the JIT can paste it into generated translation units,
+// C++ for the host compiler and CUDA C++ for NVRTC alike (every member is DT_HD).
 //
 //   dt::Half h(1.5f);
 //   float f = static_cast<float>(h);  // 1.5f
 #ifndef DYNTRACE_RUNTIME_HALF_H_
 #define DYNTRACE_RUNTIME_HALF_H_
 
-#include <cstdint>
-#include <cstring>
+#include "runtime/kernel_portability.h"
 
 namespace dt {
 
@@ -18,18 +18,17 @@ struct Half {
   uint16_t bits = 0;
 
   Half() = default;
-  Half(float value) : bits(FromFloat(value)) {}  // NOLINT: implicit like a numeric type.
-  operator float() const { return ToFloat(bits); }  // NOLINT
+  DT_HD Half(float value) : bits(FromFloat(value)) {}  // NOLINT: implicit like a numeric type.
+  DT_HD operator float() const { return ToFloat(bits); }  // NOLINT
 
-  static Half FromBits(uint16_t raw) {
+  DT_HD static Half FromBits(uint16_t raw) {
     Half h;
     h.bits = raw;
     return h;
   }
 
-  static uint16_t FromFloat(float value) {
-    uint32_t f;
-    std::memcpy(&f, &value, sizeof(f));
+  DT_HD static uint16_t FromFloat(float value) {
+    const uint32_t f = BitCast<uint32_t>(value);
     const uint32_t sign = (f >> 16) & 0x8000u;
     const uint32_t abs = f & 0x7fffffffu;
     if (abs >= 0x7f800000u) {  // inf or nan: keep nan quiet and non-zero.
@@ -55,7 +54,7 @@ struct Half {
     return static_cast<uint16_t>(sign | result);
   }
 
-  static float ToFloat(uint16_t h) {
+  DT_HD static float ToFloat(uint16_t h) {
     const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
     const uint32_t exponent = (h >> 10) & 0x1fu;
     uint32_t significand = h & 0x3ffu;
@@ -74,9 +73,7 @@ struct Half {
       }
       f = sign | (e << 23) | ((significand & 0x3ffu) << 13);
     }
-    float value;
-    std::memcpy(&value, &f, sizeof(value));
-    return value;
+    return BitCast<float>(f);
   }
 };
 

@@ -10,17 +10,12 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "runtime/convert.h"
 #include "runtime/dtype.h"
 #include "runtime/strided_loop.h"
 
 namespace dt {
 namespace internal {
-
-template <typename O, typename V>
-inline O StoreAs(V v) {
-  if constexpr (std::is_same_v<O, Half>) return Half(static_cast<float>(v));
-  else return static_cast<O>(v);
-}
 
 template <typename S>
 inline ComputeType<S> Load(const char* p) {
@@ -35,12 +30,12 @@ void UnaryPointwiseLoop(char* const* p, const int64_t* s, int64_t n) {
   if (s[0] == sizeof(O) && s[1] == sizeof(S)) {
     O* __restrict out = reinterpret_cast<O*>(p[0]);
     const S* __restrict in = reinterpret_cast<const S*>(p[1]);
-    for (int64_t i = 0; i < n; ++i) out[i] = internal::StoreAs<O>(Fn::Apply(static_cast<C>(in[i])));
+    for (int64_t i = 0; i < n; ++i) out[i] = Store<O>(Fn::Apply(static_cast<C>(in[i])));
     return;
   }
   for (int64_t i = 0; i < n; ++i) {
     *reinterpret_cast<O*>(p[0] + i * s[0]) =
-        internal::StoreAs<O>(Fn::Apply(internal::Load<S>(p[1] + i * s[1])));
+        Store<O>(Fn::Apply(internal::Load<S>(p[1] + i * s[1])));
   }
 }
 
@@ -52,24 +47,24 @@ void BinaryPointwiseLoop(char* const* p, const int64_t* s, int64_t n) {
     const S* __restrict a = reinterpret_cast<const S*>(p[1]);
     const S* __restrict b = reinterpret_cast<const S*>(p[2]);
     for (int64_t i = 0; i < n; ++i) {
-      out[i] = internal::StoreAs<O>(Fn::Apply(static_cast<C>(a[i]), static_cast<C>(b[i])));
+      out[i] = Store<O>(Fn::Apply(static_cast<C>(a[i]), static_cast<C>(b[i])));
     }
     return;
   }
   if (s[0] == sizeof(O) && s[1] == sizeof(S) && s[2] == 0) {
     const S* __restrict a = reinterpret_cast<const S*>(p[1]);
     const C b = internal::Load<S>(p[2]);
-    for (int64_t i = 0; i < n; ++i) out[i] = internal::StoreAs<O>(Fn::Apply(static_cast<C>(a[i]), b));
+    for (int64_t i = 0; i < n; ++i) out[i] = Store<O>(Fn::Apply(static_cast<C>(a[i]), b));
     return;
   }
   if (s[0] == sizeof(O) && s[1] == 0 && s[2] == sizeof(S)) {
     const C a = internal::Load<S>(p[1]);
     const S* __restrict b = reinterpret_cast<const S*>(p[2]);
-    for (int64_t i = 0; i < n; ++i) out[i] = internal::StoreAs<O>(Fn::Apply(a, static_cast<C>(b[i])));
+    for (int64_t i = 0; i < n; ++i) out[i] = Store<O>(Fn::Apply(a, static_cast<C>(b[i])));
     return;
   }
   for (int64_t i = 0; i < n; ++i) {
-    *reinterpret_cast<O*>(p[0] + i * s[0]) = internal::StoreAs<O>(
+    *reinterpret_cast<O*>(p[0] + i * s[0]) = Store<O>(
         Fn::Apply(internal::Load<S>(p[1] + i * s[1]), internal::Load<S>(p[2] + i * s[2])));
   }
 }
@@ -79,7 +74,7 @@ template <typename S, typename O, typename Fn>
 void WherePointwiseLoop(char* const* p, const int64_t* s, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     const bool c = *reinterpret_cast<const bool*>(p[1] + i * s[1]);
-    *reinterpret_cast<O*>(p[0] + i * s[0]) = internal::StoreAs<O>(
+    *reinterpret_cast<O*>(p[0] + i * s[0]) = Store<O>(
         Fn::Apply(c, internal::Load<S>(p[2] + i * s[2]), internal::Load<S>(p[3] + i * s[3])));
   }
 }

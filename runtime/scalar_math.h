@@ -4,7 +4,7 @@
 // element. The eager kernels instantiate these templates, and the JIT pastes this very file into
 // every translation unit it generates (C++ for the host compiler, CUDA C++ for NVRTC), so eager,
 // CPU-compiled and GPU-compiled results agree by construction. It must stay self-contained:
-// no includes beyond the C math library, no exceptions, nothing that needs linking.
+// no includes beyond the C math library and kernel_portability.h, no exceptions, nothing that needs linking.
 //
 // Arithmetic happens in the op's compute type: float for float16 storage, the type itself
 // otherwise. Integer division by zero is excluded by callers (the runtime raises
@@ -12,15 +12,12 @@
 #ifndef DYNTRACE_RUNTIME_SCALAR_MATH_H_
 #define DYNTRACE_RUNTIME_SCALAR_MATH_H_
 
-#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
-#define DT_HD __host__ __device__ __forceinline__
-#else
-#define DT_HD inline
-#endif
+#include "runtime/kernel_portability.h"
 
+// NVRTC and nvcc provide the math library as builtins (exp, erf ... overloaded for float and
+// double); generated CPU kernels reach libm through compiler builtins (below).
 #if !defined(__CUDACC__) && !defined(__CUDACC_RTC__) && !defined(DT_GENERATED_KERNEL)
 #include <cmath>
-#include <cstdint>
 #endif
 
 namespace dt {
@@ -95,11 +92,10 @@ DT_HD float exp_f32(float x) {
   const int half = k / 2;
   const int bits_a = (half + 127) << 23;
   const int bits_b = (k - half + 127) << 23;
-  float a, b;
-  __builtin_memcpy(&a, &bits_a, sizeof(a));
-  __builtin_memcpy(&b, &bits_b, sizeof(b));
+  const float a = BitCast<float>(bits_a);
+  const float b = BitCast<float>(bits_b);
   const float result = y * a * b;
-  return x != x ? x : (x > 88.72283935f ? __builtin_inff() : (x < -103.972077f ? 0.0f : result));
+  return x != x ? x : (x > 88.72283935f ? Infinity<float>() : (x < -103.972077f ? 0.0f : result));
 }
 
 DT_HD float tanh_f32(float x) {

@@ -1,0 +1,60 @@
+// jit/cuda_codegen.h: prints a Program's kernels as one CUDA C++ translation unit for NVRTC.
+//
+// The same kernel IR the C++ generator prints (jit/kernel_ir.h), through the same KernelPrinter
+// and the same pasted runtime headers, so element results match eager and the CPU backend.
+// Every kernel function is `extern "C" __global__ void NAME(const dt::CudaKernelArgs args)`
+// (jit/cuda_launch_abi.h); jit/cuda_launch.h turns a CudaKernelInfo plus a LaunchGeometry into
+// the launches. Per Kernel `k` of the IR the translation unit holds:
+//
+//  - pointwise kernels: `k`, a grid-stride loop over the rows x n domain. When the trace saw unit
+//    (or zero) innermost strides for every full-size operand, `k` also holds a 16-byte vector
+//    path that the kernel itself selects at run time, uniformly for all threads, when the actual
+//    inner strides match, the stride-1 operands' base addresses are aligned to the vector and
+//    their outer strides keep every row aligned; each thread then handles `vector_width`
+//    consecutive elements of a row (the row's ragged end element by element). The launcher
+//    never chooses between the paths.
+//  - row kernels (with reductions): `k`, one block per row (grid-stride over rows). Each
+//    reduction is a pass over the row, re-read from global memory: per-thread partials in the
+//    accumulator dtype, then warp shuffles and one shared-memory exchange across warps, so every
+//    thread ends with the row's value. Later passes (softmax's sum after its max) and the
+//    full-size outputs read the row again; it stays in L2.
+//  - row kernels whose reductions all read only the row's elements (no pass depends on another
+//    reduction, nor does a full-size output): also `k_split_partial` and `k_split_finish`, which
+//    spread a few long rows (a reduction to a scalar) over many blocks. See cuda_launch.h.
+#ifndef DYNTRACE_JIT_CUDA_CODEGEN_H_
+#define DYNTRACE_JIT_CUDA_CODEGEN_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "jit/kernel_ir.h"
+
+namespace dt::backend {
+
+// What a launcher needs to know about one generated kernel, besides its run-time geometry.
+struct CudaKernelInfo {
+  std::string name;                 // the IR kernel's name; the __global__ function `name`
+  bool is_row_kernel = false;       // one block per row (reductions) vs a flat grid-stride loop
+  bool has_split = false;           // `name`_split_partial and `name`_split_finish exist
+  int num_reductions = 0;           // workspace slots per (row, split block)
+  int vector_width = 1;             // elements per thread on the vector path; 1: no vector path
+  int static_shared_bytes = 0;      // declared __shared__ memory (no dynamic shared memory is used)
+};
+
+struct CudaProgram {
+  std::string source;    // the whole translation unit, ready for NVRTC
+  std::string readable;  // the kernels without the pasted headers (logs, dyntrace.kernels())
+  std::vector<CudaKernelInfo> kernels;  // one per Program kernel, in order
+};
+
+// Fails (kUnimplemented) for a kernel beyond the launch ABI's limits (more than
+// kCudaMaxOperands operands, or a domain of rank above kCudaMaxOuterRank + 1).
+[[nodiscard]] absl::StatusOr<CudaProgram> EmitCuda(const Program& program);
+
+// The launch ABI header as pasted into every CUDA translation unit (built from jit/).
+const char* CudaLaunchAbiSource();
+
+}  // namespace dt::backend
+
+#endif  // DYNTRACE_JIT_CUDA_CODEGEN_H_

@@ -1,0 +1,76 @@
+#include "jit/cuda_launch.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_format.h"
+
+namespace dt::backend {
+namespace {
+
+// Blocks per SM worth launching for a grid-stride loop: enough to hide latency.
+constexpr int64_t kBlocksPerSm = 32;
+// A row shorter than this is folded by one block, however few rows there are.
+constexpr int64_t kMinSplitRow = 16384;
+// Elements each thread of a split block should fold, at least.
+constexpr int64_t kSplitElementsPerThread = 16;
+
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// A multiple of 32 threads, enough for a row of `n` elements, at most kMaxRowBlock.
+int RowBlock(int64_t n) {
+  int block = 32;
+  while (block < kMaxRowBlock && block < n) block *= 2;
+  return block;
+}
+
+}  // namespace
+
+CudaLaunchPlan PlanCudaLaunch(const CudaKernelInfo& kernel, int64_t rows, int64_t n, int sm_count) {
+  CudaLaunchPlan plan;
+  const int64_t max_grid = std::max<int64_t>(1, sm_count) * kBlocksPerSm;
+  if (rows <= 0 || (!kernel.is_row_kernel && n <= 0)) return plan;
+  if (!kernel.is_row_kernel) {
+    const int64_t threads = rows * CeilDiv(n, kernel.vector_width);
+    plan.launches.push_back({kernel.name, std::min(max_grid, CeilDiv(threads, kPointwiseBlock)), kPointwiseBlock, 0});
+    return plan;
+  }
+  // Split when the rows alone would leave most SMs idle and each is long enough to share.
+  const int64_t wanted_blocks = std::max<int64_t>(1, sm_count) * 2;
+  if (kernel.has_split && rows < wanted_blocks && n >= kMinSplitRow) {
+    const int64_t by_length = n / (kMaxRowBlock * kSplitElementsPerThread);
+    plan.split = std::max<int64_t>(2, std::min(by_length, CeilDiv(wanted_blocks * 2, rows)));
+    plan.workspace_bytes = rows * plan.split * kernel.num_reductions * kCudaPartialSlotBytes;
+    plan.launches.push_back({kernel.name + "_split_partial", std::min(max_grid, rows * plan.split), kMaxRowBlock, 0});
+    plan.launches.push_back({kernel.name + "_split_finish", std::min(max_grid, rows), RowBlock(plan.split), 0});
+    return plan;
+  }
+  plan.launches.push_back({kernel.name, std::min(max_grid, rows), RowBlock(n), 0});
+  return plan;
+}
+
+absl::StatusOr<CudaKernelArgs> PackCudaArgs(const LaunchGeometry& geometry, absl::Span<char* const> data,
+                                            const CudaLaunchPlan& plan, char* workspace) {
+  const int64_t rank = geometry.outer_rank();
+  if (rank > kCudaMaxOuterRank || data.size() > static_cast<size_t>(kCudaMaxOperands)) {
+    return absl::UnimplementedError(absl::StrFormat("a launch of %d outer dims and %d operands exceeds the CUDA ABI",
+                                                    rank, data.size()));
+  }
+  CudaKernelArgs args{};
+  args.outer_rank = rank;
+  args.rows = 1;
+  for (int64_t d = 0; d < rank; ++d) {
+    args.outer_sizes[d] = geometry.outer_sizes[d];
+    args.rows *= geometry.outer_sizes[d];
+  }
+  args.n = geometry.inner_size;
+  for (size_t k = 0; k < data.size(); ++k) {
+    args.data[k] = data[k];
+    for (int64_t d = 0; d < rank; ++d) args.outer_strides[k][d] = geometry.strides[k * (rank + 1) + d];
+    args.inner_strides[k] = geometry.inner_stride(k);
+  }
+  args.split = plan.split;
+  args.workspace = workspace;
+  return args;
+}
+
+}  // namespace dt::backend

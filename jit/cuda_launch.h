@@ -1,0 +1,65 @@
+// jit/cuda_launch.h: how the CUDA runtime launches what jit/cuda_codegen.h generated.
+//
+// The runtime computes a LaunchGeometry exactly as the CPU backend does (jit/launch_geometry.h),
+// then asks PlanCudaLaunch for the launches and PackCudaArgs for the by-value argument struct
+// (jit/cuda_launch_abi.h). Nothing here needs a GPU, so the rules are unit-tested on any machine.
+//
+// The rules (what PlanCudaLaunch encodes):
+//  - Pointwise kernel `k`: 1-D grid, kPointwiseBlock threads, grid = enough blocks for the
+//    work (rows * n / vector_width threads), capped at 32 blocks per SM (the loop is
+//    grid-stride, so any grid is correct). No dynamic shared memory.
+//  - Row kernel `k`: 1-D grid of min(rows, 32 per SM) blocks (grid-stride over rows), a block
+//    of 32..kMaxRowBlock threads, always a multiple of 32 (the shuffle reduction requires it).
+//    Shared memory is static only (CudaKernelInfo::static_shared_bytes).
+//  - Split row kernel (has_split, few rows, long rows): two launches on one stream, both with
+//    the same CudaKernelArgs whose `split` is set and whose `workspace` points to
+//    workspace_bytes of device memory (nothing to initialise):
+//      1. `k_split_partial`: rows * split chunks (grid-stride), each block folds one chunk of
+//         one row and writes its partial accumulators, and writes the chunk's full-size outputs;
+//      2. `k_split_finish`: one block per row folds the row's `split` partials and writes the
+//         row-level outputs.
+//    Partial q (reduction ordinal) of (row, part) lives at workspace byte offset
+//    ((q * rows + row) * split + part) * kCudaPartialSlotBytes.
+//  - Nothing is launched when the domain is empty (rows == 0, or a pointwise kernel's n == 0).
+#ifndef DYNTRACE_JIT_CUDA_LAUNCH_H_
+#define DYNTRACE_JIT_CUDA_LAUNCH_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "jit/cuda_codegen.h"
+#include "jit/cuda_launch_abi.h"
+#include "jit/launch_geometry.h"
+
+namespace dt::backend {
+
+inline constexpr int kPointwiseBlock = 256;
+inline constexpr int kMaxRowBlock = 256;
+
+struct CudaLaunch {
+  std::string function;  // the __global__ function's name in the module
+  int64_t grid = 1;      // blocks, 1-D (gridDim.x)
+  int block = 32;        // threads, 1-D (blockDim.x)
+  int dynamic_shared_bytes = 0;
+};
+
+struct CudaLaunchPlan {
+  std::vector<CudaLaunch> launches;  // in order, on one stream
+  int64_t split = 1;                 // CudaKernelArgs::split
+  int64_t workspace_bytes = 0;       // CudaKernelArgs::workspace must point to this many bytes
+};
+
+// `rows` and `n` from the kernel's LaunchGeometry; `sm_count` of the device.
+CudaLaunchPlan PlanCudaLaunch(const CudaKernelInfo& kernel, int64_t rows, int64_t n, int sm_count);
+
+// The kernel's argument struct for `geometry` and one device address per operand.
+// REQUIRES: data.size() == the kernel's operand count. Fails when the geometry exceeds the ABI.
+[[nodiscard]] absl::StatusOr<CudaKernelArgs> PackCudaArgs(const LaunchGeometry& geometry,
+                                                          absl::Span<char* const> data,
+                                                          const CudaLaunchPlan& plan, char* workspace);
+
+}  // namespace dt::backend
+
+#endif  // DYNTRACE_JIT_CUDA_LAUNCH_H_

@@ -1,0 +1,192 @@
+#include "jit/kernel_printer.h"
+
+#include <cinttypes>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "graph/reduction.h"
+#include "runtime/copy.h"
+
+namespace dt::backend {
+namespace {
+
+std::string FloatLiteral(double v, bool single) {
+  const char* type = single ? "float" : "double";
+  if (std::isnan(v)) return absl::StrFormat("dt::QuietNan<%s>()", type);
+  if (std::isinf(v)) return absl::StrFormat("%sdt::Infinity<%s>()", v < 0 ? "-" : "", type);
+  return absl::StrFormat(single ? "%af" : "%a", v);
+}
+
+}  // namespace
+
+const char* CppType(DType dtype) {
+  switch (dtype) {
+    case DType::kBool: return "bool";
+    case DType::kInt32: return "int32_t";
+    case DType::kInt64: return "int64_t";
+    case DType::kFloat16: return "dt::Half";
+    case DType::kFloat32: return "float";
+    case DType::kFloat64: return "double";
+  }
+  return "void";
+}
+
+const char* ComputeCppType(DType dtype) { return dtype == DType::kFloat16 ? "float" : CppType(dtype); }
+
+std::string Literal(const Scalar& value, DType dtype) {
+  Tensor t = ScalarTensor(value, dtype, Device::Cpu());
+  switch (dtype) {
+    case DType::kBool: return *t.data_as<bool>() ? "true" : "false";
+    case DType::kInt32: return absl::StrCat("int32_t(", *t.data_as<int32_t>(), ")");
+    case DType::kInt64: {
+      const int64_t v = *t.data_as<int64_t>();
+      // INT64_MIN has no literal spelling.
+      if (v == INT64_MIN) return "(-INT64_C(9223372036854775807) - 1)";
+      return absl::StrCat("INT64_C(", v, ")");
+    }
+    case DType::kFloat16: return absl::StrFormat("dt::Half::FromBits(0x%04x)", t.data_as<Half>()->bits);
+    case DType::kFloat32: return FloatLiteral(*t.data_as<float>(), true);
+    case DType::kFloat64: return FloatLiteral(*t.data_as<double>(), false);
+  }
+  return "";
+}
+
+std::string ReductionSpelling::Combine(const std::string& a, const std::string& b) const {
+  return absl::StrCat(combiner, "(", a, ", ", b, ")");
+}
+
+std::string KernelPrinter::ValueStatement(int i, const std::string& j) const {
+  const KernelValue& v = k_.values[i];
+  const char* type = CppType(v.dtype);
+  switch (v.kind) {
+    case ValueKind::kLoad:
+      return absl::StrFormat("const %s v%d = %s;", type, i, Element(v.operand, j));
+    case ValueKind::kConstant:
+      return absl::StrFormat("const %s v%d = %s;", type, i, Literal(v.constant, v.dtype));
+    case ValueKind::kCast:
+      return absl::StrFormat("const %s v%d = dt::Convert<%s>(v%d);", type, i, type, v.args[0]);
+    case ValueKind::kPointwise: {
+      // Operands convert to the compute dtype and widen to its arithmetic type, as the eager
+      // loops do; the conversions are spelled out only where they change something.
+      std::vector<std::string> args;
+      for (size_t a = 0; a < v.args.size(); ++a) {
+        const DType from = k_.values[v.args[a]].dtype;
+        if (v.args.size() == 3 && a == 0) {
+          args.push_back(from == DType::kBool ? absl::StrCat("v", v.args[a])
+                                              : absl::StrFormat("dt::Convert<bool>(v%d)", v.args[a]));
+        } else if (from == v.compute_dtype && from != DType::kFloat16) {
+          args.push_back(absl::StrCat("v", v.args[a]));
+        } else {
+          args.push_back(absl::StrFormat("static_cast<%s>(dt::Convert<%s>(v%d))",
+                                         ComputeCppType(v.compute_dtype), CppType(v.compute_dtype),
+                                         v.args[a]));
+        }
+      }
+      const std::string call =
+          absl::StrFormat("dt::scalar::%s(%s)", v.op->pointwise.scalar_fn, absl::StrJoin(args, ", "));
+      if (v.dtype == v.compute_dtype && v.dtype != DType::kFloat16) {
+        return absl::StrFormat("const %s v%d = %s;", type, i, call);
+      }
+      return absl::StrFormat("const %s v%d = dt::Store<%s>(%s);", type, i, type, call);
+    }
+    case ValueKind::kReduce:
+      break;
+  }
+  return "";
+}
+
+std::vector<int> KernelPrinter::FullCone(const std::vector<int>& roots, const std::set<int>& available) const {
+  std::set<int> seen;
+  std::vector<int> stack = roots;
+  while (!stack.empty()) {
+    const int i = stack.back();
+    stack.pop_back();
+    if (k_.values[i].row_level || !seen.insert(i).second) continue;
+    if (available.count(i)) continue;
+    for (int a : k_.values[i].args) stack.push_back(a);
+  }
+  // Values are in dependency order, so index order is an evaluation order.
+  return std::vector<int>(seen.begin(), seen.end());
+}
+
+std::vector<int> KernelPrinter::FullOutputs() const {
+  std::vector<int> roots;
+  for (const KernelOperand& op : k_.operands) {
+    if (op.is_output && !k_.values[op.source].row_level) roots.push_back(op.source);
+  }
+  return roots;
+}
+
+std::vector<int> KernelPrinter::Reductions() const {
+  std::vector<int> reductions;
+  for (size_t r = 0; r < k_.values.size(); ++r) {
+    if (k_.values[r].kind == ValueKind::kReduce) reductions.push_back(static_cast<int>(r));
+  }
+  return reductions;
+}
+
+bool KernelPrinter::DependsOnReduction(int i) const {
+  std::set<int> seen;
+  std::vector<int> stack = {i};
+  while (!stack.empty()) {
+    const int v = stack.back();
+    stack.pop_back();
+    if (!seen.insert(v).second) continue;
+    if (k_.values[v].kind == ValueKind::kReduce) return true;
+    for (int a : k_.values[v].args) stack.push_back(a);
+  }
+  return false;
+}
+
+ReductionSpelling KernelPrinter::SpellReduction(int r) const {
+  const KernelValue& v = k_.values[r];
+  ReductionSpelling s;
+  s.accumulator_type = CppType(v.accumulator_dtype);
+  s.identity = Literal(ReductionIdentity(v.op->reduction.combiner, v.accumulator_dtype), v.accumulator_dtype);
+  s.combiner = absl::StrCat("dt::scalar::", v.op->reduction.scalar_fn);
+  s.input = absl::StrFormat("static_cast<%s>(static_cast<%s>(dt::Convert<%s>(v%d)))", s.accumulator_type,
+                            ComputeCppType(v.compute_dtype), CppType(v.compute_dtype), v.args[0]);
+  return s;
+}
+
+std::string KernelPrinter::ReductionResult(int r, const std::string& acc, const std::string& count) const {
+  const KernelValue& v = k_.values[r];
+  const char* type = CppType(v.dtype);
+  if (v.op->reduction.divides_by_count) {
+    // mean: the sum in the result dtype, divided by the count as eager's div(sum, count) does.
+    const char* compute = ComputeCppType(v.dtype);
+    return absl::StrFormat(
+        "const %s v%d = dt::Store<%s>(dt::scalar::div(static_cast<%s>(dt::Convert<%s>(%s)), "
+        "static_cast<%s>(dt::Convert<%s>(static_cast<int64_t>(%s)))));",
+        type, r, type, compute, type, acc, compute, type, count);
+  }
+  return absl::StrFormat("const %s v%d = dt::Convert<%s>(%s);", type, r, type, acc);
+}
+
+void KernelPrinter::EmitStatements(const std::vector<int>& cone, const std::string& j, const std::string& indent) {
+  for (int i : cone) absl::StrAppend(&out_, indent, ValueStatement(i, j), "\n");
+}
+
+void KernelPrinter::EmitReadyRowValues(size_t upto, std::vector<bool>& defined, const std::string& indent) {
+  for (size_t i = 0; i < upto; ++i) {
+    const KernelValue& v = k_.values[i];
+    if (defined[i] || !v.row_level || v.kind == ValueKind::kReduce) continue;
+    bool ready = true;
+    for (int a : v.args) ready = ready && defined[a];
+    if (!ready) continue;
+    absl::StrAppend(&out_, indent, ValueStatement(static_cast<int>(i), "0"), "\n");
+    defined[i] = true;
+  }
+}
+
+void KernelPrinter::EmitFullStores(const std::string& j, const std::string& indent) {
+  for (size_t o = 0; o < k_.operands.size(); ++o) {
+    const KernelOperand& op = k_.operands[o];
+    if (!op.is_output || k_.values[op.source].row_level) continue;
+    absl::StrAppendFormat(&out_, "%s%s = v%d;\n", indent, Element(static_cast<int>(o), j), op.source);
+  }
+}
+
+}  // namespace dt::backend

@@ -1,0 +1,173 @@
+// jit/cuda_codegen and jit/cuda_launch: the structure of generated CUDA kernels (vector path,
+// shuffle reductions, split reductions), that they compile with NVRTC (when installed), and the
+// launch rules and argument packing the CUDA runtime relies on.
+#include "jit/cuda_codegen.h"
+
+#include "gtest/gtest.h"
+#include "graph/graph.h"
+#include "jit/cuda_launch.h"
+#include "jit/schedule.h"
+#include "runtime/copy.h"
+#include "runtime/nvrtc.h"
+
+namespace dt::backend {
+namespace {
+
+Tensor Meta(Dims sizes, DType dtype = DType::kFloat32) {
+  Tensor t = Tensor::Empty(sizes, dtype, Device::Cpu());
+  return Tensor(Storage::Allocate(0, Device::Meta()), t.sizes(), t.strides(), 0, t.dtype());
+}
+
+ValueId Add(Graph& g, const char* op, std::vector<GraphArg> args, std::vector<ArgValue> meta_args) {
+  const OpDef* def = OpRegistry::Get().Find(op);
+  auto metas = CallOp(*def, OpArgs(std::move(meta_args)));
+  EXPECT_TRUE(metas.ok()) << metas.status();
+  return g.AddNode(def, std::move(args), *metas, false, {})[0];
+}
+
+// exp(x) + y for contiguous float32 x (rows x cols) and y (cols).
+Graph PointwiseGraph() {
+  Graph g;
+  const ValueId x = g.AddInput(Meta({64, 100}), "L['x']");
+  const ValueId y = g.AddInput(Meta({100}), "L['y']");
+  const ValueId e = Add(g, "exp", {GraphArg::Value(x)}, {g.value(x).meta});
+  const ValueId s = Add(g, "add", {GraphArg::Value(e), GraphArg::Value(y)}, {g.value(e).meta, g.value(y).meta});
+  g.SetOutputs({s});
+  return g;
+}
+
+// x.sum(dims) for a float32 x.
+Graph SumGraph(Dims sizes, Dims dims) {
+  Graph g;
+  const ValueId x = g.AddInput(Meta(sizes), "L['x']");
+  const ValueId s = Add(g, "sum",
+                        {GraphArg::Value(x), GraphArg{ArgValue(dims)}, GraphArg{ArgValue(Scalar::Bool(false))},
+                         GraphArg{ArgValue(None{})}},
+                        {g.value(x).meta, dims, Scalar::Bool(false), None{}});
+  g.SetOutputs({s});
+  return g;
+}
+
+// softmax(x, -1): two reductions in sequence, the second reading the first.
+Graph SoftmaxGraph() {
+  Graph g;
+  const ValueId x = g.AddInput(Meta({8, 300}), "L['x']");
+  const ValueId s = Add(g, "softmax", {GraphArg::Value(x), GraphArg{ArgValue(Scalar::Int(-1))}, GraphArg{ArgValue(None{})}},
+                        {g.value(x).meta, Scalar::Int(-1), None{}});
+  g.SetOutputs({s});
+  return g;
+}
+
+CudaProgram Emit(const Graph& graph) {
+  auto program = Schedule(graph);
+  EXPECT_TRUE(program.ok()) << program.status();
+  EXPECT_FALSE(program->kernels.empty());
+  auto cuda = EmitCuda(*program);
+  EXPECT_TRUE(cuda.ok()) << cuda.status();
+  if (ProbeNvrtc().available) {
+    auto cubin = CompileCudaToCubin(cuda->source, "cuda_codegen_test", 90);
+    EXPECT_TRUE(cubin.ok()) << cubin.status() << "\n" << cuda->readable;
+  }
+  return *cuda;
+}
+
+bool Has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+TEST(CudaCodegen, ContiguousPointwiseHasAVectorPath) {
+  const CudaProgram cuda = Emit(PointwiseGraph());
+  ASSERT_EQ(cuda.kernels.size(), 1u);
+  const CudaKernelInfo& k = cuda.kernels[0];
+  EXPECT_FALSE(k.is_row_kernel);
+  EXPECT_EQ(k.vector_width, 4);  // 16 bytes of float
+  EXPECT_TRUE(Has(cuda.readable, "extern \"C\" __global__ void __launch_bounds__(1024) " + k.name +
+                                     "(const dt::CudaKernelArgs args)")) << cuda.readable;
+  EXPECT_TRUE(Has(cuda.readable, "dt_vector_ready(args, 0, 4, 16)")) << cuda.readable;
+  EXPECT_TRUE(Has(cuda.readable, "DtVec<float, 4>")) << cuda.readable;
+  EXPECT_TRUE(Has(cuda.readable, "dt::scalar::exp_(")) << cuda.readable;  // through the op registry
+  EXPECT_TRUE(Has(cuda.readable, "e += step")) << "a grid-stride general path:\n" << cuda.readable;
+  // The pasted headers are in the translation unit, not in the readable part.
+  EXPECT_TRUE(Has(cuda.source, "struct CudaKernelArgs"));
+  EXPECT_FALSE(Has(cuda.readable, "struct CudaKernelArgs"));
+}
+
+TEST(CudaCodegen, RowReductionsShuffleAcrossTheBlock) {
+  const CudaProgram cuda = Emit(SoftmaxGraph());
+  ASSERT_EQ(cuda.kernels.size(), 1u);
+  const CudaKernelInfo& k = cuda.kernels[0];
+  EXPECT_TRUE(k.is_row_kernel);
+  EXPECT_EQ(k.num_reductions, 2);
+  EXPECT_FALSE(k.has_split) << "the sum reads the max: the passes can't be split";
+  EXPECT_GT(k.static_shared_bytes, 0);
+  EXPECT_TRUE(Has(cuda.source, "__shfl_xor_sync"));
+  EXPECT_TRUE(Has(cuda.readable, "dt_block_reduce(")) << cuda.readable;
+  EXPECT_TRUE(Has(cuda.readable, "row += gridDim.x")) << cuda.readable;
+  EXPECT_FALSE(Has(cuda.readable, "row_buffer")) << "rows are re-read, not buffered";
+}
+
+TEST(CudaCodegen, FullReductionIsSplit) {
+  const CudaProgram cuda = Emit(SumGraph({1 << 20}, {0}));
+  ASSERT_EQ(cuda.kernels.size(), 1u);
+  const CudaKernelInfo& k = cuda.kernels[0];
+  EXPECT_TRUE(k.has_split);
+  EXPECT_TRUE(Has(cuda.readable, k.name + "_split_partial(")) << cuda.readable;
+  EXPECT_TRUE(Has(cuda.readable, k.name + "_split_finish(")) << cuda.readable;
+
+  const CudaLaunchPlan plan = PlanCudaLaunch(k, /*rows=*/1, /*n=*/1 << 20, /*sm_count=*/132);
+  ASSERT_EQ(plan.launches.size(), 2u);
+  EXPECT_GT(plan.split, 1);
+  EXPECT_GT(plan.launches[0].grid, 1) << "a full reduction must not run on one block";
+  EXPECT_EQ(plan.launches[0].function, k.name + "_split_partial");
+  EXPECT_EQ(plan.launches[1].function, k.name + "_split_finish");
+  EXPECT_EQ(plan.workspace_bytes, plan.split * kCudaPartialSlotBytes);
+}
+
+TEST(CudaLaunch, RowAndPointwiseRules) {
+  CudaKernelInfo row;
+  row.name = "k";
+  row.is_row_kernel = true;
+  row.has_split = true;
+  row.num_reductions = 1;
+  // Many short rows: one block per row (capped, grid-stride), no split, a warp multiple.
+  CudaLaunchPlan plan = PlanCudaLaunch(row, 100000, 10, 132);
+  ASSERT_EQ(plan.launches.size(), 1u);
+  EXPECT_EQ(plan.split, 1);
+  EXPECT_EQ(plan.launches[0].block % 32, 0);
+  EXPECT_LE(plan.launches[0].grid, 132 * 32);
+  EXPECT_TRUE(PlanCudaLaunch(row, 0, 10, 132).launches.empty());
+
+  CudaKernelInfo pointwise;
+  pointwise.name = "p";
+  pointwise.vector_width = 4;
+  plan = PlanCudaLaunch(pointwise, 3, 1000, 132);
+  ASSERT_EQ(plan.launches.size(), 1u);
+  EXPECT_EQ(plan.launches[0].grid, (3 * 250 + kPointwiseBlock - 1) / kPointwiseBlock);
+  EXPECT_TRUE(PlanCudaLaunch(pointwise, 3, 0, 132).launches.empty());
+}
+
+TEST(CudaLaunch, PacksGeometryIntoTheAbiStruct) {
+  LaunchGeometry geometry;
+  geometry.outer_sizes = {3, 4};
+  geometry.inner_size = 5;
+  // Two operands: a contiguous (3, 4, 5) and a broadcast (5,).
+  geometry.strides = {20, 5, 1, 0, 0, 1};
+  char a[1], b[1];
+  std::vector<char*> data = {a, b};
+  CudaLaunchPlan plan;
+  auto args = PackCudaArgs(geometry, data, plan, nullptr);
+  ASSERT_TRUE(args.ok()) << args.status();
+  EXPECT_EQ(args->outer_rank, 2);
+  EXPECT_EQ(args->rows, 12);
+  EXPECT_EQ(args->n, 5);
+  EXPECT_EQ(args->data[1], b);
+  EXPECT_EQ(args->outer_strides[0][0], 20);
+  EXPECT_EQ(args->outer_strides[0][1], 5);
+  EXPECT_EQ(args->inner_strides[0], 1);
+  EXPECT_EQ(args->outer_strides[1][1], 0);
+  EXPECT_EQ(args->split, 1);
+
+  geometry.outer_sizes.assign(kCudaMaxOuterRank + 1, 1);
+  EXPECT_FALSE(PackCudaArgs(geometry, data, plan, nullptr).ok());
+}
+
+}  // namespace
+}  // namespace dt::backend
