@@ -99,7 +99,10 @@ DT_HD float exp_f32(float x) {
 }
 
 DT_HD float tanh_f32(float x) {
-  const float z = x * x;
+  // From 9.33 on the fit is >= 1 and tanh rounds to +-1: clamping the argument to +-9.5 and the
+  // result to +-1 gives exactly +-1 there, infinities included; NaN passes both clamps.
+  const float c = x > 9.5f ? 9.5f : (x < -9.5f ? -9.5f : x);
+  const float z = c * c;
   float p = 1.3357626e-08f;
   p = p * z + 2.061126e-05f;
   p = p * z + 3.495722e-03f;
@@ -110,11 +113,8 @@ DT_HD float tanh_f32(float x) {
   q = q * z + 2.5877494e-02f;
   q = q * z + 4.6714455e-01f;
   q = q * z + 1.0f;
-  const float r = x * p / q;
-  const float bounded = r > 1.0f ? 1.0f : (r < -1.0f ? -1.0f : r);
-  const float ax = x < 0.0f ? -x : x;
-  // From 9 on tanh rounds to +-1; there x*x may overflow and p / q is meaningless.
-  return ax < 9.0f ? bounded : (x != x ? x : (x < 0.0f ? -1.0f : 1.0f));
+  const float r = c * p / q;
+  return r > 1.0f ? 1.0f : (r < -1.0f ? -1.0f : r);
 }
 
 // ---- unary ----
