@@ -39,6 +39,14 @@ absl::StatusOr<Staging*> StagingFor(const CudaDevice& device) {
   return slot.get();
 }
 
+// The device's staging buffers, with its context current on this thread.
+absl::StatusOr<Staging*> ActiveStagingFor(const CudaDevice& device) {
+  absl::StatusOr<Staging*> staging = StagingFor(device);
+  if (!staging.ok()) return staging.status();
+  if (absl::Status a = device.Activate(); !a.ok()) return a;
+  return staging;
+}
+
 // Waits until the copy that last used buffer `b` finished.
 absl::Status WaitForBuffer(const CudaDriver& d, Staging& s, int b) {
   if (!s.used[b]) return absl::OkStatus();
@@ -130,12 +138,11 @@ CudaAllocatorStats CudaAllocator::Stats() const {
 }
 
 absl::Status CopyHostToDevice(const CudaDevice& device, CUdeviceptr dst, const void* src, size_t nbytes) {
-  absl::StatusOr<Staging*> staging = StagingFor(device);
+  absl::StatusOr<Staging*> staging = ActiveStagingFor(device);
   if (!staging.ok()) return staging.status();
   Staging& s = **staging;
-  const CudaDriver& d = device.driver();
   std::lock_guard<std::mutex> lock(s.mu);
-  if (absl::Status a = device.Activate(); !a.ok()) return a;
+  const CudaDriver& d = device.driver();
   int b = 0;
   for (size_t offset = 0; offset < nbytes; offset += kStagingBytes, b ^= 1) {
     const size_t len = std::min(kStagingBytes, nbytes - offset);
@@ -151,12 +158,11 @@ absl::Status CopyHostToDevice(const CudaDevice& device, CUdeviceptr dst, const v
 }
 
 absl::Status CopyDeviceToHost(const CudaDevice& device, void* dst, CUdeviceptr src, size_t nbytes) {
-  absl::StatusOr<Staging*> staging = StagingFor(device);
+  absl::StatusOr<Staging*> staging = ActiveStagingFor(device);
   if (!staging.ok()) return staging.status();
   Staging& s = **staging;
-  const CudaDriver& d = device.driver();
   std::lock_guard<std::mutex> lock(s.mu);
-  if (absl::Status a = device.Activate(); !a.ok()) return a;
+  const CudaDriver& d = device.driver();
   // Chunk i is copied into buffer i % 2 while chunk i - 1 is drained from the other one.
   size_t pending_offset = 0, pending_len = 0;
   int pending_buffer = -1;
