@@ -20,6 +20,7 @@
 #include "interpreter/py_ref.h"
 #include "interpreter/tracer.h"
 #include "jit/cpu_executable.h"
+#include "jit/cuda_executable.h"
 #include "jit/nvrtc_check.h"
 
 namespace dt::jit {
@@ -56,6 +57,7 @@ struct CacheEntry {
   std::string break_reason;
   py::PyRef compiled;            // what a Python backend returned
   std::shared_ptr<backend::CpuExecutable> cpu;  // the graph compiled by the cpu backend
+  std::shared_ptr<backend::CudaExecutable> cuda;  // ... or by the cuda backend
   std::string backend_used;      // "eager", "cpu", "cuda" or "python" once compiled
   std::string kernel_source;     // the generated translation unit; empty unless cpu/cuda
   double compile_seconds = 0;    // tracing plus code generation and compilation

@@ -364,18 +364,41 @@ void CompileForCpu(CacheEntry& entry, const std::string& name) {
   entry.compile_seconds += entry.cpu->build_seconds();
 }
 
-bool ReadsCudaTensors(const CacheEntry& entry, const guards::FrameInputs& inputs) {
+// The CUDA device a graph reads or creates tensors on, if any.
+std::optional<Device> CudaDeviceRead(const CacheEntry& entry, const guards::FrameInputs& inputs) {
   for (const Tensor& t : ResolveInputs(entry, inputs)) {
-    if (t.device().type == DeviceType::kCuda) return true;
+    if (t.device().type == DeviceType::kCuda) return t.device();
   }
   for (const Node& node : entry.graph->nodes()) {  // creation ops asked for a CUDA result
     for (const GraphArg& arg : node.args) {
       const auto* value = std::get_if<ArgValue>(&arg.content);
       const Device* device = value ? std::get_if<Device>(value) : nullptr;
-      if (device != nullptr && device->type == DeviceType::kCuda) return true;
+      if (device != nullptr && device->type == DeviceType::kCuda) return *device;
     }
   }
-  return false;
+  return std::nullopt;
+}
+
+// The cuda backend: NVRTC-compiled kernels on the graph's device. Like the cpu backend, a
+// failure (no NVRTC, a module the driver rejects) runs the graph eagerly with the reason logged.
+void CompileForCuda(CacheEntry& entry, const std::string& name, Device device) {
+  absl::StatusOr<std::shared_ptr<backend::CudaExecutable>> built =
+      backend::CudaExecutable::Build(*entry.graph, name, device);
+  if (std::string warning = backend::KernelCache::Global().TakeWarning(); !warning.empty()) {
+    if (PyErr_WarnEx(PyExc_RuntimeWarning, warning.c_str(), 1) < 0) PyErr_WriteUnraisable(nullptr);
+  }
+  if (!built.ok()) {
+    const std::string reason = absl::StrCat(name, ": the cuda backend could not compile the graph (",
+                                            built.status().message(), "); it runs eagerly");
+    stats.compile_failures.push_back(reason);
+    if (log::Enabled(log::Kind::kKernels)) log::Write(log::Kind::kKernels, reason);
+    entry.backend_used = "eager";
+    return;
+  }
+  entry.cuda = *built;
+  entry.backend_used = "cuda";
+  entry.kernel_source = entry.cuda->kernel_source();
+  entry.compile_seconds += entry.cuda->build_seconds();
 }
 
 std::shared_ptr<CacheEntry> Compile(trace::TraceResult trace, const JitOptions& options,
@@ -416,11 +439,14 @@ std::shared_ptr<CacheEntry> Compile(trace::TraceResult trace, const JitOptions& 
     entry->compiled = compiled;
     entry->backend_used = "python";
   } else if ((options.backend == "cpu" || options.backend == "auto") && !entry->graph->nodes().empty() &&
-             !ReadsCudaTensors(*entry, inputs)) {
+             !CudaDeviceRead(*entry, inputs)) {
     CompileForCpu(*entry, name);
+  } else if ((options.backend == "cuda" || options.backend == "auto") && !entry->graph->nodes().empty() &&
+             CudaDeviceRead(*entry, inputs)) {
+    CompileForCuda(*entry, name, *CudaDeviceRead(*entry, inputs));
   } else {
-    // Graphs over CUDA tensors run eagerly (through host mirrors, graph/cuda_eager.h): never
-    // through CPU kernels, which cannot read device memory.
+    // Graphs over CUDA tensors never run CPU kernels, which cannot read device memory; the
+    // eager backend runs them through host mirrors (graph/cuda_eager.h).
     entry->backend_used = "eager";
   }
   return entry;
@@ -773,6 +799,8 @@ __attribute__((noinline)) PyObject* RunSegments(PyThreadState* tstate, _PyInterp
       Py_BEGIN_ALLOW_THREADS
       if (entry->cpu) {
         outputs = entry->cpu->Run(tensors, number_scalars);
+      } else if (entry->cuda) {
+        outputs = entry->cuda->Run(tensors, number_scalars);
       } else {
         outputs = entry->graph->RunEager(tensors, number_scalars);
       }

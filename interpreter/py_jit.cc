@@ -96,9 +96,9 @@ bool ParseOptions(PyObject* kwargs, JitOptions& options, const char* who) {
     if (name == "backend") {
       if (PyUnicode_Check(value)) {
         const std::string b = PyUnicode_AsUTF8(value);
-        if (b != "auto" && b != "eager" && b != "cpu") {
+        if (b != "auto" && b != "eager" && b != "cpu" && b != "cuda") {
           PyErr_Format(PyExc_ValueError,
-                       "%s(): backend '%s' is not available (use 'auto', 'eager', 'cpu' or a "
+                       "%s(): backend '%s' is not available (use 'auto', 'eager', 'cpu', 'cuda' or a "
                        "callable backend(graph, example_inputs))",
                        who, b.c_str());
           return false;
@@ -356,10 +356,11 @@ PyObject* FnKernels(PyObject*, PyObject* args, PyObject* kwargs) {
   if (jit::CodeCache* cache = jit::FindCache(code)) {
     for (const auto& e : cache->AllEntries()) {
       if (e->kernel_source.empty()) continue;
-      if (target_name == "cpu") {
+      if ((target_name == "cpu") == (e->cpu != nullptr)) {  // this backend's own source
         out.push_back(e->kernel_source);
         continue;
       }
+      if (e->cpu == nullptr) continue;  // CUDA kernels have no C++ rendering kept
       absl::StatusOr<backend::CudaProgram> cuda = backend::EmitCuda(e->cpu->program());
       if (!cuda.ok()) {
         PyErr_Format(PyExc_RuntimeError, "kernels(target='cuda'): %s", std::string(cuda.status().message()).c_str());

@@ -7,6 +7,7 @@
 #include "jit/launch_geometry.h"
 #include "jit/nvrtc_check.h"
 #include "jit/schedule.h"
+#include "jit/shape_plans.h"
 #include "runtime/copy.h"
 #include "runtime/errors.h"
 #include "runtime/log.h"
@@ -15,28 +16,12 @@
 namespace dt::backend {
 namespace {
 
-// Plans kept per executable; a program called with ever-new shapes recomputes instead of growing.
-constexpr size_t kMaxPlans = 64;
-
 // A fresh CPU tensor with `meta`'s sizes and (dense) strides.
 Tensor AllocateLike(const Tensor& meta) {
   int64_t extent = meta.numel() > 0 ? 1 : 0;
   for (int64_t d = 0; d < meta.ndim() && extent > 0; ++d) extent += (meta.size(d) - 1) * meta.stride(d);
   auto storage = Storage::Allocate(static_cast<size_t>(extent) * meta.itemsize(), Device::Cpu());
   return Tensor(std::move(storage), meta.sizes(), meta.strides(), 0, meta.dtype());
-}
-
-Tensor MetaLike(const Tensor& t) {
-  return Tensor(Storage::Allocate(0, Device::Meta()), t.sizes(), t.strides(), 0, t.dtype());
-}
-
-bool ReadsScalars(const Graph& g) {
-  for (const Node& n : g.nodes()) {
-    for (const GraphArg& a : n.args) {
-      if (std::holds_alternative<ScalarRef>(a.content)) return true;
-    }
-  }
-  return false;
 }
 
 const char* SourceName(CacheSource s) {
@@ -55,7 +40,7 @@ absl::StatusOr<std::shared_ptr<CpuExecutable>> CpuExecutable::Build(const Graph&
   const auto start = std::chrono::steady_clock::now();
   auto exe = std::make_shared<CpuExecutable>();
   DT_ASSIGN_OR_RETURN(exe->program_, Schedule(graph));
-  exe->reads_scalars_ = ReadsScalars(exe->program_.graph);
+  exe->plans_ = std::make_unique<ShapePlans>(&exe->program_.graph);
   if (!exe->program_.kernels.empty()) {
     const std::string source = EmitCpp(exe->program_);
     exe->kernel_source_ = EmitCpp(exe->program_, /*with_prelude=*/false);
@@ -84,39 +69,14 @@ absl::StatusOr<std::shared_ptr<CpuExecutable>> CpuExecutable::Build(const Graph&
   return exe;
 }
 
-absl::StatusOr<std::shared_ptr<const CpuExecutable::Plan>> CpuExecutable::PlanFor(
-    const std::vector<Tensor>& inputs, const std::vector<Scalar>& scalars) {
-  std::vector<int64_t> key;
-  if (!reads_scalars_) {
-    for (const Tensor& t : inputs) {
-      key.push_back(t.ndim());
-      key.insert(key.end(), t.sizes().begin(), t.sizes().end());
-      key.insert(key.end(), t.strides().begin(), t.strides().end());
-    }
-    std::lock_guard<std::mutex> lock(plans_mu_);
-    if (auto it = plans_.find(key); it != plans_.end()) return it->second;
-  }
-  const Graph& g = program_.graph;
-  auto plan = std::make_shared<Plan>();
-  plan->metas.resize(g.num_values());
-  for (size_t i = 0; i < inputs.size(); ++i) plan->metas[g.inputs()[i]] = MetaLike(inputs[i]);
-  for (size_t i = 0; i < g.nodes().size(); ++i) DT_RETURN_IF_ERROR(g.RunNode(i, plan->metas, scalars));
-  if (!reads_scalars_) {
-    std::lock_guard<std::mutex> lock(plans_mu_);
-    if (plans_.size() >= kMaxPlans) plans_.clear();
-    plans_[key] = plan;
-  }
-  return plan;
-}
-
-absl::Status CpuExecutable::RunKernel(int index, const Plan& plan, std::vector<Tensor>& env,
+absl::Status CpuExecutable::RunKernel(int index, const ShapePlans::Plan& plan, std::vector<Tensor>& env,
                                       const std::vector<Scalar>& scalars) const {
   const Kernel& k = program_.kernels[index];
   const size_t m = k.operands.size();
   absl::InlinedVector<Tensor, 8> tensors;
   for (const KernelOperand& op : k.operands) {
     if (op.is_output) {
-      tensors.push_back(AllocateLike(plan.metas[op.value]));
+      tensors.push_back(AllocateLike(plan[op.value]));
     } else if (op.scalar_slot >= 0) {
       tensors.push_back(ScalarTensor(scalars.at(op.scalar_slot), op.dtype, Device::Cpu()));
     } else {
@@ -126,7 +86,7 @@ absl::Status CpuExecutable::RunKernel(int index, const Plan& plan, std::vector<T
       tensors.push_back(env[op.value]);
     }
   }
-  absl::StatusOr<LaunchGeometry> geometry = PrepareLaunch(k, plan.metas[k.domain].sizes(), tensors);
+  absl::StatusOr<LaunchGeometry> geometry = PrepareLaunch(k, plan[k.domain].sizes(), tensors);
   if (!geometry.ok()) {
     // A layout the kernel can't walk (reduced dims that don't merge): the nodes run eagerly.
     for (int node : k.nodes) DT_RETURN_IF_ERROR(program_.graph.RunNode(node, env, scalars));
@@ -155,7 +115,7 @@ absl::StatusOr<std::vector<Tensor>> CpuExecutable::Run(const std::vector<Tensor>
     return Error(ErrorKind::kRuntime, absl::StrFormat("compiled graph expects %d inputs, got %d",
                                                       g.inputs().size(), inputs.size()));
   }
-  DT_ASSIGN_OR_RETURN(std::shared_ptr<const Plan> plan, PlanFor(inputs, scalars));
+  DT_ASSIGN_OR_RETURN(std::shared_ptr<const ShapePlans::Plan> plan, plans_->For(inputs, scalars));
   std::vector<Tensor> env(g.num_values());
   for (size_t i = 0; i < inputs.size(); ++i) env[g.inputs()[i]] = inputs[i];
   for (const Step& step : program_.steps) {

@@ -18,6 +18,7 @@
 #include "jit/cpp_codegen.h"
 #include "jit/kernel_cache.h"
 #include "jit/kernel_ir.h"
+#include "jit/shape_plans.h"
 
 namespace dt::backend {
 
@@ -40,17 +41,12 @@ class CpuExecutable {
   double build_seconds() const { return build_seconds_; }
 
  private:
-  struct Plan {
-    std::vector<Tensor> metas;  // one per graph value
-  };
   struct KernelEntry {
     KernelFn fixed = nullptr;
     KernelFn any = nullptr;
   };
 
-  absl::StatusOr<std::shared_ptr<const Plan>> PlanFor(const std::vector<Tensor>& inputs,
-                                                      const std::vector<Scalar>& scalars);
-  absl::Status RunKernel(int index, const Plan& plan, std::vector<Tensor>& env,
+  absl::Status RunKernel(int index, const ShapePlans::Plan& plan, std::vector<Tensor>& env,
                          const std::vector<Scalar>& scalars) const;
 
   Program program_;
@@ -59,9 +55,7 @@ class CpuExecutable {
   std::vector<KernelEntry> entries_;
   CacheSource cache_source_ = CacheSource::kMemory;
   double build_seconds_ = 0;
-  bool reads_scalars_ = false;
-  std::mutex plans_mu_;
-  absl::flat_hash_map<std::vector<int64_t>, std::shared_ptr<const Plan>> plans_;
+  std::unique_ptr<ShapePlans> plans_;
 };
 
 }  // namespace dt::backend

@@ -113,6 +113,11 @@ def test_jit_over_cuda_tensors_matches_eager():
             a, b = dt.randn(n, 5), dt.randn(n, 5)
             got = g(a.cuda(), b.cuda())
             assert got.is_cuda and close(got, f(a, b))
+        # The cuda backend compiled the graphs with NVRTC; the fake driver refuses to load the
+        # module, so they ran eagerly, with the reason recorded.
+        reasons = dt.stats()["compile_failures"]
+        assert reasons and all("cuda backend could not compile" in r for r in reasons), reasons
+        assert any("cuModuleLoadData" in r or "NVRTC" in r for r in reasons), reasons
         # CPU inputs after CUDA ones: the device guard fails and the CPU version is traced.
         a = dt.randn(3, 5)
         assert not g(a, a).is_cuda
