@@ -120,10 +120,10 @@ PyMethodDef module_functions[] = {
 constexpr const char kPrelude[] = R"PY(
 def _numpy(self):
     """A writable numpy array sharing this tensor's memory."""
-    import numpy
     if self.is_cuda:
         raise TypeError("can't convert %s device type tensor to numpy: use Tensor.cpu() to copy "
                         "it to host memory first" % self.device)
+    import numpy
     # numpy < 2.1 marks arrays imported through DLPack read-only; PyTorch's numpy() is writable,
     # so describe the memory through the array interface (the tensor stays alive as the base).
     return numpy.asarray(_ArrayInterface(self))
