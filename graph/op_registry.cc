@@ -52,7 +52,7 @@ absl::StatusOr<OpResult> CallOp(const OpDef& op, const OpArgs& args) {
     return absl::InternalError(absl::StrFormat("%s: expected %d arguments, got %d", op.name(),
                                                op.schema.params.size(), args.size()));
   }
-  if (op.kind != OpKind::kView) {
+  if (op.kind != OpKind::kView && !op.has(kCudaNative)) {
     DT_ASSIGN_OR_RETURN(std::optional<Device> cuda, CudaDeviceOf(op, args));
     if (cuda.has_value()) return CallOpThroughHost(op, args, *cuda);
   }

@@ -20,6 +20,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "graph/op_schema.h"
+#include "runtime/errors.h"
 #include "runtime/strided_loop.h"
 
 namespace dt {
@@ -55,6 +56,9 @@ enum OpProperty : uint32_t {
   // A composite whose eager body, recorded on meta tensors, is valid for every shape that passes
   // the trace's guards (it bakes no size into a constant), so graph/decompose may expand it.
   kDecomposable = 1u << 8,
+  // Its eager definition runs CUDA tensors on the device itself (matmul through cuBLAS), instead
+  // of through host mirrors (graph/cuda_eager.h).
+  kCudaNative = 1u << 9,
 };
 
 struct PointwiseInfo {
@@ -135,22 +139,5 @@ void RegisterCompositeOps(OpRegistry& registry);
 void RegisterLinalgOps(OpRegistry& registry);
 
 }  // namespace dt
-
-// Returns from the enclosing function when `expr` (an absl::Status) is not ok.
-#define DT_RETURN_IF_ERROR(expr)                 \
-  do {                                           \
-    const ::absl::Status dt_status_ = (expr);    \
-    if (!dt_status_.ok()) return dt_status_;     \
-  } while (false)
-
-#define DT_CONCAT_INNER_(a, b) a##b
-#define DT_CONCAT_(a, b) DT_CONCAT_INNER_(a, b)
-// `DT_ASSIGN_OR_RETURN(auto x, MaybeX());` declares x from an ok StatusOr or returns its status.
-#define DT_ASSIGN_OR_RETURN(lhs, expr) \
-  DT_ASSIGN_OR_RETURN_IMPL_(DT_CONCAT_(dt_statusor_, __LINE__), lhs, expr)
-#define DT_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr) \
-  auto tmp = (expr);                              \
-  if (!tmp.ok()) return tmp.status();             \
-  lhs = std::move(*tmp)
 
 #endif  // DYNTRACE_GRAPH_OP_REGISTRY_H_

@@ -3,6 +3,8 @@
 #include "graph/op_registry.h"
 #include "runtime/blas.h"
 #include "runtime/copy.h"
+#include "runtime/cuda_blas.h"
+#include "runtime/cuda_tensor.h"
 #include "runtime/errors.h"
 
 namespace dt {
@@ -63,7 +65,11 @@ absl::StatusOr<Tensor> BatchedMatmul(const Tensor& a, const Tensor& b, absl::str
   DT_ASSIGN_OR_RETURN(Tensor a3, expand(a, m, k));
   DT_ASSIGN_OR_RETURN(Tensor b3, expand(b, k, n));
   Tensor out3 = Tensor::Empty({batches, m, n}, a.dtype(), a.device());
-  BatchedGemm(a3, b3, out3);
+  if (IsCuda(out3)) {
+    DT_RETURN_IF_ERROR(CudaBatchedGemm(a3, b3, out3));
+  } else {
+    BatchedGemm(a3, b3, out3);
+  }
   Dims out_shape = *batch;
   out_shape.push_back(m);
   out_shape.push_back(n);
@@ -120,7 +126,7 @@ absl::StatusOr<OpResult> FixedRankEager(const OpDef& op, const OpArgs& args) {
 }  // namespace
 
 void RegisterLinalgOps(OpRegistry& registry) {
-  constexpr uint32_t kBoth = kMethod | kFunction;
+  constexpr uint32_t kBoth = kMethod | kFunction | kCudaNative;
   registry.Add("matmul(Tensor input, Tensor other) -> Tensor", OpKind::kExtern, kBoth, &MatmulEager);
   registry.Add("mm(Tensor input, Tensor mat2) -> Tensor", OpKind::kExtern, kBoth, &FixedRankEager);
   registry.Add("bmm(Tensor input, Tensor mat2) -> Tensor", OpKind::kExtern, kBoth, &FixedRankEager);

@@ -8,24 +8,6 @@
 namespace dt {
 namespace {
 
-// A matrix BLAS can read: (transposed?, leading dimension), or nullopt when neither of its last
-// two dims has unit stride.
-struct BlasLayout {
-  CBLAS_TRANSPOSE trans;
-  int64_t ld;
-};
-
-std::optional<BlasLayout> LayoutOf(int64_t rows, int64_t cols, int64_t row_stride,
-                                   int64_t col_stride) {
-  // The stride of a size-1 dim is never followed (1-d matmul operands get stride 0 there), so
-  // choose one that BLAS accepts.
-  if (cols == 1) col_stride = 1;
-  if (rows == 1) row_stride = std::max<int64_t>(cols, 1);
-  if (col_stride == 1 && row_stride >= std::max<int64_t>(cols, 1)) return BlasLayout{CblasNoTrans, row_stride};
-  if (row_stride == 1 && col_stride >= std::max<int64_t>(rows, 1)) return BlasLayout{CblasTrans, col_stride};
-  return std::nullopt;
-}
-
 template <typename T>
 void Gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k, const T* a,
           int64_t lda, const T* b, int64_t ldb, T* c, int64_t ldc) {
@@ -61,6 +43,17 @@ void NaiveGemm(const Tensor& a, const Tensor& b, const Tensor& out) {
 
 }  // namespace
 
+std::optional<GemmOperandLayout> GemmLayoutOf(int64_t rows, int64_t cols, int64_t row_stride,
+                                              int64_t col_stride) {
+  // The stride of a size-1 dim is never followed (1-d matmul operands get stride 0 there), so
+  // choose one that BLAS accepts.
+  if (cols == 1) col_stride = 1;
+  if (rows == 1) row_stride = std::max<int64_t>(cols, 1);
+  if (col_stride == 1 && row_stride >= std::max<int64_t>(cols, 1)) return GemmOperandLayout{false, row_stride};
+  if (row_stride == 1 && col_stride >= std::max<int64_t>(rows, 1)) return GemmOperandLayout{true, col_stride};
+  return std::nullopt;
+}
+
 void BatchedGemm(const Tensor& a_in, const Tensor& b_in, const Tensor& out) {
   if (out.is_meta()) return;
   const int64_t batches = a_in.size(0), m = a_in.size(1), k = a_in.size(2), n = b_in.size(2);
@@ -75,20 +68,20 @@ void BatchedGemm(const Tensor& a_in, const Tensor& b_in, const Tensor& out) {
     return;
   }
   Tensor a = a_in, b = b_in;
-  auto la = LayoutOf(m, k, a.stride(1), a.stride(2));
+  auto la = GemmLayoutOf(m, k, a.stride(1), a.stride(2));
   if (!la) {
     a = Contiguous(a);
-    la = LayoutOf(m, k, a.stride(1), a.stride(2));
+    la = GemmLayoutOf(m, k, a.stride(1), a.stride(2));
   }
-  auto lb = LayoutOf(k, n, b.stride(1), b.stride(2));
+  auto lb = GemmLayoutOf(k, n, b.stride(1), b.stride(2));
   if (!lb) {
     b = Contiguous(b);
-    lb = LayoutOf(k, n, b.stride(1), b.stride(2));
+    lb = GemmLayoutOf(k, n, b.stride(1), b.stride(2));
   }
   DT_DISPATCH_ALL(dtype, [&] {
     if constexpr (std::is_same_v<scalar_t, float> || std::is_same_v<scalar_t, double>) {
       for (int64_t bi = 0; bi < batches; ++bi) {
-        Gemm<scalar_t>(la->trans, lb->trans, m, n, k, a.data_as<scalar_t>() + bi * a.stride(0),
+        Gemm<scalar_t>(la->transposed ? CblasTrans : CblasNoTrans, lb->transposed ? CblasTrans : CblasNoTrans, m, n, k, a.data_as<scalar_t>() + bi * a.stride(0),
                        la->ld, b.data_as<scalar_t>() + bi * b.stride(0), lb->ld,
                        out.data_as<scalar_t>() + bi * m * n, n);
       }

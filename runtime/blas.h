@@ -6,9 +6,21 @@
 #ifndef DYNTRACE_RUNTIME_BLAS_H_
 #define DYNTRACE_RUNTIME_BLAS_H_
 
+#include <optional>
+
 #include "runtime/tensor.h"
 
 namespace dt {
+
+// How a BLAS reads one row-major matrix operand of `rows` x `cols` with the given strides: as
+// stored or transposed, with its leading dimension; nullopt when neither dim has unit stride
+// (the operand must be made contiguous first). cuBLAS (runtime/cuda_blas.h) uses the same rule.
+struct GemmOperandLayout {
+  bool transposed = false;
+  int64_t ld = 1;
+};
+std::optional<GemmOperandLayout> GemmLayoutOf(int64_t rows, int64_t cols, int64_t row_stride,
+                                              int64_t col_stride);
 
 // out[b] = a[b] @ b[b] for every batch index. REQUIRES: a is [B, M, K], b is [B, K, N], out is a
 // fresh contiguous [B, M, N] tensor; all three have the same dtype and are on the CPU.

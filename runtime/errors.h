@@ -29,4 +29,21 @@ ErrorKind KindOf(const absl::Status& status);
 
 }  // namespace dt
 
+// Returns from the enclosing function when `expr` (an absl::Status) is not ok.
+#define DT_RETURN_IF_ERROR(expr)                 \
+  do {                                           \
+    const ::absl::Status dt_status_ = (expr);    \
+    if (!dt_status_.ok()) return dt_status_;     \
+  } while (false)
+
+#define DT_CONCAT_INNER_(a, b) a##b
+#define DT_CONCAT_(a, b) DT_CONCAT_INNER_(a, b)
+// `DT_ASSIGN_OR_RETURN(auto x, MaybeX());` declares x from an ok StatusOr or returns its status.
+#define DT_ASSIGN_OR_RETURN(lhs, expr) \
+  DT_ASSIGN_OR_RETURN_IMPL_(DT_CONCAT_(dt_statusor_, __LINE__), lhs, expr)
+#define DT_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr) \
+  auto tmp = (expr);                              \
+  if (!tmp.ok()) return tmp.status();             \
+  lhs = std::move(*tmp)
+
 #endif  // DYNTRACE_RUNTIME_ERRORS_H_

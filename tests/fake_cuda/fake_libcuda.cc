@@ -187,5 +187,7 @@ int cuGraphDestroy(void*) { return kSuccess; }
 // For tests: driver allocations so far, and bytes allocated now.
 long fakeCudaAllocations() { return arena().allocations; }
 long fakeCudaBytesInUse() { return static_cast<long>(arena().in_use); }
+// For the fake cuBLAS: the host bytes behind a device range, or null.
+char* fakeCudaHostAddress(uint64_t address, size_t n) { return Translate(address, n); }
 
 }  // extern "C"

@@ -11,17 +11,21 @@ from cpulib import module_dir, run_child
 from testlib import skip
 
 
-def fake_driver():
-    """The fake driver: in the test's runfiles under Bazel, else beside the built module."""
+def fake_library(name):
+    """A tests/fake_cuda library: in the test's runfiles under Bazel, else beside the module."""
     candidates = []
     for root in (os.environ.get("TEST_SRCDIR", ""), os.environ.get("RUNFILES_DIR", "")):
         if root:
-            candidates += glob.glob(os.path.join(root, "*", "tests", "fake_cuda", "libfake_cuda.so"))
-    candidates.append(os.path.join(module_dir(), "tests", "fake_cuda", "libfake_cuda.so"))
+            candidates += glob.glob(os.path.join(root, "*", "tests", "fake_cuda", name))
+    candidates.append(os.path.join(module_dir(), "tests", "fake_cuda", name))
     for path in candidates:
         if os.path.exists(path):
             return os.path.abspath(path)
-    skip("the fake CUDA driver (bazel build //tests/fake_cuda:libfake_cuda.so) was not found")
+    skip("the fake CUDA library %s (bazel build //tests/fake_cuda:all) was not found" % name)
+
+
+def fake_driver():
+    return fake_library("libfake_cuda.so")
 
 
 # Children compare with this: BLAS may sum in another order for differently aligned buffers.
@@ -35,7 +39,7 @@ def close(a, b):
 
 def run_with_fake_driver(body, **env):
     code = "import dyntrace as dt\n" + CLOSE + textwrap.dedent(body)
-    extra = {"DYNTRACE_LIBCUDA": fake_driver()}
+    extra = {"DYNTRACE_LIBCUDA": fake_driver(), "DYNTRACE_LIBCUBLAS": fake_library("libfake_cublas.so")}
     extra.update(env)
     rc, out, err = run_child(code, extra)
     assert rc == 0, "child failed (rc %d):\n%s\n%s" % (rc, out, err)
@@ -122,6 +126,46 @@ def test_jit_over_cuda_tensors_matches_eager():
         a = dt.randn(3, 5)
         assert not g(a, a).is_cuda
     """)
+
+
+def test_matmul_on_cuda_goes_through_cublas_with_every_layout():
+    # The fake cuBLAS computes what real cuBLAS would from the arguments dyntrace passes, on the
+    # fake device memory; a wrong transpose flag, leading dimension or batch stride shows here.
+    run_with_fake_driver("""
+        dt.manual_seed(11)
+        a, b = dt.randn(4, 3, 5), dt.randn(4, 5, 6)
+        w, v = dt.randn(5, 6), dt.randn(5)
+        wide = dt.randn(6, 10)
+        cases = [
+            lambda a, b, w, v, wide: a @ b,                       # batched, contiguous
+            lambda a, b, w, v, wide: a @ w,                       # broadcast weight (batch stride 0)
+            lambda a, b, w, v, wide: a.transpose(1, 2).transpose(1, 2) @ b.transpose(1, 2).transpose(1, 2),
+            lambda a, b, w, v, wide: b.transpose(1, 2) @ a.transpose(1, 2),  # both transposed
+            lambda a, b, w, v, wide: a[0] @ v,                    # matrix @ vector
+            lambda a, b, w, v, wide: v @ w,                       # vector @ matrix
+            lambda a, b, w, v, wide: dt.dot(v, v),
+            lambda a, b, w, v, wide: wide[:, ::2].T @ wide[:, 1::2],  # strided columns: copied first
+            lambda a, b, w, v, wide: dt.mm(w.T, wide[:, :5].T),
+            lambda a, b, w, v, wide: dt.bmm(a, b)[:, 1:],
+            lambda a, b, w, v, wide: a[:, :, :0] @ b[:, :0, :],   # k == 0: zeros
+        ]
+        args = (a, b, w, v, wide)
+        gargs = tuple(t.cuda() for t in args)
+        for i, fn in enumerate(cases):
+            got, want = fn(*gargs), fn(*args)
+            assert got.is_cuda, i
+            assert got.shape == want.shape and got.dtype == want.dtype, (i, got.shape, want.shape)
+            assert close(got, want), (i, got.cpu().tolist(), want.tolist())
+        d = dt.randn(7, 3, dtype=dt.float64)
+        assert close((d.cuda() @ d.T.cuda()), d @ d.T)
+        # Integer matmul has no cuBLAS kernel: exact, through host mirrors.
+        i = dt.arange(12).reshape(3, 4) - 5
+        assert (i.cuda() @ i.T.cuda()).tolist() == (i @ i.T).tolist()
+        # A missing cuBLAS is a clear error, never a wrong result.
+    """)
+    rc, out, err = run_child("import dyntrace as dt\nx = dt.randn(2, 2).cuda()\nx @ x",
+                             {"DYNTRACE_LIBCUDA": fake_driver(), "DYNTRACE_LIBCUBLAS": "/nonexistent/libcublas.so"})
+    assert rc != 0 and "cuBLAS could not be loaded" in err and "/nonexistent" in err, err
 
 
 def test_caching_allocator_reuses_blocks():

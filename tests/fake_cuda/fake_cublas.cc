@@ -1,0 +1,106 @@
+// A stand-in for cuBLAS (libcublas.so) over the fake driver, for machines without a GPU.
+//
+// It implements the calls runtime/cuda_blas.cc makes, with cuBLAS's documented column-major
+// semantics computed by plain loops on the fake driver's device memory (reached through
+// fakeCudaHostAddress). So CI checks dyntrace's translation of row-major, strided, transposed
+// and broadcast matmuls into cuBLAS arguments against the CPU result, exactly as real cuBLAS
+// would read them. An operand reaching outside its device block fails the call.
+//
+// Loaded by tests through DYNTRACE_LIBCUBLAS, next to DYNTRACE_LIBCUDA (the fake driver).
+#include <dlfcn.h>
+
+#include <cstdint>
+#include <cstdlib>
+
+namespace {
+
+constexpr int kSuccess = 0;
+constexpr int kNotInitialized = 1;
+constexpr int kInvalidValue = 7;
+constexpr int kNotSupported = 15;
+constexpr int kExecutionFailed = 13;
+
+using HostAddressFn = char* (*)(uint64_t, size_t);
+
+HostAddressFn host_address() {
+  static HostAddressFn fn = [] () -> HostAddressFn {
+    const char* driver = std::getenv("DYNTRACE_LIBCUDA");
+    void* lib = driver ? dlopen(driver, RTLD_NOW | RTLD_NOLOAD) : nullptr;
+    return lib ? reinterpret_cast<HostAddressFn>(dlsym(lib, "fakeCudaHostAddress")) : nullptr;
+  }();
+  return fn;
+}
+
+// Element (row, col) of op(X) where X is column-major with leading dimension ld.
+template <typename T>
+T At(const T* x, bool transposed, int64_t ld, int64_t row, int64_t col) {
+  return transposed ? x[col + row * ld] : x[row + col * ld];
+}
+
+// The bytes a column-major rows x cols matrix with leading dimension ld spans.
+size_t Span(bool transposed, int64_t rows, int64_t cols, int64_t ld, size_t itemsize) {
+  const int64_t stored_rows = transposed ? cols : rows, stored_cols = transposed ? rows : cols;
+  if (stored_rows == 0 || stored_cols == 0) return 0;
+  return static_cast<size_t>((stored_cols - 1) * ld + stored_rows) * itemsize;
+}
+
+template <typename T>
+int Gemm(int ta, int tb, int m, int n, int k, const void* alpha, const void* a, int lda, long long sa,
+         const void* b, int ldb, long long sb, const void* beta, void* c, int ldc, long long sc, int batches) {
+  const T al = *static_cast<const T*>(alpha), be = *static_cast<const T*>(beta);
+  HostAddressFn translate = host_address();
+  if (translate == nullptr) return kNotInitialized;
+  for (int batch = 0; batch < batches; ++batch) {
+    const uint64_t pa = reinterpret_cast<uint64_t>(a) + batch * sa * sizeof(T);
+    const uint64_t pb = reinterpret_cast<uint64_t>(b) + batch * sb * sizeof(T);
+    const uint64_t pc = reinterpret_cast<uint64_t>(c) + batch * sc * sizeof(T);
+    const T* ha = reinterpret_cast<const T*>(translate(pa, Span(ta, m, k, lda, sizeof(T))));
+    const T* hb = reinterpret_cast<const T*>(translate(pb, Span(tb, k, n, ldb, sizeof(T))));
+    T* hc = reinterpret_cast<T*>(translate(pc, Span(false, m, n, ldc, sizeof(T))));
+    if (!ha || !hb || !hc) return kExecutionFailed;
+    for (int j = 0; j < n; ++j) {
+      for (int i = 0; i < m; ++i) {
+        T acc = 0;
+        for (int p = 0; p < k; ++p) acc += At(ha, ta, lda, i, p) * At(hb, tb, ldb, p, j);
+        hc[i + j * ldc] = al * acc + (be == 0 ? T(0) : be * hc[i + j * ldc]);
+      }
+    }
+  }
+  return kSuccess;
+}
+
+}  // namespace
+
+extern "C" {
+
+int cublasCreate_v2(void** handle) {
+  if (host_address() == nullptr) return kNotInitialized;
+  *handle = reinterpret_cast<void*>(uintptr_t{0x400});
+  return kSuccess;
+}
+int cublasSetStream_v2(void*, void*) { return kSuccess; }
+int cublasSetWorkspace_v2(void*, void*, size_t) { return kSuccess; }
+const char* cublasGetStatusString(int status) {
+  switch (status) {
+    case kSuccess: return "success";
+    case kNotInitialized: return "the library was not initialized (fake: no fake driver loaded)";
+    case kInvalidValue: return "an unsupported value or parameter was passed to the function";
+    case kExecutionFailed: return "the GPU program failed to execute (fake: operand outside its block)";
+    case kNotSupported: return "the functionality requested is not supported";
+  }
+  return "unknown cuBLAS status";
+}
+
+int cublasGemmStridedBatchedEx(void*, int ta, int tb, int m, int n, int k, const void* alpha, const void* a,
+                               int a_type, int lda, long long sa, const void* b, int b_type, int ldb, long long sb,
+                               const void* beta, void* c, int c_type, int ldc, long long sc, int batches,
+                               int compute, int) {
+  if (a_type != b_type || a_type != c_type) return kNotSupported;
+  if (m < 0 || n < 0 || k < 0 || batches < 0 || ldc < (m > 1 ? m : 1)) return kInvalidValue;
+  if (lda < ((ta ? k : m) > 1 ? (ta ? k : m) : 1) || ldb < ((tb ? n : k) > 1 ? (tb ? n : k) : 1)) return kInvalidValue;
+  if (a_type == 0 && compute == 68) return Gemm<float>(ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc, batches);
+  if (a_type == 1 && compute == 70) return Gemm<double>(ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc, batches);
+  return kNotSupported;  // float16 is not modelled
+}
+
+}  // extern "C"
