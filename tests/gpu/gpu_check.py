@@ -1,0 +1,561 @@
+"""dyntrace's checks that need a real GPU, in one run: correctness of the cuda backend, bandwidth,
+CUDA-graph replay and, where PyTorch works, torch.compile side by side.
+
+    python3 tests/gpu/gpu_check.py [--log FILE] [--quick]    # on a machine with a CUDA GPU
+    python3 tests/gpu/gpu_check.py --cpu-dry-run               # anywhere: the same logic, cpu backend
+
+1. Correctness: a corpus of functions compiled with dt.jit(fn, backend="cuda") on CUDA tensors
+   against the same function run eagerly on the CPU tensors, on fresh random inputs, with a
+   tolerance scaled by dtype (and by the reduction length where one sums); then dt.stats() must
+   show compiled kernels and no compile_failures.
+2. Bandwidth: compiled bytes/s as a fraction of a device-to-device copy of the same bytes.
+3. Replay: a function of about 50 kernel launches on small tensors, cuda_graphs=True vs False.
+4. torch.compile (default and mode="reduce-overhead") on the same workloads, in a child process
+   (its frame hook and dyntrace's cannot share an interpreter); any failure is "n/a: reason".
+
+Exit status: 0 all correctness checks passed, 1 some failed, 2 no GPU (the reason is printed).
+--cpu-dry-run runs the corpus and the timing code with backend="cpu" on small CPU tensors and
+skips what needs CUDA (copy bandwidth, torch), so the script's logic is tested without a GPU."""
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+import traceback
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_TESTS_PYTHON = os.path.join(os.path.dirname(_HERE), "python")
+
+EXIT_OK, EXIT_FAILED, EXIT_NO_GPU = 0, 1, 2
+
+# The bandwidth and replay workloads, written once as source so that the dyntrace and the torch
+# versions are the same code: NS names the tensor module (dt or torch).
+WORKLOAD_SOURCE = '''
+def gelu_bias(x, b):
+    y = x + b
+    return 0.5 * y * (1.0 + NS.tanh(0.7978845608 * (y + 0.044715 * (y * y * y))))
+
+def softmax_rows(x):
+    return NS.softmax(x, -1)
+
+def layer_norm_rows(x, w, b):
+    return LAYER_NORM(x, (x.shape[-1],), w, b)
+
+def make_chain(steps):
+    """steps full reductions, each feeding the next step: fusion cannot merge them."""
+    def chain(x):
+        for _ in range(steps):
+            s = (x * x).mean()
+            x = x * (s + 1e-3).rsqrt() + 0.01
+        return x
+    return chain
+'''
+
+
+def workloads(ns, layer_norm):
+    scope = {"NS": ns, "LAYER_NORM": layer_norm}
+    exec(compile(WORKLOAD_SOURCE, "<gpu_check workloads>", "exec"), scope)  # noqa: S102 - our own text
+    return scope
+
+
+# ---------------------------------------------------------------------------------------------
+# The torch child: `gpu_check.py --torch-child SPEC_JSON`, one JSON object per line on stdout.
+
+def torch_child(spec):
+    def emit(**row):
+        print(json.dumps(row), flush=True)
+
+    try:
+        import torch
+    except Exception as e:  # noqa: BLE001 - reported, never a crash
+        emit(error="import torch failed: %s" % first_line(e))
+        return 0
+    if not torch.cuda.is_available():
+        emit(error="torch.cuda.is_available() is False")
+        return 0
+    w = workloads(torch, torch.nn.functional.layer_norm)
+    dev = "cuda"
+    n, rows, small = spec["elements"], spec["rows"], spec["small"]
+    cols = n // rows
+    x = torch.randn(rows, cols, device=dev)
+    bias = torch.randn(cols, device=dev)
+    lw, lb = torch.randn(cols, device=dev), torch.randn(cols, device=dev)
+    s = torch.randn(small, device=dev)
+    cases = {
+        "gelu_bias": (w["gelu_bias"], (x, bias)),
+        "softmax": (w["softmax_rows"], (x,)),
+        "layer_norm": (w["layer_norm_rows"], (x, lw, lb)),
+        "replay": (w["make_chain"](spec["steps"]), (s,)),
+    }
+    deadline = time.monotonic() + spec["budget_s"]
+    for mode in ("default", "reduce-overhead"):
+        for name, (fn, args) in cases.items():
+            if time.monotonic() > deadline:
+                emit(workload=name, mode=mode, error="time budget for torch spent")
+                continue
+            try:
+                compiled = torch.compile(fn) if mode == "default" else torch.compile(fn, mode=mode)
+                seconds = time_per_call(compiled, args, spec["iters"], torch.cuda.synchronize)
+                emit(workload=name, mode=mode, ms=seconds * 1e3)
+            except Exception as e:  # noqa: BLE001 - missing Triton etc.: n/a in the table
+                emit(workload=name, mode=mode, error=first_line(e))
+    return 0
+
+
+def first_line(e):
+    text = ("%s: %s" % (type(e).__name__, e)).strip()
+    return text.splitlines()[0][:300] if text else type(e).__name__
+
+
+def time_per_call(fn, args, iters, sync, warmup=3, repeats=3):
+    """Seconds per call: warm-up calls, then the best of `repeats` runs of `iters` calls, each
+    between two synchronisations."""
+    for _ in range(warmup):
+        fn(*args)
+    sync()
+    best = math.inf
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(iters):
+            fn(*args)
+        sync()
+        best = min(best, (time.perf_counter() - start) / iters)
+    return best
+
+
+if __name__ == "__main__" and len(sys.argv) == 3 and sys.argv[1] == "--torch-child":
+    sys.exit(torch_child(json.loads(sys.argv[2])))
+
+# ---------------------------------------------------------------------------------------------
+# Everything below imports dyntrace (and the test helpers beside the Python tests).
+
+sys.path.insert(0, _TESTS_PYTHON)
+import dyntrace as dt  # noqa: E402
+from jitlib import fresh_copy  # noqa: E402 - found through the path set just above
+
+FLOATS = (dt.float16, dt.float32, dt.float64)
+EPS = {dt.float16: 2.0 ** -10, dt.float32: 2.0 ** -23, dt.float64: 2.0 ** -52}
+
+
+def tolerance(dtype, reduce_len=1):
+    """(rtol, atol) for a result of `dtype`; exact for ints and bools. A result summed over
+    reduce_len elements gets an absolute slack for the different summation order."""
+    if dtype == dt.float16:
+        rtol, atol = 1e-2, 1e-2
+    elif dtype == dt.float32:
+        rtol, atol = 1e-5, 1e-6
+    elif dtype == dt.float64:
+        rtol, atol = 1e-10, 1e-12
+    else:
+        return 0.0, 0.0
+    if reduce_len > 1:
+        atol += 4 * EPS[dtype] * math.sqrt(reduce_len)
+    return rtol, atol
+
+
+class Case:
+    """fn(*make(i)) for call i < calls: compiled on the device vs eager on the CPU."""
+
+    def __init__(self, name, fn, make, calls=2, reduce_len=1, kernels=True, one_entry=False):
+        self.name, self.fn, self.make, self.calls = name, fn, make, calls
+        self.reduce_len, self.kernels, self.one_entry = reduce_len, kernels, one_entry
+
+
+def corpus(full):
+    """The correctness corpus; `full` picks GPU-sized inputs, else small ones (the dry run)."""
+    big = (1 << 20) + 3 if full else 4099
+    long_row = 1 << 20 if full else 5000
+    r, rn = dt.rand, dt.randn
+    has_rms = hasattr(dt, "rms_norm")
+
+    def rng(lo, hi, *shape, dtype=dt.float32):
+        return (r(*shape, dtype=dt.float64) * (hi - lo) + lo).to(dtype)
+
+    def ints(lo, hi, *shape, dtype=dt.int32):
+        return rng(lo, hi, *shape).floor().to(dtype)
+
+    cases = [
+        Case("pointwise gelu+bias chain [7,1000]+[1000]",
+             lambda x, b: 0.5 * (x + b) * (1.0 + dt.tanh(0.79788456 * ((x + b) + 0.044715 * (x + b) ** 3))),
+             lambda i: (rn(7, 1000 + i), rn(1000 + i))),
+        Case("broadcast [4,1,7]*[5,1]+[7]", lambda a, b, c: (a * b + c).sigmoid(),
+             lambda i: (rn(4, 1, 7), rn(5, 1), rn(7))),
+        Case("transposed input x.T*2+y", lambda x, y: (x.T * 2.0 + y).exp2(),
+             lambda i: (rn(33, 17 + i), rn(17 + i, 33))),
+        Case("strided slices x[:, ::2] - x[:, 1::2]", lambda x: x[:, ::2].exp() - x[:, 1::2].abs().sqrt(),
+             lambda i: (rn(9, 62),)),
+        Case("size 1 and 0-d", lambda x, s: (x * s).relu() + s, lambda i: (rn(1), rn(()))),
+        Case("odd size 1<<20+3 chain", lambda x, y: (x.sigmoid() * y).tanh() - (x * 0.5).erf(),
+             lambda i: (rn(big + i), rn(big + i))),
+        Case("permute + expand views", lambda x, v: x.permute(2, 0, 1) * v.expand(5, 3, 4) - 1.0,
+             lambda i: (rn(3, 4, 5), rn(3, 1))),
+    ]
+    for dtype in FLOATS:
+        cases.append(Case("float chain %s" % dtype,
+                          lambda x, y: (x * y - y.abs()).clamp(-1.5, 1.5) / (x.abs() + 1),
+                          lambda i, d=dtype: (rn(31, 65).to(d), rn(65).to(d))))
+    cases += [
+        Case("int32 ops", lambda a, b: (a * 3 - b).abs() + dt.maximum(a, b) - dt.minimum(a, b).square(),
+             lambda i: (ints(-50, 50, 17, 33), ints(-50, 50, 33))),
+        Case("int64 with float", lambda a, x: a * 0.5 + x, lambda i: (ints(-9, 9, 8, 13, dtype=dt.int64), rn(13))),
+        Case("bool logic and where",
+             lambda x, y: dt.where(dt.logical_xor(x > 0, y < 0) | ~(x > y), x, y * 2),
+             lambda i: (rn(7, 300), rn(7, 300))),
+        Case("comparisons to bool", lambda x, y: dt.logical_and(x >= y, x != 0) | (y == 0),
+             lambda i: (ints(-3, 3, 5, 129), ints(-3, 3, 129))),
+        Case("sum over dims", lambda x: (x.sum(0), x.sum(-1, keepdim=True)),
+             lambda i: (rn(37, 1000 + i),), reduce_len=1000),
+        Case("mean over two dims", lambda x: (x * 2).mean((1, 2)), lambda i: (rn(5, 6, 7 + i),), reduce_len=48),
+        Case("amax/amin", lambda x: (x.amax(1), x.amin(0), (x * x).amax(-1, keepdim=True)),
+             lambda i: (rn(19, 257 + i),)),
+        Case("prod over rows", lambda x: x.prod(-1), lambda i: (rng(0.5, 1.5, 64, 7),), reduce_len=7),
+        Case("argmax/argmin", lambda x: (x.argmax(-1), x.argmin(0), (x - 1).abs().argmax()),
+             lambda i: (rn(23, 999),)),
+        Case("full reductions", lambda x: ((x * x).sum(), x.mean(), x.abs().amax()),
+             lambda i: (rn(big),), reduce_len=big),
+        Case("long rows (split path) [2,1<<20]", lambda x: (x.sum(-1), x.exp().amax(-1)),
+             lambda i: (rn(2, long_row),), reduce_len=long_row),
+        Case("int and bool reductions", lambda a, x: (a.sum(-1), (x > 0).any(0), (x > -3).all(-1), (x > 0).sum()),
+             lambda i: (ints(-100, 100, 11, 77), rn(11, 77))),
+        # var/std and reductions over non-adjacent dims stay eager inside the compiled graph.
+        Case("var/std, mean over dims (0, 2) (eager nodes)", lambda x: (x.var(-1), x.std(0), x.mean((0, 2))),
+             lambda i: (rn(13, 501, 3),), reduce_len=501 * 3, kernels=False),
+        Case("softmax/log_softmax rows", lambda x: (dt.softmax(x, -1), dt.log_softmax(x * 3, -1)),
+             lambda i: (rn(33, 1000 + i),), reduce_len=1000),
+        Case("softmax float16", lambda x: dt.softmax(x, -1), lambda i: (rn(8, 513).to(dt.float16),),
+             reduce_len=513),
+        Case("layer_norm with affine", lambda x, w, b: dt.layer_norm(x, (x.shape[-1],), w, b),
+             lambda i: (rn(20, 768), rn(768), rn(768)), reduce_len=768),
+        Case("logsumexp", lambda x: x.logsumexp(-1), lambda i: (rn(6, 4097),), reduce_len=4097),
+        Case("matmul + bias + GELU (cuBLAS)", lambda x, w, b: dt.gelu(x @ w + b, approximate="tanh"),
+             lambda i: (rn(64 + i, 256), rn(256, 96), rn(96)), reduce_len=256),
+        Case("batched matmul", lambda a, b: a @ b, lambda i: (rn(4, 33, 17), rn(4, 17, 9)),
+             reduce_len=17, kernels=False),
+        Case("batched matmul broadcast weight + relu", lambda a, w: (a @ w).relu() * 2,
+             lambda i: (rn(3, 10, 64), rn(64, 5)), reduce_len=64),
+        Case("graph break on a tensor test", _branchy, lambda i: (rn(50, 40) * (1 if i % 2 else -1) + 0.1 * i,),
+             calls=4),
+        Case("data-dependent while loop", _halve_until_small, lambda i: (rn(100) * (4 + 10 * i),), calls=3),
+        Case("changing batch sizes, one compile",
+             lambda x, w: dt.layer_norm(x * 2.0 + 1.0, (x.shape[-1],)) * w,
+             lambda i: (rn((2, 3, 64, 257, 1000)[i], 96), rn(96)), calls=5, reduce_len=96, one_entry=True),
+    ]
+    if has_rms:
+        cases.append(Case("rms_norm", lambda x, w: dt.rms_norm(x, (x.shape[-1],), w),
+                          lambda i: (rn(16, 1024), rn(1024)), reduce_len=1024))
+    return cases
+
+
+def _branchy(x):
+    y = x / (x.abs() + 1)
+    if x.sum() > 0:
+        y = y * -1
+    return y + x.mean()
+
+
+def _halve_until_small(x):
+    while x.abs().amax() > 1:
+        x = x * 0.5
+    return x.exp()
+
+
+def flatten_results(value):
+    if isinstance(value, (tuple, list)):
+        out = []
+        for v in value:
+            out += flatten_results(v)
+        return out
+    return [value]
+
+
+def compare(got, want, dtype_tol):
+    """None if got (any device) matches want (CPU), else (message, max abs error)."""
+    if not isinstance(want, dt.Tensor):
+        return None if got == want else ("value %r != %r" % (got, want), math.inf)
+    if not isinstance(got, dt.Tensor):
+        return "a %s instead of a Tensor" % type(got).__name__, math.inf
+    if got.dtype != want.dtype or tuple(got.shape) != tuple(want.shape):
+        return "got %s%s, expected %s%s" % (got.dtype, list(got.shape), want.dtype, list(want.shape)), math.inf
+    rtol, atol = dtype_tol(want.dtype)
+    g, e = got.cpu().to(dt.float64), want.to(dt.float64)
+    same = (g == e) | ((g != g) & (e != e))  # equal (infinities too) or both NaN
+    diff = dt.where(same, 0.0, (g - e).abs())
+    bad = dt.logical_not(same | (diff <= atol + rtol * e.abs()))
+    max_err = diff.amax().item() if diff.numel() else 0.0
+    n_bad = bad.sum().item()
+    if n_bad:
+        return "%d/%d elements outside rtol=%g atol=%g" % (n_bad, bad.numel(), rtol, atol), max_err
+    return None
+
+
+def kernel_count(fn, target):
+    return sum(source.count('extern "C" __global__') if target == "cuda" else source.count("_fixed(")
+               for source in dt.kernels(fn, target=target))
+
+
+def shapes_of(args):
+    return ", ".join("%s%s" % (a.dtype, list(a.shape)) if isinstance(a, dt.Tensor) else repr(a) for a in args)
+
+
+def run_correctness(mode, log):
+    """Runs the corpus; returns the list of failure lines."""
+    failures = []
+    dt.manual_seed(20260601)
+    for case in corpus(mode.full):
+        jfn = dt.jit(fresh_copy(case.fn), backend=mode.backend)
+        worst = 0.0
+        try:
+            for i in range(case.calls):
+                args = case.make(i)
+                want = case.fn(*args)
+                got = jfn(*[mode.to_device(a) for a in args])
+                for k, (g, w) in enumerate(zip(flatten_results(got), flatten_results(want))):
+                    bad = compare(g, w, lambda d: tolerance(d, case.reduce_len))
+                    if bad is not None:
+                        raise AssertionError("call %d, result %d: %s; max abs error %g; inputs %s"
+                                             % (i, k, bad[0], bad[1], shapes_of(args)))
+                    if isinstance(w, dt.Tensor) and w.numel():
+                        worst = max(worst, (g.cpu().to(dt.float64) - w.to(dt.float64)).abs().amax().item())
+            n = kernel_count(jfn, mode.kernel_target)
+            if case.kernels and n == 0:
+                raise AssertionError("no compiled kernels: the graphs ran eagerly")
+            entries = len(dt.guards(jfn))
+            if case.one_entry and entries != 1:
+                raise AssertionError("%d cache entries for %d batch sizes (expected one compile)"
+                                     % (entries, case.calls))
+            log("  ok    %-45s kernels %3d  max abs err %.3g" % (case.name, n, worst))
+        except Exception as e:  # noqa: BLE001 - every failure is listed, the run goes on
+            line = "%s: %s" % (case.name, first_line(e))
+            failures.append(line)
+            log("  FAIL  " + line)
+            log(traceback.format_exc().rstrip())
+    stats = dt.stats()
+    compiled = stats["kernels_compiled"] + stats["kernels_cached"]
+    log("  stats: kernels_compiled %d, kernels_cached %d, compile_seconds %.2f, graphs %d, graph_breaks %d"
+        % (stats["kernels_compiled"], stats["kernels_cached"], stats["compile_seconds"], stats["graphs"],
+           stats["graph_breaks"]))
+    if stats["compile_failures"]:
+        for reason in stats["compile_failures"]:
+            failures.append("compile failure: %s" % reason.splitlines()[0][:300])
+            log("  FAIL  compile failure: %s" % reason)
+    if compiled == 0:
+        failures.append("dt.stats() shows no compiled kernels")
+    return failures
+
+
+# ---------------------------------------------------------------------------------------------
+# Timing.
+
+class Mode:
+    def __init__(self, dry, quick):
+        self.dry = dry
+        self.full = not dry
+        self.device = "cpu" if dry else "cuda"
+        self.backend = "cpu" if dry else "cuda"
+        self.kernel_target = "cpu" if dry else "cuda"
+        self.iters = 2 if dry else (10 if quick else 50)
+        self.elements = (1 << 14) if dry else (1 << 24)
+        self.rows = 64 if dry else 4096
+        self.small = 1024
+
+    def to_device(self, value):
+        return value.to(self.device) if isinstance(value, dt.Tensor) else value
+
+    def sync(self):
+        if not self.dry:
+            dt.cuda.synchronize()
+
+
+def copy_timer(mode, nbytes_elems):
+    """(seconds per copy of nbytes_elems float32 elements, how it was timed) or (None, why)."""
+    if mode.dry:
+        return None, "skipped in --cpu-dry-run"
+    src = dt.randn(nbytes_elems).cuda()
+    dst = dt.empty(nbytes_elems, device="cuda")
+    if hasattr(dst, "copy_"):
+        return time_per_call(dst.copy_, (src,), mode.iters, mode.sync), "dst.copy_(src)"
+    # No Tensor.copy_ yet: a compiled one-op kernel reads and writes the same bytes.
+    neg = dt.jit(fresh_copy(lambda t: -t), backend="cuda")
+    return time_per_call(neg, (src,), mode.iters, mode.sync), "compiled y = -x (no Tensor.copy_)"
+
+
+def chain_with_about_50_launches(mode, w, log):
+    """make_chain(steps) with steps chosen so that the compiled program has about 50 kernels on
+    this build; returns (fn, steps, kernel count)."""
+    steps = 25
+    for _ in range(3):
+        fn = dt.jit(fresh_copy(w["make_chain"](steps)), backend=mode.backend)
+        fn(mode.to_device(dt.randn(mode.small)))
+        n = kernel_count(fn, "cuda")
+        if 40 <= n <= 60 or n == 0:
+            break
+        steps = max(1, round(steps * 50 / n))
+    log("  replay function: %d steps -> %d CUDA kernels (dt.kernels(fn, target='cuda'))" % (steps, n))
+    return steps, n
+
+
+def run_timings(mode, log):
+    """Returns (rows, info): rows[name] = dict of dyntrace timings; info = (steps, launches)."""
+    w = workloads(dt, dt.layer_norm)
+    n, rows = mode.elements, mode.rows
+    cols = n // rows
+    x = dt.randn(rows, cols).to(mode.device)
+    bias, lw, lb = (dt.randn(cols).to(mode.device) for _ in range(3))
+    elem = 4
+    table = {}
+    copy_s, copy_how = copy_timer(mode, n)
+    log("  copy reference: %s" % (copy_how if copy_s is None else "%s, %.3f ms for %d MB each way"
+                                  % (copy_how, copy_s * 1e3, n * elem >> 20)))
+    for name, fn_name, args in (("gelu_bias", "gelu_bias", (x, bias)),
+                                ("softmax", "softmax_rows", (x,)),
+                                ("layer_norm", "layer_norm_rows", (x, lw, lb))):
+        fn = dt.jit(fresh_copy(w[fn_name]), backend=mode.backend)
+        seconds = time_per_call(fn, args, mode.iters, mode.sync)
+        moved = 2 * n * elem  # read x once, write the result once (bias/weights are negligible)
+        row = {"ms": seconds * 1e3, "gbps": moved / seconds / 1e9}
+        if copy_s is not None:
+            # The copy moves n elements in and n out: the same bytes as `moved`.
+            row["vs_copy"] = copy_s / seconds
+        table[name] = row
+        log("  %-10s %.3f ms, %.1f GB/s%s" % (name, row["ms"], row["gbps"],
+                                                ", %.2f of copy" % row["vs_copy"] if "vs_copy" in row else ""))
+    steps, launches = chain_with_about_50_launches(mode, w, log)
+    small = dt.randn(mode.small).to(mode.device)
+    per_call = {}
+    for graphs in (False, True):
+        fn = dt.jit(fresh_copy(w["make_chain"](steps)), backend=mode.backend, cuda_graphs=graphs)
+        per_call[graphs] = time_per_call(fn, (small,), mode.iters * 4, mode.sync)
+    table["replay"] = {"ms": per_call[True] * 1e3, "plain_ms": per_call[False] * 1e3,
+                       "ratio": per_call[True] / per_call[False]}
+    log("  replay: %.3f ms with cuda_graphs=True, %.3f ms with cuda_graphs=False (%d launches), ratio %.2f"
+        % (per_call[True] * 1e3, per_call[False] * 1e3, launches, table["replay"]["ratio"]))
+    stats = dt.stats()
+    keys = [k for k in ("cuda_graph_captures", "cuda_graph_replays", "cuda_graph_patches") if k in stats]
+    log("  " + (", ".join("%s %s" % (k, stats[k]) for k in keys) if keys else
+                "dt.stats() has no cuda_graph_* keys in this build"))
+    return table, (steps, launches)
+
+
+def run_torch(mode, steps, budget_s, log):
+    """{(workload, mode): ms or 'n/a: reason'} from the torch child."""
+    names = ("gelu_bias", "softmax", "layer_norm", "replay")
+    modes = ("default", "reduce-overhead")
+    result = {(w, m): None for w in names for m in modes}
+    if mode.dry:
+        return {k: "n/a: --cpu-dry-run" for k in result}
+    spec = {"elements": mode.elements, "rows": mode.rows, "small": mode.small, "steps": steps,
+            "iters": mode.iters, "budget_s": max(10, budget_s - 20)}
+    cmd = [sys.executable, os.path.abspath(__file__), "--torch-child", json.dumps(spec)]
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=budget_s)
+        out, why = p.stdout, None if p.returncode == 0 else "torch child exited %d" % p.returncode
+        if p.stderr.strip():
+            log("  torch child stderr (last lines):\n    " + "\n    ".join(p.stderr.strip().splitlines()[-8:]))
+    except subprocess.TimeoutExpired as e:
+        out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
+        why = "timed out after %d s" % budget_s
+    for line in out.splitlines():
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue
+        if "error" in row and "workload" not in row:
+            return {k: "n/a: " + row["error"] for k in result}
+        key = (row.get("workload"), row.get("mode"))
+        if key in result:
+            result[key] = row["ms"] if "ms" in row else "n/a: " + row["error"]
+    for k, v in result.items():
+        if v is None:
+            result[k] = "n/a: " + (why or "no result")
+    return result
+
+
+def table_lines(table, torch_ms, launches):
+    head = ("workload", "dyntrace ms", "vs copy / replay", "torch.compile ms", "dt/torch",
+            "reduce-overhead ms", "dt/torch")
+    lines = [head]
+    for name in ("gelu_bias", "softmax", "layer_norm", "replay"):
+        row = table[name]
+        label = name if name != "replay" else "replay (%d launches)" % launches
+        if name == "replay":
+            rel = "%.2fx of plain" % row["ratio"]
+        else:
+            rel = "%.2f of copy" % row["vs_copy"] if "vs_copy" in row else "n/a"
+        cells = [label, "%.3f" % row["ms"], rel]
+        for m in ("default", "reduce-overhead"):
+            t = torch_ms[(name, m)]
+            if isinstance(t, str):
+                cells += [t[:48], "-"]
+            else:
+                cells += ["%.3f" % t, "%.2f" % (row["ms"] / t)]
+        lines.append(tuple(cells))
+    widths = [max(len(r[i]) for r in lines) for i in range(len(head))]
+    return ["  ".join(c.ljust(wd) for c, wd in zip(r, widths)).rstrip() for r in lines]
+
+
+# ---------------------------------------------------------------------------------------------
+
+def no_gpu_reason():
+    """None when a CUDA device works, else one line saying why not."""
+    try:
+        if dt.cuda.is_available():
+            dt.zeros(1, device="cuda")
+            return None
+        dt.zeros(1, device="cuda")
+        return "dt.cuda.is_available() is False"
+    except Exception as e:  # noqa: BLE001 - the reason is the message
+        return first_line(e)
+
+
+def main(argv):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cpu-dry-run", action="store_true",
+                        help="run the corpus and timing code with backend='cpu' on small CPU tensors")
+    parser.add_argument("--quick", action="store_true", help="fewer timing iterations")
+    parser.add_argument("--log", help="also write everything to this file")
+    parser.add_argument("--torch-budget", type=float, default=200.0,
+                        help="seconds the torch.compile child may take (default 200)")
+    args = parser.parse_args(argv)
+    log_file = open(args.log, "a") if args.log else None
+
+    def log(text):
+        print(text, flush=True)
+        if log_file:
+            log_file.write(text + "\n")
+            log_file.flush()
+
+    mode = Mode(args.cpu_dry_run, args.quick)
+    if not mode.dry:
+        reason = no_gpu_reason()
+        if reason is not None:
+            log("gpu_check: no GPU: %s" % reason)
+            return EXIT_NO_GPU
+    log("gpu_check: dyntrace %s, Python %s, %s" % (
+        os.path.dirname(os.path.abspath(dt.__file__)) if getattr(dt, "__file__", None) else "(built in)",
+        sys.version.split()[0], "cpu dry run" if mode.dry else "%d CUDA device(s)" % dt.cuda.device_count()))
+    start = time.monotonic()
+    log("correctness (compiled on %s vs eager on the CPU):" % mode.device)
+    failures = run_correctness(mode, log)
+    log("correctness: %d failure(s) in %.1f s" % (len(failures), time.monotonic() - start))
+    log("timings:")
+    try:
+        table, (steps, launches) = run_timings(mode, log)
+        torch_ms = run_torch(mode, steps, args.torch_budget, log)
+        log("")
+        for line in table_lines(table, torch_ms, launches):
+            log(line)
+    except Exception as e:  # noqa: BLE001 - a timing crash is a failure, the report still comes
+        failures.append("timings: %s" % first_line(e))
+        log("  FAIL  timings: %s\n%s" % (first_line(e), traceback.format_exc().rstrip()))
+    log("")
+    for line in failures:
+        log("FAILED: %s" % line)
+    log("gpu_check: %s (%.1f s)" % ("%d failure(s)" % len(failures) if failures else "all correctness checks passed",
+                                    time.monotonic() - start))
+    return EXIT_FAILED if failures else EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
