@@ -19,6 +19,7 @@ packages=(
   graphviz                 # dot -Tsvg: graph pictures (dyntrace.graphs(fn, format="svg"), --report)
   chromium-headless-shell  # the --report test loads the HTML report in headless Chromium
   libpython3.11-testsuite  # CPython 3.11's `test` package: tests/cpython/run_regrtests.py
+  patchelf                 # tools/build_gpu_bundle.sh points the bundled binaries at their lib/
 )
 
 missing=()
