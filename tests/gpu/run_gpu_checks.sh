@@ -6,7 +6,7 @@
 # (correctness corpus, bandwidth, CUDA-graph replay, torch.compile). The full output goes to the
 # log (default gpu-bundle/gpu_check.log); stdout gets one line per stage, gpu_check's table and a
 # summary. Exit status: 0 all passed, 1 something failed, 2 no GPU (and nothing else failed),
-# 3 the bundle cannot run here (wrong Python, missing files).
+# 3 the bundle cannot run here (wrong Python, too old a glibc, missing files).
 # From a repository checkout, tests/gpu/run_gpu_checks.sh runs dist/gpu-bundle's copy.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -36,6 +36,14 @@ built_for=$(sed -n 's/^python: \([0-9]*\.[0-9]*\)\..*/\1/p' "$root/MANIFEST")
 have=$("$python" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)
 if [[ -z "$have" || "$have" != "$built_for" ]]; then
   say "run_gpu_checks: the bundle is built for Python $built_for; $python is ${have:-not a working Python} (use --python)"
+  exit 3
+fi
+# The bundled libraries were linked against Debian 12's glibc: an older one cannot load them.
+glibc_needed=$(sed -n 's/^needs: glibc with GLIBC_\([0-9.]*\),.*/\1/p' "$root/MANIFEST")
+glibc_here=$(getconf GNU_LIBC_VERSION 2>/dev/null | awk '{print $2}')
+if [[ -n "$glibc_needed" && -n "$glibc_here" &&
+      "$(printf '%s\n' "$glibc_needed" "$glibc_here" | sort -V | head -1)" != "$glibc_needed" ]]; then
+  say "run_gpu_checks: the bundle needs glibc $glibc_needed; this machine has $glibc_here"
   exit 3
 fi
 say "run_gpu_checks: $(sed -n 2p "$root/MANIFEST"); $("$python" -c 'import sys; print(sys.executable, sys.version.split()[0])'); log $log"
