@@ -35,7 +35,7 @@ bazel build -c opt --repo_env=PYTHON_BIN_PATH="$python" \
 
 bundle=dist/gpu-bundle
 rm -rf "$bundle" dist/gpu-bundle.tar.gz
-mkdir -p "$bundle"/{lib,bin,tests/python,tests/gpu,tests/fake_cuda}
+mkdir -p "$bundle"/{lib/cxx,bin,tests/python,tests/gpu,tests/fake_cuda}
 for dest in "${!outputs[@]}"; do
   install -m 0755 "${outputs[$dest]}" "$bundle/$dest"
 done
@@ -47,6 +47,13 @@ install -m 0755 tests/gpu/run_gpu_checks.sh "$bundle/run_gpu_checks.sh"
 # System libraries stay out: glibc's own and the CUDA/NVIDIA ones (dlopen'ed on the GPU machine).
 is_system() {
   [[ "$1" =~ ^(linux-vdso\.so|ld-linux|libc\.so|libm\.so|libdl\.so|libpthread\.so|librt\.so|libresolv\.so|libutil\.so|libcuda\.so|libnvrtc|libcublas|libnvidia) ]]
+}
+# The C++ runtime is taken from the GPU machine when it is new enough (a process that already
+# loaded one, such as a Python with PyTorch, keeps its own): Debian 12's copy needs glibc 2.36,
+# newer than Ubuntu 22.04's or RHEL 9's. It is shipped in lib/cxx/, off the RUNPATH, which
+# run_gpu_checks.sh adds only when the machine's libstdc++ is too old.
+is_cxx_runtime() {
+  [[ "$1" =~ ^(libstdc\+\+\.so|libgcc_s\.so) ]]
 }
 # Every library the bundled ELF files need (ldd follows dependencies of dependencies; it is asked
 # about the Bazel outputs, whose RUNPATHs find Bazel's own solib folder), copied with its soname
@@ -62,8 +69,10 @@ for dest in "${!outputs[@]}"; do
     fi
     [[ -n "${copied[$name]:-}" ]] && continue
     copied[$name]=$path
-    install -m 0644 "$(readlink -f "$path")" "$bundle/lib/$name"
-    strip --strip-unneeded "$bundle/lib/$name"
+    target=$bundle/lib/$name
+    is_cxx_runtime "$name" && target=$bundle/lib/cxx/$name
+    install -m 0644 "$(readlink -f "$path")" "$target"
+    strip --strip-unneeded "$target"
   done < <(env -u LD_LIBRARY_PATH ldd "${outputs[$dest]}")
 done
 elves=()
@@ -73,14 +82,16 @@ for elf in "${elves[@]}"; do
   rel=$(realpath --relative-to="$(dirname "$elf")" "$bundle/lib")
   patchelf --set-rpath "\$ORIGIN/$rel" "$elf"
 done
-for lib in "$bundle"/lib/*; do patchelf --set-rpath '$ORIGIN' "$lib"; done
+for lib in "$bundle"/lib/*.so*; do patchelf --set-rpath '$ORIGIN' "$lib"; done
 
-# Nothing may resolve outside the bundle but the system libraries.
+# Nothing may resolve outside the bundle but the system libraries (and the C++ runtime, which
+# resolves to the system's here as it will on a machine where it is new enough).
 status=0
-for elf in "${elves[@]}" "$bundle"/lib/*; do
+for elf in "${elves[@]}" "$bundle"/lib/*.so*; do
   while read -r name arrow path _; do
     [[ "$arrow" == "=>" ]] || continue
     is_system "$name" && continue
+    is_cxx_runtime "$name" && continue
     case "$(readlink -f "$path")" in
       "$(readlink -f "$bundle")"/lib/*) ;;
       *) echo "build_gpu_bundle: $elf resolves $name to $path, outside the bundle" >&2; status=1 ;;
@@ -89,9 +100,16 @@ for elf in "${elves[@]}" "$bundle"/lib/*; do
 done
 (( status == 0 )) || exit 1
 
-# The newest glibc symbol version any bundled file needs: the GPU machine's glibc must have it.
-glibc_needed=$(for f in "${elves[@]}" "$bundle"/lib/*; do objdump -T "$f"; done |
-  grep -o 'GLIBC_[0-9][0-9.]*' | sort -u -V | tail -1)
+# The newest glibc symbol version the module, the tests and their libraries need (the GPU
+# machine's glibc must have it); the same for the dyntrace command's libpython and for the
+# shipped C++ runtime; and the newest libstdc++ symbol version anything needs.
+newest() { grep -o "$1[0-9][0-9.]*" | sort -u -V | tail -1; }
+module_files=("${elves[@]}")
+for f in "$bundle"/lib/*.so*; do [[ "$f" == */libpython* ]] || module_files+=("$f"); done
+glibc_needed=$(for f in "${module_files[@]}"; do objdump -T "$f"; done | newest GLIBC_)
+glibc_for_command=$(objdump -T "$bundle"/lib/libpython*.so* 2>/dev/null | newest GLIBC_)
+glibc_for_cxx=$(for f in "$bundle"/lib/cxx/*; do objdump -T "$f"; done | newest GLIBC_)
+glibcxx_needed=$(for f in "${module_files[@]}"; do objdump -T "$f"; done | newest GLIBCXX_)
 commit=$(git rev-parse HEAD)
 git diff --quiet HEAD -- || commit="$commit (with uncommitted changes)"
 {
@@ -100,6 +118,8 @@ git diff --quiet HEAD -- || commit="$commit (with uncommitted changes)"
   echo "built: $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(. /etc/os-release && echo "$PRETTY_NAME"), $(uname -m)"
   echo "python: $("$python" -c 'import sys, sysconfig; print("%d.%d.%d" % sys.version_info[:3], sysconfig.get_config_var("SOABI"))') ($python)"
   echo "needs: glibc with $glibc_needed, x86-64; the NVIDIA driver (libcuda.so.1), libnvrtc and libcublas (CUDA 12 or 13) on the loader path or in /usr/local/cuda, CUDA_HOME"
+  echo "command needs: glibc with ${glibc_for_command:-$glibc_needed}"
+  echo "c++ runtime: libstdc++ with ${glibcxx_needed} from the system, else lib/cxx, which needs glibc with ${glibc_for_cxx}"
   echo "bazel: build -c opt --repo_env=PYTHON_BIN_PATH=$python"
   echo
   echo "bytes  file"

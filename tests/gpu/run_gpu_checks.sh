@@ -38,14 +38,31 @@ if [[ -z "$have" || "$have" != "$built_for" ]]; then
   say "run_gpu_checks: the bundle is built for Python $built_for; $python is ${have:-not a working Python} (use --python)"
   exit 3
 fi
-# The bundled libraries were linked against Debian 12's glibc: an older one cannot load them.
-glibc_needed=$(sed -n 's/^needs: glibc with GLIBC_\([0-9.]*\),.*/\1/p' "$root/MANIFEST")
+# The bundled libraries were linked against Debian 12's glibc: an older one than they need
+# cannot load them. `older A B`: whether version A is older than B.
+older() { [[ "$1" != "$2" && "$(printf '%s\n' "$1" "$2" | sort -V | head -1)" == "$1" ]]; }
+manifest_version() { sed -n "s/^$1.*$2\([0-9.]*\).*/\1/p" "$root/MANIFEST" | head -1; }
+glibc_needed=$(manifest_version "needs: glibc with" GLIBC_)
 glibc_here=$(getconf GNU_LIBC_VERSION 2>/dev/null | awk '{print $2}')
-if [[ -n "$glibc_needed" && -n "$glibc_here" &&
-      "$(printf '%s\n' "$glibc_needed" "$glibc_here" | sort -V | head -1)" != "$glibc_needed" ]]; then
+if [[ -n "$glibc_needed" && -n "$glibc_here" ]] && older "$glibc_here" "$glibc_needed"; then
   say "run_gpu_checks: the bundle needs glibc $glibc_needed; this machine has $glibc_here"
   exit 3
 fi
+# The C++ runtime: the machine's own when it has every symbol version the bundle needs, else the
+# bundle's lib/cxx copy (which needs a newer glibc).
+glibcxx_needed=$(manifest_version "c++ runtime:" GLIBCXX_)
+glibc_for_cxx=$(manifest_version "c++ runtime:.*lib/cxx" GLIBC_)
+system_cxx=$(ldconfig -p 2>/dev/null | awk '/libstdc\+\+\.so\.6 .*x86-64/ {print $NF; exit}')
+if [[ -n "$system_cxx" && -n "$glibcxx_needed" ]] && grep -qa "GLIBCXX_$glibcxx_needed" "$system_cxx"; then
+  cxx_note="the system's $system_cxx"
+elif [[ -z "$glibc_here" || -z "$glibc_for_cxx" ]] || ! older "$glibc_here" "$glibc_for_cxx"; then
+  export LD_LIBRARY_PATH=$root/lib/cxx${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  cxx_note="the bundle's lib/cxx (the system's ${system_cxx:-libstdc++} lacks GLIBCXX_$glibcxx_needed)"
+else
+  say "run_gpu_checks: the bundle needs a libstdc++ with GLIBCXX_$glibcxx_needed; ${system_cxx:-the system libstdc++} lacks it, and the bundled one needs glibc $glibc_for_cxx (this machine: $glibc_here)"
+  exit 3
+fi
+glibc_for_command=$(manifest_version "command needs: glibc with" GLIBC_)
 say "run_gpu_checks: $(sed -n 2p "$root/MANIFEST"); $("$python" -c 'import sys; print(sys.executable, sys.version.split()[0])'); log $log"
 
 # CUDA's libraries are opened by soname; add the usual toolkit folders (after the loader's own).
@@ -59,7 +76,7 @@ fi
 export PYTHONPATH=$root
 export DYNTRACE_CACHE_DIR=$root/.kernel-cache
 mkdir -p -m 0700 "$DYNTRACE_CACHE_DIR"
-say "environment: LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-} PYTHONPATH=$PYTHONPATH DYNTRACE_CACHE_DIR=$DYNTRACE_CACHE_DIR"
+say "environment: LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-} PYTHONPATH=$PYTHONPATH DYNTRACE_CACHE_DIR=$DYNTRACE_CACHE_DIR; C++ runtime: $cxx_note"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader >> "$log" 2>&1 || say "(nvidia-smi not available)"
 
 deadline=$((SECONDS + 470))
@@ -101,7 +118,12 @@ else
 fi
 stage "python tests" 150 "$python" "$root/tests/python/runner.py" "${python_tests[@]}"
 home=$("$python" -c 'import sys; print(sys.base_prefix)')
-stage "dyntrace command" 40 env PYTHONHOME="$home" "$root/dyntrace" --stats "$root/tests/gpu/cli_smoke.py"
+if [[ -n "$glibc_for_command" && -n "$glibc_here" ]] && older "$glibc_here" "$glibc_for_command"; then
+  results+=("$(printf '%-22s %-8s %s' "dyntrace command" SKIPPED "its libpython needs glibc $glibc_for_command")")
+  echo "${results[-1]}"
+else
+  stage "dyntrace command" 40 env PYTHONHOME="$home" "$root/dyntrace" --stats "$root/tests/gpu/cli_smoke.py"
+fi
 
 # gpu_check: exit 2 means no GPU, which is not a failure of the stages above.
 left=$((deadline - SECONDS))
