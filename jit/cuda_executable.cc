@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <new>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -353,7 +354,12 @@ absl::StatusOr<std::unique_ptr<CudaGraphRecord>> CudaExecutable::Capture(
   {
     CudaCacheOnlyScope cache_only;
     Walk walk{Mode::kCapture, record.get()};
-    walked = WalkProgram(walk, plan, env, scalars);
+    // Whatever happens, the capture must end before anything else uses the stream.
+    try {
+      walked = WalkProgram(walk, plan, env, scalars);
+    } catch (const std::bad_alloc&) {
+      walked = absl::ResourceExhaustedError("an allocation inside the capture failed");
+    }
   }
   const CUresult ended = d.cuStreamEndCapture(device_->stream(), &record->graph);
   DT_RETURN_IF_ERROR(walked);
@@ -365,7 +371,13 @@ absl::StatusOr<std::unique_ptr<CudaGraphRecord>> CudaExecutable::Capture(
 absl::StatusOr<std::vector<Tensor>> CudaExecutable::Run(const std::vector<Tensor>& inputs,
                                                         const std::vector<Scalar>& scalars) {
   absl::MutexLock lock(&mu_);
-  return RunLocked(inputs, scalars);
+  // Device tensors created inside ops (Storage::Allocate) report exhaustion by throwing.
+  try {
+    return RunLocked(inputs, scalars);
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError(absl::StrFormat("CUDA out of memory on %s while running a compiled graph",
+                                                        device_id_.ToString()));
+  }
 }
 
 absl::StatusOr<std::vector<Tensor>> CudaExecutable::RunLocked(const std::vector<Tensor>& inputs,
@@ -407,11 +419,12 @@ absl::StatusOr<std::vector<Tensor>> CudaExecutable::RunLocked(const std::vector<
   const CudaDriver& d = device_->driver();
   auto launch_graph = [&](CudaGraphRecord& record) -> absl::Status {
     DT_RETURN_IF_ERROR(device_->Activate());
-    if (!record.scalar_image.empty()) {
+    if (!record.scalar_image.empty() && record.scalar_image != record.uploaded_image) {
       DT_RETURN_IF_ERROR(CudaCall(d.cuMemcpyHtoDAsync(reinterpret_cast<CUdeviceptr>(record.scalar_buffer.data()),
                                                       record.scalar_image.data(), record.scalar_image.size(),
                                                       device_->stream()),
                                   "cuMemcpyHtoDAsync"));
+      record.uploaded_image = record.scalar_image;
     }
     DT_RETURN_IF_ERROR(CudaCall(d.cuGraphLaunch(record.exec, device_->stream()), "cuGraphLaunch"));
     ++GlobalCudaGraphCounters().replays;

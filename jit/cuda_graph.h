@@ -77,6 +77,9 @@ class CudaGraphRecord {
   absl::flat_hash_map<int, Tensor> workspaces;      // by kernel index
   Tensor scalar_buffer;                             // one 8-byte slot per run-time scalar operand
   std::vector<char> scalar_image;                   // its host-side contents for the next replay
+  // What the buffer holds: uploaded only when the numbers change, since a copy from pageable
+  // memory waits for the stream.
+  std::vector<char> uploaded_image;
 };
 
 // The layout fingerprint of `t` that CapturedCall compares.
