@@ -410,7 +410,8 @@ void RegisterShapeOps(OpRegistry& registry) {
   registry.Add("select(Tensor input, int dim, int index) -> Tensor", OpKind::kView, kBoth,
                &SelectEager);
   registry.Add("contiguous(Tensor input) -> Tensor", OpKind::kData, kMethod, &ContiguousEager);
-  registry.Add("clone(Tensor input) -> Tensor", OpKind::kData, kBoth, &CloneEager);
+  // clone of a CUDA tensor copies on the device (runtime/copy.h), never through the host.
+  registry.Add("clone(Tensor input) -> Tensor", OpKind::kData, kBoth | kCudaNative, &CloneEager);
   registry.Add("cat(Tensor[] tensors, int dim=0) -> Tensor", OpKind::kData, kFunction, &CatEager);
   registry.Add("concat(Tensor[] tensors, int dim=0) -> Tensor", OpKind::kData, kFunction, &CatEager);
   registry.Add("stack(Tensor[] tensors, int dim=0) -> Tensor", OpKind::kData, kFunction,

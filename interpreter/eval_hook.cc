@@ -381,9 +381,12 @@ std::optional<Device> CudaDeviceRead(const CacheEntry& entry, const guards::Fram
 
 // The cuda backend: NVRTC-compiled kernels on the graph's device. Like the cpu backend, a
 // failure (no NVRTC, a module the driver rejects) runs the graph eagerly with the reason logged.
-void CompileForCuda(CacheEntry& entry, const std::string& name, Device device) {
+void CompileForCuda(CacheEntry& entry, const std::string& name, Device device, const JitOptions& options) {
+  // jit() validated the option; a bad value can only come from a caller inside dyntrace.
+  const backend::CudaGraphMode graphs =
+      backend::ParseCudaGraphMode(options.cuda_graphs).value_or(backend::CudaGraphMode::kAuto);
   absl::StatusOr<std::shared_ptr<backend::CudaExecutable>> built =
-      backend::CudaExecutable::Build(*entry.graph, name, device);
+      backend::CudaExecutable::Build(*entry.graph, name, device, graphs);
   if (std::string warning = backend::KernelCache::Global().TakeWarning(); !warning.empty()) {
     if (PyErr_WarnEx(PyExc_RuntimeWarning, warning.c_str(), 1) < 0) PyErr_WriteUnraisable(nullptr);
   }
@@ -443,7 +446,7 @@ std::shared_ptr<CacheEntry> Compile(trace::TraceResult trace, const JitOptions& 
     CompileForCpu(*entry, name);
   } else if ((options.backend == "cuda" || options.backend == "auto") && !entry->graph->nodes().empty() &&
              CudaDeviceRead(*entry, inputs)) {
-    CompileForCuda(*entry, name, *CudaDeviceRead(*entry, inputs));
+    CompileForCuda(*entry, name, *CudaDeviceRead(*entry, inputs), options);
   } else {
     // Graphs over CUDA tensors never run CPU kernels, which cannot read device memory; the
     // eager backend runs them through host mirrors (graph/cuda_eager.h).
@@ -959,6 +962,11 @@ void ResetAll() {
   stats = Stats();
   stats.kernel_baseline = backend::KernelCache::Global().counters();
   stats.nvrtc_baseline = backend::NvrtcCheckCounters();
+  const backend::CudaGraphCounters& graphs = backend::GlobalCudaGraphCounters();
+  stats.cuda_graph_baseline[0] = graphs.captures;
+  stats.cuda_graph_baseline[1] = graphs.replays;
+  stats.cuda_graph_baseline[2] = graphs.patches;
+  stats.cuda_graph_baseline[3] = graphs.refusals;
 }
 
 void PushTracingMode(const JitOptions& options) {

@@ -10,6 +10,7 @@
 #include "interpreter/graphviz.h"
 #include "interpreter/py_types.h"
 #include "jit/cuda_codegen.h"
+#include "jit/cuda_graph.h"
 #include "jit/nvrtc_check.h"
 #include "runtime/log.h"
 
@@ -415,6 +416,13 @@ PyObject* FnStats(PyObject*, PyObject*) {
   put("nvrtc_failures", PyLong_FromLongLong(nvrtc.failures - s.nvrtc_baseline.failures));
   put("nvrtc_skipped", PyLong_FromLongLong(nvrtc.skipped - s.nvrtc_baseline.skipped));
   put("nvrtc_unavailable", PyUnicode_FromString(nvrtc.unavailable.c_str()));
+  // CUDA graphs since the last reset(): captured, launched, kernel nodes re-pointed, and shape
+  // sets whose capture failed (they run without a graph; the kernels log says why).
+  const backend::CudaGraphCounters& graphs = backend::GlobalCudaGraphCounters();
+  put("cuda_graph_captures", PyLong_FromLongLong(graphs.captures - s.cuda_graph_baseline[0]));
+  put("cuda_graph_replays", PyLong_FromLongLong(graphs.replays - s.cuda_graph_baseline[1]));
+  put("cuda_graph_patches", PyLong_FromLongLong(graphs.patches - s.cuda_graph_baseline[2]));
+  put("cuda_graph_refusals", PyLong_FromLongLong(graphs.refusals - s.cuda_graph_baseline[3]));
   return d;
 }
 

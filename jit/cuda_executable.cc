@@ -1,6 +1,8 @@
 #include "jit/cuda_executable.h"
 
 #include <chrono>
+#include <cstring>
+#include <new>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -14,6 +16,13 @@
 
 namespace dt::backend {
 namespace {
+
+// Shape sets that hold a captured graph at once, per executable; further shapes run directly.
+constexpr int kMaxGraphShapes = 8;
+// Shape sets remembered at all (calls counted, warm-up sizes kept).
+constexpr size_t kMaxShapeStates = 64;
+// Every scalar dtype fits one slot, and every itemsize divides it.
+constexpr size_t kScalarSlotBytes = 8;
 
 // A fresh device tensor with `meta`'s sizes and (dense) strides.
 absl::StatusOr<Tensor> AllocateOnDevice(const Tensor& meta, Device device) {
@@ -29,10 +38,37 @@ absl::StatusOr<Tensor> AllocateOnDevice(const Tensor& meta, Device device) {
   return Tensor(std::move(storage), meta.sizes(), meta.strides(), 0, meta.dtype());
 }
 
+std::vector<int64_t> InputKey(const std::vector<Tensor>& inputs) {
+  std::vector<int64_t> key;
+  for (const Tensor& t : inputs) {
+    key.push_back(static_cast<int64_t>(t.dtype()));
+    key.push_back(t.ndim());
+    for (int64_t d = 0; d < t.ndim(); ++d) {
+      key.push_back(t.size(d));
+      key.push_back(t.stride(d));
+    }
+  }
+  return key;
+}
+
+// Whether two plans give every value the same sizes and strides (a graph reading run-time
+// numbers is replanned each call; a number may change a shape).
+bool SameLayouts(const ShapePlans::Plan& a, const ShapePlans::Plan& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t v = 0; v < a.size(); ++v) {
+    if (a[v].defined() != b[v].defined()) return false;
+    if (a[v].defined() && (a[v].sizes() != b[v].sizes() || a[v].strides() != b[v].strides())) return false;
+  }
+  return true;
+}
+
+// Why a walk that does not launch by itself stopped: the graph no longer fits this call.
+absl::Status NotReplayable(std::string why) { return absl::FailedPreconditionError(std::move(why)); }
+
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<CudaExecutable>> CudaExecutable::Build(const Graph& graph, absl::string_view name,
-                                                                      Device device) {
+                                                                      Device device, CudaGraphMode graphs) {
   const auto start = std::chrono::steady_clock::now();
   auto exe = std::make_shared<CudaExecutable>();
   DT_ASSIGN_OR_RETURN(exe->device_, CudaDevice::Get(device.index));
@@ -49,18 +85,73 @@ absl::StatusOr<std::shared_ptr<CudaExecutable>> CudaExecutable::Build(const Grap
     const CudaDriver& d = exe->device_->driver();
     DT_RETURN_IF_ERROR(CudaCall(d.cuModuleLoadData(&exe->module_, exe->cubin_->data()), "cuModuleLoadData"));
   }
+  exe->DecideGraphUse(graphs);
   exe->build_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (log::Enabled(log::Kind::kKernels)) {
     log::Write(log::Kind::kKernels,
-               absl::StrFormat("%s: %d CUDA kernel(s) for %s (sm_%d), %d node(s) run eagerly, in %.1f ms", name,
+               absl::StrFormat("%s: %d CUDA kernel(s) for %s (sm_%d), %d node(s) run eagerly, in %.1f ms; %s", name,
                                exe->num_kernels(), device.ToString(), exe->device_->sm_arch(),
-                               exe->program_.steps.size() - exe->program_.kernels.size(), exe->build_seconds_ * 1e3),
+                               exe->program_.steps.size() - exe->program_.kernels.size(), exe->build_seconds_ * 1e3,
+                               exe->use_graphs_ ? "replayed as a CUDA graph from the second call"
+                                                : absl::StrCat("no CUDA graph: ", exe->graph_refusal_)),
                exe->kernel_source_);
   }
   return exe;
 }
 
+void CudaExecutable::DecideGraphUse(CudaGraphMode mode) {
+  const Graph& g = program_.graph;
+  escaping_.assign(g.num_values(), false);
+  for (ValueId v : g.outputs()) escaping_[v] = true;
+  // A returned view shares its base's buffer, which must then be fresh each call too.
+  for (int i = static_cast<int>(g.nodes().size()) - 1; i >= 0; --i) {
+    const Node& n = g.nodes()[i];
+    if (n.op->kind != OpKind::kView) continue;
+    bool returned = false;
+    for (ValueId out : n.outputs) returned = returned || escaping_[out];
+    if (!returned) continue;
+    for (const GraphArg& a : n.args) {
+      if (auto* v = std::get_if<ValueId>(&a.content)) escaping_[*v] = true;
+      if (auto* vs = std::get_if<std::vector<ValueId>>(&a.content)) {
+        for (ValueId v : *vs) escaping_[v] = true;
+      }
+    }
+  }
+  for (const Kernel& k : program_.kernels) {
+    for (const KernelOperand& op : k.operands) scalar_operands_ += op.scalar_slot >= 0 ? 1 : 0;
+  }
+  if (mode == CudaGraphMode::kOff) {
+    graph_refusal_ = "cuda_graphs=False";
+    return;
+  }
+  int launches = 0;
+  for (const Step& step : program_.steps) {
+    if (step.kind == Step::Kind::kKernel) {
+      ++launches;
+      continue;
+    }
+    const Node& n = g.nodes()[step.index];
+    if (n.inplace) {
+      graph_refusal_ = absl::StrFormat("%s writes in place", n.op->name());
+      return;
+    }
+    if (n.op->kind == OpKind::kView) continue;
+    if (!n.op->has(kCudaNative)) {
+      graph_refusal_ = absl::StrFormat("%s runs through the host", n.op->name());
+      return;
+    }
+    ++launches;
+  }
+  if (mode == CudaGraphMode::kAuto && launches < 2) {
+    graph_refusal_ = absl::StrFormat("%d launch(es): a graph would not save any", launches);
+    return;
+  }
+  use_graphs_ = true;
+}
+
 CudaExecutable::~CudaExecutable() {
+  // Graphs first: their destruction waits for queued replays, which use the module's code.
+  shapes_.clear();
   if (module_ == nullptr) return;
   // Launches still queued may use the module's code.
   if (device_->Synchronize().ok()) device_->driver().cuModuleUnload(module_);
@@ -75,17 +166,39 @@ absl::StatusOr<CUfunction> CudaExecutable::Function(const std::string& name) {
   return fn;
 }
 
-absl::Status CudaExecutable::RunKernel(int index, const ShapePlans::Plan& plan, std::vector<Tensor>& env,
+absl::StatusOr<Tensor> CudaExecutable::OutputBuffer(Walk& walk, int value, const Tensor& meta) {
+  if (walk.mode == Mode::kDirect || Escapes(value)) return AllocateOnDevice(meta, device_id_);
+  if (walk.mode == Mode::kCapture) {
+    DT_ASSIGN_OR_RETURN(Tensor buffer, AllocateOnDevice(meta, device_id_));
+    walk.record->intermediates[value] = buffer;
+    return buffer;
+  }
+  auto it = walk.record->intermediates.find(value);
+  if (it == walk.record->intermediates.end()) return NotReplayable(absl::StrFormat("v%d has no buffer", value));
+  return it->second;
+}
+
+absl::Status CudaExecutable::RunKernel(Walk& walk, int index, const ShapePlans::Plan& plan, std::vector<Tensor>& env,
                                        const std::vector<Scalar>& scalars) {
   const Kernel& k = program_.kernels[index];
   absl::InlinedVector<Tensor, 8> tensors;
   for (const KernelOperand& op : k.operands) {
     if (op.is_output) {
-      DT_ASSIGN_OR_RETURN(Tensor out, AllocateOnDevice(plan[op.value], device_id_));
+      DT_ASSIGN_OR_RETURN(Tensor out, OutputBuffer(walk, op.value, plan[op.value]));
       tensors.push_back(std::move(out));
     } else if (op.scalar_slot >= 0) {
       // The ABI reads a run-time number through a pointer to one device element.
-      tensors.push_back(ScalarTensor(scalars.at(op.scalar_slot), op.dtype, device_id_));
+      const Scalar value = scalars.at(op.scalar_slot);
+      if (walk.mode == Mode::kDirect) {
+        tensors.push_back(ScalarTensor(value, op.dtype, device_id_));
+        continue;
+      }
+      // In a graph the element lives in the record's scalar buffer, refreshed before each launch.
+      const size_t slot = walk.next_scalar_slot++;
+      const Tensor host = ScalarTensor(value, op.dtype, Device::Cpu());
+      std::memcpy(walk.record->scalar_image.data() + slot * kScalarSlotBytes, host.data(), host.itemsize());
+      tensors.push_back(Tensor(walk.record->scalar_buffer.storage(), {}, {},
+                               static_cast<int64_t>(slot * kScalarSlotBytes / host.itemsize()), op.dtype));
     } else {
       if (!env[op.value].defined()) {
         return absl::InternalError(absl::StrFormat("%s reads v%d before it is computed", k.name, op.value));
@@ -95,6 +208,7 @@ absl::Status CudaExecutable::RunKernel(int index, const ShapePlans::Plan& plan, 
   }
   absl::StatusOr<LaunchGeometry> geometry = PrepareLaunch(k, plan[k.domain].sizes(), tensors);
   if (!geometry.ok()) {
+    if (walk.mode != Mode::kDirect) return NotReplayable(absl::StrFormat("%s runs its nodes eagerly", k.name));
     for (int node : k.nodes) DT_RETURN_IF_ERROR(program_.graph.RunNode(node, env, scalars));
     return absl::OkStatus();
   }
@@ -104,8 +218,17 @@ absl::Status CudaExecutable::RunKernel(int index, const ShapePlans::Plan& plan, 
                                                device_->multiprocessors());
   Tensor workspace;
   if (launch.workspace_bytes > 0) {
-    DT_ASSIGN_OR_RETURN(workspace, AllocateOnDevice(Tensor::Empty({launch.workspace_bytes}, DType::kBool, Device::Meta()),
-                                                    device_id_));
+    if (walk.mode == Mode::kReplay) {
+      auto it = walk.record->workspaces.find(index);
+      if (it == walk.record->workspaces.end() || it->second.numel() < launch.workspace_bytes) {
+        return NotReplayable(absl::StrFormat("%s needs a larger workspace", k.name));
+      }
+      workspace = it->second;
+    } else {
+      DT_ASSIGN_OR_RETURN(workspace, AllocateOnDevice(Tensor::Empty({launch.workspace_bytes}, DType::kBool, Device::Meta()),
+                                                      device_id_));
+      if (walk.mode == Mode::kCapture) walk.record->workspaces[index] = workspace;
+    }
   }
   absl::InlinedVector<char*, 8> data;
   for (const Tensor& t : tensors) data.push_back(static_cast<char*>(t.data()));
@@ -115,41 +238,240 @@ absl::Status CudaExecutable::RunKernel(int index, const ShapePlans::Plan& plan, 
   const CudaDriver& d = device_->driver();
   for (const CudaLaunch& l : launch.launches) {
     DT_ASSIGN_OR_RETURN(CUfunction fn, Function(l.function));
+    const auto grid = static_cast<unsigned>(l.grid), block = static_cast<unsigned>(l.block),
+               shared = static_cast<unsigned>(l.dynamic_shared_bytes);
     void* params[] = {&args};
-    DT_RETURN_IF_ERROR(CudaCall(d.cuLaunchKernel(fn, static_cast<unsigned>(l.grid), 1, 1, static_cast<unsigned>(l.block),
-                                                 1, 1, static_cast<unsigned>(l.dynamic_shared_bytes), device_->stream(),
-                                                 params, nullptr),
+    if (walk.mode == Mode::kReplay) {
+      if (walk.next_launch >= walk.record->launches.size()) return NotReplayable("more launches than captured");
+      CapturedLaunch& captured = walk.record->launches[walk.next_launch++];
+      if (captured.function != fn || captured.grid != grid || captured.block != block ||
+          captured.shared_bytes != shared) {
+        return NotReplayable(absl::StrFormat("%s launches differently", l.function));
+      }
+      if (std::memcmp(&captured.args, &args, sizeof(args)) != 0) {
+        const CudaKernelNodeParams node_params{fn, grid, 1, 1, block, 1, 1, shared, params, nullptr, nullptr, nullptr};
+        DT_RETURN_IF_ERROR(CudaCall(d.cuGraphExecKernelNodeSetParams(walk.record->exec, captured.node, &node_params),
+                                    "cuGraphExecKernelNodeSetParams"));
+        captured.args = args;
+        ++GlobalCudaGraphCounters().patches;
+      }
+      continue;
+    }
+    DT_RETURN_IF_ERROR(CudaCall(d.cuLaunchKernel(fn, grid, 1, 1, block, 1, 1, shared, device_->stream(), params, nullptr),
                                 "cuLaunchKernel"));
+    if (walk.mode == Mode::kCapture) {
+      // The capture is one chain, so the stream's frontier is the node just added.
+      int capture_status = 0;
+      uint64_t capture_id = 0;
+      CUgraph graph = nullptr;
+      const CUgraphNode* frontier = nullptr;
+      size_t frontier_size = 0;
+      DT_RETURN_IF_ERROR(CudaCall(d.cuStreamGetCaptureInfo(device_->stream(), &capture_status, &capture_id, &graph,
+                                                           &frontier, &frontier_size),
+                                  "cuStreamGetCaptureInfo"));
+      if (frontier_size != 1) return NotReplayable("a captured launch did not become one node");
+      walk.record->launches.push_back(CapturedLaunch{fn, grid, block, shared, frontier[0], args});
+    }
   }
   for (size_t i = 0; i < k.operands.size(); ++i) {
     if (k.operands[i].is_output) env[k.operands[i].value] = std::move(tensors[i]);
   }
-  // `workspace` and scalar operands go back to the allocator here, while the launch may still
-  // be queued: the next user of those blocks is queued behind it on the same stream.
+  // `workspace` and scalar operands of a direct launch go back to the allocator here, while the
+  // launch may still be queued: the next user of those blocks is queued behind it on the same
+  // stream.
   return absl::OkStatus();
+}
+
+absl::Status CudaExecutable::RunNodeStep(Walk& walk, int step, std::vector<Tensor>& env,
+                                         const std::vector<Scalar>& scalars) {
+  const Graph& g = program_.graph;
+  const int node_index = program_.steps[step].index;
+  const Node& n = g.nodes()[node_index];
+  // Views are metadata: every walk recomputes them on the host.
+  if (walk.mode == Mode::kDirect || n.op->kind == OpKind::kView) return g.RunNode(node_index, env, scalars);
+  // A library call inside a graph (DecideGraphUse admits only those): replayable while its
+  // operands stay where they were captured.
+  std::vector<std::vector<int64_t>> layouts;
+  for (const GraphArg& a : n.args) {
+    if (auto* v = std::get_if<ValueId>(&a.content)) layouts.push_back(LayoutOf(env[*v]));
+    if (auto* vs = std::get_if<std::vector<ValueId>>(&a.content)) {
+      for (ValueId v : *vs) layouts.push_back(LayoutOf(env[v]));
+    }
+  }
+  if (walk.mode == Mode::kCapture) {
+    for (ValueId out : n.outputs) {
+      if (Escapes(out)) {
+        return NotReplayable(absl::StrFormat("the result of %s is returned, and a replay would overwrite it",
+                                             n.op->name()));
+      }
+    }
+    DT_RETURN_IF_ERROR(g.RunNode(node_index, env, scalars));
+    CapturedCall call;
+    call.operand_layouts = std::move(layouts);
+    for (ValueId out : n.outputs) call.outputs.push_back(env[out]);
+    walk.record->calls[step] = std::move(call);
+    return absl::OkStatus();
+  }
+  auto it = walk.record->calls.find(step);
+  if (it == walk.record->calls.end() || it->second.operand_layouts != layouts) {
+    return NotReplayable(absl::StrFormat("the operands of %s moved", n.op->name()));
+  }
+  for (size_t i = 0; i < n.outputs.size(); ++i) env[n.outputs[i]] = it->second.outputs[i];
+  return absl::OkStatus();
+}
+
+absl::Status CudaExecutable::WalkProgram(Walk& walk, const std::shared_ptr<const ShapePlans::Plan>& plan,
+                                         std::vector<Tensor>& env, const std::vector<Scalar>& scalars) {
+  for (size_t i = 0; i < program_.steps.size(); ++i) {
+    const Step& step = program_.steps[i];
+    if (step.kind == Step::Kind::kNode) {
+      DT_RETURN_IF_ERROR(RunNodeStep(walk, static_cast<int>(i), env, scalars));
+    } else {
+      DT_RETURN_IF_ERROR(RunKernel(walk, step.index, *plan, env, scalars));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<CudaGraphRecord>> CudaExecutable::Capture(
+    ShapeState& state, const std::shared_ptr<const ShapePlans::Plan>& plan, std::vector<Tensor>& env,
+    const std::vector<Scalar>& scalars) {
+  auto record = std::make_unique<CudaGraphRecord>(device_);
+  record->plan = plan;
+  // Everything the capture allocates must come from the cache: the warm-up call's sizes.
+  DT_RETURN_IF_ERROR(CudaAllocator::Get().Reserve(device_id_.index, state.warmup_allocations));
+  if (scalar_operands_ > 0) {
+    const auto bytes = static_cast<int64_t>(scalar_operands_ * kScalarSlotBytes);
+    DT_ASSIGN_OR_RETURN(record->scalar_buffer,
+                        AllocateOnDevice(Tensor::Empty({bytes}, DType::kBool, Device::Meta()), device_id_));
+    record->scalar_image.assign(bytes, 0);
+  }
+  DT_RETURN_IF_ERROR(device_->Activate());
+  const CudaDriver& d = device_->driver();
+  DT_RETURN_IF_ERROR(CudaCall(d.cuStreamBeginCapture(device_->stream(), kCuCaptureModeThreadLocal),
+                              "cuStreamBeginCapture"));
+  absl::Status walked;
+  {
+    CudaCacheOnlyScope cache_only;
+    Walk walk{Mode::kCapture, record.get()};
+    // Whatever happens, the capture must end before anything else uses the stream.
+    try {
+      walked = WalkProgram(walk, plan, env, scalars);
+    } catch (const std::bad_alloc&) {
+      walked = absl::ResourceExhaustedError("an allocation inside the capture failed");
+    }
+  }
+  const CUresult ended = d.cuStreamEndCapture(device_->stream(), &record->graph);
+  DT_RETURN_IF_ERROR(walked);
+  DT_RETURN_IF_ERROR(CudaCall(ended, "cuStreamEndCapture"));
+  DT_RETURN_IF_ERROR(CudaCall(d.cuGraphInstantiateWithFlags(&record->exec, record->graph, 0), "cuGraphInstantiate"));
+  return record;
 }
 
 absl::StatusOr<std::vector<Tensor>> CudaExecutable::Run(const std::vector<Tensor>& inputs,
                                                         const std::vector<Scalar>& scalars) {
+  absl::MutexLock lock(&mu_);
+  // Device tensors created inside ops (Storage::Allocate) report exhaustion by throwing.
+  try {
+    return RunLocked(inputs, scalars);
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError(absl::StrFormat("CUDA out of memory on %s while running a compiled graph",
+                                                        device_id_.ToString()));
+  }
+}
+
+absl::StatusOr<std::vector<Tensor>> CudaExecutable::RunLocked(const std::vector<Tensor>& inputs,
+                                                              const std::vector<Scalar>& scalars) {
   const Graph& g = program_.graph;
   if (inputs.size() != g.inputs().size()) {
     return Error(ErrorKind::kRuntime, absl::StrFormat("compiled graph expects %d inputs, got %d",
                                                       g.inputs().size(), inputs.size()));
   }
   DT_ASSIGN_OR_RETURN(std::shared_ptr<const ShapePlans::Plan> plan, plans_->For(inputs, scalars));
-  std::vector<Tensor> env(g.num_values());
-  for (size_t i = 0; i < inputs.size(); ++i) env[g.inputs()[i]] = inputs[i];
-  for (const Step& step : program_.steps) {
-    if (step.kind == Step::Kind::kNode) {
-      DT_RETURN_IF_ERROR(g.RunNode(step.index, env, scalars));
-    } else {
-      DT_RETURN_IF_ERROR(RunKernel(step.index, *plan, env, scalars));
-    }
+  std::vector<Tensor> env;
+  auto fresh_env = [&] {
+    env.assign(g.num_values(), Tensor());
+    for (size_t i = 0; i < inputs.size(); ++i) env[g.inputs()[i]] = inputs[i];
+  };
+  auto outputs = [&] {
+    std::vector<Tensor> out;
+    out.reserve(g.outputs().size());
+    for (ValueId v : g.outputs()) out.push_back(env[v]);
+    return out;
+  };
+  auto run_direct = [&]() -> absl::StatusOr<std::vector<Tensor>> {
+    fresh_env();
+    Walk walk;
+    DT_RETURN_IF_ERROR(WalkProgram(walk, plan, env, scalars));
+    return outputs();
+  };
+  if (!use_graphs_) return run_direct();
+
+  const std::vector<int64_t> key = InputKey(inputs);
+  auto found = shapes_.find(key);
+  if (found == shapes_.end()) {
+    if (shapes_.size() >= kMaxShapeStates) return run_direct();
+    found = shapes_.emplace(key, ShapeState()).first;
   }
-  std::vector<Tensor> outputs;
-  outputs.reserve(g.outputs().size());
-  for (ValueId v : g.outputs()) outputs.push_back(env[v]);
-  return outputs;
+  ShapeState& state = found->second;
+  ++state.calls;
+  if (state.refused) return run_direct();
+  const CudaDriver& d = device_->driver();
+  auto launch_graph = [&](CudaGraphRecord& record) -> absl::Status {
+    DT_RETURN_IF_ERROR(device_->Activate());
+    if (!record.scalar_image.empty() && record.scalar_image != record.uploaded_image) {
+      DT_RETURN_IF_ERROR(CudaCall(d.cuMemcpyHtoDAsync(reinterpret_cast<CUdeviceptr>(record.scalar_buffer.data()),
+                                                      record.scalar_image.data(), record.scalar_image.size(),
+                                                      device_->stream()),
+                                  "cuMemcpyHtoDAsync"));
+      record.uploaded_image = record.scalar_image;
+    }
+    DT_RETURN_IF_ERROR(CudaCall(d.cuGraphLaunch(record.exec, device_->stream()), "cuGraphLaunch"));
+    ++GlobalCudaGraphCounters().replays;
+    return absl::OkStatus();
+  };
+
+  if (state.record != nullptr) {
+    CudaGraphRecord& record = *state.record;
+    if (record.plan == plan || SameLayouts(*record.plan, *plan)) {
+      fresh_env();
+      Walk walk{Mode::kReplay, &record};
+      absl::Status walked = WalkProgram(walk, plan, env, scalars);
+      if (walked.ok() && walk.next_launch == record.launches.size()) {
+        DT_RETURN_IF_ERROR(launch_graph(record));
+        return outputs();
+      }
+      if (!walked.ok() && walked.code() != absl::StatusCode::kFailedPrecondition) return walked;
+    }
+    // The graph no longer fits (a library call's operands moved, or the layouts changed):
+    // capture again below.
+    state.record.reset();
+    --graphs_held_;
+  }
+  if (state.calls == 1) {
+    // Warm-up: runs directly, and remembers what it allocated for the capture to reserve.
+    CudaAllocationRecorder recorder;
+    absl::StatusOr<std::vector<Tensor>> result = run_direct();
+    state.warmup_allocations = recorder.sizes();
+    return result;
+  }
+  if (graphs_held_ >= kMaxGraphShapes) return run_direct();
+  fresh_env();
+  absl::StatusOr<std::unique_ptr<CudaGraphRecord>> captured = Capture(state, plan, env, scalars);
+  if (!captured.ok()) {
+    state.refused = true;
+    ++GlobalCudaGraphCounters().refusals;
+    if (log::Enabled(log::Kind::kKernels)) {
+      log::Write(log::Kind::kKernels, absl::StrCat("CUDA graph capture failed; this shape set runs without one: ",
+                                                   captured.status().message()));
+    }
+    return run_direct();
+  }
+  state.record = std::move(*captured);
+  ++graphs_held_;
+  ++GlobalCudaGraphCounters().captures;
+  DT_RETURN_IF_ERROR(launch_graph(*state.record));
+  return outputs();
 }
 
 }  // namespace dt::backend

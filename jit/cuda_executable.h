@@ -6,7 +6,9 @@
 // program on the device's stream: kernels launch with a by-value argument struct
 // (jit/cuda_launch_abi.h) on buffers from the caching device allocator; nodes the scheduler left
 // alone (views, data movement, matmul) run eagerly. Launches are asynchronous: results are
-// ready once the stream reaches them, which every host read (copies, item()) waits for.
+// ready once the stream reaches them, which every host read (copies, item()) waits for. With
+// CUDA graphs on (jit/cuda_graph.h), a shape set's launches are captured on its second call and
+// replayed as one graph from then on.
 #ifndef DYNTRACE_JIT_CUDA_EXECUTABLE_H_
 #define DYNTRACE_JIT_CUDA_EXECUTABLE_H_
 
@@ -16,7 +18,9 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "jit/cuda_codegen.h"
+#include "jit/cuda_graph.h"
 #include "jit/kernel_cache.h"
 #include "jit/kernel_ir.h"
 #include "jit/shape_plans.h"
@@ -30,7 +34,8 @@ class CudaExecutable {
   // module the driver rejects ...): callers then run the graph eagerly and log the reason.
   [[nodiscard]] static absl::StatusOr<std::shared_ptr<CudaExecutable>> Build(const Graph& graph,
                                                                            absl::string_view name,
-                                                                           Device device);
+                                                                           Device device,
+                                                                           CudaGraphMode graphs = CudaGraphMode::kAuto);
 
   // REQUIRES: `inputs` match the graph's inputs (as its guards ensure), on this device.
   [[nodiscard]] absl::StatusOr<std::vector<Tensor>> Run(const std::vector<Tensor>& inputs,
@@ -46,11 +51,43 @@ class CudaExecutable {
   const std::string& kernel_source() const { return kernel_source_; }
   int num_kernels() const { return static_cast<int>(program_.kernels.size()); }
   double build_seconds() const { return build_seconds_; }
+  // Why this program is never captured (empty when it can be), for the kernels log.
+  const std::string& graph_refusal() const { return graph_refusal_; }
 
  private:
-  absl::Status RunKernel(int index, const ShapePlans::Plan& plan, std::vector<Tensor>& env,
-                         const std::vector<Scalar>& scalars);
-  absl::StatusOr<CUfunction> Function(const std::string& name);
+  enum class Mode { kDirect, kCapture, kReplay };
+  // One walk over the program: launches (kDirect), launches under stream capture (kCapture),
+  // or only computes and patches arguments for a graph launch (kReplay).
+  struct Walk {
+    Mode mode = Mode::kDirect;
+    CudaGraphRecord* record = nullptr;
+    size_t next_launch = 0;
+    size_t next_scalar_slot = 0;
+  };
+  // What one input-shape set has seen.
+  struct ShapeState {
+    int64_t calls = 0;
+    std::vector<size_t> warmup_allocations;
+    std::unique_ptr<CudaGraphRecord> record;
+    bool refused = false;
+  };
+
+  absl::StatusOr<std::vector<Tensor>> RunLocked(const std::vector<Tensor>& inputs, const std::vector<Scalar>& scalars)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status WalkProgram(Walk& walk, const std::shared_ptr<const ShapePlans::Plan>& plan, std::vector<Tensor>& env,
+                           const std::vector<Scalar>& scalars) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status RunKernel(Walk& walk, int index, const ShapePlans::Plan& plan, std::vector<Tensor>& env,
+                         const std::vector<Scalar>& scalars) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status RunNodeStep(Walk& walk, int step, std::vector<Tensor>& env, const std::vector<Scalar>& scalars)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<Tensor> OutputBuffer(Walk& walk, int value, const Tensor& meta);
+  absl::StatusOr<std::unique_ptr<CudaGraphRecord>> Capture(ShapeState& state,
+                                                           const std::shared_ptr<const ShapePlans::Plan>& plan,
+                                                           std::vector<Tensor>& env, const std::vector<Scalar>& scalars)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<CUfunction> Function(const std::string& name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void DecideGraphUse(CudaGraphMode mode);
+  bool Escapes(int value) const { return value >= 0 && value < static_cast<int>(escaping_.size()) && escaping_[value]; }
 
   Program program_;
   CudaProgram cuda_;
@@ -59,9 +96,19 @@ class CudaExecutable {
   Device device_id_;
   std::shared_ptr<const std::string> cubin_;
   CUmodule module_ = nullptr;
-  absl::flat_hash_map<std::string, CUfunction> functions_;
   double build_seconds_ = 0;
   std::unique_ptr<ShapePlans> plans_;
+
+  bool use_graphs_ = false;
+  std::string graph_refusal_;
+  std::vector<bool> escaping_;  // by value id: the value, or a view of it, is a graph output
+  size_t scalar_operands_ = 0;  // run-time scalar operands across all kernels
+
+  absl::Mutex mu_;
+  absl::flat_hash_map<std::string, CUfunction> functions_ ABSL_GUARDED_BY(mu_);
+  // By input layout (sizes, strides, dtypes); at most kMaxGraphShapes hold graphs.
+  absl::flat_hash_map<std::vector<int64_t>, ShapeState> shapes_ ABSL_GUARDED_BY(mu_);
+  int graphs_held_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace dt::backend

@@ -54,7 +54,24 @@ absl::Status WaitForBuffer(const CudaDriver& d, Staging& s, int b) {
   return CudaCall(d.cuEventSynchronize(s.done[b]), "cuEventSynchronize");
 }
 
+thread_local CudaAllocationRecorder* allocation_recorder = nullptr;
+thread_local std::vector<size_t>* recorded_sizes = nullptr;
+thread_local bool cache_only = false;
+
 }  // namespace
+
+CudaAllocationRecorder::CudaAllocationRecorder() : previous_(allocation_recorder) {
+  allocation_recorder = this;
+  recorded_sizes = &sizes_;
+}
+
+CudaAllocationRecorder::~CudaAllocationRecorder() {
+  allocation_recorder = previous_;
+  recorded_sizes = previous_ != nullptr ? &previous_->sizes_ : nullptr;
+}
+
+CudaCacheOnlyScope::CudaCacheOnlyScope() : previous_(cache_only) { cache_only = true; }
+CudaCacheOnlyScope::~CudaCacheOnlyScope() { cache_only = previous_; }
 
 CudaAllocator& CudaAllocator::Get() {
   static auto* allocator = new CudaAllocator();
@@ -74,6 +91,7 @@ size_t CudaAllocator::SizeClass(size_t nbytes) {
 
 absl::StatusOr<CUdeviceptr> CudaAllocator::Allocate(int device, size_t nbytes) {
   const size_t size_class = SizeClass(nbytes);
+  if (recorded_sizes != nullptr) recorded_sizes->push_back(nbytes);
   {
     absl::MutexLock lock(&mu_);
     auto it = free_lists_.find(Key{device, size_class});
@@ -85,6 +103,12 @@ absl::StatusOr<CUdeviceptr> CudaAllocator::Allocate(int device, size_t nbytes) {
       stats_.bytes_in_use += static_cast<int64_t>(size_class);
       return ptr;
     }
+  }
+  if (cache_only) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "an allocation of %d bytes on cuda:%d found no cached block while allocation was limited to the "
+        "cache (CUDA graph capture)",
+        nbytes, device));
   }
   absl::StatusOr<CudaDevice*> gpu = CudaDevice::Get(device);
   if (!gpu.ok()) return gpu.status();
@@ -115,6 +139,21 @@ void CudaAllocator::Free(int device, CUdeviceptr ptr, size_t nbytes) {
   free_lists_[Key{device, size_class}].push_back(ptr);
   stats_.bytes_in_use -= static_cast<int64_t>(size_class);
   stats_.bytes_cached += static_cast<int64_t>(size_class);
+}
+
+absl::Status CudaAllocator::Reserve(int device, const std::vector<size_t>& sizes) {
+  std::vector<std::pair<CUdeviceptr, size_t>> blocks;
+  absl::Status status;
+  for (size_t nbytes : sizes) {
+    absl::StatusOr<CUdeviceptr> block = Allocate(device, nbytes);
+    if (!block.ok()) {
+      status = block.status();
+      break;
+    }
+    blocks.emplace_back(*block, nbytes);
+  }
+  for (const auto& [ptr, nbytes] : blocks) Free(device, ptr, nbytes);
+  return status;
 }
 
 void CudaAllocator::ReleaseCachedLocked() {

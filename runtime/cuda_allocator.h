@@ -47,6 +47,10 @@ class CudaAllocator {
   // slightly different sizes waste at most half (small) or 2 MiB (large).
   static size_t SizeClass(size_t nbytes);
 
+  // Puts one cached block of each of `sizes` on `device`'s free lists (allocating what is
+  // missing), so that allocations of those sizes are served without the driver.
+  absl::Status Reserve(int device, const std::vector<size_t>& sizes);
+
  private:
   struct Key {
     int device;
@@ -65,6 +69,34 @@ class CudaAllocator {
   mutable absl::Mutex mu_;
   absl::flat_hash_map<Key, std::vector<CUdeviceptr>> free_lists_ ABSL_GUARDED_BY(mu_);
   CudaAllocatorStats stats_ ABSL_GUARDED_BY(mu_);
+};
+
+// While alive, records the sizes this thread's Allocate() calls ask for (a CUDA graph's warm-up
+// run, whose allocations the capture will repeat).
+class CudaAllocationRecorder {
+ public:
+  CudaAllocationRecorder();
+  ~CudaAllocationRecorder();
+  CudaAllocationRecorder(const CudaAllocationRecorder&) = delete;
+  CudaAllocationRecorder& operator=(const CudaAllocationRecorder&) = delete;
+  const std::vector<size_t>& sizes() const { return sizes_; }
+
+ private:
+  std::vector<size_t> sizes_;
+  CudaAllocationRecorder* previous_;
+};
+
+// While alive, this thread's Allocate() calls are served from the cache only; a miss is an
+// error instead of a driver allocation (during stream capture, which must allocate nothing).
+class CudaCacheOnlyScope {
+ public:
+  CudaCacheOnlyScope();
+  ~CudaCacheOnlyScope();
+  CudaCacheOnlyScope(const CudaCacheOnlyScope&) = delete;
+  CudaCacheOnlyScope& operator=(const CudaCacheOnlyScope&) = delete;
+
+ private:
+  bool previous_;
 };
 
 // Copies between host memory and a device through page-locked staging buffers, so the DMA

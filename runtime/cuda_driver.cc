@@ -59,6 +59,7 @@ std::vector<Symbol> SymbolsOf(CudaDriver& d) {
       {{"cuLaunchKernel"}, slot(d.cuLaunchKernel)},
       {{"cuStreamBeginCapture_v2"}, slot(d.cuStreamBeginCapture)},
       {{"cuStreamEndCapture"}, slot(d.cuStreamEndCapture)},
+      {{"cuStreamGetCaptureInfo_v2"}, slot(d.cuStreamGetCaptureInfo)},
       {{"cuGraphInstantiateWithFlags"}, slot(d.cuGraphInstantiateWithFlags)},
       {{"cuGraphLaunch"}, slot(d.cuGraphLaunch)},
       {{"cuGraphGetNodes"}, slot(d.cuGraphGetNodes)},

@@ -98,6 +98,9 @@ struct CudaDriver {
                              void** params, void** extra);
   CUresult (*cuStreamBeginCapture)(CUstream, int mode);
   CUresult (*cuStreamEndCapture)(CUstream, CUgraph*);
+  // After a captured launch, `deps` holds the node it became (the stream's capture is a chain).
+  CUresult (*cuStreamGetCaptureInfo)(CUstream, int* status, uint64_t* id, CUgraph* graph,
+                                     const CUgraphNode** deps, size_t* num_deps);
   CUresult (*cuGraphInstantiateWithFlags)(CUgraphExec*, CUgraph, unsigned long long flags);
   CUresult (*cuGraphLaunch)(CUgraphExec, CUstream);
   CUresult (*cuGraphGetNodes)(CUgraph, CUgraphNode*, size_t* count);

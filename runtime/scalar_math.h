@@ -99,10 +99,12 @@ DT_HD float exp_f32(float x) {
 }
 
 DT_HD float tanh_f32(float x) {
-  // From 9.33 on the fit is >= 1 and tanh rounds to +-1: clamping the argument to +-9.5 and the
-  // result to +-1 gives exactly +-1 there, infinities included; NaN passes both clamps.
-  const float c = x > 9.5f ? 9.5f : (x < -9.5f ? -9.5f : x);
-  const float z = c * c;
+  // The fit is evaluated at z = min(x^2, 9.5^2), so p and q stay finite for every x; from 9.33 on
+  // x * p / q is >= 1 in magnitude and tanh rounds to +-1, so clamping the result to +-1 gives
+  // exactly +-1 there, infinities included. NaN passes both clamps (each is written
+  // `bound < v ? bound : v`, false for NaN), and -0 keeps its sign through x * p / q.
+  float z = x * x;
+  z = 90.25f < z ? 90.25f : z;
   float p = 1.3357626e-08f;
   p = p * z + 2.061126e-05f;
   p = p * z + 3.495722e-03f;
@@ -113,8 +115,9 @@ DT_HD float tanh_f32(float x) {
   q = q * z + 2.5877494e-02f;
   q = q * z + 4.6714455e-01f;
   q = q * z + 1.0f;
-  const float r = c * p / q;
-  return r > 1.0f ? 1.0f : (r < -1.0f ? -1.0f : r);
+  float r = x * p / q;
+  r = 1.0f < r ? 1.0f : r;
+  return -1.0f > r ? -1.0f : r;
 }
 
 // ---- unary ----

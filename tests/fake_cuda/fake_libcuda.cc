@@ -6,14 +6,24 @@
 // addresses are offsets into a private arena tagged with a non-canonical high bit pattern, so
 // host code that wrongly reads a device pointer faults instead of silently working. Kernels
 // cannot run: module loading and launches fail with CUDA_ERROR_NOT_SUPPORTED, which is what
-// the runtime's error paths are tested against.
+// the runtime's error paths are tested against. With FAKE_CUDA_ACCEPT_MODULES=1, modules load
+// and launches are accepted without running anything (results are garbage), so the mechanics
+// around them can be tested: stream capture into graphs (a chain of kernel nodes holding
+// copies of dyntrace's argument struct), instantiation, node re-pointing and graph launches,
+// with every operand address checked to be device memory. During a capture, allocating or
+// synchronising fails and invalidates it, as a real driver does in thread-local mode.
 //
 // Loaded by tests through DYNTRACE_LIBCUDA=<path of this library>.
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <mutex>
 #include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "jit/cuda_launch_abi.h"
 
 namespace {
 
@@ -22,6 +32,8 @@ constexpr int kInvalidValue = 1;
 constexpr int kOutOfMemory = 2;
 constexpr int kInvalidDevice = 101;
 constexpr int kNotSupported = 801;
+constexpr int kCaptureUnsupported = 900;
+constexpr int kCaptureInvalidated = 901;
 constexpr uint64_t kDeviceTag = 0xD000000000000000ull;
 
 struct Arena {
@@ -53,6 +65,65 @@ char* Translate(uint64_t address, size_t n) {
   const uint64_t start = it->first;
   if (address < start || address + n > start + it->second.second) return nullptr;
   return it->second.first + (address - start);
+}
+
+bool accept_modules() {
+  const char* v = std::getenv("FAKE_CUDA_ACCEPT_MODULES");
+  return v != nullptr && v[0] == '1';
+}
+
+struct FakeFunction {
+  std::string name;
+};
+
+struct FakeNode {
+  void* function;
+  unsigned grid, block, shared;
+  dt::CudaKernelArgs args;
+};
+
+// CUDA_KERNEL_NODE_PARAMS_v2, as the driver ABI defines it.
+struct KernelNodeParams {
+  void* func;
+  unsigned grid_x, grid_y, grid_z, block_x, block_y, block_z, shared_bytes;
+  void** kernel_params;
+  void** extra;
+  void* kern;
+  void* ctx;
+};
+
+struct FakeGraph {
+  std::vector<std::unique_ptr<FakeNode>> nodes;
+};
+
+struct Capture {
+  std::mutex mu;
+  bool active = false;
+  bool invalidated = false;
+  FakeGraph* graph = nullptr;
+  long launches = 0, graph_launches = 0, node_updates = 0, captures = 0;
+};
+
+Capture& capture() {
+  static auto* c = new Capture();
+  return *c;
+}
+
+// An operation a capture forbids: invalidates the capture in progress.
+bool ForbiddenDuringCapture() {
+  Capture& c = capture();
+  std::lock_guard<std::mutex> lock(c.mu);
+  if (!c.active) return false;
+  c.invalidated = true;
+  return true;
+}
+
+// Whether every non-null operand address of `args` is inside a device block.
+bool ArgsPointAtDevice(const dt::CudaKernelArgs& args) {
+  for (char* p : args.data) {
+    if (p != nullptr && Translate(reinterpret_cast<uint64_t>(p), 1) == nullptr) return false;
+  }
+  return args.workspace == nullptr || Translate(reinterpret_cast<uint64_t>(args.workspace), 1) != nullptr;
 }
 
 int device_count() {
@@ -108,6 +179,7 @@ int cuDevicePrimaryCtxRetain(void** ctx, int d) { *ctx = reinterpret_cast<void*>
 int cuCtxSetCurrent(void*) { return kSuccess; }
 
 int cuMemAlloc_v2(uint64_t* ptr, size_t n) {
+  if (ForbiddenDuringCapture()) return kCaptureUnsupported;
   Arena& a = arena();
   std::lock_guard<std::mutex> lock(a.mu);
   if (a.in_use + n > a.limit) return kOutOfMemory;
@@ -122,6 +194,7 @@ int cuMemAlloc_v2(uint64_t* ptr, size_t n) {
   return kSuccess;
 }
 int cuMemFree_v2(uint64_t ptr) {
+  if (ForbiddenDuringCapture()) return kCaptureUnsupported;
   Arena& a = arena();
   std::lock_guard<std::mutex> lock(a.mu);
   auto it = a.blocks.find(ptr);
@@ -140,6 +213,7 @@ int cuMemcpyHtoDAsync_v2(uint64_t dst, const void* src, size_t n, void*) {
   return kSuccess;
 }
 int cuMemcpyDtoHAsync_v2(void* dst, uint64_t src, size_t n, void*) {
+  if (ForbiddenDuringCapture()) return kCaptureUnsupported;
   char* s = Translate(src, n);
   if (s == nullptr) return kInvalidValue;
   std::memcpy(dst, s, n);
@@ -160,33 +234,138 @@ int cuMemsetD8Async(uint64_t dst, unsigned char v, size_t n, void*) {
 }
 int cuStreamCreate(void** s, unsigned) { static int streams; *s = reinterpret_cast<void*>(uintptr_t(0x200 + ++streams)); return kSuccess; }
 int cuStreamDestroy_v2(void*) { return kSuccess; }
-int cuStreamSynchronize(void*) { return kSuccess; }
+int cuStreamSynchronize(void*) { return ForbiddenDuringCapture() ? kCaptureUnsupported : kSuccess; }
 int cuStreamWaitEvent(void*, void*, unsigned) { return kSuccess; }
 int cuEventCreate(void** e, unsigned) { static int events; *e = reinterpret_cast<void*>(uintptr_t(0x300 + ++events)); return kSuccess; }
 int cuEventRecord(void*, void*) { return kSuccess; }
 int cuEventQuery(void*) { return kSuccess; }
-int cuEventSynchronize(void*) { return kSuccess; }
+int cuEventSynchronize(void*) { return ForbiddenDuringCapture() ? kCaptureUnsupported : kSuccess; }
 int cuEventElapsedTime_v2(float* ms, void*, void*) { *ms = 0; return kSuccess; }
 int cuEventDestroy_v2(void*) { return kSuccess; }
-int cuModuleLoadData(void**, const void*) { return kNotSupported; }
-int cuModuleUnload(void*) { return kSuccess; }
-int cuModuleGetFunction(void**, void*, const char*) { return kNotSupported; }
-int cuFuncSetAttribute(void*, int, int) { return kNotSupported; }
-int cuLaunchKernel(void*, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void*, void**, void**) { return kNotSupported; }
-int cuStreamBeginCapture_v2(void*, int) { return kNotSupported; }
-int cuStreamEndCapture(void*, void**) { return kNotSupported; }
-int cuGraphInstantiateWithFlags(void**, void*, unsigned long long) { return kNotSupported; }
-int cuGraphLaunch(void*, void*) { return kNotSupported; }
+int cuModuleLoadData(void** module, const void*) {
+  if (!accept_modules()) return kNotSupported;
+  *module = new std::map<std::string, std::unique_ptr<FakeFunction>>();
+  return kSuccess;
+}
+int cuModuleUnload(void* module) {
+  delete static_cast<std::map<std::string, std::unique_ptr<FakeFunction>>*>(module);
+  return kSuccess;
+}
+int cuModuleGetFunction(void** fn, void* module, const char* name) {
+  if (module == nullptr) return kNotSupported;
+  auto& functions = *static_cast<std::map<std::string, std::unique_ptr<FakeFunction>>*>(module);
+  auto& slot = functions[name];
+  if (slot == nullptr) slot = std::make_unique<FakeFunction>(FakeFunction{name});
+  *fn = slot.get();
+  return kSuccess;
+}
+int cuFuncSetAttribute(void*, int, int) { return accept_modules() ? kSuccess : kNotSupported; }
+int cuLaunchKernel(void* fn, unsigned gx, unsigned, unsigned, unsigned bx, unsigned, unsigned, unsigned shared,
+                   void*, void** params, void**) {
+  if (!accept_modules()) return kNotSupported;
+  const auto& args = *static_cast<const dt::CudaKernelArgs*>(params[0]);
+  if (!ArgsPointAtDevice(args)) return kInvalidValue;
+  Capture& c = capture();
+  std::lock_guard<std::mutex> lock(c.mu);
+  if (c.active) {
+    c.graph->nodes.push_back(std::make_unique<FakeNode>(FakeNode{fn, gx, bx, shared, args}));
+  } else {
+    ++c.launches;
+  }
+  return kSuccess;
+}
+int cuStreamBeginCapture_v2(void*, int mode) {
+  if (!accept_modules() || std::getenv("FAKE_CUDA_CAPTURE_FAILS") != nullptr) return kNotSupported;
+  if (mode != 1) return kInvalidValue;  // dyntrace captures in thread-local mode
+  Capture& c = capture();
+  std::lock_guard<std::mutex> lock(c.mu);
+  if (c.active) return kInvalidValue;
+  c.active = true;
+  c.invalidated = false;
+  c.graph = new FakeGraph();
+  return kSuccess;
+}
+int cuStreamEndCapture(void*, void** graph) {
+  Capture& c = capture();
+  std::lock_guard<std::mutex> lock(c.mu);
+  if (!c.active) return kInvalidValue;
+  c.active = false;
+  if (c.invalidated) {
+    delete c.graph;
+    c.graph = nullptr;
+    *graph = nullptr;
+    return kCaptureInvalidated;
+  }
+  *graph = c.graph;
+  c.graph = nullptr;
+  ++c.captures;
+  return kSuccess;
+}
+int cuStreamGetCaptureInfo_v2(void*, int* status, uint64_t* id, void** graph, const void** deps, size_t* num) {
+  Capture& c = capture();
+  std::lock_guard<std::mutex> lock(c.mu);
+  *status = c.active ? (c.invalidated ? 2 : 1) : 0;
+  *id = c.captures + 1;
+  if (graph) *graph = c.graph;
+  static thread_local void* last;
+  last = c.active && !c.graph->nodes.empty() ? c.graph->nodes.back().get() : nullptr;
+  *deps = last ? &last : nullptr;
+  *num = last ? 1 : 0;
+  return kSuccess;
+}
+// An executable graph is a copy of the captured graph's nodes, so updates touch only it.
+int cuGraphInstantiateWithFlags(void** exec, void* graph, unsigned long long) {
+  auto* g = static_cast<FakeGraph*>(graph);
+  if (g == nullptr) return kInvalidValue;
+  auto* e = new std::map<void*, FakeNode>();
+  for (const auto& node : g->nodes) (*e)[node.get()] = *node;
+  *exec = e;
+  return kSuccess;
+}
+int cuGraphLaunch(void* exec, void*) {
+  if (ForbiddenDuringCapture()) return kCaptureUnsupported;
+  for (const auto& [key, node] : *static_cast<std::map<void*, FakeNode>*>(exec)) {
+    if (!ArgsPointAtDevice(node.args)) return kInvalidValue;
+  }
+  Capture& c = capture();
+  std::lock_guard<std::mutex> lock(c.mu);
+  ++c.graph_launches;
+  return kSuccess;
+}
 int cuGraphGetNodes(void*, void**, size_t*) { return kNotSupported; }
 int cuGraphNodeGetType(void*, int*) { return kNotSupported; }
 int cuGraphKernelNodeGetParams_v2(void*, void*) { return kNotSupported; }
-int cuGraphExecKernelNodeSetParams_v2(void*, void*, const void*) { return kNotSupported; }
-int cuGraphExecDestroy(void*) { return kSuccess; }
-int cuGraphDestroy(void*) { return kSuccess; }
+int cuGraphExecKernelNodeSetParams_v2(void* exec, void* node, const void* raw) {
+  auto& nodes = *static_cast<std::map<void*, FakeNode>*>(exec);
+  auto it = nodes.find(node);
+  if (it == nodes.end()) return kInvalidValue;
+  const auto& p = *static_cast<const KernelNodeParams*>(raw);
+  if (p.func != it->second.function || p.kernel_params == nullptr) return kInvalidValue;
+  it->second.args = *static_cast<const dt::CudaKernelArgs*>(p.kernel_params[0]);
+  it->second.grid = p.grid_x;
+  it->second.block = p.block_x;
+  Capture& c = capture();
+  std::lock_guard<std::mutex> lock(c.mu);
+  ++c.node_updates;
+  return kSuccess;
+}
+int cuGraphExecDestroy(void* exec) {
+  delete static_cast<std::map<void*, FakeNode>*>(exec);
+  return kSuccess;
+}
+int cuGraphDestroy(void* graph) {
+  delete static_cast<FakeGraph*>(graph);
+  return kSuccess;
+}
 
 // For tests: driver allocations so far, and bytes allocated now.
 long fakeCudaAllocations() { return arena().allocations; }
 long fakeCudaBytesInUse() { return static_cast<long>(arena().in_use); }
+// For tests: direct launches, graph launches, node updates and completed captures so far.
+long fakeCudaLaunches() { return capture().launches; }
+long fakeCudaGraphLaunches() { return capture().graph_launches; }
+long fakeCudaNodeUpdates() { return capture().node_updates; }
+long fakeCudaCaptures() { return capture().captures; }
 // For the fake cuBLAS: the host bytes behind a device range, or null.
 char* fakeCudaHostAddress(uint64_t address, size_t n) { return Translate(address, n); }
 

@@ -168,6 +168,82 @@ def test_matmul_on_cuda_goes_through_cublas_with_every_layout():
     assert rc != 0 and "cuBLAS could not be loaded" in err and "/nonexistent" in err, err
 
 
+def test_cuda_graph_capture_patch_and_replay():
+    # FAKE_CUDA_ACCEPT_MODULES makes the fake driver accept modules and record launches without
+    # running them (values are garbage and not read): what is checked is the mechanics, against
+    # the driver's own counts. The fake fails any allocation or synchronisation during a capture.
+    run_with_fake_driver("""
+        import ctypes, os
+        drv = ctypes.CDLL(os.environ["DYNTRACE_LIBCUDA"])
+        count = lambda name: getattr(drv, name)()
+        def f(x, b):
+            y = dt.tanh(x * 2.0 + b)
+            return y / (y.sum(dim=0) + 100.0)  # a column reduction, then a kernel reading it
+        def stats():
+            s = dt.stats()
+            return (s["cuda_graph_captures"], s["cuda_graph_replays"], s["cuda_graph_refusals"])
+        g = dt.jit(f, backend="cuda")
+        x, b = dt.randn(64, 33).cuda(), dt.randn(33).cuda()
+        dt.reset()
+        g(x, b)                                   # warm-up: launched directly
+        assert stats() == (0, 0, 0), stats()
+        direct = count("fakeCudaLaunches")
+        assert direct >= 2, direct
+        g(x, b)                                   # captured, then launched as one graph
+        assert stats() == (1, 1, 0), (stats(), dt.stats()["compile_failures"])
+        assert count("fakeCudaCaptures") == 1 and count("fakeCudaGraphLaunches") == 1
+        assert count("fakeCudaLaunches") == direct, "the capturing call launched kernels directly"
+        allocations = count("fakeCudaAllocations")
+        for _ in range(20):                       # outputs dropped: same buffers, nothing patched
+            g(x, b)
+        assert count("fakeCudaAllocations") == allocations
+        assert count("fakeCudaGraphLaunches") == 21 and count("fakeCudaLaunches") == direct
+        # Outputs the caller holds are never handed out again: each replay writes a fresh buffer,
+        # and the kernel writing it is re-pointed (patched), not copied.
+        updates = count("fakeCudaNodeUpdates")
+        held = [g(x, b) for _ in range(5)]
+        assert len({t.data_ptr() for t in held}) == 5
+        assert count("fakeCudaNodeUpdates") > updates
+        assert dt.stats()["cuda_graph_patches"] == count("fakeCudaNodeUpdates")
+        # New input addresses are patched in too; no new capture.
+        x2 = x.clone()
+        assert x2.data_ptr() != x.data_ptr()
+        before = count("fakeCudaNodeUpdates")
+        g(x2, b)
+        assert count("fakeCudaNodeUpdates") > before and stats()[0] == 1
+        # A new shape set gets its own warm-up and graph.
+        y = dt.randn(8, 33).cuda()
+        g(y, b); g(y, b); g(y, b)
+        assert stats()[0] == 2 and count("fakeCudaCaptures") == 2
+        # cuda_graphs=False never captures; a one-kernel program under "auto" is not worth one.
+        dt.reset()
+        off = dt.jit(f, backend="cuda", cuda_graphs=False)
+        one = dt.jit(lambda x: x * 3.0 + 1.0, backend="cuda")
+        forced = dt.jit(lambda x: x * 5.0 - 1.0, backend="cuda", cuda_graphs=True)
+        for _ in range(3):
+            off(x, b); one(x); forced(x)
+        assert stats() == (1, 2, 0), stats()
+        # Matmul inside a graph: captured with its cuBLAS call; moving its operand recaptures.
+        dt.reset()
+        w = dt.randn(33, 16).cuda()
+        mlp = dt.jit(lambda x, w: dt.relu(x @ w + 1.0) * 2.0, backend="cuda")
+        for _ in range(3):
+            mlp(x, w)
+        assert stats() == (1, 2, 0), stats()
+        mlp(x2, w)
+        assert stats() == (2, 3, 0), stats()
+    """, FAKE_CUDA_ACCEPT_MODULES="1")
+    # A capture that fails leaves the shape set running without a graph, counted and correct.
+    run_with_fake_driver("""
+        g = dt.jit(lambda x: dt.tanh(x * 2.0).sum(dim=-1), backend="cuda", cuda_graphs=True)
+        x = dt.randn(5, 7).cuda()
+        for _ in range(4):
+            g(x)
+        s = dt.stats()
+        assert s["cuda_graph_refusals"] == 1 and s["cuda_graph_captures"] == 0, s
+    """, FAKE_CUDA_ACCEPT_MODULES="1", FAKE_CUDA_CAPTURE_FAILS="1")
+
+
 def test_caching_allocator_reuses_blocks():
     out = run_with_fake_driver("""
         x = dt.randn(256, 256).cuda()
