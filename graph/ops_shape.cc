@@ -426,8 +426,10 @@ void RegisterShapeOps(OpRegistry& registry) {
   // Basic indexing as graph ops; `index` is EncodeIndex()'s flat form.
   registry.Add("_getitem(Tensor input, int[] index) -> Tensor", OpKind::kView, kNoProperty,
                &GetItemEager);
+  // Device-safe by construction: the copy (runtime/copy.h) moves dense same-layout CUDA bytes on
+  // the device and everything else through host mirrors.
   registry.Add("_setitem(Tensor input, int[] index, Operand value) -> Tensor", OpKind::kData,
-               kNoProperty, &SetItemEager);
+               kCudaNative, &SetItemEager);
   registry.Add("chunk(Tensor input, int chunks, int dim=0) -> Tensor[]", OpKind::kView, kBoth,
                &ChunkEager);
 }

@@ -101,6 +101,18 @@ def test_eager_ops_on_cuda_tensors_match_the_cpu():
         assert float(gx.sum()) == float(x.sum()) and gx[0, 1].item() == 10.0
         z = dt.zeros(2, 3, device="cuda")
         assert z.is_cuda and z.tolist() == [[0.0] * 3] * 2
+        # Device-to-device copies: same layout in one block, others through the host; clones keep
+        # a dense layout's strides.
+        d = dt.empty(6, 9, device="cuda")
+        d[...] = gx
+        assert d.tolist() == gx.tolist()
+        d[1:3] = gx.T[:, 3:5].T
+        want = x.clone()
+        want[1:3] = x.T[:, 3:5].T
+        assert d.tolist() == want.tolist()
+        t = gx.T.clone()
+        assert t.stride() == gx.T.stride() and t.tolist() == x.T.tolist()
+        assert gx[:, ::2].clone().tolist() == x[:, ::2].tolist()
         assert "device='cuda:0'" in repr(gx)
     """)
 
