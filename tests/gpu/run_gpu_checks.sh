@@ -41,7 +41,7 @@ fi
 # The bundled libraries were linked against Debian 12's glibc: an older one than they need
 # cannot load them. `older A B`: whether version A is older than B.
 older() { [[ "$1" != "$2" && "$(printf '%s\n' "$1" "$2" | sort -V | head -1)" == "$1" ]]; }
-manifest_version() { sed -n "s/^$1.*$2\([0-9.]*\).*/\1/p" "$root/MANIFEST" | head -1; }
+manifest_version() { sed -n "s|^$1.*$2\([0-9.]*\).*|\1|p" "$root/MANIFEST" | head -1; }
 glibc_needed=$(manifest_version "needs: glibc with" GLIBC_)
 glibc_here=$(getconf GNU_LIBC_VERSION 2>/dev/null | awk '{print $2}')
 if [[ -n "$glibc_needed" && -n "$glibc_here" ]] && older "$glibc_here" "$glibc_needed"; then
@@ -52,7 +52,11 @@ fi
 # bundle's lib/cxx copy (which needs a newer glibc).
 glibcxx_needed=$(manifest_version "c++ runtime:" GLIBCXX_)
 glibc_for_cxx=$(manifest_version "c++ runtime:.*lib/cxx" GLIBC_)
-system_cxx=$(ldconfig -p 2>/dev/null | awk '/libstdc\+\+\.so\.6 .*x86-64/ {print $NF; exit}')
+system_cxx=$({ ldconfig -p || /sbin/ldconfig -p || /usr/sbin/ldconfig -p; } 2>/dev/null |
+  awk '/libstdc\+\+\.so\.6 .*x86-64/ {print $NF; exit}')
+for candidate in /usr/lib/x86_64-linux-gnu/libstdc++.so.6 /usr/lib64/libstdc++.so.6 /lib64/libstdc++.so.6; do
+  [[ -z "$system_cxx" && -e "$candidate" ]] && system_cxx=$candidate
+done
 if [[ -n "$system_cxx" && -n "$glibcxx_needed" ]] && grep -qa "GLIBCXX_$glibcxx_needed" "$system_cxx"; then
   cxx_note="the system's $system_cxx"
 elif [[ -z "$glibc_here" || -z "$glibc_for_cxx" ]] || ! older "$glibc_here" "$glibc_for_cxx"; then
