@@ -21,6 +21,9 @@ namespace {
 constexpr int kMaxGraphShapes = 8;
 // Shape sets remembered at all (calls counted, warm-up sizes kept).
 constexpr size_t kMaxShapeStates = 64;
+// Captures of one shape set after its graph stopped fitting; beyond this a library call's
+// operands move on most calls, and a capture per call costs more than launching directly.
+constexpr int kMaxRecaptures = 3;
 // Every scalar dtype fits one slot, and every itemsize divides it.
 constexpr size_t kScalarSlotBytes = 8;
 
@@ -444,9 +447,19 @@ absl::StatusOr<std::vector<Tensor>> CudaExecutable::RunLocked(const std::vector<
       if (!walked.ok() && walked.code() != absl::StatusCode::kFailedPrecondition) return walked;
     }
     // The graph no longer fits (a library call's operands moved, or the layouts changed):
-    // capture again below.
+    // capture again below, unless that keeps happening.
     state.record.reset();
     --graphs_held_;
+    if (++state.recaptures > kMaxRecaptures) {
+      state.refused = true;
+      ++GlobalCudaGraphCounters().refusals;
+      if (log::Enabled(log::Kind::kKernels)) {
+        log::Write(log::Kind::kKernels, absl::StrFormat("CUDA graph dropped after %d recaptures: a library call's "
+                                                        "operands move between calls",
+                                                        kMaxRecaptures));
+      }
+      return run_direct();
+    }
   }
   if (state.calls == 1) {
     // Warm-up: runs directly, and remembers what it allocated for the capture to reserve.

@@ -69,6 +69,7 @@ class CudaExecutable {
     int64_t calls = 0;
     std::vector<size_t> warmup_allocations;
     std::unique_ptr<CudaGraphRecord> record;
+    int recaptures = 0;
     bool refused = false;
   };
 

@@ -244,6 +244,11 @@ def test_cuda_graph_capture_patch_and_replay():
         assert stats() == (1, 2, 0), stats()
         mlp(x2, w)
         assert stats() == (2, 3, 0), stats()
+        # An operand that moves on every call: after 3 recaptures the shape set stops using a graph.
+        moved = [x.clone() for _ in range(4)]
+        for m in moved:
+            mlp(m, w)
+        assert stats() == (4, 5, 1), stats()
     """, FAKE_CUDA_ACCEPT_MODULES="1")
     # A capture that fails leaves the shape set running without a graph, counted and correct.
     run_with_fake_driver("""
