@@ -409,6 +409,11 @@ PyObject* FnStats(PyObject*, PyObject*) {
   put("kernels_from_disk", PyLong_FromLongLong(now.from_disk - base.from_disk));
   put("kernels_rejected", PyLong_FromLongLong(now.rejected - base.rejected));
   put("compile_seconds", PyFloat_FromDouble(now.compile_seconds - base.compile_seconds));
+  // CUBINs for the cuda backend since the last reset(): built by NVRTC, or found cached.
+  put("cubins_compiled", PyLong_FromLongLong(now.cubins_compiled - base.cubins_compiled));
+  put("cubins_cached", PyLong_FromLongLong(now.cubins_from_disk - base.cubins_from_disk + now.cubins_from_memory -
+                                           base.cubins_from_memory));
+  put("nvrtc_seconds", PyFloat_FromDouble(now.nvrtc_seconds - base.nvrtc_seconds));
   put("compile_failures", StringList(s.compile_failures));
   // DYNTRACE_NVRTC_CHECK: graphs also compiled for CUDA by NVRTC since the last reset().
   const backend::NvrtcCheckTotals nvrtc = backend::NvrtcCheckCounters();
