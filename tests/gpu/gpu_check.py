@@ -377,9 +377,12 @@ def run_correctness(mode, log):
             log(traceback.format_exc().rstrip())
     failures += check_graph_replay(mode, log)
     stats = dt.stats()
-    compiled = stats["kernels_compiled"] + stats["kernels_cached"]
-    log("  stats: kernels_compiled %d, kernels_cached %d, compile_seconds %.2f, graphs %d, graph_breaks %d"
-        % (stats["kernels_compiled"], stats["kernels_cached"], stats["compile_seconds"], stats["graphs"],
+    # Host-compiled libraries (cpu backend) or NVRTC CUBINs (cuda backend), built or cached.
+    compiled = sum(stats.get(k, 0) for k in ("kernels_compiled", "kernels_cached", "cubins_compiled", "cubins_cached"))
+    log("  stats: kernels_compiled %d, kernels_cached %d, cubins_compiled %d, cubins_cached %d, nvrtc_seconds %.2f, "
+        "compile_seconds %.2f, graphs %d, graph_breaks %d"
+        % (stats["kernels_compiled"], stats["kernels_cached"], stats.get("cubins_compiled", 0),
+           stats.get("cubins_cached", 0), stats.get("nvrtc_seconds", 0.0), stats["compile_seconds"], stats["graphs"],
            stats["graph_breaks"]))
     if stats["compile_failures"]:
         for reason in stats["compile_failures"]:
