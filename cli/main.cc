@@ -73,8 +73,15 @@ bool PrepareDyntrace(const Options& options) {
   }
   PyRef enable = PyRef::Steal(PyObject_GetAttrString(module.get(), "enable"));
   PyRef args = PyRef::Steal(PyTuple_New(0));
-  PyRef kwargs = PyRef::Steal(Py_BuildValue("{s:s,s:O}", "backend", options.backend.c_str(),
-                                            "fullgraph", options.fullgraph ? Py_True : Py_False));
+  PyObject* cuda_graphs = options.cuda_graphs == "true"    ? Py_True
+                          : options.cuda_graphs == "false" ? Py_False
+                                                           : nullptr;
+  PyRef kwargs = PyRef::Steal(
+      cuda_graphs != nullptr
+          ? Py_BuildValue("{s:s,s:O,s:O}", "backend", options.backend.c_str(), "fullgraph",
+                          options.fullgraph ? Py_True : Py_False, "cuda_graphs", cuda_graphs)
+          : Py_BuildValue("{s:s,s:O}", "backend", options.backend.c_str(), "fullgraph",
+                          options.fullgraph ? Py_True : Py_False));
   if (!enable || !args || !kwargs) return false;
   PyRef enabled = PyRef::Steal(PyObject_Call(enable.get(), args.get(), kwargs.get()));
   if (!enabled) return false;

@@ -16,6 +16,8 @@ outside the standard library.
 
 options:
   --backend B        auto (default), eager, cpu or cuda
+  --cuda-graphs M    auto (default), true or false: replay the cuda backend's launches as
+                     CUDA graphs (as dyntrace.jit's cuda_graphs=)
   --log KINDS        comma-separated: graph, guards, breaks, recompiles, kernels, bytecode
                      (or all); logs go to stderr, one [dyntrace:KIND] prefix per kind
   --report FILE.html at exit, write one self-contained HTML report of every compiled frame
@@ -75,6 +77,14 @@ absl::StatusOr<Options> ParseOptions(int argc, const char* const* argv) {
       break;
     }
     absl::StatusOr<bool> matched = take_value(arg, "--backend", options.backend);
+    if (matched.ok() && !*matched) {
+      matched = take_value(arg, "--cuda-graphs", options.cuda_graphs);
+      if (matched.ok() && *matched && options.cuda_graphs != "auto" && options.cuda_graphs != "true" &&
+          options.cuda_graphs != "false") {
+        return absl::InvalidArgumentError(
+            absl::StrFormat("--cuda-graphs must be auto, true or false, not '%s'", options.cuda_graphs));
+      }
+    }
     if (matched.ok() && !*matched) matched = take_value(arg, "--report", options.report_path);
     if (matched.ok() && !*matched) {
       matched = take_value(arg, "--log", options.logs);

@@ -17,6 +17,7 @@ namespace dt::cli {
 
 struct Options {
   std::string backend = "auto";  // --backend (checked by dyntrace.enable(), which knows them)
+  std::string cuda_graphs = "auto";  // --cuda-graphs: auto, true or false
   std::string logs;              // --log: comma-separated log kinds ("" = none)
   bool logs_given = false;
   std::string report_path;       // --report FILE.html ("" = no report)

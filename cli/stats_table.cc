@@ -70,6 +70,12 @@ StatsSummary SummaryFromDict(PyObject* stats) {
   s.kernels_compiled = IntAt(stats, "kernels_compiled");
   s.kernels_cached = IntAt(stats, "kernels_cached");
   s.compile_seconds = FloatAt(stats, "compile_seconds");
+  s.cubins_compiled = IntAt(stats, "cubins_compiled");
+  s.cubins_cached = IntAt(stats, "cubins_cached");
+  s.nvrtc_seconds = FloatAt(stats, "nvrtc_seconds");
+  s.cuda_graph_captures = IntAt(stats, "cuda_graph_captures");
+  s.cuda_graph_replays = IntAt(stats, "cuda_graph_replays");
+  s.cuda_graph_patches = IntAt(stats, "cuda_graph_patches");
   s.recompile_reasons = StringsAt(stats, "recompile_reasons");
   s.break_reasons = StringsAt(stats, "break_reasons");
   return s;
@@ -104,6 +110,15 @@ std::string FormatStatsTable(const StatsSummary& s) {
   AppendRow(out, "kernels compiled (cold)", absl::StrCat(s.kernels_compiled));
   AppendRow(out, "kernels cached", absl::StrCat(s.kernels_cached));
   AppendRow(out, "compile time", absl::StrFormat("%.3f s", s.compile_seconds));
+  // CUDA rows only where the cuda backend ran, so CPU-only runs keep a short table.
+  if (s.cubins_compiled + s.cubins_cached + s.cuda_graph_captures + s.cuda_graph_replays > 0) {
+    AppendRow(out, "CUDA kernels compiled (NVRTC)", absl::StrCat(s.cubins_compiled));
+    AppendRow(out, "CUDA kernels cached", absl::StrCat(s.cubins_cached));
+    AppendRow(out, "NVRTC time", absl::StrFormat("%.3f s", s.nvrtc_seconds));
+    AppendRow(out, "CUDA graphs captured", absl::StrCat(s.cuda_graph_captures));
+    AppendRow(out, "CUDA graph replays", absl::StrCat(s.cuda_graph_replays));
+    AppendRow(out, "kernel nodes re-pointed", absl::StrCat(s.cuda_graph_patches));
+  }
   return out;
 }
 

@@ -24,6 +24,10 @@ struct StatsSummary {
   int64_t recompiles = 0, graphs = 0, graph_breaks = 0, fallbacks = 0;
   int64_t kernels_compiled = 0, kernels_cached = 0;
   double compile_seconds = 0;
+  // The cuda backend: CUBINs from NVRTC, and CUDA-graph captures and replays.
+  int64_t cubins_compiled = 0, cubins_cached = 0;
+  double nvrtc_seconds = 0;
+  int64_t cuda_graph_captures = 0, cuda_graph_replays = 0, cuda_graph_patches = 0;
   std::vector<std::string> recompile_reasons;
   std::vector<std::string> break_reasons;
 };

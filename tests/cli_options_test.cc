@@ -100,6 +100,22 @@ TEST(StatsTable, RowsAndReasons) {
       << table;
   EXPECT_NE(table.find("  kernels cached                        3\n"), std::string::npos) << table;
   EXPECT_NE(table.find("  compile time                    1.250 s\n"), std::string::npos) << table;
+  EXPECT_EQ(table.find("CUDA"), std::string::npos) << "CUDA rows in a CPU-only table:\n" << table;
+  s.cubins_compiled = 4;
+  s.cuda_graph_captures = 1;
+  s.cuda_graph_replays = 9;
+  const std::string cuda_table = FormatStatsTable(s);
+  EXPECT_NE(cuda_table.find("CUDA kernels compiled (NVRTC)"), std::string::npos) << cuda_table;
+  EXPECT_NE(cuda_table.find("  CUDA graph replays                    9\n"), std::string::npos) << cuda_table;
+}
+
+TEST(Options, CudaGraphs) {
+  EXPECT_EQ(Parse({"s.py"})->cuda_graphs, "auto");
+  EXPECT_EQ(Parse({"--cuda-graphs", "false", "s.py"})->cuda_graphs, "false");
+  EXPECT_EQ(Parse({"--cuda-graphs=true", "s.py"})->cuda_graphs, "true");
+  auto bad = Parse({"--cuda-graphs", "yes", "s.py"});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("auto, true or false"), absl::string_view::npos) << bad.status();
 }
 
 }  // namespace

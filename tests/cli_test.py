@@ -1,6 +1,6 @@
 """End-to-end tests of the dyntrace command (//cli:dyntrace) and of its HTML report.
 
-Usage: cli_test.py path/to/dyntrace path/to/dyntrace.so examples_dir
+Usage: cli_test.py path/to/dyntrace path/to/dyntrace.so examples_dir path/to/libfake_cuda.so
 Each case runs the command in a subprocess on a small script (written to a temporary directory)
 or on one of examples/, and checks exit codes, output, logs, the --stats table and the report.
 The report test loads the HTML file in headless Chromium (Debian's chromium-headless-shell or
@@ -15,7 +15,7 @@ import tempfile
 import textwrap
 import unittest
 
-DYNTRACE = EXAMPLES = MODULE_DIR = None
+DYNTRACE = EXAMPLES = MODULE_DIR = FAKE_CUDA = None
 
 # A function worth compiling, a data-dependent branch (a graph break) and a dtype change (a
 # recompile), in the shape people write.
@@ -359,6 +359,41 @@ class StatsTest(CommandTestCase):
         self.assertLess(result.stderr.index("RuntimeError: late"), result.stderr.index("dyntrace stats"))
 
 
+class CudaTest(CommandTestCase):
+    SCRIPT = """\
+        import dyntrace as dt
+        def f(x, b):
+            y = dt.tanh(x * 2.0 + b)
+            return y / (y.sum(dim=0) + 100.0)
+        x, b = dt.randn(64, 33).cuda(), dt.randn(33).cuda()
+        for _ in range(5):
+            f(x, b)
+        print("failures:", dt.stats()["compile_failures"])
+    """
+
+    def test_cuda_graphs_option_reaches_the_backend_and_the_table(self):
+        # The fake driver (tests/fake_cuda) accepts modules and records launches and graphs
+        # without running kernels: what is checked is the plumbing and the counts.
+        script = self.write("g.py", self.SCRIPT)
+        env = {"DYNTRACE_LIBCUDA": FAKE_CUDA, "FAKE_CUDA_ACCEPT_MODULES": "1"}
+        captured = {}
+        for mode in ("true", "false"):
+            result = self.dyntrace("--stats", "--cuda-graphs", mode, script, env_extra=env)
+            self.assertRan(result)
+            if "NVRTC" in result.stdout:
+                self.skipTest("NVRTC is not installed: " + result.stdout)
+            self.assertIn("failures: []", result.stdout)
+            table = result.stderr[result.stderr.index("dyntrace stats"):]
+            match = re.search(r"^  CUDA graphs captured +(\d+)$", table, re.M)
+            self.assertIsNotNone(match, table)
+            captured[mode] = int(match.group(1))
+            self.assertRegex(table, r"CUDA kernels (compiled \(NVRTC\)|cached) +[1-9]")
+        self.assertEqual(captured, {"true": 1, "false": 0})
+        result = self.dyntrace("--cuda-graphs", "sometimes", script, env_extra=env)
+        self.assertEqual(result.returncode, 2)
+        self.assertIn("--cuda-graphs must be auto, true or false", result.stderr)
+
+
 def find_chromium():
     for name in ("chromium-headless-shell", "chromium", "chromium-browser"):
         path = shutil.which(name) or (os.path.exists(f"/usr/bin/{name}") and f"/usr/bin/{name}")
@@ -471,8 +506,9 @@ if __name__ == "__main__":
     DYNTRACE = os.path.abspath(sys.argv[1])
     MODULE_DIR = os.path.dirname(os.path.abspath(sys.argv[2]))
     EXAMPLES = os.path.abspath(sys.argv[3])
+    FAKE_CUDA = os.path.abspath(sys.argv[4])
     # One private kernel cache for every run: compiler backends build each kernel once, and no run
     # warns about an unusable default cache directory (HOME is not writable under Bazel).
     os.environ["DYNTRACE_CACHE_DIR"] = tempfile.mkdtemp(prefix="dyntrace-kernels-",
                                                         dir=os.environ.get("TEST_TMPDIR"))
-    unittest.main(argv=sys.argv[:1] + sys.argv[4:], verbosity=2)
+    unittest.main(argv=sys.argv[:1] + sys.argv[5:], verbosity=2)
