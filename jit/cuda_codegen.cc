@@ -111,12 +111,12 @@ class CudaKernelEmitter : public KernelPrinter {
 
   // Pointers p<i> to each operand's element 0 of outer row `row`.
   void EmitPointers(const std::string& row, const std::string& indent) {
-    absl::StrAppendFormat(&out_, "%sint64_t idx[dt::kCudaMaxOuterRank];\n", indent);
-    absl::StrAppendFormat(&out_, "%sdt_unravel_row(args, %s, idx);\n", indent, row);
+    absl::StrAppendFormat(&out_, "%sint64_t off[%d];\n", indent, k_.operands.size());
+    absl::StrAppendFormat(&out_, "%sdt::RowOffsets(args, %s, off);\n", indent, row);
     for (size_t i = 0; i < k_.operands.size(); ++i) {
       const KernelOperand& op = k_.operands[i];
       const std::string type = absl::StrCat(op.is_output ? "" : "const ", CppType(op.dtype));
-      absl::StrAppendFormat(&out_, "%s%s* __restrict__ p%d = reinterpret_cast<%s*>(args.data[%d]) + dt_operand_offset(args, %d, idx);\n",
+      absl::StrAppendFormat(&out_, "%s%s* __restrict__ p%d = reinterpret_cast<%s*>(args.data[%d]) + off[%d];\n",
                             indent, type, i, type, i, i);
     }
   }
@@ -140,8 +140,10 @@ class CudaKernelEmitter : public KernelPrinter {
     if (width > 1) EmitVectorPath(width);
     addressing_ = Addressing::kAnyStride;
     out_ += "  const int64_t total = args.rows * n;\n";
-    out_ += "  for (int64_t e = start; e < total; e += step) {\n";
-    out_ += "    const int64_t row = e / n;\n    const int64_t j = e - row * n;\n";
+    out_ += "  if (total == 0) return;\n";
+    out_ += "  dt::GridWalk walk(start, step, n);\n";
+    out_ += "  for (int64_t e = start; e < total; e += step, walk.Advance()) {\n";
+    out_ += "    const int64_t row = walk.row;\n    const int64_t j = walk.item;\n";
     EmitPointers("row", "    ");
     EmitRowLevelValues("    ");
     EmitElement("j", "    ");
@@ -163,9 +165,11 @@ class CudaKernelEmitter : public KernelPrinter {
     absl::StrAppendFormat(&out_, "  if (%s) {\n", absl::StrJoin(checks, " &&\n      "));
     absl::StrAppendFormat(&out_, "    const int64_t groups_per_row = (n + %d) / %d;\n", width - 1, width);
     out_ += "    const int64_t groups = args.rows * groups_per_row;\n";
-    out_ += "    for (int64_t g = start; g < groups; g += step) {\n";
-    out_ += "      const int64_t row = g / groups_per_row;\n";
-    absl::StrAppendFormat(&out_, "      const int64_t j0 = (g - row * groups_per_row) * %d;\n", width);
+    out_ += "    if (groups == 0) return;\n";
+    out_ += "    dt::GridWalk walk(start, step, groups_per_row);\n";
+    out_ += "    for (int64_t g = start; g < groups; g += step, walk.Advance()) {\n";
+    out_ += "      const int64_t row = walk.row;\n";
+    absl::StrAppendFormat(&out_, "      const int64_t j0 = walk.item * %d;\n", width);
     EmitPointers("row", "      ");
     EmitRowLevelValues("      ");
     absl::StrAppendFormat(&out_, "      if (j0 + %d <= n) {\n", width);
@@ -328,20 +332,6 @@ template <typename T, int N>
 struct alignas(sizeof(T) * N) DtVec {
   T v[N];
 };
-
-// The outer index of row `row`, outermost dim first.
-__device__ __forceinline__ void dt_unravel_row(const dt::CudaKernelArgs& args, int64_t row, int64_t* idx) {
-  for (int64_t d = args.outer_rank - 1; d >= 0; --d) {
-    idx[d] = row % args.outer_sizes[d];
-    row /= args.outer_sizes[d];
-  }
-}
-
-__device__ __forceinline__ int64_t dt_operand_offset(const dt::CudaKernelArgs& args, int operand, const int64_t* idx) {
-  int64_t offset = 0;
-  for (int64_t d = 0; d < args.outer_rank; ++d) offset += idx[d] * args.outer_strides[operand][d];
-  return offset;
-}
 
 // Whether operand `operand` can be read or written `width` elements at a time from every row's
 // element 0 on: unit inner stride, a base aligned to the vector, rows starting on vector bounds.

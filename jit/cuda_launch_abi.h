@@ -46,6 +46,45 @@ static_assert(sizeof(CudaKernelArgs) ==
               "CudaKernelArgs must have no padding: host and NVRTC must agree on every offset");
 static_assert(sizeof(CudaKernelArgs) <= 4096, "kernel parameters must stay within 4 KiB");
 
+// The element offsets of outer row `row` (0 <= row < args.rows) in operands 0..N-1. Written
+// for the GPU: no index array (it would live in local memory), one division per outer dim but
+// the outermost (whose index is what is left of `row`), so the common rank-1 case divides not
+// at all; N is a constant, so the unrolled offsets stay in registers. Also compiled on the host,
+// where tests check it against plain index arithmetic.
+template <int N>
+DT_HD void RowOffsets(const CudaKernelArgs& args, int64_t row, int64_t (&off)[N]) {
+DT_UNROLL
+  for (int k = 0; k < N; ++k) off[k] = 0;
+  for (int64_t d = args.outer_rank - 1; d > 0; --d) {
+    const int64_t i = row % args.outer_sizes[d];
+    row /= args.outer_sizes[d];
+DT_UNROLL
+    for (int k = 0; k < N; ++k) off[k] += i * args.outer_strides[k][d];
+  }
+  if (args.outer_rank > 0) {
+DT_UNROLL
+    for (int k = 0; k < N; ++k) off[k] += row * args.outer_strides[k][0];
+  }
+}
+
+// A grid-stride walk over `rows` rows of `per_row` items each (items: elements, or vector
+// groups), tracking (row, item) incrementally: one division per thread at the start instead of
+// one per step. REQUIRES: per_row > 0.
+struct GridWalk {
+  int64_t row, item, step_rows, step_items, per_row;
+  DT_HD GridWalk(int64_t start, int64_t step, int64_t per_row_)
+      : row(start / per_row_), item(start % per_row_), step_rows(step / per_row_),
+        step_items(step % per_row_), per_row(per_row_) {}
+  DT_HD void Advance() {
+    row += step_rows;
+    item += step_items;
+    if (item >= per_row) {
+      item -= per_row;
+      ++row;
+    }
+  }
+};
+
 }  // namespace dt
 
 #endif  // DYNTRACE_JIT_CUDA_LAUNCH_ABI_H_

@@ -13,8 +13,11 @@
 
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
 #define DT_HD __host__ __device__ __forceinline__
+// Fully unrolls the next loop (constant trip count): its array indices become registers.
+#define DT_UNROLL _Pragma("unroll")
 #else
 #define DT_HD inline
+#define DT_UNROLL
 #endif
 
 #if defined(__CUDACC_RTC__)

@@ -121,6 +121,55 @@ TEST(CudaCodegen, FullReductionIsSplit) {
   EXPECT_EQ(plan.workspace_bytes, plan.split * kCudaPartialSlotBytes);
 }
 
+// The device-side index helpers, compiled here for the host: RowOffsets against plain
+// unravelling, GridWalk against division, over many shapes and grid sizes.
+TEST(CudaLaunchAbi, RowOffsetsMatchUnravelledIndices) {
+  uint64_t seed = 12345;
+  auto next = [&](int64_t bound) {
+    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<int64_t>((seed >> 33) % static_cast<uint64_t>(bound));
+  };
+  for (int trial = 0; trial < 200; ++trial) {
+    CudaKernelArgs args{};
+    args.outer_rank = next(5);
+    args.rows = 1;
+    for (int64_t d = 0; d < args.outer_rank; ++d) {
+      args.outer_sizes[d] = 1 + next(6);
+      args.rows *= args.outer_sizes[d];
+      for (int k = 0; k < 3; ++k) args.outer_strides[k][d] = next(2000) - 500;
+    }
+    for (int64_t row = 0; row < args.rows; ++row) {
+      int64_t off[3];
+      RowOffsets(args, row, off);
+      for (int k = 0; k < 3; ++k) {
+        int64_t want = 0, rest = row;
+        for (int64_t d = args.outer_rank - 1; d >= 0; --d) {
+          want += (rest % args.outer_sizes[d]) * args.outer_strides[k][d];
+          rest /= args.outer_sizes[d];
+        }
+        ASSERT_EQ(off[k], want) << "trial " << trial << " row " << row << " operand " << k;
+      }
+    }
+  }
+}
+
+TEST(CudaLaunchAbi, GridWalkMatchesDivision) {
+  for (int64_t per_row : {1, 3, 4, 7, 64, 1000}) {
+    for (int64_t rows : {1, 2, 5, 33}) {
+      for (int64_t step : {1, 2, 5, 64, 999, 4096}) {
+        const int64_t total = rows * per_row;
+        for (int64_t start = 0; start < std::min<int64_t>(step, total); start += std::max<int64_t>(1, step / 7)) {
+          GridWalk walk(start, step, per_row);
+          for (int64_t e = start; e < total; e += step, walk.Advance()) {
+            ASSERT_EQ(walk.row, e / per_row) << per_row << " " << rows << " " << step << " " << start;
+            ASSERT_EQ(walk.item, e % per_row) << per_row << " " << rows << " " << step << " " << start;
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(CudaLaunch, RowAndPointwiseRules) {
   CudaKernelInfo row;
   row.name = "k";
