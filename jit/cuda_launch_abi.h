@@ -53,16 +53,16 @@ static_assert(sizeof(CudaKernelArgs) <= 4096, "kernel parameters must stay withi
 // where tests check it against plain index arithmetic.
 template <int N>
 DT_HD void RowOffsets(const CudaKernelArgs& args, int64_t row, int64_t (&off)[N]) {
-DT_UNROLL
+  DT_UNROLL
   for (int k = 0; k < N; ++k) off[k] = 0;
   for (int64_t d = args.outer_rank - 1; d > 0; --d) {
     const int64_t i = row % args.outer_sizes[d];
     row /= args.outer_sizes[d];
-DT_UNROLL
+    DT_UNROLL
     for (int k = 0; k < N; ++k) off[k] += i * args.outer_strides[k][d];
   }
   if (args.outer_rank > 0) {
-DT_UNROLL
+    DT_UNROLL
     for (int k = 0; k < N; ++k) off[k] += row * args.outer_strides[k][0];
   }
 }
