@@ -94,8 +94,12 @@ DT_HD float exp_f32(float x) {
   const int bits_b = (k - half + 127) << 23;
   const float a = BitCast<float>(bits_a);
   const float b = BitCast<float>(bits_b);
+  // With the argument clamped to [-104, 89] the scaling itself overflows to inf above
+  // 88.7228394 and rounds to 0 below -103.972077, exactly where exp does: an exhaustive
+  // comparison over all 2^32 floats with explicit range selects found no difference. Only NaN
+  // needs a select, which keeps the vector code short.
   const float result = y * a * b;
-  return x != x ? x : (x > 88.72283935f ? Infinity<float>() : (x < -103.972077f ? 0.0f : result));
+  return x != x ? x : result;
 }
 
 DT_HD float tanh_f32(float x) {
