@@ -22,13 +22,18 @@ except ImportError:  # numpy is optional: its column is left out
     np = None
 
 
-def best_time(fn, repeat):
-    fn()  # warm: compile, allocate
-    best = math.inf
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - start)
+def best_times(fns, rounds):
+    """Best time of each function, measured round-robin: every round calls each function once, so
+    a burst of load from elsewhere on the machine slows all of them alike instead of skewing one
+    ratio."""
+    for fn in fns.values():
+        fn()  # warm: compile, allocate
+    best = {name: math.inf for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            fn()
+            best[name] = min(best[name], time.perf_counter() - start)
     return best
 
 
@@ -83,7 +88,7 @@ def numpy_versions():
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--elements", type=int, default=16 * 1024 * 1024)
-    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--repeat", type=int, default=10)
     args = parser.parse_args()
     cols = 4096 if args.elements >= 4096 * 16 else 256
     rows = max(1, args.elements // cols)
@@ -139,15 +144,15 @@ def main():
     print("-" * len(header))
     for name, fn, inputs, nbytes in workloads:
         compiled = dt.jit(lambda *a, _fn=fn: _fn(*a), backend="cpu")
-        eager_t = best_time(lambda: fn(*inputs), args.repeat)
-        compiled_t = best_time(lambda: compiled(*inputs), args.repeat)
         # memcpy of the same bytes: half of them read, half written.
         src = dt.empty(max(1, nbytes // 2 // four))
-        copy_t = best_time(lambda: src.clone(), args.repeat)
-        np_t = None
+        contenders = {"eager": lambda: fn(*inputs), "compiled": lambda: compiled(*inputs),
+                      "memcpy": lambda: src.clone()}
         if name in np_fns:
             np_inputs = [t.numpy() for t in inputs]
-            np_t = best_time(lambda: np_fns[name](*np_inputs), args.repeat)
+            contenders["numpy"] = lambda: np_fns[name](*np_inputs)
+        best = best_times(contenders, args.repeat)
+        eager_t, compiled_t, copy_t, np_t = best["eager"], best["compiled"], best["memcpy"], best.get("numpy")
         print("%-11s %11.2f %11.2f %11s %9.2fx %10s %11.2fx" % (
             name, eager_t * 1e3, compiled_t * 1e3, "%.2f" % (np_t * 1e3) if np_t else "-",
             eager_t / compiled_t, "%.2fx" % (np_t / compiled_t) if np_t else "-", copy_t / compiled_t))

@@ -75,6 +75,9 @@ enum class ReductionCombiner : uint8_t { kSum, kProd, kMax, kMin, kAny, kAll };
 struct ReductionInfo {
   ReductionCombiner combiner;
   std::string scalar_fn;  // combiner in runtime/scalar_math.h ("reduce_sum")
+  // For max/min: the same fold over runtime/scalar_math.h's order keys ("reduce_max_key"), which
+  // the CPU generator uses on floating rows because it vectorises; empty where there is none.
+  std::string order_key_fn;
   // mean: the folded value is divided by the number of elements folded, counted when the op runs
   // (so a compiled mean serves every size).
   bool divides_by_count = false;

@@ -238,6 +238,7 @@ void RegisterReductionOps(OpRegistry& registry) {
     const char* schema;
     ReductionCombiner combiner;
     const char* fn;
+    const char* order_key_fn = "";
   };
   const Entry entries[] = {
       {"sum(Tensor input, int[]? dim=None, bool keepdim=False, *, DType? dtype=None) -> Tensor",
@@ -245,9 +246,9 @@ void RegisterReductionOps(OpRegistry& registry) {
       {"prod(Tensor input, int[]? dim=None, bool keepdim=False, *, DType? dtype=None) -> Tensor",
        ReductionCombiner::kProd, "reduce_prod"},
       {"amax(Tensor input, int[]? dim=None, bool keepdim=False) -> Tensor",
-       ReductionCombiner::kMax, "reduce_max"},
+       ReductionCombiner::kMax, "reduce_max", "reduce_max_key"},
       {"amin(Tensor input, int[]? dim=None, bool keepdim=False) -> Tensor",
-       ReductionCombiner::kMin, "reduce_min"},
+       ReductionCombiner::kMin, "reduce_min", "reduce_min_key"},
       {"any(Tensor input, int[]? dim=None, bool keepdim=False) -> Tensor",
        ReductionCombiner::kAny, "reduce_any"},
       {"all(Tensor input, int[]? dim=None, bool keepdim=False) -> Tensor",
@@ -257,6 +258,7 @@ void RegisterReductionOps(OpRegistry& registry) {
     OpDef& op = registry.Add(e.schema, OpKind::kReduction, kBound, &ReductionEager);
     op.reduction.combiner = e.combiner;
     op.reduction.scalar_fn = e.fn;
+    op.reduction.order_key_fn = e.order_key_fn;
   }
   registry.Add("argmax(Tensor input, int? dim=None, bool keepdim=False) -> Tensor",
                OpKind::kReduction, kBound, &ArgReductionEager);

@@ -18,7 +18,7 @@ constexpr int64_t kParallelThreshold = 1 << 16;
 // Elements of a row a pointwise tile covers, so long rows still spread over threads.
 constexpr int64_t kTileSize = 8192;
 // Independent accumulators in a reduction loop: lets the compiler vectorise ordered combiners.
-constexpr int kLanes = 8;
+constexpr int kLanes = 16;
 // Pointwise kernels writing at least this many bytes stream their contiguous outputs past the
 // cache: the outputs could not stay cached for a later kernel anyway.
 constexpr int64_t kStreamBytes = 8 << 20;
@@ -153,11 +153,7 @@ class KernelEmitter : public KernelPrinter {
     absl::StrAppendFormat(&out_, "  const int64_t tile = %d;\n", kTileSize);
     out_ += "  const int64_t tiles_per_row = n > tile ? (n + tile - 1) / tile : 1;\n";
     out_ += "  const int64_t tiles = rows * tiles_per_row;\n";
-    if (!streamed.empty()) {
-      std::string bytes = "0";
-      for (int o : streamed) absl::StrAppendFormat(&bytes, " + int64_t(sizeof(%s))", CppType(k_.operands[o].dtype));
-      absl::StrAppendFormat(&out_, "  const bool stream = rows * n * (%s) >= %d;\n", bytes, kStreamBytes);
-    }
+    EmitStreamDecision(streamed);
     absl::StrAppendFormat(&out_, "#pragma omp parallel if (rows * n >= %d)\n  {\n", kParallelThreshold);
     out_ += "#pragma omp for schedule(static) nowait\n";
     out_ += "  for (int64_t t = 0; t < tiles; ++t) {\n";
@@ -173,16 +169,54 @@ class KernelEmitter : public KernelPrinter {
     out_ += "    for (; j < j1; ++j) {\n";
     EmitPointwiseBody("j", "      ");
     out_ += "    }\n  }\n";
-    if (!streamed.empty()) {
-      // Streaming stores are weakly ordered: fence them before the threads join.
-      out_ += "#if defined(DT_CAN_STREAM)\n  if (stream) __builtin_ia32_sfence();\n#endif\n";
-    }
+    EmitStreamFence(streamed);
     out_ += "  }\n";
+  }
+
+  void EmitStreamDecision(const std::vector<int>& streamed) {
+    if (streamed.empty()) return;
+    std::string bytes = "0";
+    for (int o : streamed) absl::StrAppendFormat(&bytes, " + int64_t(sizeof(%s))", CppType(k_.operands[o].dtype));
+    absl::StrAppendFormat(&out_, "  const bool stream = rows * n * (%s) >= %d;\n", bytes, kStreamBytes);
+  }
+
+  // Streaming stores are weakly ordered: each thread fences its own before the threads join.
+  void EmitStreamFence(const std::vector<int>& streamed) {
+    if (streamed.empty()) return;
+    out_ += "#if defined(DT_CAN_STREAM)\n  if (stream) __builtin_ia32_sfence();\n#endif\n";
+  }
+
+  // Max/min over a floating row: one pass folding order keys (integer max, which vectorises) and
+  // noting NaN; a row that holds NaN is folded again with the float combiner, so which NaN wins
+  // is exactly eager's.
+  void EmitOrderKeyReduction(int r, const ReductionSpelling& s, const std::vector<int>& cone) {
+    const std::string acc = absl::StrFormat("acc%d", r);
+    absl::StrAppendFormat(&out_, "    %s key%d = dt::scalar::order_key(%s(%s));\n", s.order_key_type, r,
+                          s.accumulator_type, s.identity);
+    absl::StrAppendFormat(&out_, "    int has_nan%d = 0;\n", r);
+    out_ += "    for (int64_t j = 0; j < n; ++j) {\n";
+    EmitCone(cone, "j", "      ");
+    absl::StrAppendFormat(&out_, "      const %s x%d = %s;\n", s.accumulator_type, r, s.input);
+    absl::StrAppendFormat(&out_, "      key%d = %s(key%d, dt::scalar::order_key(x%d));\n", r, s.order_key_combiner, r, r);
+    absl::StrAppendFormat(&out_, "      has_nan%d |= x%d != x%d;\n", r, r, r);
+    out_ += "    }\n";
+    absl::StrAppendFormat(&out_, "    %s %s = dt::scalar::from_order_key(key%d);\n", s.accumulator_type, acc, r);
+    absl::StrAppendFormat(&out_, "    if (has_nan%d) {\n", r);
+    absl::StrAppendFormat(&out_, "      %s = %s;\n", acc, s.identity);
+    out_ += "      for (int64_t j = 0; j < n; ++j) {\n";
+    EmitCone(cone, "j", "        ");
+    absl::StrAppendFormat(&out_, "        %s = %s;\n", acc, s.Combine(acc, s.input));
+    out_ += "      }\n    }\n";
+    absl::StrAppend(&out_, "    ", ReductionResult(r, acc, "n"), "\n");
   }
 
   void EmitReduction(int r) {
     const ReductionSpelling s = SpellReduction(r);
     const std::vector<int> cone = FullCone({k_.values[r].args[0]});
+    if (!s.order_key_combiner.empty()) {
+      EmitOrderKeyReduction(r, s, cone);
+      return;
+    }
     absl::StrAppendFormat(&out_, "    %s acc%d[%d];\n", s.accumulator_type, r, kLanes);
     absl::StrAppendFormat(&out_, "    for (int l = 0; l < %d; ++l) acc%d[l] = %s;\n", kLanes, r, s.identity);
     absl::StrAppendFormat(&out_, "    int64_t j%d = 0;\n", r);
@@ -218,6 +252,8 @@ class KernelEmitter : public KernelPrinter {
 
   void EmitRowKernel() {
     ChooseCachedValues();
+    const std::vector<int> streamed = StreamableOutputs();
+    EmitStreamDecision(streamed);
     absl::StrAppendFormat(&out_, "#pragma omp parallel if (rows * n >= %d)\n  {\n", kParallelThreshold);
     for (int i : cached_) {
       absl::StrAppendFormat(&out_, "  %s* row_buffer%d = static_cast<%s*>(__builtin_malloc(sizeof(%s) * (n > 0 ? n : 1)));\n",
@@ -238,10 +274,12 @@ class KernelEmitter : public KernelPrinter {
     EmitReadyRowValues(k_.values.size(), emitted, "    ");
     const std::vector<int> full = FullOutputs();
     if (!full.empty()) {
-      out_ += "    for (int64_t j = 0; j < n; ++j) {\n";
-      EmitCone(FullCone(full), "j", "      ");
-      EmitFullStores("j", "      ");
-      out_ += "    }\n";
+      // Its own scope: the reductions above named their counters j<value>.
+      out_ += "    {\n    int64_t j = 0;\n    const int64_t j1 = n;\n";
+      if (!streamed.empty()) EmitStreamedChunks(streamed);
+      out_ += "    for (; j < j1; ++j) {\n";
+      EmitPointwiseBody("j", "      ");
+      out_ += "    }\n    }\n";
     }
     for (size_t o = 0; o < k_.operands.size(); ++o) {
       const KernelOperand& op = k_.operands[o];
@@ -250,6 +288,7 @@ class KernelEmitter : public KernelPrinter {
       }
     }
     out_ += "  }\n";
+    EmitStreamFence(streamed);
     for (int i : cached_) absl::StrAppendFormat(&out_, "  __builtin_free(row_buffer%d);\n", i);
     out_ += "  }\n";
   }

@@ -148,6 +148,11 @@ ReductionSpelling KernelPrinter::SpellReduction(int r) const {
   s.combiner = absl::StrCat("dt::scalar::", v.op->reduction.scalar_fn);
   s.input = absl::StrFormat("static_cast<%s>(static_cast<%s>(dt::Convert<%s>(v%d)))", s.accumulator_type,
                             ComputeCppType(v.compute_dtype), CppType(v.compute_dtype), v.args[0]);
+  if (!v.op->reduction.order_key_fn.empty() &&
+      (v.accumulator_dtype == DType::kFloat32 || v.accumulator_dtype == DType::kFloat64)) {
+    s.order_key_combiner = absl::StrCat("dt::scalar::", v.op->reduction.order_key_fn);
+    s.order_key_type = v.accumulator_dtype == DType::kFloat32 ? "int32_t" : "int64_t";
+  }
   return s;
 }
 

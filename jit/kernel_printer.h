@@ -36,6 +36,10 @@ struct ReductionSpelling {
   std::string identity;
   std::string combiner;  // a callable's name: dt::scalar::reduce_sum ...
   std::string input;     // the reduction's input value converted to the accumulator type
+  // The fold over order keys (dt::scalar::reduce_max_key) and the key type, where the reduction
+  // has one and its accumulator is floating; empty otherwise.
+  std::string order_key_combiner;
+  std::string order_key_type;
   std::string Combine(const std::string& a, const std::string& b) const;
 };
 

@@ -71,7 +71,7 @@ template <typename T> inline constexpr bool kIsIntegerLike = T(0.5) == T(0) || T
 // ---- float exp and tanh without libm calls ----
 // libm's expf/tanhf are opaque calls, so a loop over them runs one element at a time; these are
 // straight-line code with selects, which compilers vectorise. Cody-Waite range reduction and a
-// degree-6 polynomial keep exp within 2 ulp. tanh is x * P(x^2) / Q(x^2) below 9 and +-1 from
+// degree-6 polynomial keep exp within 2 ulp. tanh is x * P(x^2) / Q(x^2) below 8 and +-1 from
 // there: a rational fit whose coefficients are all positive, so evaluating it loses nothing to
 // cancellation; it stays within 6.2 ulp (an exhaustive scan finds 6.16; tests/runtime_test.cc checks), and costs about a third
 // of the exp-based form, which matters because GELU's tanh dominates transformer MLPs. Both
@@ -103,12 +103,14 @@ DT_HD float exp_f32(float x) {
 }
 
 DT_HD float tanh_f32(float x) {
-  // The fit is evaluated at z = min(x^2, 9.5^2), so p and q stay finite for every x; from 9.33 on
-  // x * p / q is >= 1 in magnitude and tanh rounds to +-1, so clamping the result to +-1 gives
-  // exactly +-1 there, infinities included. NaN passes both clamps (each is written
-  // `bound < v ? bound : v`, false for NaN), and -0 keeps its sign through x * p / q.
-  float z = x * x;
-  z = 90.25f < z ? 90.25f : z;
+  // Odd, so the fit runs on |x| and the sign goes back on at the end (bit operations, cheap
+  // beside the compares and blends a clamp costs; the clamps dominated this function's time).
+  // The fit stays <= 1 below 8.13 whether or not the compiler contracts its multiply-adds, and
+  // tanh is within 3.8 ulp of 1 from 8 on, so one select past 8 gives exactly 1 there:
+  // infinities included, and overflowing z (inf/inf) never reaches the result. NaN fails
+  // `8 < ax` and flows through the fit; -0 keeps its sign through the final OR.
+  const float ax = BitCast<float>(BitCast<uint32_t>(x) & 0x7fffffffu);
+  const float z = ax * ax;
   float p = 1.3357626e-08f;
   p = p * z + 2.061126e-05f;
   p = p * z + 3.495722e-03f;
@@ -119,9 +121,8 @@ DT_HD float tanh_f32(float x) {
   q = q * z + 2.5877494e-02f;
   q = q * z + 4.6714455e-01f;
   q = q * z + 1.0f;
-  float r = x * p / q;
-  r = 1.0f < r ? 1.0f : r;
-  return -1.0f > r ? -1.0f : r;
+  const float magnitude = 8.0f < ax ? 1.0f : ax * p / q;
+  return BitCast<float>(BitCast<uint32_t>(magnitude) | (BitCast<uint32_t>(x) & 0x80000000u));
 }
 
 // ---- unary ----
@@ -246,6 +247,27 @@ template <typename T> DT_HD T reduce_max(T acc, T x) { return maximum(acc, x); }
 template <typename T> DT_HD T reduce_min(T acc, T x) { return minimum(acc, x); }
 template <typename T> DT_HD bool reduce_any(bool acc, T x) { return acc || static_cast<bool>(x); }
 template <typename T> DT_HD bool reduce_all(bool acc, T x) { return acc && static_cast<bool>(x); }
+
+// ---- order keys: float max/min folded as integer max/min ----
+// The NaN-aware select in `maximum` keeps compilers from vectorising a max reduction; integer
+// max/min vectorise everywhere. order_key maps every non-NaN float to an integer with the same
+// order (-0 just below +0) and from_order_key maps it back, so a row's max is
+// from_order_key(max of keys) whenever the row holds no NaN. Callers detect NaN separately and
+// fold such rows with reduce_max itself, so NaN still wins exactly as it does eagerly.
+DT_HD int32_t order_key(float x) {
+  const int32_t bits = BitCast<int32_t>(x);
+  return bits ^ ((bits >> 31) & 0x7fffffff);
+}
+DT_HD int64_t order_key(double x) {
+  const int64_t bits = BitCast<int64_t>(x);
+  return bits ^ ((bits >> 63) & 0x7fffffffffffffffll);
+}
+DT_HD float from_order_key(int32_t key) { return BitCast<float>(key ^ ((key >> 31) & 0x7fffffff)); }
+DT_HD double from_order_key(int64_t key) {
+  return BitCast<double>(key ^ ((key >> 63) & 0x7fffffffffffffffll));
+}
+template <typename K> DT_HD K reduce_max_key(K acc, K key) { return acc > key ? acc : key; }
+template <typename K> DT_HD K reduce_min_key(K acc, K key) { return acc < key ? acc : key; }
 
 }  // namespace scalar
 }  // namespace dt

@@ -89,6 +89,34 @@ def test_every_reduction():
         check(g, lambda i: (rand_tensor((4 + i, 6), dtype, -3, 4),))
 
 
+def test_max_min_rows_with_special_values():
+    # Compiled amax/amin fold floating rows as integer order keys and fold a row holding NaN
+    # again with the float combiner: NaN at either end or inside a row, rows of infinities,
+    # signed zeros and subnormals only, and rows shorter and longer than the 16 lanes.
+    nan, inf = float("nan"), float("inf")
+
+    def f(x):
+        return x.amax(-1), x.amin(-1, keepdim=True), x.amax(0), dt.softmax(x, -1), dt.log_softmax(x, -1)
+
+    for dtype in FLOAT_DTYPES:
+        def make(i):
+            n = (3, 16, 17, 41)[i]
+            x = rand_tensor((8, n), dtype)
+            x[0, (5 * i) % n] = nan
+            x[1] = -inf
+            x[2] = 0.0
+            x[2, n // 2] = -0.0
+            x[3, 0] = inf
+            x[3, n - 1] = nan
+            x[4] = 1e-40 if dtype == dt.float64 else 0.0
+            x[4, 0] = -1e-40 if dtype == dt.float64 else -0.0
+            x[5, n - 1] = nan
+            x[6] = inf
+            x[7, 0] = nan
+            return (x,)
+        check(f, make, calls=4)
+
+
 def test_every_composite():
     def f(x, w, b):
         return (x.var(-1), x.std(0, keepdim=True), dt.logsumexp(x, (-1,)), dt.softmax(x, -1),
