@@ -495,8 +495,11 @@ def run_torch(mode, steps, budget_s, log):
     spec = {"elements": mode.elements, "rows": mode.rows, "small": mode.small, "steps": steps,
             "iters": mode.iters, "budget_s": max(10, budget_s - 20)}
     cmd = [sys.executable, os.path.abspath(__file__), "--torch-child", json.dumps(spec)]
+    env = dict(os.environ)
+    if "GPU_CHECK_TORCH_LD_LIBRARY_PATH" in env:  # set by run_gpu_checks.sh: the caller's own
+        env["LD_LIBRARY_PATH"] = env["GPU_CHECK_TORCH_LD_LIBRARY_PATH"]
     try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=budget_s)
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=budget_s, env=env)
         out, why = p.stdout, None if p.returncode == 0 else "torch child exited %d" % p.returncode
         if p.stderr.strip():
             log("  torch child stderr (last lines):\n    " + "\n    ".join(p.stderr.strip().splitlines()[-8:]))

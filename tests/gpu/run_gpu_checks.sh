@@ -1,7 +1,9 @@
 #!/bin/bash
 # dyntrace's GPU checks, from the bundle tools/build_gpu_bundle.sh makes (no Bazel needed):
 #   tar xzf gpu-bundle.tar.gz && gpu-bundle/run_gpu_checks.sh [--python python3] [--log FILE] [--quick]
-# Stages, each under a timeout (8 minutes in all): the C++ GPU tests (bin/), the CUDA Python tests
+#                                                             [--budget SECONDS]
+# Stages, each under a timeout (--budget, 470 seconds by default, so that all ends within 8
+# minutes): the C++ GPU tests (bin/), the CUDA Python tests
 # (tests/python/runner.py), the dyntrace command on a small script, and tests/gpu/gpu_check.py
 # (correctness corpus, bandwidth, CUDA-graph replay, torch.compile). The full output goes to the
 # log (default gpu-bundle/gpu_check.log); stdout gets one line per stage, gpu_check's table and a
@@ -20,12 +22,17 @@ root=$here
 python=python3
 log=$root/gpu_check.log
 quick=()
+budget=470
+# The torch.compile child runs with the caller's loader path: the folders added below for
+# dyntrace's dlopen calls could hand PyTorch another build of cuBLAS than its own.
+export GPU_CHECK_TORCH_LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}
 while (( $# )); do
   case "$1" in
     --python) python=${2:?--python needs a path}; shift 2 ;;
     --log) log=${2:?--log needs a file}; shift 2 ;;
     --quick) quick=(--quick); shift ;;
-    -h|--help) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --budget) budget=${2:?--budget needs seconds}; shift 2 ;;
+    -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "run_gpu_checks: unknown argument $1 (see --help)" >&2; exit 3 ;;
   esac
 done
@@ -69,11 +76,25 @@ fi
 glibc_for_command=$(manifest_version "command needs: glibc with" GLIBC_)
 say "run_gpu_checks: $(sed -n 2p "$root/MANIFEST"); $("$python" -c 'import sys; print(sys.executable, sys.version.split()[0])'); log $log"
 
-# CUDA's libraries are opened by soname; add the usual toolkit folders (after the loader's own).
+# CUDA's libraries are opened by soname; add the usual toolkit folders (after the loader's own),
+# then the pip wheels' folders of the Python that runs the checks (PyTorch's images ship NVRTC and
+# cuBLAS only there), then the driver's folder when the loader's cache lacks libcuda.so.1.
+loader_has() { { ldconfig -p || /sbin/ldconfig -p; } 2>/dev/null | grep -q "$1"; }
+has_lib() { compgen -G "$1/$2*" >/dev/null; }
 cuda_dirs=()
+add_dir() { [[ -d "$1" && "$1" != /lib64 && " ${cuda_dirs[*]} " != *" $1 "* ]] && cuda_dirs+=("$1"); }
 for d in "${CUDA_HOME:-}/lib64" /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do
-  [[ -d "$d" && "$d" != /lib64 ]] && cuda_dirs+=("$d")
+  add_dir "$d"
 done
+wheel_root=$("$python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' 2>/dev/null)
+for d in "$wheel_root"/nvidia/cu13/lib "$wheel_root"/nvidia/*/lib; do
+  if has_lib "$d" libnvrtc.so || has_lib "$d" libcublas.so; then add_dir "$d"; fi
+done
+if [[ -z "${DYNTRACE_LIBCUDA:-}" ]] && ! loader_has libcuda.so.1; then
+  for d in /usr/local/nvidia/lib64 /usr/local/nvidia/lib /usr/lib/x86_64-linux-gnu /usr/lib64; do
+    if has_lib "$d" libcuda.so.1; then add_dir "$d"; break; fi
+  done
+fi
 if (( ${#cuda_dirs[@]} )); then
   export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$(IFS=:; echo "${cuda_dirs[*]}")
 fi
@@ -83,7 +104,7 @@ mkdir -p -m 0700 "$DYNTRACE_CACHE_DIR"
 say "environment: LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-} PYTHONPATH=$PYTHONPATH DYNTRACE_CACHE_DIR=$DYNTRACE_CACHE_DIR; C++ runtime: $cxx_note"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader >> "$log" 2>&1 || say "(nvidia-smi not available)"
 
-deadline=$((SECONDS + 470))
+deadline=$((SECONDS + budget))
 results=()
 no_gpu=""
 failed=0
