@@ -8,12 +8,16 @@
 // atexit, which CPython runs after the program (and after printing an uncaught traceback).
 #include <Python.h>
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
 #include "cli/options.h"
 #include "cli/stats_table.h"
 #include "interpreter/py_module.h"
@@ -97,17 +101,54 @@ bool PrepareDyntrace(const Options& options) {
   return true;
 }
 
+// The Python installation the embedded interpreter takes its standard library (and venv) from.
+struct InterpreterChoice {
+  std::string program_name;  // becomes sys.executable; CPython finds the stdlib and venv from it
+  bool pin_home = false;     // set config.home to the build's prefix
+};
+
+bool IsExecutable(const std::string& path) { return !path.empty() && access(path.c_str(), X_OK) == 0; }
+
+// `pythonX.Y` (the version dyntrace was built for) on PATH, or "".
+std::string VersionedPythonOnPath() {
+  const char* path = std::getenv("PATH");
+  if (path == nullptr) return "";
+  const std::string name = absl::StrCat("python", DYNTRACE_PYTHON_VERSION);
+  for (absl::string_view dir : absl::StrSplit(path, ':', absl::SkipEmpty())) {
+    std::string candidate = absl::StrCat(dir, "/", name);
+    if (IsExecutable(candidate)) return candidate;
+  }
+  return "";
+}
+
+// DYNTRACE_PYTHON when set; else the interpreter dyntrace was built against, where it still
+// exists; else, for a copy moved to another machine (the GPU bundle), the same X.Y found on PATH.
+// Only the build's own interpreter pins home: an explicit home disables venv detection, and
+// PYTHONHOME, when set, is CPython's to honour.
+InterpreterChoice ChooseInterpreter() {
+  if (const char* chosen = std::getenv("DYNTRACE_PYTHON"); chosen != nullptr && *chosen) {
+    return {chosen, false};
+  }
+  if (IsExecutable(DYNTRACE_PYTHON_BIN)) {
+    const char* home = std::getenv("PYTHONHOME");
+    return {DYNTRACE_PYTHON_BIN, (home == nullptr || *home == '\0') &&
+                                     std::string(DYNTRACE_PYTHON_PREFIX) == DYNTRACE_PYTHON_BASE_PREFIX};
+  }
+  std::string on_path = VersionedPythonOnPath();
+  return {on_path.empty() ? DYNTRACE_PYTHON_BIN : on_path, false};
+}
+
 // Configures the embedded interpreter to run the program the way `python` would.
 PyStatus ConfigureInterpreter(const Options& options, PyConfig& config) {
   PyConfig_InitPythonConfig(&config);
   // Our options are parsed already; Python must not read argv as its own command line.
   config.parse_argv = 0;
   // program_name gives sys.executable the real interpreter (so subprocess.run([sys.executable,
-  // ...]) works) and lets CPython find the standard library; home pins it unless a venv is in use
-  // (an explicit home disables venv detection).
-  PyStatus status = PyConfig_SetBytesString(&config, &config.program_name, DYNTRACE_PYTHON_BIN);
+  // ...]) works) and lets CPython find the standard library.
+  const InterpreterChoice interpreter = ChooseInterpreter();
+  PyStatus status = PyConfig_SetBytesString(&config, &config.program_name, interpreter.program_name.c_str());
   if (PyStatus_Exception(status)) return status;
-  if (std::string(DYNTRACE_PYTHON_PREFIX) == DYNTRACE_PYTHON_BASE_PREFIX) {
+  if (interpreter.pin_home) {
     status = PyConfig_SetBytesString(&config, &config.home, DYNTRACE_PYTHON_PREFIX);
     if (PyStatus_Exception(status)) return status;
   }

@@ -27,6 +27,8 @@ options:
   -h, --help         show this text
 
 DYNTRACE_LOGS=KINDS does what --log does, in any Python process that imports dyntrace.
+DYNTRACE_PYTHON=PATH names the Python (or venv) whose standard library and site-packages the
+program gets; by default the one dyntrace was built for, else pythonX.Y on PATH.
 )";
 }
 

@@ -1,6 +1,7 @@
 #include "jit/cuda_codegen.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -13,18 +14,31 @@
 namespace dt::backend {
 namespace {
 
-// Widest access of the vector path: one 16-byte load or store per widest operand.
+// Widest access of the vector paths: 16-byte loads and stores.
 constexpr int64_t kVectorBytes = 16;
+// Bytes of the widest operand each thread of a pointwise kernel's vector path handles per
+// iteration: two 16-byte accesses, so that twice the loads are in flight per thread.
+constexpr int64_t kPointwiseThreadBytes = 32;
 // More lanes than this only lengthens the unrolled body (bool-only kernels).
-constexpr int kMaxVectorWidth = 8;
+constexpr int kMaxVectorWidth = 16;
 // Warps per block the block reduction's shared exchange is sized for (1024 threads).
 constexpr int kMaxWarps = 32;
+// Register bytes per thread for a row kernel's cached operands: 16 registers, so that the
+// 64 registers __launch_bounds__(1024) allows keep room for the rest of the kernel.
+constexpr int kRowCacheBytes = 64;
+// Element slots per thread on the cached row path when no operand is cached (nothing is held
+// across passes; the slots only batch the loads).
+constexpr int kUncachedRowSlots = 16;
+// The most element slots per thread on the cached row path.
+constexpr int kMaxRowSlots = 32;
 
 // How Element() addresses an operand in the code being printed.
 enum class Addressing : uint8_t {
   kAnyStride,    // p[j * inner_stride], strides read at run time
   kTraceStride,  // the trace's inner strides (0 or 1) written in: the vector path's ragged end
   kVectorLane,   // lane `l` of the operand's vector register (stride-1 operands)
+  kRowSlotVector,  // cached row path, vector variant: slot k's vector (cached, loaded or stored)
+  kRowSlotScalar,  // cached row path, scalar variant: slot k's register, or p[j * stride]
 };
 
 class CudaKernelEmitter : public KernelPrinter {
@@ -37,14 +51,16 @@ class CudaKernelEmitter : public KernelPrinter {
     if (info->is_row_kernel) {
       info->num_reductions = static_cast<int>(Reductions().size());
       for (int r : Reductions()) info->static_shared_bytes += kMaxWarps * static_cast<int>(ItemSize(k_.values[r].accumulator_dtype));
-      EmitRowKernel();
+      info->vector_width = VectorWidth(kVectorBytes);
+      info->row_slots = RowSlots(info->vector_width);
+      EmitRowKernel(info->vector_width, info->row_slots);
       info->has_split = Splittable();
       if (info->has_split) {
         EmitSplitPartial();
         EmitSplitFinish();
       }
     } else {
-      info->vector_width = VectorWidth();
+      info->vector_width = VectorWidth(kPointwiseThreadBytes);
       EmitPointwiseKernel(info->vector_width);
     }
     return out_;
@@ -68,13 +84,20 @@ class CudaKernelEmitter : public KernelPrinter {
       case Addressing::kVectorLane:
         if (op.predicted_inner_stride == 0) return absl::StrCat("p", operand, "[0]");
         return absl::StrCat(op.is_output ? "out" : "in", operand, ".v[", j, "]");
+      case Addressing::kRowSlotVector:
+        if (op.predicted_inner_stride == 0) return absl::StrCat("p", operand, "[0]");
+        if (cached_.count(operand)) return absl::StrCat("c", operand, "[k].v[l]");
+        return absl::StrCat(op.is_output ? "out" : "in", operand, ".v[l]");
+      case Addressing::kRowSlotScalar:
+        if (cached_.count(operand)) return absl::StrCat("c", operand, "[k]");
+        return absl::StrCat("p", operand, "[", j, " * is", operand, "]");
     }
     return "";
   }
 
   // Elements per thread on the vector path, or 1 when the trace saw a full-size operand with a
   // general inner stride (or none with stride 1).
-  int VectorWidth() const {
+  int VectorWidth(int64_t thread_bytes) const {
     int64_t widest = 0;
     for (size_t i = 0; i < k_.operands.size(); ++i) {
       if (!FullTensor(static_cast<int>(i))) continue;
@@ -83,7 +106,7 @@ class CudaKernelEmitter : public KernelPrinter {
       if (predicted == 1) widest = std::max(widest, ItemSize(k_.operands[i].dtype));
     }
     if (widest == 0) return 1;
-    return static_cast<int>(std::min<int64_t>(kMaxVectorWidth, kVectorBytes / widest));
+    return static_cast<int>(std::min<int64_t>(kMaxVectorWidth, thread_bytes / widest));
   }
 
   // A split needs every reduction to read only the row's elements (no pass after another) and
@@ -158,7 +181,7 @@ class CudaKernelEmitter : public KernelPrinter {
       if (op.predicted_inner_stride == 0) {
         checks.push_back(absl::StrFormat("is%d == 0", i));
       } else {
-        checks.push_back(absl::StrFormat("dt_vector_ready(args, %d, %d, %d)", i, width, width * ItemSize(op.dtype)));
+        checks.push_back(VectorReady(static_cast<int>(i), width));
       }
     }
     absl::StrAppendFormat(&out_, "  // Vector path: %d elements per thread, when every full-size operand's layout allows it.\n", width);
@@ -243,10 +266,82 @@ class CudaKernelEmitter : public KernelPrinter {
     absl::StrAppend(&out_, indent, "}\n");
   }
 
-  void EmitRowKernel() {
+  // Full-size input operands that more than one pass over the row reads (a reduction's inputs,
+  // the outputs' cone): the cached row path loads them once into registers. Broadcast ones
+  // (trace stride 0) are one element and stay in memory.
+  std::set<int> MultiPassOperands() const {
+    std::vector<std::vector<int>> passes;
+    for (int r : Reductions()) passes.push_back(FullCone({k_.values[r].args[0]}));
+    if (!FullOutputs().empty()) passes.push_back(FullCone(FullOutputs()));
+    std::map<int, int> reads;
+    for (const std::vector<int>& cone : passes) {
+      std::set<int> in_pass;
+      for (int i : cone) {
+        const KernelValue& v = k_.values[i];
+        if (v.kind == ValueKind::kLoad && FullTensor(v.operand) && k_.operands[v.operand].predicted_inner_stride != 0) {
+          in_pass.insert(v.operand);
+        }
+      }
+      for (int o : in_pass) ++reads[o];
+    }
+    std::set<int> multi;
+    for (const auto& [operand, count] : reads) {
+      if (count > 1) multi.insert(operand);
+    }
+    return multi;
+  }
+
+  // Elements each thread holds on the cached row path: the multi-pass operands fit in
+  // kRowCacheBytes of registers; a multiple of the vector width.
+  int RowSlots(int width) const {
+    int64_t bytes = 0;
+    for (int o : MultiPassOperands()) bytes += ItemSize(k_.operands[o].dtype);
+    int64_t slots = bytes == 0 ? kUncachedRowSlots : kRowCacheBytes / bytes;
+    slots = std::min<int64_t>(kMaxRowSlots, slots) / width * width;
+    return static_cast<int>(std::max<int64_t>(width, slots));
+  }
+
+  // The run-time test that operand `operand` can be accessed `width` elements at a time: in
+  // accesses of at most 16 bytes, each aligned to its size.
+  std::string VectorReady(int operand, int width) const {
+    const int64_t item = ItemSize(k_.operands[operand].dtype);
+    const int64_t access = std::min<int64_t>(kVectorBytes, width * item);
+    return absl::StrFormat("dt_vector_ready(args, %d, %d, %d)", operand, access / item, access);
+  }
+
+  std::vector<std::string> VectorChecks(int width) const {
+    std::vector<std::string> checks;
+    for (size_t i = 0; i < k_.operands.size(); ++i) {
+      if (!FullTensor(static_cast<int>(i))) continue;
+      const KernelOperand& op = k_.operands[i];
+      if (op.predicted_inner_stride == 0) {
+        checks.push_back(absl::StrFormat("is%d == 0", i));
+      } else {
+        checks.push_back(VectorReady(static_cast<int>(i), width));
+      }
+    }
+    return checks;
+  }
+
+  // Rows of at most `slots` * blockDim.x elements: each thread loads its slots of the multi-pass
+  // operands once, 16 bytes at a time where every operand's layout allows (else element by
+  // element, any stride), and every pass (each reduction, then the outputs) reads the registers.
+  // Longer rows take the general path below it, which reads memory in each pass.
+  void EmitRowKernel(int width, int slots) {
     addressing_ = Addressing::kAnyStride;
     OpenKernel("");
     DeclareScratch();
+    cached_ = MultiPassOperands();
+    absl::StrAppendFormat(&out_, "  if (n <= %d * static_cast<int64_t>(blockDim.x)) {\n", slots);
+    if (width > 1) {
+      absl::StrAppendFormat(&out_, "    if (%s) {\n", absl::StrJoin(VectorChecks(width), " &&\n        "));
+      EmitCachedRows(width, slots / width, "      ");
+      out_ += "      return;\n    }\n";
+    }
+    EmitCachedRows(1, slots, "    ");
+    out_ += "    return;\n  }\n";
+    cached_.clear();
+    addressing_ = Addressing::kAnyStride;
     out_ += "  for (int64_t row = blockIdx.x; row < args.rows; row += gridDim.x) {\n";
     EmitPointers("row", "    ");
     std::vector<bool> defined(k_.values.size(), false);
@@ -264,6 +359,101 @@ class CudaKernelEmitter : public KernelPrinter {
     }
     EmitRowOutputs("    ");
     out_ += "  }\n}\n\n";
+  }
+
+  // The row loop of the cached path: `width` > 1 is the vector variant (slot k of a thread is
+  // elements (k * blockDim.x + threadIdx.x) * width + l), 1 the scalar one (element
+  // k * blockDim.x + threadIdx.x).
+  void EmitCachedRows(int width, int per_thread, const std::string& indent) {
+    addressing_ = width > 1 ? Addressing::kRowSlotVector : Addressing::kRowSlotScalar;
+    const std::string in = indent + "  ";
+    absl::StrAppendFormat(&out_, "%sfor (int64_t row = blockIdx.x; row < args.rows; row += gridDim.x) {\n", indent);
+    EmitPointers("row", in);
+    for (int o : cached_) {
+      const char* type = CppType(k_.operands[o].dtype);
+      if (width > 1) {
+        absl::StrAppendFormat(&out_, "%sDtVec<%s, %d> c%d[%d];\n", in, type, width, o, per_thread);
+        absl::StrAppendFormat(&out_, "%s#pragma unroll\n%sfor (int k = 0; k < %d; ++k) c%d[k] = dt_load_vec<%s, %d>(p%d, %s, n);\n",
+                              in, in, per_thread, o, type, width, o, SlotStart(width));
+      } else {
+        absl::StrAppendFormat(&out_, "%s%s c%d[%d];\n", in, type, o, per_thread);
+        absl::StrAppendFormat(&out_, "%s#pragma unroll\n%sfor (int k = 0; k < %d; ++k) {\n", in, in, per_thread);
+        absl::StrAppendFormat(&out_, "%s  const int64_t j = %s;\n%s  c%d[k] = j < n ? p%d[j * is%d] : %s();\n%s}\n",
+                              in, SlotStart(1), in, o, o, o, type, in);
+      }
+    }
+    std::vector<bool> defined(k_.values.size(), false);
+    for (int r : Reductions()) {
+      EmitReadyRowValues(r, defined, in);
+      const ReductionSpelling s = SpellReduction(r);
+      absl::StrAppendFormat(&out_, "%s%s acc%d = %s;\n", in, s.accumulator_type, r, s.identity);
+      const std::string acc = absl::StrCat("acc", r);
+      EmitSlotLoop(width, per_thread, FullCone({k_.values[r].args[0]}), absl::StrCat(acc, " = ", s.Combine(acc, s.input), ";"),
+                   false, in);
+      EmitBlockCombine(r, s, in);
+      absl::StrAppend(&out_, in, ReductionResult(r, acc, "n"), "\n");
+      defined[r] = true;
+    }
+    EmitReadyRowValues(k_.values.size(), defined, in);
+    if (!FullOutputs().empty()) EmitSlotLoop(width, per_thread, FullCone(FullOutputs()), "", true, in);
+    EmitRowOutputs(in);
+    absl::StrAppendFormat(&out_, "%s}\n", indent);
+  }
+
+  static std::string SlotStart(int width) {
+    if (width == 1) return "k * static_cast<int64_t>(blockDim.x) + threadIdx.x";
+    return absl::StrFormat("(k * static_cast<int64_t>(blockDim.x) + threadIdx.x) * %d", width);
+  }
+
+  // One pass over a thread's slots: `cone`'s statements at each element below n, then `fold`
+  // (a reduction's combine) or, with `stores`, the full-size outputs.
+  void EmitSlotLoop(int width, int per_thread, const std::vector<int>& cone, const std::string& fold, bool stores,
+                    const std::string& indent) {
+    const std::string in = indent + "  ";
+    absl::StrAppendFormat(&out_, "%s#pragma unroll\n%sfor (int k = 0; k < %d; ++k) {\n", indent, indent, per_thread);
+    if (width == 1) {
+      absl::StrAppendFormat(&out_, "%sconst int64_t j = %s;\n%sif (j < n) {\n", in, SlotStart(1), in);
+      EmitStatements(cone, "j", in + "  ");
+      if (!fold.empty()) absl::StrAppend(&out_, in, "  ", fold, "\n");
+      if (stores) EmitFullStores("j", in + "  ");
+      absl::StrAppendFormat(&out_, "%s}\n%s}\n", in, indent);
+      return;
+    }
+    absl::StrAppendFormat(&out_, "%sconst int64_t j0 = %s;\n", in, SlotStart(width));
+    std::set<int> loaded;
+    for (int i : cone) {
+      const KernelValue& v = k_.values[i];
+      if (v.kind == ValueKind::kLoad && FullTensor(v.operand) && k_.operands[v.operand].predicted_inner_stride != 0 &&
+          !cached_.count(v.operand)) {
+        loaded.insert(v.operand);
+      }
+    }
+    for (int o : loaded) {
+      const char* type = CppType(k_.operands[o].dtype);
+      absl::StrAppendFormat(&out_, "%sconst DtVec<%s, %d> in%d = dt_load_vec<%s, %d>(p%d, j0, n);\n", in, type, width, o,
+                            type, width, o);
+    }
+    std::vector<int> stored;
+    if (stores) {
+      for (size_t o = 0; o < k_.operands.size(); ++o) {
+        const KernelOperand& op = k_.operands[o];
+        if (op.is_output && FullTensor(static_cast<int>(o)) && op.predicted_inner_stride != 0) {
+          stored.push_back(static_cast<int>(o));
+          absl::StrAppendFormat(&out_, "%sDtVec<%s, %d> out%d;\n", in, CppType(op.dtype), width, o);
+        }
+      }
+    }
+    absl::StrAppendFormat(&out_, "%s#pragma unroll\n%sfor (int l = 0; l < %d; ++l) {\n", in, in, width);
+    absl::StrAppendFormat(&out_, "%s  const int64_t j = j0 + l;\n%s  if (j < n) {\n", in, in);
+    EmitStatements(cone, "j", in + "    ");
+    if (!fold.empty()) absl::StrAppend(&out_, in, "    ", fold, "\n");
+    if (stores) EmitFullStores("j", in + "    ");
+    absl::StrAppendFormat(&out_, "%s  }\n%s}\n", in, in);
+    for (int o : stored) {
+      absl::StrAppendFormat(&out_, "%sdt_store_vec<%s, %d>(p%d, j0, n, out%d);\n", in, CppType(k_.operands[o].dtype), width,
+                            o, o);
+    }
+    absl::StrAppendFormat(&out_, "%s}\n", indent);
   }
 
   // The partial of reduction ordinal `q` for (row, part) in the workspace.
@@ -324,25 +514,53 @@ class CudaKernelEmitter : public KernelPrinter {
   }
 
   Addressing addressing_ = Addressing::kAnyStride;
+  std::set<int> cached_;  // the cached row path's register-held operands
 };
 
 constexpr char kCudaHelpers[] = R"(
 // ---- helpers of generated CUDA kernels ----
+// N elements, aligned to their size up to 16 bytes: a wider one is read and written as several
+// 16-byte accesses.
 template <typename T, int N>
-struct alignas(sizeof(T) * N) DtVec {
+struct alignas(sizeof(T) * N < 16 ? sizeof(T) * N : 16) DtVec {
   T v[N];
 };
 
-// Whether operand `operand` can be read or written `width` elements at a time from every row's
-// element 0 on: unit inner stride, a base aligned to the vector, rows starting on vector bounds.
-__device__ __forceinline__ bool dt_vector_ready(const dt::CudaKernelArgs& args, int operand, int64_t width,
+// Whether operand `operand` can be read or written in aligned accesses of `elements` elements
+// (`bytes` bytes) from every row's element 0 on: unit inner stride, a base aligned to the access,
+// rows starting on access bounds. A thread's vector is a whole number of such accesses.
+__device__ __forceinline__ bool dt_vector_ready(const dt::CudaKernelArgs& args, int operand, int64_t elements,
                                                 int64_t bytes) {
   if (args.inner_strides[operand] != 1) return false;
   if (reinterpret_cast<uint64_t>(args.data[operand]) % bytes != 0) return false;
   for (int64_t d = 0; d < args.outer_rank; ++d) {
-    if (args.outer_strides[operand][d] % width != 0) return false;
+    if (args.outer_strides[operand][d] % elements != 0) return false;
   }
   return true;
+}
+
+// Elements j0 .. j0 + N - 1 of a unit-stride row of n elements; those past n read as T().
+// REQUIRES: p + j0 aligned to the vector when all N are in the row.
+template <typename T, int N>
+__device__ __forceinline__ DtVec<T, N> dt_load_vec(const T* p, int64_t j0, int64_t n) {
+  if (j0 + N <= n) return *reinterpret_cast<const DtVec<T, N>*>(p + j0);
+  DtVec<T, N> v;
+#pragma unroll
+  for (int l = 0; l < N; ++l) v.v[l] = j0 + l < n ? p[j0 + l] : T();
+  return v;
+}
+
+// Stores the lanes of `v` that fall below n at p + j0 ...
+template <typename T, int N>
+__device__ __forceinline__ void dt_store_vec(T* p, int64_t j0, int64_t n, const DtVec<T, N>& v) {
+  if (j0 + N <= n) {
+    *reinterpret_cast<DtVec<T, N>*>(p + j0) = v;
+    return;
+  }
+#pragma unroll
+  for (int l = 0; l < N; ++l) {
+    if (j0 + l < n) p[j0 + l] = v.v[l];
+  }
 }
 
 template <typename T>

@@ -7,17 +7,22 @@
 // the launches. Per Kernel `k` of the IR the translation unit holds:
 //
 //  - pointwise kernels: `k`, a grid-stride loop over the rows x n domain. When the trace saw unit
-//    (or zero) innermost strides for every full-size operand, `k` also holds a 16-byte vector
-//    path that the kernel itself selects at run time, uniformly for all threads, when the actual
-//    inner strides match, the stride-1 operands' base addresses are aligned to the vector and
-//    their outer strides keep every row aligned; each thread then handles `vector_width`
-//    consecutive elements of a row (the row's ragged end element by element). The launcher
+//    (or zero) innermost strides for every full-size operand, `k` also holds a vector path
+//    that the kernel itself selects at run time, uniformly for all threads, when the actual
+//    inner strides match, the stride-1 operands' base addresses are aligned to 16 bytes (or
+//    their whole vector, when smaller) and their outer strides keep every row aligned; each
+//    thread then handles `vector_width` consecutive elements of a row, 32 bytes of the widest
+//    operand as two 16-byte accesses (the row's ragged end element by element). The launcher
 //    never chooses between the paths.
 //  - row kernels (with reductions): `k`, one block per row (grid-stride over rows). Each
-//    reduction is a pass over the row, re-read from global memory: per-thread partials in the
-//    accumulator dtype, then warp shuffles and one shared-memory exchange across warps, so every
-//    thread ends with the row's value. Later passes (softmax's sum after its max) and the
-//    full-size outputs read the row again; it stays in L2.
+//    reduction is a pass over the row: per-thread partials in the accumulator dtype, then warp
+//    shuffles and one shared-memory exchange across warps, so every thread ends with the row's
+//    value; the full-size outputs are the last pass. A row of at most row_slots * blockDim.x
+//    elements takes the cached path: each thread first loads its slots of every operand that
+//    more than one pass reads (softmax's and layer_norm's input) into registers, 16 bytes at a
+//    time when every operand's layout allows (the vector test above), and the passes read the
+//    registers, so the row comes from memory once with all its loads in flight together.
+//    Longer rows take the general path, which reads the row again in each pass (from L2).
 //  - row kernels whose reductions all read only the row's elements (no pass depends on another
 //    reduction, nor does a full-size output): also `k_split_partial` and `k_split_finish`, which
 //    spread a few long rows (a reduction to a scalar) over many blocks. See cuda_launch.h.
@@ -39,6 +44,9 @@ struct CudaKernelInfo {
   bool has_split = false;           // `name`_split_partial and `name`_split_finish exist
   int num_reductions = 0;           // workspace slots per (row, split block)
   int vector_width = 1;             // elements per thread on the vector path; 1: no vector path
+  // Row kernels: rows of at most row_slots * blockDim.x elements take the cached path, which
+  // reads each operand from memory once (PlanCudaLaunch sizes the block for it).
+  int row_slots = 0;
   int static_shared_bytes = 0;      // declared __shared__ memory (no dynamic shared memory is used)
 };
 

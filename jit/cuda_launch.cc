@@ -16,10 +16,10 @@ constexpr int64_t kSplitElementsPerThread = 16;
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// A multiple of 32 threads, enough for a row of `n` elements, at most kMaxRowBlock.
-int RowBlock(int64_t n) {
+// A power of two of at least 32 threads, enough for `n` items, at most `max_block`.
+int RowBlock(int64_t n, int max_block) {
   int block = 32;
-  while (block < kMaxRowBlock && block < n) block *= 2;
+  while (block < max_block && block < n) block *= 2;
   return block;
 }
 
@@ -41,10 +41,18 @@ CudaLaunchPlan PlanCudaLaunch(const CudaKernelInfo& kernel, int64_t rows, int64_
     plan.split = std::max<int64_t>(2, std::min(by_length, CeilDiv(wanted_blocks * 2, rows)));
     plan.workspace_bytes = rows * plan.split * kernel.num_reductions * kCudaPartialSlotBytes;
     plan.launches.push_back({kernel.name + "_split_partial", std::min(max_grid, rows * plan.split), kMaxRowBlock, 0});
-    plan.launches.push_back({kernel.name + "_split_finish", std::min(max_grid, rows), RowBlock(plan.split), 0});
+    plan.launches.push_back({kernel.name + "_split_finish", std::min(max_grid, rows), RowBlock(plan.split, kMaxRowBlock), 0});
     return plan;
   }
-  plan.launches.push_back({kernel.name, std::min(max_grid, rows), RowBlock(n), 0});
+  // The cached path: the fewest threads whose slots hold the row when the rows alone fill the
+  // GPU (more rows in flight per SM), else a thread per vector so that a few rows still spread
+  // over many threads.
+  if (kernel.row_slots > 0 && n <= kernel.row_slots * int64_t{kMaxCachedRowBlock}) {
+    const int64_t per_thread = rows >= wanted_blocks ? kernel.row_slots : std::max(1, kernel.vector_width);
+    plan.launches.push_back({kernel.name, std::min(max_grid, rows), RowBlock(CeilDiv(n, per_thread), kMaxCachedRowBlock), 0});
+    return plan;
+  }
+  plan.launches.push_back({kernel.name, std::min(max_grid, rows), RowBlock(n, kMaxRowBlock), 0});
   return plan;
 }
 

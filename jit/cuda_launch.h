@@ -10,6 +10,9 @@
 //    grid-stride, so any grid is correct). No dynamic shared memory.
 //  - Row kernel `k`: 1-D grid of min(rows, 32 per SM) blocks (grid-stride over rows), a block
 //    of 32..kMaxRowBlock threads, always a multiple of 32 (the shuffle reduction requires it).
+//    A row that fits the cached path (n <= row_slots * kMaxCachedRowBlock) gets the smallest
+//    power-of-two block with n <= row_slots * block when rows fill the GPU (2 per SM), else one
+//    thread per vector_width elements (up to kMaxCachedRowBlock).
 //    Shared memory is static only (CudaKernelInfo::static_shared_bytes).
 //  - Split row kernel (has_split, few rows, long rows): two launches on one stream, both with
 //    the same CudaKernelArgs whose `split` is set and whose `workspace` points to
@@ -37,6 +40,8 @@ namespace dt::backend {
 
 inline constexpr int kPointwiseBlock = 256;
 inline constexpr int kMaxRowBlock = 256;
+// The cached row path may use up to this many threads (every kernel is __launch_bounds__(1024)).
+inline constexpr int kMaxCachedRowBlock = 1024;
 
 struct CudaLaunch {
   std::string function;  // the __global__ function's name in the module

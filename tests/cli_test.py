@@ -125,6 +125,23 @@ class CommandLineTest(CommandTestCase):
         self.assertEqual(lines[2], os.path.dirname(script))
         self.assertEqual(lines[3], "True")
 
+    def test_dyntrace_python_picks_a_venv(self):
+        venv = os.path.join(self.dir, "venv")
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", venv], check=True, timeout=120)
+        script = self.write("where.py", """\
+            import sys, dyntrace
+            print(sys.prefix)
+            print(sys.executable)
+            print(dyntrace.jit(lambda x: x * 2 + 1)(dyntrace.ones(2)).tolist())
+            """)
+        python = os.path.join(venv, "bin", "python3")
+        result = self.dyntrace(script, env_extra={"DYNTRACE_PYTHON": python})
+        self.assertRan(result)
+        prefix, executable, values = result.stdout.splitlines()
+        self.assertEqual(os.path.realpath(prefix), os.path.realpath(venv))
+        self.assertEqual(executable, python)
+        self.assertEqual(values, "[3.0, 3.0]")
+
     def test_relative_script_path_is_argv0(self):
         self.write("rel.py", "import sys; print(sys.argv[0])\n")
         result = self.dyntrace("rel.py", cwd=self.dir)

@@ -78,11 +78,11 @@ TEST(CudaCodegen, ContiguousPointwiseHasAVectorPath) {
   ASSERT_EQ(cuda.kernels.size(), 1u);
   const CudaKernelInfo& k = cuda.kernels[0];
   EXPECT_FALSE(k.is_row_kernel);
-  EXPECT_EQ(k.vector_width, 4);  // 16 bytes of float
+  EXPECT_EQ(k.vector_width, 8);  // two 16-byte accesses of float per thread
   EXPECT_TRUE(Has(cuda.readable, "extern \"C\" __global__ void __launch_bounds__(1024) " + k.name +
                                      "(const dt::CudaKernelArgs args)")) << cuda.readable;
   EXPECT_TRUE(Has(cuda.readable, "dt_vector_ready(args, 0, 4, 16)")) << cuda.readable;
-  EXPECT_TRUE(Has(cuda.readable, "DtVec<float, 4>")) << cuda.readable;
+  EXPECT_TRUE(Has(cuda.readable, "DtVec<float, 8>")) << cuda.readable;
   EXPECT_TRUE(Has(cuda.readable, "dt::scalar::exp_(")) << cuda.readable;  // through the op registry
   EXPECT_TRUE(Has(cuda.readable, "e += step")) << "a grid-stride general path:\n" << cuda.readable;
   // The pasted headers are in the translation unit, not in the readable part.
@@ -97,6 +97,8 @@ TEST(CudaCodegen, RowReductionsShuffleAcrossTheBlock) {
   EXPECT_TRUE(k.is_row_kernel);
   EXPECT_EQ(k.num_reductions, 2);
   EXPECT_FALSE(k.has_split) << "the sum reads the max: the passes can't be split";
+  EXPECT_EQ(k.vector_width, 4);  // the cached path's 16-byte loads
+  EXPECT_EQ(k.row_slots, 16);    // 64 register bytes for the one input three passes read
   EXPECT_GT(k.static_shared_bytes, 0);
   EXPECT_TRUE(Has(cuda.source, "__shfl_xor_sync"));
   EXPECT_TRUE(Has(cuda.readable, "dt_block_reduce(")) << cuda.readable;
@@ -183,6 +185,26 @@ TEST(CudaLaunch, RowAndPointwiseRules) {
   EXPECT_EQ(plan.launches[0].block % 32, 0);
   EXPECT_LE(plan.launches[0].grid, 132 * 32);
   EXPECT_TRUE(PlanCudaLaunch(row, 0, 10, 132).launches.empty());
+
+  // The cached path: with rows enough to fill the GPU, the fewest threads whose slots hold the
+  // row; with few rows, a thread per vector; past row_slots * kMaxCachedRowBlock the general
+  // path's block.
+  CudaKernelInfo cached = row;
+  cached.has_split = false;
+  cached.vector_width = 4;
+  cached.row_slots = 16;
+  EXPECT_EQ(PlanCudaLaunch(cached, 4096, 4096, 132).launches[0].block, 256);
+  EXPECT_EQ(PlanCudaLaunch(cached, 4096, 1000, 132).launches[0].block, 64);
+  EXPECT_EQ(PlanCudaLaunch(cached, 8, 4096, 132).launches[0].block, 1024);
+  EXPECT_EQ(PlanCudaLaunch(cached, 4096, 16 * 1024, 132).launches[0].block, 1024);
+  EXPECT_EQ(PlanCudaLaunch(cached, 4096, 16 * 1024 + 1, 132).launches[0].block, kMaxRowBlock);
+  for (int64_t n : {1, 31, 1000, 4097, 16 * 1024}) {
+    for (int64_t rows : {1, 100, 100000}) {
+      const CudaLaunch& launch = PlanCudaLaunch(cached, rows, n, 132).launches[0];
+      EXPECT_LE(n, cached.row_slots * launch.block) << "the kernel must take its cached path: " << n << " " << rows;
+      EXPECT_EQ(launch.block % 32, 0);
+    }
+  }
 
   CudaKernelInfo pointwise;
   pointwise.name = "p";

@@ -142,12 +142,14 @@ else
   results+=("$(printf '%-22s %-8s %s' test_cuda_codegen SKIPPED "no host C++ compiler (${CXX:-c++})")")
 fi
 stage "python tests" 150 "$python" "$root/tests/python/runner.py" "${python_tests[@]}"
-home=$("$python" -c 'import sys; print(sys.base_prefix)')
+# The command embeds the bundle's libpython and takes the standard library (and venv) of the
+# Python that runs the checks.
+python_path=$("$python" -c 'import sys; print(sys.executable)')
 if [[ -n "$glibc_for_command" && -n "$glibc_here" ]] && older "$glibc_here" "$glibc_for_command"; then
   results+=("$(printf '%-22s %-8s %s' "dyntrace command" SKIPPED "its libpython needs glibc $glibc_for_command")")
   echo "${results[-1]}"
 else
-  stage "dyntrace command" 40 env PYTHONHOME="$home" "$root/dyntrace" --stats "$root/tests/gpu/cli_smoke.py"
+  stage "dyntrace command" 40 env DYNTRACE_PYTHON="$python_path" "$root/dyntrace" --stats "$root/tests/gpu/cli_smoke.py"
 fi
 
 # gpu_check: exit 2 means no GPU, which is not a failure of the stages above.

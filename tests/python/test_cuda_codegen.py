@@ -39,7 +39,7 @@ def test_pointwise_kernel_has_vector_and_general_paths():
     (source,) = _cuda_sources(g)
     assert source.count('extern "C" __global__') == dt.kernels(g)[0].count("_fixed("), source
     assert "(const dt::CudaKernelArgs args)" in source, source
-    assert "dt_vector_ready(" in source and "DtVec<float, 4>" in source, source
+    assert "dt_vector_ready(" in source and "DtVec<float, 8>" in source, source
     assert "dt::scalar::exp_(" in source, source  # through the op registry, as the C++ is
     assert "e += step" in source, "a grid-stride general path:\n" + source
 
@@ -57,7 +57,14 @@ def test_row_kernels_reduce_with_warp_shuffles_per_block():
     seed(7004)
     g = check(_softmax_rows, lambda i: (rand_tensor((6, 300 + i)),))
     (source,) = _cuda_sources(g)
-    assert source.count("dt_block_reduce(") == 2, source  # the max, then the sum
+    # The max, then the sum, in each of the three paths: cached with vector loads, cached with
+    # strided loads, and the general one for rows longer than the cache.
+    assert source.count("dt_block_reduce(") == 6, source
+    # The cached paths read the input once, before the max's pass; the sum and the outputs
+    # read the registers.
+    assert source.count("c0[k] = dt_load_vec<float, 4>(p0,") == 1, source
+    assert source.count("c0[k] = j < n ? p0[j * is0]") == 1, source
+    assert source.count("= c0[k].v[l];") == 3 and source.count("= c0[k];") == 3, source
     assert "row += gridDim.x" in source, source
     assert "_split_partial" not in source, "softmax's sum reads its max: no split"
     assert "double acc" in source, "float32 sums accumulate in float64, as on the cpu:\n" + source
@@ -84,7 +91,7 @@ def test_half_kernels_compute_in_float():
     g = check(_pointwise, lambda i: (rand_tensor((4, 64), dtype=dt.float16), rand_tensor((64,), dtype=dt.float16)),
               rtol=1e-2, atol=1e-2)
     source = _cuda_sources(g)[0]
-    assert "dt::Half" in source and "DtVec<dt::Half, 8>" in source, source
+    assert "dt::Half" in source and "DtVec<dt::Half, 16>" in source, source
 
 
 def test_kernels_target_is_checked_and_cpu_is_the_default():
