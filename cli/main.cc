@@ -8,6 +8,7 @@
 // atexit, which CPython runs after the program (and after printing an uncaught traceback).
 #include <Python.h>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -138,6 +139,21 @@ InterpreterChoice ChooseInterpreter() {
   return {on_path.empty() ? DYNTRACE_PYTHON_BIN : on_path, false};
 }
 
+// A relocated copy (the GPU bundle) ships the extension modules of the CPython it embeds in
+// `python-dynload` beside the executable. The other machine's standard library may have some of
+// them built into its interpreter instead (Debian and Ubuntu build math, _struct ... in), so
+// they would be missing, and its own builds of the rest belong to another libpython; this
+// folder goes on the module path ahead of the standard library. Empty when there is none.
+std::string BundledExtensionModules() {
+  char exe[4096];
+  const ssize_t length = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  if (length <= 0) return "";
+  const std::string path(exe, static_cast<size_t>(length));
+  std::string dir = absl::StrCat(path.substr(0, path.rfind('/')), "/python-dynload");
+  struct stat info;
+  return stat(dir.c_str(), &info) == 0 && S_ISDIR(info.st_mode) ? dir : "";
+}
+
 // Configures the embedded interpreter to run the program the way `python` would.
 PyStatus ConfigureInterpreter(const Options& options, PyConfig& config) {
   PyConfig_InitPythonConfig(&config);
@@ -150,6 +166,13 @@ PyStatus ConfigureInterpreter(const Options& options, PyConfig& config) {
   if (PyStatus_Exception(status)) return status;
   if (interpreter.pin_home) {
     status = PyConfig_SetBytesString(&config, &config.home, DYNTRACE_PYTHON_PREFIX);
+    if (PyStatus_Exception(status)) return status;
+  }
+  if (const std::string modules = BundledExtensionModules(); !modules.empty()) {
+    // Setting the field replaces what PYTHONPATH would have given, so it is kept first.
+    const char* user_path = std::getenv("PYTHONPATH");
+    const std::string search = user_path != nullptr && *user_path ? absl::StrCat(user_path, ":", modules) : modules;
+    status = PyConfig_SetBytesString(&config, &config.pythonpath_env, search.c_str());
     if (PyStatus_Exception(status)) return status;
   }
   // sys.argv as python sets it: the script path, or "-m" (runpy replaces it with the module's

@@ -361,6 +361,54 @@ class CudaKernelEmitter : public KernelPrinter {
     out_ += "  }\n}\n\n";
   }
 
+  // Which full-size values a pass of the cached path takes from registers another pass filled:
+  // a pass needing a pointwise value an earlier pass computed (softmax's exp, which its sum
+  // folds and its outputs divide) reads it back instead of computing it again, when the
+  // registers, with the cached operands', stay within twice kRowCacheBytes per thread.
+  struct PassReuse {
+    std::vector<std::vector<int>> roots;       // per pass: the reductions' inputs, then the outputs
+    std::vector<std::set<int>> reads;          // per pass: values read from s<i>[slot]
+    std::vector<std::set<int>> writes;         // per pass: values stored to s<i>[slot]
+    std::set<int> stored;                      // every value with an s<i> array
+  };
+
+  PassReuse PlanPassReuse(int slots) const {
+    PassReuse plan;
+    for (int r : Reductions()) plan.roots.push_back({k_.values[r].args[0]});
+    if (!FullOutputs().empty()) plan.roots.push_back(FullOutputs());
+    int64_t bytes = 0;
+    for (int o : cached_) bytes += ItemSize(k_.operands[o].dtype);
+    std::map<int, size_t> first_pass;  // value -> the pass that computes it
+    for (size_t p = 0; p < plan.roots.size(); ++p) {
+      const std::vector<int> full = FullCone(plan.roots[p]);
+      std::set<int> known;
+      for (int i : full) {
+        if (first_pass.count(i) && k_.values[i].kind == ValueKind::kPointwise) known.insert(i);
+      }
+      std::set<int> reads;
+      for (int c : known) {
+        bool needed = std::find(plan.roots[p].begin(), plan.roots[p].end(), c) != plan.roots[p].end();
+        for (int i : full) {
+          if (known.count(i)) continue;
+          for (int a : k_.values[i].args) needed = needed || a == c;
+        }
+        if (!needed) continue;
+        if (!plan.stored.count(c)) {
+          const int64_t item = ItemSize(k_.values[c].dtype);
+          if ((bytes + item) * slots > 2 * kRowCacheBytes) continue;
+          bytes += item;
+          plan.stored.insert(c);
+        }
+        reads.insert(c);
+      }
+      for (int i : FullCone(plan.roots[p], reads)) first_pass.emplace(i, p);
+      plan.reads.push_back(std::move(reads));
+    }
+    plan.writes.resize(plan.roots.size());
+    for (int c : plan.stored) plan.writes[first_pass[c]].insert(c);
+    return plan;
+  }
+
   // The row loop of the cached path: `width` > 1 is the vector variant (slot k of a thread is
   // elements (k * blockDim.x + threadIdx.x) * width + l), 1 the scalar one (element
   // k * blockDim.x + threadIdx.x).
@@ -382,20 +430,25 @@ class CudaKernelEmitter : public KernelPrinter {
                               in, SlotStart(1), in, o, o, o, type, in);
       }
     }
+    const PassReuse reuse = PlanPassReuse(width * per_thread);
+    for (int c : reuse.stored) {
+      absl::StrAppendFormat(&out_, "%s%s s%d[%d];\n", in, CppType(k_.values[c].dtype), c, width * per_thread);
+    }
     std::vector<bool> defined(k_.values.size(), false);
-    for (int r : Reductions()) {
+    const std::vector<int> reductions = Reductions();
+    for (size_t q = 0; q < reductions.size(); ++q) {
+      const int r = reductions[q];
       EmitReadyRowValues(r, defined, in);
       const ReductionSpelling s = SpellReduction(r);
       absl::StrAppendFormat(&out_, "%s%s acc%d = %s;\n", in, s.accumulator_type, r, s.identity);
       const std::string acc = absl::StrCat("acc", r);
-      EmitSlotLoop(width, per_thread, FullCone({k_.values[r].args[0]}), absl::StrCat(acc, " = ", s.Combine(acc, s.input), ";"),
-                   false, in);
+      EmitSlotLoop(width, per_thread, reuse, q, absl::StrCat(acc, " = ", s.Combine(acc, s.input), ";"), false, in);
       EmitBlockCombine(r, s, in);
       absl::StrAppend(&out_, in, ReductionResult(r, acc, "n"), "\n");
       defined[r] = true;
     }
     EmitReadyRowValues(k_.values.size(), defined, in);
-    if (!FullOutputs().empty()) EmitSlotLoop(width, per_thread, FullCone(FullOutputs()), "", true, in);
+    if (!FullOutputs().empty()) EmitSlotLoop(width, per_thread, reuse, reductions.size(), "", true, in);
     EmitRowOutputs(in);
     absl::StrAppendFormat(&out_, "%s}\n", indent);
   }
@@ -405,15 +458,30 @@ class CudaKernelEmitter : public KernelPrinter {
     return absl::StrFormat("(k * static_cast<int64_t>(blockDim.x) + threadIdx.x) * %d", width);
   }
 
-  // One pass over a thread's slots: `cone`'s statements at each element below n, then `fold`
+  // Pass `pass`'s statements at one element: values reuse.reads[pass] from their registers,
+  // the rest computed; then the values the pass keeps for later ones.
+  void EmitPassStatements(const PassReuse& reuse, size_t pass, const std::string& slot, const std::string& indent) {
+    const std::set<int>& reads = reuse.reads[pass];
+    for (int i : FullCone(reuse.roots[pass], reads)) {
+      if (reads.count(i)) {
+        absl::StrAppendFormat(&out_, "%sconst %s v%d = s%d[%s];\n", indent, CppType(k_.values[i].dtype), i, i, slot);
+      } else {
+        absl::StrAppend(&out_, indent, ValueStatement(i, "j"), "\n");
+      }
+    }
+    for (int c : reuse.writes[pass]) absl::StrAppendFormat(&out_, "%ss%d[%s] = v%d;\n", indent, c, slot, c);
+  }
+
+  // One pass over a thread's slots: the pass's statements at each element below n, then `fold`
   // (a reduction's combine) or, with `stores`, the full-size outputs.
-  void EmitSlotLoop(int width, int per_thread, const std::vector<int>& cone, const std::string& fold, bool stores,
+  void EmitSlotLoop(int width, int per_thread, const PassReuse& reuse, size_t pass, const std::string& fold, bool stores,
                     const std::string& indent) {
+    const std::vector<int> cone = FullCone(reuse.roots[pass], reuse.reads[pass]);
     const std::string in = indent + "  ";
     absl::StrAppendFormat(&out_, "%s#pragma unroll\n%sfor (int k = 0; k < %d; ++k) {\n", indent, indent, per_thread);
     if (width == 1) {
       absl::StrAppendFormat(&out_, "%sconst int64_t j = %s;\n%sif (j < n) {\n", in, SlotStart(1), in);
-      EmitStatements(cone, "j", in + "  ");
+      EmitPassStatements(reuse, pass, "k", in + "  ");
       if (!fold.empty()) absl::StrAppend(&out_, in, "  ", fold, "\n");
       if (stores) EmitFullStores("j", in + "  ");
       absl::StrAppendFormat(&out_, "%s}\n%s}\n", in, indent);
@@ -445,7 +513,7 @@ class CudaKernelEmitter : public KernelPrinter {
     }
     absl::StrAppendFormat(&out_, "%s#pragma unroll\n%sfor (int l = 0; l < %d; ++l) {\n", in, in, width);
     absl::StrAppendFormat(&out_, "%s  const int64_t j = j0 + l;\n%s  if (j < n) {\n", in, in);
-    EmitStatements(cone, "j", in + "    ");
+    EmitPassStatements(reuse, pass, absl::StrCat("k * ", width, " + l"), in + "    ");
     if (!fold.empty()) absl::StrAppend(&out_, in, "    ", fold, "\n");
     if (stores) EmitFullStores("j", in + "    ");
     absl::StrAppendFormat(&out_, "%s  }\n%s}\n", in, in);

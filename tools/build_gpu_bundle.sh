@@ -2,7 +2,8 @@
 # Builds the bundle that runs dyntrace's GPU checks on a machine with a GPU but no Bazel:
 #   dist/gpu-bundle/          dyntrace.so, the dyntrace command, the C++ GPU tests (bin/), the
 #                             CUDA Python tests and tests/gpu/gpu_check.py, run_gpu_checks.sh,
-#                             lib/ (every non-system shared library they need), MANIFEST
+#                             lib/ (every non-system shared library they need), python-dynload/
+#                             (the embedded CPython's extension modules, for the command), MANIFEST
 #   dist/gpu-bundle.tar.gz    the same, to copy over (at most 60 MB)
 # Usage: tools/build_gpu_bundle.sh [path/to/python3.12]   (default: the 3.12 tools/pythons.sh finds)
 # On the GPU machine: tar xzf gpu-bundle.tar.gz && gpu-bundle/run_gpu_checks.sh [--python python3]
@@ -38,6 +39,18 @@ rm -rf "$bundle" dist/gpu-bundle.tar.gz
 mkdir -p "$bundle"/{lib/cxx,bin,tests/python,tests/gpu,tests/fake_cuda}
 for dest in "${!outputs[@]}"; do
   install -m 0755 "${outputs[$dest]}" "$bundle/$dest"
+done
+# The embedded CPython's own extension modules: the GPU machine's standard library may build some
+# of them into its interpreter (Debian and Ubuntu do: math, _struct ...), and its own builds of
+# the others belong to its libpython. The dyntrace command puts this folder on the module path.
+dynload=$("$python" -c 'import sysconfig; print(sysconfig.get_path("platstdlib"))')/lib-dynload
+mkdir -p "$bundle/python-dynload"
+for module in "$dynload"/*.so; do
+  case "$(basename "$module")" in
+    _test*|xx*|_xx*|_ctypes_test*|_tkinter*|_curses*|readline*|nis*|ossaudiodev*|spwd*) continue ;;
+  esac
+  install -m 0644 "$module" "$bundle/python-dynload/"
+  strip --strip-unneeded "$bundle/python-dynload/$(basename "$module")"
 done
 python_files=(runner.py testlib.py cpulib.py jitlib.py test_cuda_runtime.py test_cuda_codegen.py)
 for f in "${python_files[@]}"; do install -m 0644 "tests/python/$f" "$bundle/tests/python/$f"; done
