@@ -113,7 +113,7 @@ struct Stats {
   backend::CacheCounters kernel_baseline;       // kernel cache counters at the last reset()
   backend::NvrtcCheckTotals nvrtc_baseline;     // DYNTRACE_NVRTC_CHECK totals at the last reset()
   // CUDA graph counters at the last reset(): captures, replays, patches, refusals.
-  int64_t cuda_graph_baseline[4] = {0, 0, 0, 0};
+  int64_t cuda_graph_baseline[5] = {0, 0, 0, 0, 0};
 };
 
 // ---- global state (all under the GIL) ----

@@ -967,6 +967,7 @@ void ResetAll() {
   stats.cuda_graph_baseline[1] = graphs.replays;
   stats.cuda_graph_baseline[2] = graphs.patches;
   stats.cuda_graph_baseline[3] = graphs.refusals;
+  stats.cuda_graph_baseline[4] = graphs.kernel_launches;
 }
 
 void PushTracingMode(const JitOptions& options) {

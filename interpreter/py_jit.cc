@@ -428,6 +428,8 @@ PyObject* FnStats(PyObject*, PyObject*) {
   put("cuda_graph_replays", PyLong_FromLongLong(graphs.replays - s.cuda_graph_baseline[1]));
   put("cuda_graph_patches", PyLong_FromLongLong(graphs.patches - s.cuda_graph_baseline[2]));
   put("cuda_graph_refusals", PyLong_FromLongLong(graphs.refusals - s.cuda_graph_baseline[3]));
+  // Kernels launched one at a time (those a capture records, or a replay runs, are not).
+  put("cuda_kernel_launches", PyLong_FromLongLong(graphs.kernel_launches - s.cuda_graph_baseline[4]));
   return d;
 }
 

@@ -41,6 +41,7 @@ struct CudaGraphCounters {
   std::atomic<int64_t> replays{0};    // graph launches (the capturing call's included)
   std::atomic<int64_t> patches{0};    // kernel nodes re-pointed at new addresses
   std::atomic<int64_t> refusals{0};   // captures that failed or were refused; those calls ran directly
+  std::atomic<int64_t> kernel_launches{0};  // kernels launched one by one, outside any capture
 };
 CudaGraphCounters& GlobalCudaGraphCounters();
 

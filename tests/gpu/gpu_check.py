@@ -428,18 +428,28 @@ def copy_timer(mode, nbytes_elems):
     return time_per_call(copy, (dst, src), mode.iters, mode.sync), "dst[...] = src (cuMemcpyDtoDAsync)"
 
 
+def launches_per_call(fn, args):
+    """Kernels one call of fn launches one at a time (dt.stats()['cuda_kernel_launches']), or,
+    where no kernel runs on a GPU (the dry run), the kernel functions its CUDA source holds."""
+    before = dt.stats().get("cuda_kernel_launches", 0)
+    fn(*args)
+    launched = dt.stats().get("cuda_kernel_launches", 0) - before
+    return launched if launched else kernel_count(fn, "cuda")
+
+
 def chain_with_about_50_launches(mode, w, log):
-    """make_chain(steps) with steps chosen so that the compiled program has about 50 kernels on
-    this build; returns (fn, steps, kernel count)."""
+    """make_chain(steps) with steps chosen so that one call launches about 50 kernels on this
+    build (cuda_graphs=False); returns (steps, launches per call)."""
     steps = 25
     for _ in range(3):
-        fn = dt.jit(fresh_copy(w["make_chain"](steps)), backend=mode.backend)
-        fn(mode.to_device(dt.randn(mode.small)))
-        n = kernel_count(fn, "cuda")
-        if 40 <= n <= 60 or n == 0:
+        fn = dt.jit(fresh_copy(w["make_chain"](steps)), backend=mode.backend, cuda_graphs=False)
+        x = mode.to_device(dt.randn(mode.small))
+        fn(x)  # compiles
+        n = launches_per_call(fn, (x,))
+        if 45 <= n <= 55 or n == 0:
             break
         steps = max(1, round(steps * 50 / n))
-    log("  replay function: %d steps -> %d CUDA kernels (dt.kernels(fn, target='cuda'))" % (steps, n))
+    log("  replay function: %d steps -> %d kernel launches per call without a graph" % (steps, n))
     return steps, n
 
 
@@ -479,7 +489,8 @@ def run_timings(mode, log):
     log("  replay: %.3f ms with cuda_graphs=True, %.3f ms with cuda_graphs=False (%d launches), ratio %.2f"
         % (per_call[True] * 1e3, per_call[False] * 1e3, launches, table["replay"]["ratio"]))
     stats = dt.stats()
-    keys = [k for k in ("cuda_graph_captures", "cuda_graph_replays", "cuda_graph_patches") if k in stats]
+    keys = [k for k in ("cuda_graph_captures", "cuda_graph_replays", "cuda_graph_patches", "cuda_kernel_launches")
+            if k in stats]
     log("  " + (", ".join("%s %s" % (k, stats[k]) for k in keys) if keys else
                 "dt.stats() has no cuda_graph_* keys in this build"))
     return table, (steps, launches)

@@ -204,6 +204,7 @@ def test_cuda_graph_capture_patch_and_replay():
         assert stats() == (0, 0, 0), stats()
         direct = count("fakeCudaLaunches")
         assert direct >= 2, direct
+        assert dt.stats()["cuda_kernel_launches"] == direct
         g(x, b)                                   # captured, then launched as one graph
         assert stats() == (1, 1, 0), (stats(), dt.stats()["compile_failures"])
         assert count("fakeCudaCaptures") == 1 and count("fakeCudaGraphLaunches") == 1
@@ -213,6 +214,7 @@ def test_cuda_graph_capture_patch_and_replay():
             g(x, b)
         assert count("fakeCudaAllocations") == allocations
         assert count("fakeCudaGraphLaunches") == 21 and count("fakeCudaLaunches") == direct
+        assert dt.stats()["cuda_kernel_launches"] == direct, "replays launch no kernel one by one"
         # Outputs the caller holds are never handed out again: each replay writes a fresh buffer,
         # and the kernel writing it is re-pointed (patched), not copied.
         updates = count("fakeCudaNodeUpdates")
