@@ -174,16 +174,7 @@ class CudaKernelEmitter : public KernelPrinter {
   }
 
   void EmitVectorPath(int width) {
-    std::vector<std::string> checks;
-    for (size_t i = 0; i < k_.operands.size(); ++i) {
-      if (!FullTensor(static_cast<int>(i))) continue;
-      const KernelOperand& op = k_.operands[i];
-      if (op.predicted_inner_stride == 0) {
-        checks.push_back(absl::StrFormat("is%d == 0", i));
-      } else {
-        checks.push_back(VectorReady(static_cast<int>(i), width));
-      }
-    }
+    const std::vector<std::string> checks = VectorChecks(width);
     absl::StrAppendFormat(&out_, "  // Vector path: %d elements per thread, when every full-size operand's layout allows it.\n", width);
     absl::StrAppendFormat(&out_, "  if (%s) {\n", absl::StrJoin(checks, " &&\n      "));
     absl::StrAppendFormat(&out_, "    const int64_t groups_per_row = (n + %d) / %d;\n", width - 1, width);
