@@ -502,12 +502,22 @@ class CudaKernelEmitter : public KernelPrinter {
         }
       }
     }
-    absl::StrAppendFormat(&out_, "%s#pragma unroll\n%sfor (int l = 0; l < %d; ++l) {\n", in, in, width);
-    absl::StrAppendFormat(&out_, "%s  const int64_t j = j0 + l;\n%s  if (j < n) {\n", in, in);
-    EmitPassStatements(reuse, pass, absl::StrCat("k * ", width, " + l"), in + "    ");
+    // A slot wholly inside the row (all but the row's last) runs its lanes unguarded: the
+    // per-lane bound test cost as much as the arithmetic of a cheap pass.
+    const std::string slot = absl::StrCat("k * ", width, " + l");
+    absl::StrAppendFormat(&out_, "%sif (j0 + %d <= n) {\n", in, width);
+    absl::StrAppendFormat(&out_, "%s  #pragma unroll\n%s  for (int l = 0; l < %d; ++l) {\n", in, in, width);
+    absl::StrAppendFormat(&out_, "%s    const int64_t j = j0 + l;\n", in);
+    EmitPassStatements(reuse, pass, slot, in + "    ");
     if (!fold.empty()) absl::StrAppend(&out_, in, "    ", fold, "\n");
     if (stores) EmitFullStores("j", in + "    ");
-    absl::StrAppendFormat(&out_, "%s  }\n%s}\n", in, in);
+    absl::StrAppendFormat(&out_, "%s  }\n%s} else {\n", in, in);
+    absl::StrAppendFormat(&out_, "%s  #pragma unroll\n%s  for (int l = 0; l < %d; ++l) {\n", in, in, width);
+    absl::StrAppendFormat(&out_, "%s    const int64_t j = j0 + l;\n%s    if (j < n) {\n", in, in);
+    EmitPassStatements(reuse, pass, slot, in + "      ");
+    if (!fold.empty()) absl::StrAppend(&out_, in, "      ", fold, "\n");
+    if (stores) EmitFullStores("j", in + "      ");
+    absl::StrAppendFormat(&out_, "%s    }\n%s  }\n%s}\n", in, in, in);
     for (int o : stored) {
       absl::StrAppendFormat(&out_, "%sdt_store_vec<%s, %d>(p%d, j0, n, out%d);\n", in, CppType(k_.operands[o].dtype), width,
                             o, o);

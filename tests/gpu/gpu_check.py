@@ -224,6 +224,19 @@ def corpus(full):
         Case("layer_norm with affine", lambda x, w, b: dt.layer_norm(x, (x.shape[-1],), w, b),
              lambda i: (rn(20, 768), rn(768), rn(768)), tol=(2e-5, 2e-5)),
         Case("logsumexp", lambda x: x.logsumexp(-1), lambda i: (rn(6, 4097),), tol=(2e-5, 1e-5)),
+        # The row kernels' paths: more rows than blocks (grid-stride rows), a strided row (the
+        # cached path's scalar variant), float64 (two lanes a vector), rows longer than the
+        # register cache (the general path), a sliced input.
+        Case("softmax, 20000 short rows", lambda x: dt.softmax(x * 0.5, -1), lambda i: (rn(20000, 40 + i),),
+             tol=(2e-5, 1e-6)),
+        Case("softmax over a transposed input", lambda x: dt.softmax(x.T, -1), lambda i: (rn(300 + i, 50),),
+             tol=(2e-5, 1e-6)),
+        Case("layer_norm float64", lambda x, w: dt.layer_norm(x, (x.shape[-1],), w),
+             lambda i: (rn(64, 1000 + i).to(dt.float64), rn(1000 + i).to(dt.float64))),
+        Case("log_softmax, rows longer than the cache", lambda x: dt.log_softmax(x, -1),
+             lambda i: (rn(4, 20000 + i),), tol=(2e-5, 2e-5)),
+        Case("layer_norm of a column slice", lambda x: dt.layer_norm(x[:, ::2], (x.shape[-1] // 2,)),
+             lambda i: (rn(40, 514),), tol=(2e-5, 2e-5)),
         Case("matmul + bias + GELU (cuBLAS)", lambda x, w, b: dt.gelu(x @ w + b, approximate="tanh"),
              lambda i: (rn(64 + i, 256), rn(256, 96), rn(96)), tol=(1e-4, 2e-4)),
         Case("batched matmul", lambda a, b: a @ b, lambda i: (rn(4, 33, 17), rn(4, 17, 9)),
