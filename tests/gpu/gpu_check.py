@@ -1,7 +1,7 @@
 """dyntrace's checks that need a real GPU, in one run: correctness of the cuda backend, bandwidth,
 CUDA-graph replay and, where PyTorch works, torch.compile side by side.
 
-    python3 tests/gpu/gpu_check.py [--log FILE] [--quick]    # on a machine with a CUDA GPU
+    python3 tests/gpu/gpu_check.py [--log FILE] [--quick] [--time-limit S]   # with a CUDA GPU
     python3 tests/gpu/gpu_check.py --cpu-dry-run               # anywhere: the same logic, cpu backend
 
 1. Correctness: a corpus of functions compiled with dt.jit(fn, backend="cuda") on CUDA tensors
@@ -516,6 +516,8 @@ def run_torch(mode, steps, budget_s, log):
     result = {(w, m): None for w in names for m in modes}
     if mode.dry:
         return {k: "n/a: --cpu-dry-run" for k in result}
+    if budget_s < 10:
+        return {k: "n/a: no time left (--time-limit)" for k in result}
     spec = {"elements": mode.elements, "rows": mode.rows, "small": mode.small, "steps": steps,
             "iters": mode.iters, "budget_s": max(10, budget_s - 20)}
     cmd = [sys.executable, os.path.abspath(__file__), "--torch-child", json.dumps(spec)]
@@ -591,7 +593,11 @@ def main(argv):
     parser.add_argument("--log", help="also write everything to this file")
     parser.add_argument("--torch-budget", type=float, default=200.0,
                         help="seconds the torch.compile child may take (default 200)")
+    parser.add_argument("--time-limit", type=float,
+                        help="seconds this whole run may take: the torch child gets what is left of them, so "
+                             "the table is printed in time")
     args = parser.parse_args(argv)
+    launched = time.monotonic()
     log_file = open(args.log, "a") if args.log else None
 
     def log(text):
@@ -616,7 +622,11 @@ def main(argv):
     log("timings:")
     try:
         table, (steps, launches) = run_timings(mode, log)
-        torch_ms = run_torch(mode, steps, args.torch_budget, log)
+        torch_budget = args.torch_budget
+        if args.time_limit is not None:
+            # What is left, less a margin for printing and the child's start-up and exit.
+            torch_budget = min(torch_budget, args.time_limit - (time.monotonic() - launched) - 15)
+        torch_ms = run_torch(mode, steps, torch_budget, log)
         log("")
         for line in table_lines(table, torch_ms, launches):
             log(line)

@@ -157,7 +157,7 @@ left=$((deadline - SECONDS))
 start=$SECONDS
 echo "=== gpu_check (timeout ${left}s)" >> "$log"
 timeout --kill-after=10 "$left" "$python" "$root/tests/gpu/gpu_check.py" "${quick[@]}" \
-  --torch-budget $((left * 2 / 3 > 30 ? left * 2 / 3 - 30 : 10)) > "$root/.gpu_check.out" 2>&1
+  --time-limit $((left > 20 ? left - 10 : 10)) > "$root/.gpu_check.out" 2>&1
 rc=$?
 cat "$root/.gpu_check.out" >> "$log"
 case $rc in
