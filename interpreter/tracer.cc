@@ -1232,6 +1232,12 @@ absl::StatusOr<Sym> Tracer::GetAttr(const Sym& obj, const std::string& name) {
       const bool is_classmethod = Py_IS_TYPE(own, &PyClassMethod_Type);
       if (is_classmethod || Py_IS_TYPE(own, &PyStaticMethod_Type)) {
         PyRef function = PyRef::Steal(PyObject_GetAttrString(own, "__func__"));
+        if (function && !is_classmethod && PyCFunction_Check(function.get())) {
+          // A builtin as a static method (dyntrace.cuda.is_available): the call decides.
+          // The static method's identity fixes the builtin it holds.
+          guards_.Add(LeafGuard::Identity(guards::AttrSource(obj->source, name), own, Here()));
+          return ConstSym(std::move(function));
+        }
         if (!function || !PyFunction_Check(function.get())) {
           PyErr_Clear();
           return Unsupported(absl::StrCat("class attribute '", name, "' wraps a non-function"));
@@ -1571,6 +1577,12 @@ absl::StatusOr<Sym> Tracer::CallBuiltin(PyObject* fn, const std::vector<Sym>& ar
       !PyModule_Check(PyCFunction_GET_SELF(fn)) && IsPureConstType(PyCFunction_GET_SELF(fn)) &&
       !PyList_Check(PyCFunction_GET_SELF(fn))) {
     pure = true;  // a method of an immutable constant: "abc".startswith, (1, 2).index
+  }
+  // Facts fixed for the life of the process (the driver is probed once): called now, and the
+  // answer is a constant of the graph, as torch.compile treats torch.cuda.is_available().
+  if (PyCFunction_Check(fn) && args.empty() && kwargs.empty()) {
+    const std::string method = reinterpret_cast<PyCFunctionObject*>(fn)->m_ml->ml_name;
+    if (method == "_cuda_is_available" || method == "_cuda_device_count") pure = true;
   }
   PyObject* module_name = PyCFunction_Check(fn) ? reinterpret_cast<PyCFunctionObject*>(fn)->m_module : nullptr;
   if (module_name != nullptr && PyUnicode_Check(module_name) &&

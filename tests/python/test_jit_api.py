@@ -486,3 +486,28 @@ def test_fallback_without_fullgraph_runs_plainly():
     assert_close(r, x * 2 + 1)
     s = stats()
     assert s["graph_breaks"] >= 1 and any("print" in r for r in s["break_reasons"]), s
+
+
+def _device_aware(x):
+    on_gpu = dt.cuda.is_available()
+    count = dt.cuda.device_count()
+    y = x * 2 + count
+    if on_gpu:
+        return y.exp()
+    return y.sin()
+
+
+def test_cuda_availability_is_a_trace_time_constant():
+    # As torch.compile treats torch.cuda.is_available(): the driver is probed once per process, so
+    # the answer is folded into the graph instead of breaking it.
+    seed(7101)
+    dt.reset()
+    jfn = jitted_copy(_device_aware, backend="eager")
+    for _ in range(3):
+        x = rand_tensor((4, 5))
+        assert_close(jfn(x), _device_aware(x))
+    s = dt.stats()
+    assert s["graph_breaks"] == 0, s["break_reasons"]
+    assert s["graphs"] == 1 and s["recompiles"] == 0, s
+    guards = "\n".join(str(g) for g in dt.guards(jfn))
+    assert ".cuda.is_available is <staticmethod" in guards, guards
