@@ -922,6 +922,16 @@ CodeCache* FindCache(PyCodeObject* code) {
   return static_cast<CodeCache*>(cpython::GetCodeExtra(code));
 }
 
+namespace {
+
+// Whether entries compiled under `a` serve calls made under `b` (cache_limit only bounds them).
+bool SameCompileOptions(const JitOptions& a, const JitOptions& b) {
+  return a.backend == b.backend && a.backend_callable.get() == b.backend_callable.get() &&
+         a.fullgraph == b.fullgraph && a.cuda_graphs == b.cuda_graphs;
+}
+
+}  // namespace
+
 CodeCache* GetOrCreateCache(PyCodeObject* code, const JitOptions& options, bool explicit_jit) {
   cpython::InitCodeExtra(&FreeCodeCache);
   auto* cache = static_cast<CodeCache*>(cpython::GetCodeExtra(code));
@@ -932,6 +942,13 @@ CodeCache* GetOrCreateCache(PyCodeObject* code, const JitOptions& options, bool 
     all_caches->insert(cache);
   }
   if (explicit_jit) {
+    // dt.jit again with other compile options: the entries compiled under the old ones would
+    // otherwise keep serving the frame, so they go (as torch.compile recompiles for another
+    // backend). Running entries stay alive through their shared_ptr.
+    if (!cache->segments.empty() && !SameCompileOptions(cache->options, options)) {
+      cache->segments.clear();
+      cache->breaks.clear();
+    }
     cache->options = options;
     cache->explicit_jit = true;
     cache->skip = false;

@@ -511,3 +511,37 @@ def test_cuda_availability_is_a_trace_time_constant():
     assert s["graphs"] == 1 and s["recompiles"] == 0, s
     guards = "\n".join(str(g) for g in dt.guards(jfn))
     assert ".cuda.is_available is <staticmethod" in guards, guards
+
+
+def test_jit_again_with_other_options_recompiles():
+    # Entries compiled under one set of options never serve calls made under another: jitting
+    # the same function again with another backend (or cuda_graphs / fullgraph) compiles anew,
+    # and jitting it again with the same options keeps what was compiled.
+    dt.reset()
+    compiled = []
+
+    def recording(tag):
+        def backend(graph, example_inputs):
+            compiled.append(tag)
+            return graph.run
+        return backend
+
+    first, second = recording("first"), recording("second")
+    f = fresh_copy(_exp_plus_one)
+    seed(7102)
+    x = rand_tensor((3, 4))
+    want = _exp_plus_one(x)
+    dt.jit(f, backend=first)
+    assert_close(f(x), want)
+    dt.jit(f, backend=first)
+    assert_close(f(x), want)
+    assert compiled == ["first"], compiled
+    dt.jit(f, backend=second)
+    assert_close(f(x), want)
+    assert compiled == ["first", "second"], compiled
+    dt.jit(f, backend="eager")
+    assert_close(f(x), want)
+    dt.jit(f, backend=second)
+    assert_close(f(x), want)
+    assert compiled == ["first", "second", "second"], compiled
+    assert dt.stats()["graphs"] == 4, dt.stats()
