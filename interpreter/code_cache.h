@@ -112,7 +112,7 @@ struct Stats {
   std::vector<std::string> compile_failures;  // graphs the cpu backend could not compile (run eagerly)
   backend::CacheCounters kernel_baseline;       // kernel cache counters at the last reset()
   backend::NvrtcCheckTotals nvrtc_baseline;     // DYNTRACE_NVRTC_CHECK totals at the last reset()
-  // CUDA graph counters at the last reset(): captures, replays, patches, refusals.
+  // CUDA graph counters at the last reset(): captures, replays, patches, refusals, kernel launches.
   int64_t cuda_graph_baseline[5] = {0, 0, 0, 0, 0};
 };
 

@@ -190,6 +190,13 @@ PyModuleDef module_def = {
 };
 
 }  // namespace
+
+bool IsProcessConstantFunction(PyObject* fn) {
+  if (!PyCFunction_Check(fn)) return false;
+  const PyCFunction method = PyCFunction_GET_FUNCTION(fn);
+  return method == FnCudaIsAvailable || method == FnCudaDeviceCount;
+}
+
 }  // namespace dt::py
 
 extern "C" PyObject* PyInit_dyntrace() {

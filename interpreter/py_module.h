@@ -10,4 +10,14 @@
 
 extern "C" PyObject* PyInit_dyntrace();
 
+namespace dt::py {
+
+// Whether `fn` is one of the module's builtins whose answer is fixed for the life of the process
+// (dyntrace.cuda.is_available and device_count: the driver is probed once). The tracer calls
+// those while tracing and makes the answer a constant of the graph, as torch.compile does with
+// torch.cuda.is_available().
+bool IsProcessConstantFunction(PyObject* fn);
+
+}  // namespace dt::py
+
 #endif  // DYNTRACE_INTERPRETER_PY_MODULE_H_

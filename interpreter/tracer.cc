@@ -12,6 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "graph/pointwise.h"
+#include "interpreter/py_module.h"
 #include "interpreter/py_types.h"
 #include "interpreter/symbolic.h"
 #include "runtime/errors.h"
@@ -1578,12 +1579,8 @@ absl::StatusOr<Sym> Tracer::CallBuiltin(PyObject* fn, const std::vector<Sym>& ar
       !PyList_Check(PyCFunction_GET_SELF(fn))) {
     pure = true;  // a method of an immutable constant: "abc".startswith, (1, 2).index
   }
-  // Facts fixed for the life of the process (the driver is probed once): called now, and the
-  // answer is a constant of the graph, as torch.compile treats torch.cuda.is_available().
-  if (PyCFunction_Check(fn) && args.empty() && kwargs.empty()) {
-    const std::string method = reinterpret_cast<PyCFunctionObject*>(fn)->m_ml->ml_name;
-    if (method == "_cuda_is_available" || method == "_cuda_device_count") pure = true;
-  }
+  // Facts fixed for the life of the process: called now, the answer a constant of the graph.
+  if (py::IsProcessConstantFunction(fn)) pure = true;
   PyObject* module_name = PyCFunction_Check(fn) ? reinterpret_cast<PyCFunctionObject*>(fn)->m_module : nullptr;
   if (module_name != nullptr && PyUnicode_Check(module_name) &&
       PyUnicode_CompareWithASCIIString(module_name, "math") == 0) {

@@ -261,13 +261,10 @@ class CudaKernelEmitter : public KernelPrinter {
   // the outputs' cone): the cached row path loads them once into registers. Broadcast ones
   // (trace stride 0) are one element and stay in memory.
   std::set<int> MultiPassOperands() const {
-    std::vector<std::vector<int>> passes;
-    for (int r : Reductions()) passes.push_back(FullCone({k_.values[r].args[0]}));
-    if (!FullOutputs().empty()) passes.push_back(FullCone(FullOutputs()));
     std::map<int, int> reads;
-    for (const std::vector<int>& cone : passes) {
+    for (const std::vector<int>& roots : PassRoots()) {
       std::set<int> in_pass;
-      for (int i : cone) {
+      for (int i : FullCone(roots)) {
         const KernelValue& v = k_.values[i];
         if (v.kind == ValueKind::kLoad && FullTensor(v.operand) && k_.operands[v.operand].predicted_inner_stride != 0) {
           in_pass.insert(v.operand);
@@ -280,6 +277,15 @@ class CudaKernelEmitter : public KernelPrinter {
       if (count > 1) multi.insert(operand);
     }
     return multi;
+  }
+
+  // The values each pass over the row computes at every element: each reduction's input, in
+  // order, then the full-size outputs (when there are any).
+  std::vector<std::vector<int>> PassRoots() const {
+    std::vector<std::vector<int>> roots;
+    for (int r : Reductions()) roots.push_back({k_.values[r].args[0]});
+    if (!FullOutputs().empty()) roots.push_back(FullOutputs());
+    return roots;
   }
 
   // Elements each thread holds on the cached row path: the multi-pass operands fit in
@@ -365,8 +371,7 @@ class CudaKernelEmitter : public KernelPrinter {
 
   PassReuse PlanPassReuse(int slots) const {
     PassReuse plan;
-    for (int r : Reductions()) plan.roots.push_back({k_.values[r].args[0]});
-    if (!FullOutputs().empty()) plan.roots.push_back(FullOutputs());
+    plan.roots = PassRoots();
     int64_t bytes = 0;
     for (int o : cached_) bytes += ItemSize(k_.operands[o].dtype);
     std::map<int, size_t> first_pass;  // value -> the pass that computes it
@@ -505,19 +510,22 @@ class CudaKernelEmitter : public KernelPrinter {
     // A slot wholly inside the row (all but the row's last) runs its lanes unguarded: the
     // per-lane bound test cost as much as the arithmetic of a cheap pass.
     const std::string slot = absl::StrCat("k * ", width, " + l");
+    auto lanes = [&](bool guarded) {
+      absl::StrAppendFormat(&out_, "%s  #pragma unroll\n%s  for (int l = 0; l < %d; ++l) {\n", in, in, width);
+      absl::StrAppendFormat(&out_, "%s    const int64_t j = j0 + l;\n", in);
+      const std::string body = in + (guarded ? "      " : "    ");
+      if (guarded) absl::StrAppendFormat(&out_, "%s    if (j < n) {\n", in);
+      EmitPassStatements(reuse, pass, slot, body);
+      if (!fold.empty()) absl::StrAppend(&out_, body, fold, "\n");
+      if (stores) EmitFullStores("j", body);
+      if (guarded) absl::StrAppendFormat(&out_, "%s    }\n", in);
+      absl::StrAppendFormat(&out_, "%s  }\n", in);
+    };
     absl::StrAppendFormat(&out_, "%sif (j0 + %d <= n) {\n", in, width);
-    absl::StrAppendFormat(&out_, "%s  #pragma unroll\n%s  for (int l = 0; l < %d; ++l) {\n", in, in, width);
-    absl::StrAppendFormat(&out_, "%s    const int64_t j = j0 + l;\n", in);
-    EmitPassStatements(reuse, pass, slot, in + "    ");
-    if (!fold.empty()) absl::StrAppend(&out_, in, "    ", fold, "\n");
-    if (stores) EmitFullStores("j", in + "    ");
-    absl::StrAppendFormat(&out_, "%s  }\n%s} else {\n", in, in);
-    absl::StrAppendFormat(&out_, "%s  #pragma unroll\n%s  for (int l = 0; l < %d; ++l) {\n", in, in, width);
-    absl::StrAppendFormat(&out_, "%s    const int64_t j = j0 + l;\n%s    if (j < n) {\n", in, in);
-    EmitPassStatements(reuse, pass, slot, in + "      ");
-    if (!fold.empty()) absl::StrAppend(&out_, in, "      ", fold, "\n");
-    if (stores) EmitFullStores("j", in + "      ");
-    absl::StrAppendFormat(&out_, "%s    }\n%s  }\n%s}\n", in, in, in);
+    lanes(false);
+    absl::StrAppendFormat(&out_, "%s} else {\n", in);
+    lanes(true);
+    absl::StrAppendFormat(&out_, "%s}\n", in);
     for (int o : stored) {
       absl::StrAppendFormat(&out_, "%sdt_store_vec<%s, %d>(p%d, j0, n, out%d);\n", in, CppType(k_.operands[o].dtype), width,
                             o, o);

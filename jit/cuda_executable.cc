@@ -262,8 +262,9 @@ absl::Status CudaExecutable::RunKernel(Walk& walk, int index, const ShapePlans::
     }
     DT_RETURN_IF_ERROR(CudaCall(d.cuLaunchKernel(fn, grid, 1, 1, block, 1, 1, shared, device_->stream(), params, nullptr),
                                 "cuLaunchKernel"));
-    if (walk.mode != Mode::kCapture) ++GlobalCudaGraphCounters().kernel_launches;
-    if (walk.mode == Mode::kCapture) {
+    if (walk.mode != Mode::kCapture) {
+      ++GlobalCudaGraphCounters().kernel_launches;
+    } else {
       // The capture is one chain, so the stream's frontier is the node just added.
       int capture_status = 0;
       uint64_t capture_id = 0;
