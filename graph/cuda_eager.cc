@@ -1,7 +1,9 @@
 #include "graph/cuda_eager.h"
 
+#include <atomic>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "graph/pointwise.h"
 #include "runtime/cuda_tensor.h"
@@ -62,7 +64,19 @@ absl::StatusOr<Tensor> FromHost(const Tensor& result, const std::vector<HostMirr
   return UploadKeepingLayout(result, device);
 }
 
+std::atomic<DeviceOpRunner*> device_op_runner{nullptr};
+
 }  // namespace
+
+void SetDeviceOpRunner(DeviceOpRunner* runner) { device_op_runner.store(runner); }
+
+absl::StatusOr<OpResult> CallOpOnCuda(const OpDef& op, const OpArgs& args, Device device) {
+  if (DeviceOpRunner* runner = device_op_runner.load(); runner != nullptr) {
+    DT_ASSIGN_OR_RETURN(std::optional<OpResult> result, runner->Run(op, args, device));
+    if (result.has_value()) return *std::move(result);
+  }
+  return CallOpThroughHost(op, args, device);
+}
 
 absl::StatusOr<std::optional<Device>> CudaDeviceOf(const OpDef& op, const OpArgs& args) {
   std::optional<Device> cuda;
@@ -95,6 +109,7 @@ absl::StatusOr<std::optional<Device>> CudaDeviceOf(const OpDef& op, const OpArgs
 }
 
 absl::StatusOr<OpResult> CallOpThroughHost(const OpDef& op, const OpArgs& args, Device device) {
+  CountCudaHostOp(op.name());
   absl::StatusOr<HostArgs> host = ToHost(args);
   if (!host.ok()) return host.status();
   absl::StatusOr<OpResult> results = CallOp(op, host->args);
@@ -108,7 +123,12 @@ absl::StatusOr<OpResult> CallOpThroughHost(const OpDef& op, const OpArgs& args, 
   return back;
 }
 
-absl::StatusOr<Tensor> RunPointwiseIntoThroughHost(const OpDef& op, const OpArgs& args, const Tensor& out) {
+absl::StatusOr<Tensor> RunPointwiseIntoOnCuda(const OpDef& op, const OpArgs& args, const Tensor& out) {
+  if (DeviceOpRunner* runner = device_op_runner.load(); runner != nullptr) {
+    DT_ASSIGN_OR_RETURN(bool done, runner->RunPointwiseInto(op, args, out));
+    if (done) return out;
+  }
+  CountCudaHostOp(absl::StrCat(op.name(), "_"));
   absl::StatusOr<HostArgs> host = ToHost(args);
   if (!host.ok()) return host.status();
   // `out` is usually also args[0]: write through that mirror so the two stay one buffer.

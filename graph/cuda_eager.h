@@ -1,11 +1,13 @@
-// graph/cuda_eager.h: eager ops on CUDA tensors, run by the CPU definitions through host mirrors.
+// graph/cuda_eager.h: eager ops on CUDA tensors.
 //
-// Every op keeps one eager definition (the CPU loops). An op given CUDA tensors (or asked to
-// create one) mirrors its CUDA operands to the host (runtime/cuda_tensor.h), runs that
-// definition, and moves the results back: a result that is a view of an operand becomes the
-// same view of the CUDA operand; a new result is uploaded with its layout. Results are exactly
-// the CPU's, which is what compiled CUDA kernels are checked against; view ops need no data and
-// run directly.
+// An op given CUDA tensors runs on the device. Ops flagged kCudaNative do that in their own eager
+// definition (cuBLAS, copies through runtime/copy.h); pointwise, reduction and composite ops run
+// as one-op graphs compiled from the kernel IR, which jit/ installs here as a DeviceOpRunner
+// (graph/ sits below the code generators). What has no device implementation, or whose kernel
+// can't be built or loaded (no NVRTC, a driver that refuses modules), falls back to the host:
+// it mirrors its CUDA operands to the host (runtime/cuda_tensor.h), runs the CPU definition,
+// and moves the results back (a view of an operand becomes the same view of the CUDA operand);
+// each such call is counted by CountCudaHostOp, so a program that leaves the device shows.
 #ifndef DYNTRACE_GRAPH_CUDA_EAGER_H_
 #define DYNTRACE_GRAPH_CUDA_EAGER_H_
 
@@ -16,6 +18,24 @@
 
 namespace dt {
 
+// Runs ops on a CUDA device. REQUIRES of both: some operand (or the device argument) is on
+// `device`, and the op is not a view. nullopt / false: no device implementation for these
+// arguments; the caller goes through the host.
+class DeviceOpRunner {
+ public:
+  virtual ~DeviceOpRunner() = default;
+  [[nodiscard]] virtual absl::StatusOr<std::optional<OpResult>> Run(const OpDef& op, const OpArgs& args,
+                                                                   Device device) = 0;
+  // In-place pointwise: writes op(args) into `out`, converted to out's dtype.
+  [[nodiscard]] virtual absl::StatusOr<bool> RunPointwiseInto(const OpDef& op, const OpArgs& args,
+                                                              const Tensor& out) = 0;
+};
+// Installs the process's runner (jit/ does at start-up); the runner must outlive every op call.
+void SetDeviceOpRunner(DeviceOpRunner* runner);
+
+// Runs `op` on CUDA `device`: the installed runner, else through the host.
+absl::StatusOr<OpResult> CallOpOnCuda(const OpDef& op, const OpArgs& args, Device device);
+
 // The CUDA device `args` involve (tensors on it, or a device argument naming it); none when
 // they involve none. Tensors on two different devices are an error naming both.
 absl::StatusOr<std::optional<Device>> CudaDeviceOf(const OpDef& op, const OpArgs& args);
@@ -23,8 +43,8 @@ absl::StatusOr<std::optional<Device>> CudaDeviceOf(const OpDef& op, const OpArgs
 // Runs `op` on the host for CUDA `device` as described above.
 absl::StatusOr<OpResult> CallOpThroughHost(const OpDef& op, const OpArgs& args, Device device);
 
-// In-place pointwise `op` writing into CUDA `out`.
-absl::StatusOr<Tensor> RunPointwiseIntoThroughHost(const OpDef& op, const OpArgs& args, const Tensor& out);
+// In-place pointwise `op` writing into CUDA `out`: the installed runner, else through the host.
+absl::StatusOr<Tensor> RunPointwiseIntoOnCuda(const OpDef& op, const OpArgs& args, const Tensor& out);
 
 }  // namespace dt
 

@@ -54,7 +54,7 @@ absl::StatusOr<OpResult> CallOp(const OpDef& op, const OpArgs& args) {
   }
   if (op.kind != OpKind::kView && !op.has(kCudaNative)) {
     DT_ASSIGN_OR_RETURN(std::optional<Device> cuda, CudaDeviceOf(op, args));
-    if (cuda.has_value()) return CallOpThroughHost(op, args, *cuda);
+    if (cuda.has_value()) return CallOpOnCuda(op, args, *cuda);
   }
   return op.eager(op, args);
 }

@@ -8,6 +8,7 @@
 #include "graph/op_registry.h"
 #include "runtime/copy.h"
 #include "runtime/cuda_driver.h"
+#include "runtime/cuda_tensor.h"
 #include "runtime/errors.h"
 #include "runtime/random.h"
 
@@ -41,9 +42,21 @@ FillKind KindFromName(absl::string_view name) {
   return FillKind::kRand;
 }
 
+// Values that are generated on the host (random streams shared with the CPU, ranges) reach a
+// CUDA device as one upload, counted as a host op.
+absl::StatusOr<Tensor> MoveTo(const Tensor& host, Device device, absl::string_view op) {
+  if (device.type != DeviceType::kCuda) return host;
+  CountCudaHostOp(op);
+  return UploadKeepingLayout(host, device);
+}
+
 absl::StatusOr<Tensor> Make(FillKind kind, const Dims& sizes, DType dtype, Device device,
                             absl::string_view op) {
   DT_RETURN_IF_ERROR(CheckSizes(sizes, op));
+  if (device.type == DeviceType::kCuda && (kind == FillKind::kRand || kind == FillKind::kRandn)) {
+    DT_ASSIGN_OR_RETURN(Tensor host, Make(kind, sizes, dtype, Device::Cpu(), op));
+    return MoveTo(host, device, op);
+  }
   if ((kind == FillKind::kRand || kind == FillKind::kRandn) && !IsFloating(dtype)) {
     return Error(ErrorKind::kType, absl::StrFormat("%s: expected a floating dtype, got %s", op,
                                                    DTypeName(dtype)));
@@ -138,8 +151,9 @@ absl::StatusOr<OpResult> ArangeEager(const OpDef&, const OpArgs& args) {
                         : (end.ToInt() - start.ToInt() + step.ToInt() + (step.ToInt() > 0 ? -1 : 1)) /
                               step.ToInt();
   if (n < 0) n = 0;
-  Tensor t = Tensor::Empty({n}, dtype, device);
+  Tensor t = Tensor::Empty({n}, dtype, device.type == DeviceType::kCuda ? Device::Cpu() : device);
   FillRange(t, start, step);
+  DT_ASSIGN_OR_RETURN(t, MoveTo(t, device, "arange"));
   return OpResult{t};
 }
 
@@ -149,7 +163,7 @@ absl::StatusOr<OpResult> LinspaceEager(const OpDef&, const OpArgs& args) {
   if (steps < 0) return Error(ErrorKind::kValue, "linspace: number of steps must be non-negative");
   const DType dtype = args.dtype(3).value_or(kDefaultFloat);
   const double start = args.float_(0), end = args.float_(1);
-  Tensor t = Tensor::Empty({steps}, dtype, device);
+  Tensor t = Tensor::Empty({steps}, dtype, device.type == DeviceType::kCuda ? Device::Cpu() : device);
   if (t.is_meta()) return OpResult{t};
   const double step = steps > 1 ? (end - start) / static_cast<double>(steps - 1) : 0.0;
   const int64_t half = steps / 2;
@@ -163,6 +177,7 @@ absl::StatusOr<OpResult> LinspaceEager(const OpDef&, const OpArgs& args) {
       else data[i] = scalar_t(static_cast<ComputeType<scalar_t>>(v));
     }
   });
+  DT_ASSIGN_OR_RETURN(t, MoveTo(t, device, "linspace"));
   return OpResult{t};
 }
 
@@ -176,30 +191,32 @@ absl::StatusOr<OpResult> TensorConstantEager(const OpDef&, const OpArgs& args) {
 
 }  // namespace
 
+// Every creation op is device-safe in its own eager definition (fills copy on the device, the
+// rest generate on the host and upload), so all are kCudaNative.
 void RegisterCreationOps(OpRegistry& registry) {
   for (const char* name : {"zeros", "ones", "empty", "rand", "randn"}) {
     registry.Add(absl::StrCat(name, "(int... size, *, DType? dtype=None, Device? device=None) -> Tensor"),
                  OpKind::kCreation,
-                 kFunction | (absl::StartsWith(name, "rand") ? kRandom : kNoProperty), &FilledEager);
+                 kFunction | kCudaNative | (absl::StartsWith(name, "rand") ? kRandom : kNoProperty), &FilledEager);
     registry.Add(absl::StrCat(name, "_like(Tensor input, *, DType? dtype=None, Device? device=None) "
                                     "-> Tensor"),
                  OpKind::kCreation,
-                 kFunction | (absl::StartsWith(name, "rand") ? kRandom : kNoProperty),
+                 kFunction | kCudaNative | (absl::StartsWith(name, "rand") ? kRandom : kNoProperty),
                  &FilledLikeEager);
   }
   registry.Add("full(int[] size, Scalar fill_value, *, DType? dtype=None, Device? device=None) -> Tensor",
-               OpKind::kCreation, kFunction, &FullEager);
+               OpKind::kCreation, kFunction | kCudaNative, &FullEager);
   registry.Add("full_like(Tensor input, Scalar fill_value, *, DType? dtype=None, Device? device=None) "
                "-> Tensor",
-               OpKind::kCreation, kFunction, &FullLikeEager);
+               OpKind::kCreation, kFunction | kCudaNative, &FullLikeEager);
   registry.Add("arange(Scalar start, Scalar? end=None, Scalar step=1, *, DType? dtype=None, "
                "Device? device=None) -> Tensor",
-               OpKind::kCreation, kFunction, &ArangeEager);
-  registry.Add("_tensor_constant(Tensor value) -> Tensor", OpKind::kCreation, kNoProperty,
+               OpKind::kCreation, kFunction | kCudaNative, &ArangeEager);
+  registry.Add("_tensor_constant(Tensor value) -> Tensor", OpKind::kCreation, kCudaNative,
                &TensorConstantEager);
   registry.Add("linspace(Scalar start, Scalar end, int steps, *, DType? dtype=None, "
                "Device? device=None) -> Tensor",
-               OpKind::kCreation, kFunction, &LinspaceEager);
+               OpKind::kCreation, kFunction | kCudaNative, &LinspaceEager);
 }
 
 }  // namespace dt

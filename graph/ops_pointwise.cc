@@ -181,7 +181,7 @@ absl::StatusOr<PointwiseSignature> InferPointwise(const OpDef& op, const OpArgs&
 
 absl::StatusOr<Tensor> RunPointwise(const OpDef& op, const OpArgs& args, const Tensor* out) {
   if (out != nullptr && out->device().type == DeviceType::kCuda) {
-    return RunPointwiseIntoThroughHost(op, args, *out);
+    return RunPointwiseIntoOnCuda(op, args, *out);
   }
   DT_ASSIGN_OR_RETURN(PointwiseSignature sig, InferPointwise(op, args));
   const int arity = op.pointwise.arity;

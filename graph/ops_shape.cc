@@ -409,25 +409,25 @@ void RegisterShapeOps(OpRegistry& registry) {
                kBoth, &NarrowEager);
   registry.Add("select(Tensor input, int dim, int index) -> Tensor", OpKind::kView, kBoth,
                &SelectEager);
-  registry.Add("contiguous(Tensor input) -> Tensor", OpKind::kData, kMethod, &ContiguousEager);
+  // Data ops copy through runtime/copy.h, which stays on a CUDA device: all are kCudaNative.
+  registry.Add("contiguous(Tensor input) -> Tensor", OpKind::kData, kMethod | kCudaNative, &ContiguousEager);
   // clone of a CUDA tensor copies on the device (runtime/copy.h), never through the host.
   registry.Add("clone(Tensor input) -> Tensor", OpKind::kData, kBoth | kCudaNative, &CloneEager);
-  registry.Add("cat(Tensor[] tensors, int dim=0) -> Tensor", OpKind::kData, kFunction, &CatEager);
-  registry.Add("concat(Tensor[] tensors, int dim=0) -> Tensor", OpKind::kData, kFunction, &CatEager);
-  registry.Add("stack(Tensor[] tensors, int dim=0) -> Tensor", OpKind::kData, kFunction,
+  registry.Add("cat(Tensor[] tensors, int dim=0) -> Tensor", OpKind::kData, kFunction | kCudaNative, &CatEager);
+  registry.Add("concat(Tensor[] tensors, int dim=0) -> Tensor", OpKind::kData, kFunction | kCudaNative,
+               &CatEager);
+  registry.Add("stack(Tensor[] tensors, int dim=0) -> Tensor", OpKind::kData, kFunction | kCudaNative,
                &StackEager);
   registry.Add("split(Tensor input, int split_size, int dim=0) -> Tensor[]", OpKind::kView, kBoth,
                &SplitEager);
   registry.Add("split.sizes(Tensor input, int[] split_size, int dim=0) -> Tensor[]", OpKind::kView,
                kBoth, &SplitWithSizesEager);
   // x.float(), x.to(dtype): a copy in the new dtype, or x itself when it already has it.
-  registry.Add("_to(Tensor input, DType dtype) -> Tensor", OpKind::kData, kNoProperty,
+  registry.Add("_to(Tensor input, DType dtype) -> Tensor", OpKind::kData, kCudaNative,
                &ToDTypeEager);
   // Basic indexing as graph ops; `index` is EncodeIndex()'s flat form.
   registry.Add("_getitem(Tensor input, int[] index) -> Tensor", OpKind::kView, kNoProperty,
                &GetItemEager);
-  // Device-safe by construction: the copy (runtime/copy.h) moves dense same-layout CUDA bytes on
-  // the device and everything else through host mirrors.
   registry.Add("_setitem(Tensor input, int[] index, Operand value) -> Tensor", OpKind::kData,
                kCudaNative, &SetItemEager);
   registry.Add("chunk(Tensor input, int chunks, int dim=0) -> Tensor[]", OpKind::kView, kBoth,

@@ -114,6 +114,7 @@ struct Stats {
   backend::NvrtcCheckTotals nvrtc_baseline;     // DYNTRACE_NVRTC_CHECK totals at the last reset()
   // CUDA graph counters at the last reset(): captures, replays, patches, refusals, kernel launches.
   int64_t cuda_graph_baseline[5] = {0, 0, 0, 0, 0};
+  int64_t cuda_host_ops_baseline = 0;
 };
 
 // ---- global state (all under the GIL) ----

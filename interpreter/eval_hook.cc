@@ -18,6 +18,7 @@
 #include "interpreter/cpython_frame.h"
 #include "interpreter/py_types.h"
 #include "interpreter/resume_iterator.h"
+#include "runtime/cuda_tensor.h"
 #include "runtime/errors.h"
 #include "runtime/log.h"
 
@@ -985,6 +986,7 @@ void ResetAll() {
   stats.cuda_graph_baseline[2] = graphs.patches;
   stats.cuda_graph_baseline[3] = graphs.refusals;
   stats.cuda_graph_baseline[4] = graphs.kernel_launches;
+  stats.cuda_host_ops_baseline = CudaHostOps();
 }
 
 void PushTracingMode(const JitOptions& options) {

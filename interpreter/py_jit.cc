@@ -12,6 +12,7 @@
 #include "jit/cuda_codegen.h"
 #include "jit/cuda_graph.h"
 #include "jit/nvrtc_check.h"
+#include "runtime/cuda_tensor.h"
 #include "runtime/log.h"
 
 namespace dt::py {
@@ -430,6 +431,15 @@ PyObject* FnStats(PyObject*, PyObject*) {
   put("cuda_graph_refusals", PyLong_FromLongLong(graphs.refusals - s.cuda_graph_baseline[3]));
   // Kernels launched one at a time (those a capture records, or a replay runs, are not).
   put("cuda_kernel_launches", PyLong_FromLongLong(graphs.kernel_launches - s.cuda_graph_baseline[4]));
+  // Operations on CUDA tensors that went through host mirrors (graph/cuda_eager.h): 0 for a
+  // program that stays on the device. Per op name since the process started.
+  put("cuda_host_ops", PyLong_FromLongLong(CudaHostOps() - s.cuda_host_ops_baseline));
+  PyObject* by_name = PyDict_New();
+  for (const auto& [name, count] : CudaHostOpsByName()) {
+    PyRef n = PyRef::Steal(PyLong_FromLongLong(count));
+    PyDict_SetItemString(by_name, name.c_str(), n.get());
+  }
+  put("cuda_host_ops_by_op", by_name);
   return d;
 }
 

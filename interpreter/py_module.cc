@@ -1,4 +1,5 @@
 // The `dyntrace` extension module: wires the Python types and the registry bindings together.
+#include "jit/cuda_eager_ops.h"
 #include "interpreter/py_module.h"
 
 #include <cstdlib>
@@ -208,6 +209,8 @@ extern "C" PyObject* PyInit_dyntrace() {
   if (!AddJitBindings(module.get())) return nullptr;
   if (!dt::jit::AddReportBindings(module.get())) return nullptr;
   if (!InitResumeIterator()) return nullptr;
+  // Eager ops on CUDA tensors run as kernels from the kernel IR, not through the host.
+  dt::backend::InstallCudaEagerOps();
   PyObject* globals = PyModule_GetDict(module.get());  // borrowed
   if (PyDict_SetItemString(globals, "__builtins__", PyEval_GetBuiltins()) < 0) return nullptr;
   // A distinctive file name keeps the prelude's own functions out of tracing.

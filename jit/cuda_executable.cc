@@ -170,6 +170,12 @@ absl::StatusOr<CUfunction> CudaExecutable::Function(const std::string& name) {
 }
 
 absl::StatusOr<Tensor> CudaExecutable::OutputBuffer(Walk& walk, int value, const Tensor& meta) {
+  if (walk.into != nullptr) {
+    const std::vector<ValueId>& outputs = program_.graph.outputs();
+    for (size_t i = 0; i < outputs.size() && i < walk.into->size(); ++i) {
+      if (outputs[i] == value && (*walk.into)[i].defined()) return (*walk.into)[i];
+    }
+  }
   if (walk.mode == Mode::kDirect || Escapes(value)) return AllocateOnDevice(meta, device_id_);
   if (walk.mode == Mode::kCapture) {
     DT_ASSIGN_OR_RETURN(Tensor buffer, AllocateOnDevice(meta, device_id_));
@@ -374,11 +380,12 @@ absl::StatusOr<std::unique_ptr<CudaGraphRecord>> CudaExecutable::Capture(
 }
 
 absl::StatusOr<std::vector<Tensor>> CudaExecutable::Run(const std::vector<Tensor>& inputs,
-                                                        const std::vector<Scalar>& scalars) {
+                                                        const std::vector<Scalar>& scalars,
+                                                        const std::vector<Tensor>& into) {
   absl::MutexLock lock(&mu_);
   // Device tensors created inside ops (Storage::Allocate) report exhaustion by throwing.
   try {
-    return RunLocked(inputs, scalars);
+    return RunLocked(inputs, scalars, into);
   } catch (const std::bad_alloc&) {
     return absl::ResourceExhaustedError(absl::StrFormat("CUDA out of memory on %s while running a compiled graph",
                                                         device_id_.ToString()));
@@ -386,7 +393,8 @@ absl::StatusOr<std::vector<Tensor>> CudaExecutable::Run(const std::vector<Tensor
 }
 
 absl::StatusOr<std::vector<Tensor>> CudaExecutable::RunLocked(const std::vector<Tensor>& inputs,
-                                                              const std::vector<Scalar>& scalars) {
+                                                              const std::vector<Scalar>& scalars,
+                                                              const std::vector<Tensor>& into) {
   const Graph& g = program_.graph;
   if (inputs.size() != g.inputs().size()) {
     return Error(ErrorKind::kRuntime, absl::StrFormat("compiled graph expects %d inputs, got %d",
@@ -407,10 +415,11 @@ absl::StatusOr<std::vector<Tensor>> CudaExecutable::RunLocked(const std::vector<
   auto run_direct = [&]() -> absl::StatusOr<std::vector<Tensor>> {
     fresh_env();
     Walk walk;
+    if (!into.empty()) walk.into = &into;
     DT_RETURN_IF_ERROR(WalkProgram(walk, plan, env, scalars));
     return outputs();
   };
-  if (!use_graphs_) return run_direct();
+  if (!use_graphs_ || !into.empty()) return run_direct();
 
   const std::vector<int64_t> key = InputKey(inputs);
   auto found = shapes_.find(key);

@@ -38,8 +38,13 @@ class CudaExecutable {
                                                                            CudaGraphMode graphs = CudaGraphMode::kAuto);
 
   // REQUIRES: `inputs` match the graph's inputs (as its guards ensure), on this device.
+  // `into`, when given, holds one tensor per graph output (undefined: allocate one) that the
+  // kernel computing that output writes into instead of a fresh buffer: eager in-place ops and
+  // copies into views (jit/cuda_eager_ops.h). REQUIRES then: CUDA graphs off, and each given
+  // tensor has its output's sizes and dtype.
   [[nodiscard]] absl::StatusOr<std::vector<Tensor>> Run(const std::vector<Tensor>& inputs,
-                                                        const std::vector<Scalar>& scalars);
+                                                        const std::vector<Scalar>& scalars,
+                                                        const std::vector<Tensor>& into = {});
 
   CudaExecutable() = default;
   CudaExecutable(const CudaExecutable&) = delete;
@@ -63,6 +68,7 @@ class CudaExecutable {
     CudaGraphRecord* record = nullptr;
     size_t next_launch = 0;
     size_t next_scalar_slot = 0;
+    const std::vector<Tensor>* into = nullptr;  // direct walks only: see Run()
   };
   // What one input-shape set has seen.
   struct ShapeState {
@@ -73,8 +79,8 @@ class CudaExecutable {
     bool refused = false;
   };
 
-  absl::StatusOr<std::vector<Tensor>> RunLocked(const std::vector<Tensor>& inputs, const std::vector<Scalar>& scalars)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<std::vector<Tensor>> RunLocked(const std::vector<Tensor>& inputs, const std::vector<Scalar>& scalars,
+                                                const std::vector<Tensor>& into) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status WalkProgram(Walk& walk, const std::shared_ptr<const ShapePlans::Plan>& plan, std::vector<Tensor>& env,
                            const std::vector<Scalar>& scalars) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status RunKernel(Walk& walk, int index, const ShapePlans::Plan& plan, std::vector<Tensor>& env,

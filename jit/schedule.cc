@@ -70,6 +70,15 @@ Classified Classify(const Graph& g, const Node& n) {
     if (g.value(in).meta.dtype() != out.dtype()) c.fusion = Fusion::kCast;
     return c;
   }
+  // Copies in the same dtype are casts to it, so they fuse with their neighbours and a
+  // transpose-then-copy becomes indexing in one kernel: clone always copies; contiguous only
+  // when its input is not contiguous (else it returns the input itself, an alias whose writes
+  // the caller sees, which a kernel's fresh buffer would not be).
+  if ((op.name() == "clone" || op.name() == "contiguous") && std::holds_alternative<ValueId>(n.args[0].content)) {
+    const Tensor& in = g.value(std::get<ValueId>(n.args[0].content)).meta;
+    if (op.name() == "clone" || !in.is_contiguous()) c.fusion = Fusion::kCast;
+    return c;
+  }
   if (op.kind == OpKind::kReduction && !op.reduction.scalar_fn.empty() &&
       std::holds_alternative<ValueId>(n.args[0].content) && !HasScalarRef(n)) {
     const Tensor& in = g.value(std::get<ValueId>(n.args[0].content)).meta;

@@ -1,11 +1,13 @@
 #include "runtime/copy.h"
 
+#include <atomic>
 #include <cstring>
 #include <new>
 
 #include "absl/strings/str_format.h"
 #include "runtime/cuda_driver.h"
 #include "runtime/cuda_tensor.h"
+#include "runtime/errors.h"
 #include "runtime/strided_loop.h"
 
 namespace dt {
@@ -64,7 +66,48 @@ absl::StatusOr<bool> CopyDenseOnDevice(const Tensor& dst, const Tensor& src) {
   return true;
 }
 
+// Through host mirrors (runtime/cuda_tensor.h); the source's mirror is taken before anything
+// is written, so a source overlapping the destination is read in full first.
+absl::Status CopyThroughHost(const Tensor& dst, const Tensor& src) {
+  if (IsCuda(dst) && IsCuda(src)) CountCudaHostOp("copy");
+  Tensor host_src = src;
+  if (IsCuda(src)) {
+    DT_ASSIGN_OR_RETURN(HostMirror m, MirrorToHost(src));
+    host_src = m.host;
+  }
+  if (!IsCuda(dst)) return CopyInto(dst, host_src);
+  DT_ASSIGN_OR_RETURN(HostMirror m, MirrorToHost(dst));
+  DT_RETURN_IF_ERROR(CopyInto(m.host, host_src));
+  return WriteBack(m);
+}
+
+std::atomic<DeviceCopyKernel> device_copy_kernel{nullptr};
+
+// A copy between two tensors of one CUDA device: one block copy where it can be, else the
+// installed kernel, else host mirrors.
+absl::Status CopyOnDevice(const Tensor& dst, const Tensor& src, const Dims& src_byte_strides) {
+  absl::StatusOr<bool> copied = CopyDenseOnDevice(dst, src);
+  if (!copied.ok() || *copied) return copied.status();
+  if (DeviceCopyKernel kernel = device_copy_kernel.load(); kernel != nullptr) {
+    Dims strides = src_byte_strides;
+    for (int64_t& s : strides) s /= src.itemsize();
+    Tensor source = src.AsStrided(dst.sizes(), strides, src.offset());
+    // A source overlapping the destination (x[1:] = x[:-1]) is read in full before writing.
+    if (source.SharesStorageWith(dst)) {
+      Tensor whole = Tensor::Empty(source.sizes(), source.dtype(), source.device());
+      DT_ASSIGN_OR_RETURN(bool staged, kernel(whole, source));
+      if (!staged) return CopyThroughHost(dst, src);
+      source = whole;
+    }
+    DT_ASSIGN_OR_RETURN(bool done, kernel(dst, source));
+    if (done) return absl::OkStatus();
+  }
+  return CopyThroughHost(dst, src);
+}
+
 }  // namespace
+
+void SetDeviceCopyKernel(DeviceCopyKernel kernel) { device_copy_kernel.store(kernel); }
 
 bool HasInternalOverlap(const Tensor& t) {
   for (int64_t d = 0; d < t.ndim(); ++d) {
@@ -83,25 +126,13 @@ absl::Status CopyInto(const Tensor& dst, const Tensor& src) {
   auto src_strides = BroadcastByteStrides(src, dst.sizes());
   if (!src_strides.ok()) return src_strides.status();
   if (dst.is_meta() || src.is_meta()) return absl::OkStatus();
-  if (IsCuda(dst) && IsCuda(src) && dst.device() == src.device()) {
-    absl::StatusOr<bool> copied = CopyDenseOnDevice(dst, src);
-    if (!copied.ok() || *copied) return copied.status();
+  if (IsCuda(dst) && IsCuda(src) && dst.device() == src.device()) return CopyOnDevice(dst, src, *src_strides);
+  if (IsCuda(dst) && !IsCuda(src) && src.numel() == 1 && dst.numel() > 0) {
+    // A fill (zeros, x[i] = 0.5): the one element goes up, the broadcast happens on the device.
+    DT_ASSIGN_OR_RETURN(Tensor element, UploadKeepingLayout(src.AsStrided({}, {}, src.offset()), dst.device()));
+    return CopyInto(dst, element);
   }
-  if (IsCuda(dst) || IsCuda(src)) {
-    // Through host mirrors (runtime/cuda_tensor.h); the source's mirror is taken before anything
-    // is written, so a source overlapping the destination is read in full first.
-    Tensor host_src = src;
-    if (IsCuda(src)) {
-      absl::StatusOr<HostMirror> m = MirrorToHost(src);
-      if (!m.ok()) return m.status();
-      host_src = m->host;
-    }
-    if (!IsCuda(dst)) return CopyInto(dst, host_src);
-    absl::StatusOr<HostMirror> m = MirrorToHost(dst);
-    if (!m.ok()) return m.status();
-    if (absl::Status s = CopyInto(m->host, host_src); !s.ok()) return s;
-    return WriteBack(*m);
-  }
+  if (IsCuda(dst) || IsCuda(src)) return CopyThroughHost(dst, src);
   if (dst.device() != src.device()) {
     return absl::UnimplementedError(absl::StrFormat("copy between %s and %s is not supported here",
                                                     src.device().ToString(), dst.device().ToString()));

@@ -32,6 +32,15 @@ absl::StatusOr<Scalar> ItemOf(const Tensor& t);
 // Whether writing through `t` could hit one address twice (a stride-0 dim of size > 1).
 bool HasInternalOverlap(const Tensor& t);
 
+// Copies between two tensors of one CUDA device that one block copy can't do (other layouts,
+// broadcasts, conversions) run a kernel generated from the kernel IR. runtime/ sits below the
+// code generator, so jit/ installs that kernel here at start-up (jit/cuda_eager_ops.h).
+// The function is given `dst` and a `src` already broadcast to dst's shape that does not
+// overlap dst; it returns false when it could not build or load its kernel, and CopyInto then
+// goes through host mirrors (counted by CountCudaHostOp).
+using DeviceCopyKernel = absl::StatusOr<bool> (*)(const Tensor& dst, const Tensor& src);
+void SetDeviceCopyKernel(DeviceCopyKernel kernel);
+
 }  // namespace dt
 
 #endif  // DYNTRACE_RUNTIME_COPY_H_

@@ -167,6 +167,7 @@ absl::Status CudaBatchedGemm(const Tensor& a_in, const Tensor& b_in, const Tenso
   const DType dtype = out.dtype();
   if (dtype != DType::kFloat16 && dtype != DType::kFloat32 && dtype != DType::kFloat64) {
     // No cuBLAS kernel for these: the CPU loops, through mirrors, give the exact CPU result.
+    CountCudaHostOp("matmul");
     DT_ASSIGN_OR_RETURN(HostMirror ha, MirrorToHost(a_in));
     DT_ASSIGN_OR_RETURN(HostMirror hb, MirrorToHost(b_in));
     DT_ASSIGN_OR_RETURN(HostMirror hout, MirrorToHost(out));

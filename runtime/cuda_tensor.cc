@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cstring>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
 #include "runtime/copy.h"
 #include "runtime/cuda_allocator.h"
 #include "runtime/cuda_driver.h"
@@ -31,7 +33,46 @@ CUdeviceptr AddressOf(const Tensor& t, int64_t element) {
   return reinterpret_cast<CUdeviceptr>(t.storage()->data()) + static_cast<CUdeviceptr>(element * t.itemsize());
 }
 
+struct HostOpCounts {
+  absl::Mutex mu;
+  int64_t total ABSL_GUARDED_BY(mu) = 0;
+  absl::flat_hash_map<std::string, int64_t> by_name ABSL_GUARDED_BY(mu);
+};
+
+HostOpCounts& HostOps() {
+  static auto* counts = new HostOpCounts();  // lives for the process, like the devices
+  return *counts;
+}
+
+constexpr size_t kMaxHostOpNames = 64;
+
 }  // namespace
+
+void CountCudaHostOp(absl::string_view op) {
+  HostOpCounts& c = HostOps();
+  absl::MutexLock lock(&c.mu);
+  ++c.total;
+  auto it = c.by_name.find(op);
+  if (it != c.by_name.end()) {
+    ++it->second;
+  } else if (c.by_name.size() < kMaxHostOpNames) {
+    c.by_name.emplace(std::string(op), 1);
+  }
+}
+
+int64_t CudaHostOps() {
+  HostOpCounts& c = HostOps();
+  absl::MutexLock lock(&c.mu);
+  return c.total;
+}
+
+std::vector<std::pair<std::string, int64_t>> CudaHostOpsByName() {
+  HostOpCounts& c = HostOps();
+  absl::MutexLock lock(&c.mu);
+  std::vector<std::pair<std::string, int64_t>> out(c.by_name.begin(), c.by_name.end());
+  std::sort(out.begin(), out.end());
+  return out;
+}
 
 absl::StatusOr<HostMirror> MirrorToHost(const Tensor& t) {
   absl::StatusOr<CudaDevice*> gpu = CudaDevice::Get(t.device().index);

@@ -13,7 +13,12 @@
 #ifndef DYNTRACE_RUNTIME_CUDA_TENSOR_H_
 #define DYNTRACE_RUNTIME_CUDA_TENSOR_H_
 
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "runtime/tensor.h"
 
 namespace dt {
@@ -36,6 +41,15 @@ absl::StatusOr<Tensor> UploadKeepingLayout(const Tensor& host, Device device);
 // `t` on `device` (itself when already there). To the CPU: contiguous. To CUDA: contiguous
 // values; dense inputs keep their memory order.
 absl::StatusOr<Tensor> ToDevice(const Tensor& t, Device device);
+
+// Operations on CUDA tensors that still ran through host mirrors (an op without a device
+// implementation, or one whose kernel could not be built or loaded), counted per op name so
+// that `dyntrace.stats()["cuda_host_ops"]` can show that a program stays on the device.
+// Transfers the user asks for (`.cpu()`, `.cuda()`, printing, `.item()`) are not counted.
+void CountCudaHostOp(absl::string_view op);
+// The total, and the count for each op name (at most the first 64 names; the total counts all).
+int64_t CudaHostOps();
+std::vector<std::pair<std::string, int64_t>> CudaHostOpsByName();
 
 }  // namespace dt
 
