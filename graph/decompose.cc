@@ -97,6 +97,38 @@ GraphArg Remap(const GraphArg& a, const std::vector<ValueId>& map) {
   return a;
 }
 
+// A view op that had to copy (reshape of a transposed tensor): its result does not share the
+// input's storage.
+bool CopyingView(const Graph& graph, const Node& node) {
+  if (node.op->kind != OpKind::kView || node.inplace || node.outputs.size() != 1 || node.args.empty()) return false;
+  for (size_t i = 1; i < node.args.size(); ++i) {
+    if (!std::holds_alternative<ArgValue>(node.args[i].content)) return false;
+  }
+  const auto* input = std::get_if<ValueId>(&node.args[0].content);
+  return input != nullptr &&
+         graph.value(node.outputs[0]).meta.storage() != graph.value(*input).meta.storage();
+}
+
+// `out` gets contiguous(input) and then the view op on that, which now views: the copy becomes
+// a node the code generators turn into a kernel (a same-dtype cast), where the view alone would
+// copy eagerly, between kernels, every run.
+absl::StatusOr<ValueId> ExpandCopyingView(const Graph& graph, const Node& node, const std::vector<ValueId>& map,
+                                          Graph& out) {
+  const ValueId input = std::get<ValueId>(node.args[0].content);
+  const Tensor& in_meta = graph.value(input).meta;
+  const Tensor dense = Tensor::Empty(in_meta.sizes(), in_meta.dtype(), Device::Meta());
+  const ValueId copied = out.AddNode(OpRegistry::Get().Find("contiguous"), {GraphArg::Value(map[input])}, {dense},
+                                     false, node.location)[0];
+  std::vector<GraphArg> args{GraphArg::Value(copied)};
+  std::vector<ArgValue> metas{dense};
+  for (size_t i = 1; i < node.args.size(); ++i) {
+    args.push_back(Remap(node.args[i], map));
+    metas.push_back(std::get<ArgValue>(node.args[i].content));
+  }
+  DT_ASSIGN_OR_RETURN(OpResult viewed, CallOp(*node.op, OpArgs(std::move(metas))));
+  return out.AddNode(node.op, std::move(args), viewed, false, node.location)[0];
+}
+
 }  // namespace
 
 absl::StatusOr<Graph> Decompose(const Graph& graph) {
@@ -107,6 +139,10 @@ absl::StatusOr<Graph> Decompose(const Graph& graph) {
     map[v] = out.AddInput(graph.value(v).meta, graph.input_sources()[i]);
   }
   for (const Node& node : graph.nodes()) {
+    if (CopyingView(graph, node)) {
+      DT_ASSIGN_OR_RETURN(map[node.outputs[0]], ExpandCopyingView(graph, node, map, out));
+      continue;
+    }
     if (Expandable(node)) {
       // Recorded into a scratch graph first, so a failed expansion leaves `out` untouched.
       Graph scratch = out;

@@ -364,6 +364,7 @@ absl::StatusOr<std::unique_ptr<CudaGraphRecord>> CudaExecutable::Capture(
   absl::Status walked;
   {
     CudaCacheOnlyScope cache_only;
+    CudaFreeHold hold;
     Walk walk{Mode::kCapture, record.get()};
     // Whatever happens, the capture must end before anything else uses the stream.
     try {
@@ -371,6 +372,7 @@ absl::StatusOr<std::unique_ptr<CudaGraphRecord>> CudaExecutable::Capture(
     } catch (const std::bad_alloc&) {
       walked = absl::ResourceExhaustedError("an allocation inside the capture failed");
     }
+    record->held_blocks = hold.Take();
   }
   const CUresult ended = d.cuStreamEndCapture(device_->stream(), &record->graph);
   DT_RETURN_IF_ERROR(walked);

@@ -18,12 +18,14 @@ CudaGraphCounters& GlobalCudaGraphCounters() {
 }
 
 CudaGraphRecord::~CudaGraphRecord() {
-  if (exec == nullptr && graph == nullptr) return;
-  // A replay still queued uses the executable graph and the buffers this record frees.
-  if (!device_->Synchronize().ok()) return;
-  const CudaDriver& d = device_->driver();
-  if (exec != nullptr) d.cuGraphExecDestroy(exec);
-  if (graph != nullptr) d.cuGraphDestroy(graph);
+  if (exec != nullptr || graph != nullptr) {
+    // A replay still queued uses the executable graph and the buffers this record frees.
+    if (!device_->Synchronize().ok()) return;
+    const CudaDriver& d = device_->driver();
+    if (exec != nullptr) d.cuGraphExecDestroy(exec);
+    if (graph != nullptr) d.cuGraphDestroy(graph);
+  }
+  for (const CudaHeldBlock& b : held_blocks) CudaAllocator::Get().Free(b.device, b.ptr, b.nbytes);
 }
 
 std::vector<int64_t> LayoutOf(const Tensor& t) {

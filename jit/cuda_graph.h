@@ -26,6 +26,7 @@
 #include "absl/strings/string_view.h"
 #include "jit/cuda_launch_abi.h"
 #include "jit/shape_plans.h"
+#include "runtime/cuda_allocator.h"
 #include "runtime/cuda_driver.h"
 
 namespace dt::backend {
@@ -81,6 +82,8 @@ class CudaGraphRecord {
   // What the buffer holds: uploaded only when the numbers change, since a copy from pageable
   // memory waits for the stream.
   std::vector<char> uploaded_image;
+  // Blocks the capture's ops freed (their temporaries): the graph still writes them.
+  std::vector<CudaHeldBlock> held_blocks;
 };
 
 // The layout fingerprint of `t` that CapturedCall compares.

@@ -57,8 +57,16 @@ absl::Status WaitForBuffer(const CudaDriver& d, Staging& s, int b) {
 thread_local CudaAllocationRecorder* allocation_recorder = nullptr;
 thread_local std::vector<size_t>* recorded_sizes = nullptr;
 thread_local bool cache_only = false;
+thread_local CudaFreeHold* free_hold = nullptr;
 
 }  // namespace
+
+CudaFreeHold::CudaFreeHold() : previous_(free_hold) { free_hold = this; }
+
+CudaFreeHold::~CudaFreeHold() {
+  free_hold = previous_;
+  for (const CudaHeldBlock& b : blocks_) CudaAllocator::Get().Free(b.device, b.ptr, b.nbytes);
+}
 
 CudaAllocationRecorder::CudaAllocationRecorder() : previous_(allocation_recorder) {
   allocation_recorder = this;
@@ -134,6 +142,10 @@ absl::StatusOr<CUdeviceptr> CudaAllocator::Allocate(int device, size_t nbytes) {
 }
 
 void CudaAllocator::Free(int device, CUdeviceptr ptr, size_t nbytes) {
+  if (free_hold != nullptr) {
+    free_hold->blocks_.push_back(CudaHeldBlock{device, ptr, nbytes});
+    return;
+  }
   const size_t size_class = SizeClass(nbytes);
   absl::MutexLock lock(&mu_);
   free_lists_[Key{device, size_class}].push_back(ptr);

@@ -99,6 +99,32 @@ class CudaCacheOnlyScope {
   bool previous_;
 };
 
+// A block kept out of the cache (CudaFreeHold); give it back with CudaAllocator::Free.
+struct CudaHeldBlock {
+  int device;
+  CUdeviceptr ptr;
+  size_t nbytes;
+};
+
+// While alive, blocks this thread frees are held here instead of going back to the cache. A
+// CUDA graph captured meanwhile keeps writing every block its launches touched, temporaries an
+// op freed during the capture included: back in the cache, such a block could be handed to a
+// tensor the caller holds and be overwritten by the next replay. The graph's owner frees the
+// held blocks once the graph is destroyed.
+class CudaFreeHold {
+ public:
+  CudaFreeHold();
+  ~CudaFreeHold();  // blocks not taken go back to the cache
+  CudaFreeHold(const CudaFreeHold&) = delete;
+  CudaFreeHold& operator=(const CudaFreeHold&) = delete;
+  std::vector<CudaHeldBlock> Take() { return std::move(blocks_); }
+
+ private:
+  friend class CudaAllocator;
+  std::vector<CudaHeldBlock> blocks_;
+  CudaFreeHold* previous_;
+};
+
 // Copies between host memory and a device through page-locked staging buffers, so the DMA
 // engine reads and writes the host side directly and a large copy overlaps its halves: chunk
 // i + 1 travels while chunk i is staged. Host memory the caller owns is never pinned itself.
