@@ -14,6 +14,7 @@
 #include "jit/nvrtc_check.h"
 #include "runtime/cuda_tensor.h"
 #include "runtime/log.h"
+#include "runtime/nvrtc.h"
 
 namespace dt::py {
 namespace {
@@ -381,6 +382,9 @@ PyObject* FnOpNames(PyObject*, PyObject*) {
   return StringList(names);
 }
 
+// Why NVRTC can't be used here ("" when it can): tests that need device kernels skip loudly.
+PyObject* FnNvrtcUnavailable(PyObject*, PyObject*) { return PyUnicode_FromString(ProbeNvrtc().reason.c_str()); }
+
 PyObject* FnStats(PyObject*, PyObject*) {
   const jit::Stats& s = jit::GlobalStats();
   PyObject* d = PyDict_New();
@@ -528,6 +532,7 @@ PyMethodDef jit_functions[] = {
     {"_set_logs", FnSetLogs, METH_O, nullptr},
     {"_reset_kernel_cache", FnResetKernelCache, METH_NOARGS, nullptr},
     {"_op_names", FnOpNames, METH_NOARGS, nullptr},
+    {"_nvrtc_unavailable", FnNvrtcUnavailable, METH_NOARGS, nullptr},
     {"kernels", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(FnKernels)), METH_VARARGS | METH_KEYWORDS,
      "kernels(fn, *, target='cpu') -> list of the kernels generated for fn's cache entries, as C++ "
      "(target='cpu') or as CUDA C++ (target='cuda')"},
