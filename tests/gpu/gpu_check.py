@@ -43,6 +43,28 @@ def softmax_rows(x):
 def layer_norm_rows(x, w, b):
     return LAYER_NORM(x, (x.shape[-1],), w, b)
 
+def gpt2_layer(x, ln1_w, ln1_b, w_qkv, b_qkv, w_o, b_o, ln2_w, ln2_b, w_fc, b_fc, w_proj, b_proj, mask):
+    """One GPT-2 block as people write it: pre-norm, fused QKV, causal attention, GELU MLP."""
+    B, T, D = x.shape
+    H = 12
+    hd = D // H
+    h = LAYER_NORM(x, (D,), ln1_w, ln1_b)
+    q, k, v = (h @ w_qkv + b_qkv).split(D, dim=-1)
+    q = q.view(B, T, H, hd).transpose(1, 2)
+    k = k.view(B, T, H, hd).transpose(1, 2)
+    v = v.view(B, T, H, hd).transpose(1, 2)
+    att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hd))
+    att = NS.softmax(NS.where(mask[:T, :T], att, float("-inf")), -1)
+    y = (att @ v).transpose(1, 2).reshape(B, T, D)
+    x = x + (y @ w_o + b_o)
+    h = GELU(LAYER_NORM(x, (D,), ln2_w, ln2_b) @ w_fc + b_fc)
+    return x + (h @ w_proj + b_proj)
+
+def gpt2_params(B, T, D, randn, ones, mask, dtype):
+    r = lambda *s: (randn(*s) * 0.02).to(dtype)
+    return (randn(B, T, D).to(dtype), ones(D).to(dtype), r(D), r(D, 3 * D), r(3 * D), r(D, D), r(D),
+            ones(D).to(dtype), r(D), r(D, 4 * D), r(4 * D), r(4 * D, D), r(D), mask)
+
 def make_chain(steps):
     """steps full reductions, each feeding the next step: fusion cannot merge them."""
     def chain(x):
@@ -54,8 +76,8 @@ def make_chain(steps):
 '''
 
 
-def workloads(ns, layer_norm):
-    scope = {"NS": ns, "LAYER_NORM": layer_norm}
+def workloads(ns, layer_norm, gelu):
+    scope = {"NS": ns, "LAYER_NORM": layer_norm, "GELU": gelu, "math": math}
     exec(compile(WORKLOAD_SOURCE, "<gpu_check workloads>", "exec"), scope)  # noqa: S102 - our own text
     return scope
 
@@ -75,7 +97,9 @@ def torch_child(spec):
     if not torch.cuda.is_available():
         emit(error="torch.cuda.is_available() is False")
         return 0
-    w = workloads(torch, torch.nn.functional.layer_norm)
+    torch.backends.cuda.matmul.allow_tf32 = False  # float32 GEMMs as dyntrace runs them
+    torch.backends.cudnn.allow_tf32 = False
+    w = workloads(torch, torch.nn.functional.layer_norm, torch.nn.functional.gelu)
     dev = "cuda"
     n, rows, small = spec["elements"], spec["rows"], spec["small"]
     cols = n // rows
@@ -90,6 +114,27 @@ def torch_child(spec):
         "replay": (w["make_chain"](spec["steps"]), (s,)),
     }
     deadline = time.monotonic() + spec["budget_s"]
+    B, T, D = spec["gpt2"]
+    mask = torch.ones(T, T, device=dev).tril().bool()
+    for dtype, label in ((torch.float32, "gpt2_f32"), (torch.float16, "gpt2_f16")):
+        gargs = w["gpt2_params"](B, T, D, lambda *s: torch.randn(*s, device=dev),
+                                 lambda *s: torch.ones(*s, device=dev), mask, dtype)
+        for mode in ("eager", "default", "reduce-overhead"):
+            if time.monotonic() > deadline:
+                emit(workload=label, mode=mode, error="time budget for torch spent")
+                continue
+            try:
+                fn = w["gpt2_layer"]
+                start = time.perf_counter()
+                if mode != "eager":
+                    fn = torch.compile(fn) if mode == "default" else torch.compile(fn, mode=mode)
+                fn(*gargs)
+                torch.cuda.synchronize()
+                first = time.perf_counter() - start
+                seconds = time_per_call(fn, gargs, spec["iters"], torch.cuda.synchronize)
+                emit(workload=label, mode=mode, ms=seconds * 1e3, first_call_s=first)
+            except Exception as e:  # noqa: BLE001 - n/a in the table
+                emit(workload=label, mode=mode, error=first_line(e))
     for mode in ("default", "reduce-overhead"):
         for name, (fn, args) in cases.items():
             if time.monotonic() > deadline:
@@ -253,7 +298,83 @@ def corpus(full):
     if has_rms:
         cases.append(Case("rms_norm", lambda x, w: dt.rms_norm(x, (x.shape[-1],), w),
                           lambda i: (rn(16, 1024), rn(1024)), tol=(2e-5, 2e-5)))
+    # A whole GPT-2 block. Its GEMMs sum up to 4*D float32 products in another order than the
+    # CPU's BLAS: the error bound n*u*sum|a*b| (u = 6e-8, n <= 768 here, |terms| ~ 1 after the
+    # layer norms) is about 5e-5 of the values, so 1e-3 relative and absolute leaves a margin.
+    gpt = workloads(dt, dt.layer_norm, dt.gelu)
+    B, T, D = (2, 64, 192) if full else (1, 8, 96)
+    mask = dt.arange(T).reshape(T, 1) >= dt.arange(T).reshape(1, T)
+    cases.append(Case("gpt2 layer [%d,%d,%d] (attention, MLP, layer norms)" % (B, T, D), gpt["gpt2_layer"],
+                      lambda i: gpt["gpt2_params"](B, T, D, rn, dt.ones, mask, dt.float32), tol=(1e-3, 1e-3)))
     return cases
+
+
+# Eager ops on CUDA tensors (jit/cuda_eager_ops.h): each runs as device kernels, checked against
+# the same op on the CPU. Written once, called with the CPU and the CUDA tensors of `t`.
+def eager_op_results(t):
+    x, y, pos, m, b, i = t["x"], t["y"], t["pos"], t["m"], t["b"], t["i"]
+    out = {}
+    for n in ("neg", "abs", "exp", "exp2", "log", "log2", "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos", "tan",
+              "tanh", "sigmoid", "relu", "silu", "erf", "floor", "ceil", "round", "trunc", "sign", "reciprocal",
+              "square"):
+        out[n] = getattr(dt, n)(pos)
+    for n in ("add", "sub", "mul", "div", "remainder", "pow", "maximum", "minimum", "atan2", "eq", "lt", "ge"):
+        out[n] = getattr(dt, n)(x, pos)
+    out["scalars"] = (x * 0.5, x * 0.7, 2.0 - x, x ** 2, x > 0.25, i + 1, i * 2)
+    out["logical"] = (dt.logical_and(b, x < 1), dt.where(b, x, y), dt.where(b, x, 0.0))
+    out["reductions"] = (x.sum(), x.sum(1), x.amax(1), x.amin(), b.any(), b.all(1), x.mean(0), x.var(), x.std(1),
+                         dt.logsumexp(x, [1]), pos.prod(1))
+    out["composites"] = (dt.softmax(x, -1), dt.log_softmax(x, 0), dt.layer_norm(x, (x.shape[-1],)),
+                         dt.rms_norm(x, (x.shape[-1],)), dt.gelu(x), dt.clamp(x, -0.5, 0.5))
+    out["copies"] = (x.T.contiguous(), x.T.reshape(-1), x.T.clone(), dt.cat([x, y], 1), dt.stack([x, y]),
+                     x.to(dt.float16), x.to(dt.float64), i.to(dt.float32), b.to(dt.int64), x[1:, ::2].contiguous(),
+                     x.T.to(dt.int32), dt.zeros_like(x), dt.full_like(x, 7), dt.ones_like(i))
+    z = x.clone()
+    z[0] = 1.0
+    z[1:3, ::2] = y[1:3, ::2]
+    z[:, 0] = y[:, 1]
+    z += y
+    z.mul_(2)
+    z[2:] -= 1
+    h = x.to(dt.float16)
+    h += 1  # in place in float16
+    out["setitem and in-place"] = (z, h)
+    out["linalg"] = (x @ m, x.T.matmul(y), dt.matmul(x.reshape(2, -1, x.shape[1]).transpose(0, 1), m))
+    return out
+
+
+def run_eager_on_device(mode, log):
+    """Failure lines: eager ops on CUDA tensors against the CPU, and host ops they caused."""
+    if mode.dry:
+        log("  skipped in --cpu-dry-run")
+        return []
+    failures = []
+    for rows, cols in ((37, 65), (256, 1031)):
+        cpu = {"x": dt.randn(rows, cols), "y": dt.randn(rows, cols), "pos": dt.rand(rows, cols) + 0.5,
+               "m": dt.randn(cols, 19)}
+        cpu["b"], cpu["i"] = cpu["x"] > 0, (cpu["x"] * 10).to(dt.int32)
+        want = eager_op_results(cpu)
+        before = dt.stats()["cuda_host_ops"]
+        got = eager_op_results({k: v.cuda() for k, v in cpu.items()})
+        host = dt.stats()["cuda_host_ops"] - before
+        if host:
+            failures.append("eager ops [%d,%d] ran %d ops through the host: %s"
+                            % (rows, cols, host, dt.stats()["cuda_host_ops_by_op"]))
+        for name in want:
+            # Sums of n = cols float32 terms in another order (reductions, rows, GEMMs): a typical
+            # error of sqrt(n)*u*sum|terms| with sum|terms| ~ n, times 4. Pointwise math: libm and
+            # CUDA's functions are each within 2 ulp, so 8 ulp (1e-6) relative.
+            u = 6e-8
+            summed = (4 * cols * u, 4 * math.sqrt(cols) * u * cols)
+            tol = summed if name in ("reductions", "composites", "linalg") else (1e-6, 1e-6)
+            for k, (g, w) in enumerate(zip(flatten_results(got[name]), flatten_results(want[name]))):
+                bad = compare(g, w, lambda d: tolerance(d, tol))
+                if bad is not None:
+                    failures.append("eager %s #%d on [%d,%d]: %s (max abs error %g)" % (name, k, rows, cols, bad[0], bad[1]))
+        log("  eager ops on [%d,%d]: %d groups compared, %d host ops" % (rows, cols, len(want), host))
+    for line in failures:
+        log("  FAIL  " + line)
+    return failures
 
 
 def _branchy(x):
@@ -420,6 +541,7 @@ class Mode:
         self.elements = (1 << 14) if dry else (1 << 24)
         self.rows = 64 if dry else 4096
         self.small = 1024
+        self.gpt2 = (2, 16, 96) if dry else (4, 128, 768)  # (B, T, D): GPT-2 small's width on the GPU
 
     def to_device(self, value):
         return value.to(self.device) if isinstance(value, dt.Tensor) else value
@@ -467,9 +589,42 @@ def chain_with_about_50_launches(mode, w, log):
     return steps, n
 
 
+GPT2_ROWS = ("gpt2_f32", "gpt2_f16")
+
+
+def gpt2_inputs(mode, w, dtype):
+    B, T, D = mode.gpt2
+    mask = (dt.arange(T).reshape(T, 1) >= dt.arange(T).reshape(1, T))
+    return w["gpt2_params"](B, T, D, dt.randn, dt.ones, mask, dtype)
+
+
+def time_gpt2(mode, w, log):
+    """The GPT-2 layer compiled for the device: first call (trace + compile), per-call time, and
+    what stayed on the device. Its correctness is a corpus case."""
+    rows = {}
+    for dtype, name in ((dt.float32, "gpt2_f32"), (dt.float16, "gpt2_f16")):
+        args = [mode.to_device(a) for a in gpt2_inputs(mode, w, dtype)]
+        fn = dt.jit(fresh_copy(w["gpt2_layer"]), backend=mode.backend)
+        host_before = dt.stats().get("cuda_host_ops", 0)
+        start = time.perf_counter()
+        fn(*args)
+        mode.sync()
+        first = time.perf_counter() - start
+        seconds = time_per_call(fn, args, mode.iters, mode.sync)
+        stats = dt.stats()
+        host_ops = stats.get("cuda_host_ops", 0) - host_before
+        rows[name] = {"ms": seconds * 1e3, "first_s": first}
+        log("  %s: %.3f ms per call, first call (trace + compile) %.2f s, kernels %d, host ops %d, "
+            "graph captures so far %d" % (name, seconds * 1e3, first, kernel_count(fn, mode.kernel_target), host_ops,
+                                          stats.get("cuda_graph_captures", 0)))
+        if host_ops and not mode.dry:
+            raise AssertionError("%s ran %d ops through the host: %s" % (name, host_ops, stats["cuda_host_ops_by_op"]))
+    return rows
+
+
 def run_timings(mode, log):
     """Returns (rows, info): rows[name] = dict of dyntrace timings; info = (steps, launches)."""
-    w = workloads(dt, dt.layer_norm)
+    w = workloads(dt, dt.layer_norm, dt.gelu)
     n, rows = mode.elements, mode.rows
     cols = n // rows
     x = dt.randn(rows, cols).to(mode.device)
@@ -492,6 +647,7 @@ def run_timings(mode, log):
         table[name] = row
         log("  %-10s %.3f ms, %.1f GB/s%s" % (name, row["ms"], row["gbps"],
                                                 ", %.2f of copy" % row["vs_copy"] if "vs_copy" in row else ""))
+    table.update(time_gpt2(mode, w, log))
     steps, launches = chain_with_about_50_launches(mode, w, log)
     small = dt.randn(mode.small).to(mode.device)
     per_call = {}
@@ -515,12 +671,15 @@ def run_torch(mode, steps, budget_s, log):
     names = ("gelu_bias", "softmax", "layer_norm", "replay")
     modes = ("default", "reduce-overhead")
     result = {(w, m): None for w in names for m in modes}
+    for name in GPT2_ROWS:
+        for m in ("eager",) + modes:
+            result[(name, m)] = None
     if mode.dry:
         return {k: "n/a: --cpu-dry-run" for k in result}
     if budget_s < 10:
         return {k: "n/a: no time left (--time-limit)" for k in result}
     spec = {"elements": mode.elements, "rows": mode.rows, "small": mode.small, "steps": steps,
-            "iters": mode.iters, "budget_s": max(10, budget_s - 20)}
+            "iters": mode.iters, "budget_s": max(10, budget_s - 20), "gpt2": list(mode.gpt2)}
     cmd = [sys.executable, os.path.abspath(__file__), "--torch-child", json.dumps(spec)]
     env = dict(os.environ)
     if "GPU_CHECK_TORCH_LD_LIBRARY_PATH" in env:  # set by run_gpu_checks.sh: the caller's own
@@ -543,6 +702,9 @@ def run_torch(mode, steps, budget_s, log):
         key = (row.get("workload"), row.get("mode"))
         if key in result:
             result[key] = row["ms"] if "ms" in row else "n/a: " + row["error"]
+            if "first_call_s" in row:
+                log("  torch %s %s: first call (compile) %.2f s, %.3f ms per call"
+                    % (key[0], key[1], row["first_call_s"], row["ms"]))
     for k, v in result.items():
         if v is None:
             result[k] = "n/a: " + (why or "no result")
@@ -553,6 +715,17 @@ def table_lines(table, torch_ms, launches):
     head = ("workload", "dyntrace ms", "vs copy / replay", "torch.compile ms", "dt/torch",
             "reduce-overhead ms", "dt/torch")
     lines = [head]
+    for name in GPT2_ROWS:
+        row = table.get(name)
+        if row is None:
+            continue
+        eager = torch_ms[(name, "eager")]
+        cells = [name, "%.3f" % row["ms"],
+                 "torch eager %s" % (("%.3f ms" % eager) if not isinstance(eager, str) else eager[:30])]
+        for m in ("default", "reduce-overhead"):
+            t = torch_ms[(name, m)]
+            cells += [t[:48], "-"] if isinstance(t, str) else ["%.3f" % t, "%.2f" % (row["ms"] / t)]
+        lines.append(tuple(cells))
     for name in ("gelu_bias", "softmax", "layer_norm", "replay"):
         row = table[name]
         label = name if name != "replay" else "replay (%d launches)" % launches
@@ -619,6 +792,8 @@ def main(argv):
     start = time.monotonic()
     log("correctness (compiled on %s vs eager on the CPU):" % mode.device)
     failures = run_correctness(mode, log)
+    log("eager ops on the device vs the CPU:")
+    failures += run_eager_on_device(mode, log)
     log("correctness: %d failure(s) in %.1f s" % (len(failures), time.monotonic() - start))
     log("timings:")
     try:
