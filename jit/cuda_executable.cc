@@ -240,9 +240,14 @@ absl::Status CudaExecutable::RunKernel(Walk& walk, int index, const ShapePlans::
     }
   }
   absl::InlinedVector<char*, 8> data;
-  for (const Tensor& t : tensors) data.push_back(static_cast<char*>(t.data()));
+  absl::InlinedVector<int64_t, 8> itemsizes;
+  for (const Tensor& t : tensors) {
+    data.push_back(static_cast<char*>(t.data()));
+    itemsizes.push_back(t.itemsize());
+  }
   DT_ASSIGN_OR_RETURN(CudaKernelArgs args,
-                      PackCudaArgs(*geometry, data, launch, workspace.defined() ? static_cast<char*>(workspace.data()) : nullptr));
+                      PackCudaArgs(*geometry, data, launch, workspace.defined() ? static_cast<char*>(workspace.data()) : nullptr,
+                                   itemsizes));
   DT_RETURN_IF_ERROR(device_->Activate());
   const CudaDriver& d = device_->driver();
   for (const CudaLaunch& l : launch.launches) {

@@ -57,7 +57,8 @@ CudaLaunchPlan PlanCudaLaunch(const CudaKernelInfo& kernel, int64_t rows, int64_
 }
 
 absl::StatusOr<CudaKernelArgs> PackCudaArgs(const LaunchGeometry& geometry, absl::Span<char* const> data,
-                                            const CudaLaunchPlan& plan, char* workspace) {
+                                            const CudaLaunchPlan& plan, char* workspace,
+                                            absl::Span<const int64_t> itemsizes) {
   const int64_t rank = geometry.outer_rank();
   if (rank > kCudaMaxOuterRank || data.size() > static_cast<size_t>(kCudaMaxOperands)) {
     return absl::UnimplementedError(absl::StrFormat("a launch of %d outer dims and %d operands exceeds the CUDA ABI",
@@ -75,6 +76,7 @@ absl::StatusOr<CudaKernelArgs> PackCudaArgs(const LaunchGeometry& geometry, absl
     args.data[k] = data[k];
     for (int64_t d = 0; d < rank; ++d) args.outer_strides[k][d] = geometry.strides[k * (rank + 1) + d];
     args.inner_strides[k] = geometry.inner_stride(k);
+    args.itemsizes[k] = k < itemsizes.size() ? itemsizes[k] : 0;
   }
   args.split = plan.split;
   args.workspace = workspace;

@@ -59,11 +59,13 @@ struct CudaLaunchPlan {
 // `rows` and `n` from the kernel's LaunchGeometry; `sm_count` of the device.
 CudaLaunchPlan PlanCudaLaunch(const CudaKernelInfo& kernel, int64_t rows, int64_t n, int sm_count);
 
-// The kernel's argument struct for `geometry` and one device address per operand.
+// The kernel's argument struct for `geometry` and one device address per operand, with each
+// operand's bytes per element where known (`itemsizes` empty or data.size() long).
 // REQUIRES: data.size() == the kernel's operand count. Fails when the geometry exceeds the ABI.
 [[nodiscard]] absl::StatusOr<CudaKernelArgs> PackCudaArgs(const LaunchGeometry& geometry,
                                                           absl::Span<char* const> data,
-                                                          const CudaLaunchPlan& plan, char* workspace);
+                                                          const CudaLaunchPlan& plan, char* workspace,
+                                                          absl::Span<const int64_t> itemsizes = {});
 
 }  // namespace dt::backend
 

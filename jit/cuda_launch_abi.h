@@ -36,13 +36,16 @@ struct CudaKernelArgs {
   char* data[kCudaMaxOperands];              // operand i's base address (device memory)
   int64_t outer_strides[kCudaMaxOperands][kCudaMaxOuterRank];  // operand i, outer dim d
   int64_t inner_strides[kCudaMaxOperands];   // operand i's stride along the inner dim
+  // Bytes per element of operand i (0: not given). Kernels know their dtypes and ignore this;
+  // it lets the stand-in driver (tests/fake_cuda) check each operand's whole byte range.
+  int64_t itemsizes[kCudaMaxOperands];
   // Split reductions only (see jit/cuda_launch.h); otherwise split = 1, workspace = nullptr.
   int64_t split;                             // blocks sharing one row
   char* workspace;                           // rows * split * reductions * kCudaPartialSlotBytes
 };
 
 static_assert(sizeof(CudaKernelArgs) ==
-                  8 * (1 + kCudaMaxOuterRank + 2 + kCudaMaxOperands * (2 + kCudaMaxOuterRank) + 2),
+                  8 * (1 + kCudaMaxOuterRank + 2 + kCudaMaxOperands * (3 + kCudaMaxOuterRank) + 2),
               "CudaKernelArgs must have no padding: host and NVRTC must agree on every offset");
 static_assert(sizeof(CudaKernelArgs) <= 4096, "kernel parameters must stay within 4 KiB");
 

@@ -224,8 +224,12 @@ TEST(CudaLaunch, PacksGeometryIntoTheAbiStruct) {
   char a[1], b[1];
   std::vector<char*> data = {a, b};
   CudaLaunchPlan plan;
-  auto args = PackCudaArgs(geometry, data, plan, nullptr);
+  std::vector<int64_t> itemsizes = {4, 2};
+  auto args = PackCudaArgs(geometry, data, plan, nullptr, itemsizes);
   ASSERT_TRUE(args.ok()) << args.status();
+  EXPECT_EQ(args->itemsizes[0], 4);
+  EXPECT_EQ(args->itemsizes[1], 2);
+  EXPECT_EQ(args->itemsizes[2], 0);
   EXPECT_EQ(args->outer_rank, 2);
   EXPECT_EQ(args->rows, 12);
   EXPECT_EQ(args->n, 5);

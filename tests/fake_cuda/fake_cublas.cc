@@ -12,6 +12,8 @@
 #include <cstdint>
 #include <cstdlib>
 
+#include "runtime/half.h"
+
 namespace {
 
 constexpr int kSuccess = 0;
@@ -44,10 +46,12 @@ size_t Span(bool transposed, int64_t rows, int64_t cols, int64_t ld, size_t item
   return static_cast<size_t>((stored_cols - 1) * ld + stored_rows) * itemsize;
 }
 
-template <typename T>
+// T: the stored element type; Acc: the compute type (alpha and beta are Acc values, as cuBLAS
+// takes them for a compute type of 32F or 64F), so float16 operands accumulate in float.
+template <typename T, typename Acc = T>
 int Gemm(int ta, int tb, int m, int n, int k, const void* alpha, const void* a, int lda, long long sa,
          const void* b, int ldb, long long sb, const void* beta, void* c, int ldc, long long sc, int batches) {
-  const T al = *static_cast<const T*>(alpha), be = *static_cast<const T*>(beta);
+  const Acc al = *static_cast<const Acc*>(alpha), be = *static_cast<const Acc*>(beta);
   HostAddressFn translate = host_address();
   if (translate == nullptr) return kNotInitialized;
   for (int batch = 0; batch < batches; ++batch) {
@@ -60,9 +64,9 @@ int Gemm(int ta, int tb, int m, int n, int k, const void* alpha, const void* a, 
     if (!ha || !hb || !hc) return kExecutionFailed;
     for (int j = 0; j < n; ++j) {
       for (int i = 0; i < m; ++i) {
-        T acc = 0;
-        for (int p = 0; p < k; ++p) acc += At(ha, ta, lda, i, p) * At(hb, tb, ldb, p, j);
-        hc[i + j * ldc] = al * acc + (be == 0 ? T(0) : be * hc[i + j * ldc]);
+        Acc acc = 0;
+        for (int p = 0; p < k; ++p) acc += Acc(At(ha, ta, lda, i, p)) * Acc(At(hb, tb, ldb, p, j));
+        hc[i + j * ldc] = T(al * acc + (be == 0 ? Acc(0) : be * Acc(hc[i + j * ldc])));
       }
     }
   }
@@ -100,7 +104,10 @@ int cublasGemmStridedBatchedEx(void*, int ta, int tb, int m, int n, int k, const
   if (lda < ((ta ? k : m) > 1 ? (ta ? k : m) : 1) || ldb < ((tb ? n : k) > 1 ? (tb ? n : k) : 1)) return kInvalidValue;
   if (a_type == 0 && compute == 68) return Gemm<float>(ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc, batches);
   if (a_type == 1 && compute == 70) return Gemm<double>(ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc, batches);
-  return kNotSupported;  // float16 is not modelled
+  if (a_type == 2 && compute == 68) {  // CUDA_R_16F with CUBLAS_COMPUTE_32F
+    return Gemm<dt::Half, float>(ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc, batches);
+  }
+  return kNotSupported;
 }
 
 }  // extern "C"

@@ -14,6 +14,7 @@
 // synchronising fails and invalidates it, as a real driver does in thread-local mode.
 //
 // Loaded by tests through DYNTRACE_LIBCUDA=<path of this library>.
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -74,6 +75,7 @@ bool accept_modules() {
 
 struct FakeFunction {
   std::string name;
+  int max_dynamic_shared = 0;  // raised above 48 KiB only by cuFuncSetAttribute
 };
 
 struct FakeNode {
@@ -118,13 +120,33 @@ bool ForbiddenDuringCapture() {
   return true;
 }
 
-// Whether every non-null operand address of `args` is inside a device block.
-bool ArgsPointAtDevice(const dt::CudaKernelArgs& args) {
-  for (char* p : args.data) {
-    if (p != nullptr && Translate(reinterpret_cast<uint64_t>(p), 1) == nullptr) return false;
+// Whether every operand of `args` lies inside one device block: every byte its elements reach
+// (over all rows and the inner dim, negative strides included) when the launch says how wide its
+// elements are, else its first byte.
+bool ArgsInsideDevice(const dt::CudaKernelArgs& args) {
+  for (int k = 0; k < dt::kCudaMaxOperands; ++k) {
+    char* p = args.data[k];
+    if (p == nullptr) continue;
+    const int64_t itemsize = args.itemsizes[k];
+    if (itemsize <= 0 || args.rows == 0 || args.n == 0) {
+      if (Translate(reinterpret_cast<uint64_t>(p), 1) == nullptr) return false;
+      continue;
+    }
+    int64_t low = 0, high = 0;  // element offsets reached
+    auto reach = [&](int64_t size, int64_t stride) { (stride < 0 ? low : high) += (size - 1) * stride; };
+    for (int64_t d = 0; d < args.outer_rank; ++d) reach(args.outer_sizes[d], args.outer_strides[k][d]);
+    reach(args.n, args.inner_strides[k]);
+    const uint64_t first = reinterpret_cast<uint64_t>(p) + static_cast<uint64_t>(low * itemsize);
+    if (Translate(first, static_cast<size_t>((high - low + 1) * itemsize)) == nullptr) return false;
   }
   return args.workspace == nullptr || Translate(reinterpret_cast<uint64_t>(args.workspace), 1) != nullptr;
 }
+
+// The limits of the device the stand-in reports (an H200: sm_90, 132 SMs).
+constexpr int kMaxThreadsPerBlock = 1024;
+constexpr unsigned kMaxGridX = 0x7fffffffu;
+constexpr int kDefaultSharedBytes = 48 * 1024;
+constexpr int kMaxSharedOptIn = 227 * 1024;
 
 int device_count() {
   const char* n = std::getenv("FAKE_CUDA_DEVICES");
@@ -170,7 +192,9 @@ int cuDeviceGetAttribute(int* v, int attribute, int) {
   switch (attribute) {
     case 75: *v = 9; break;   // compute capability major
     case 76: *v = 0; break;   // minor
-    case 16: *v = 4; break;   // multiprocessors
+    case 16: *v = 132; break;  // multiprocessors
+    case 1: *v = kMaxThreadsPerBlock; break;  // max threads per block
+    case 97: *v = kMaxSharedOptIn; break;     // max shared memory per block (opt-in)
     default: *v = 0; break;
   }
   return kSuccess;
@@ -259,12 +283,28 @@ int cuModuleGetFunction(void** fn, void* module, const char* name) {
   *fn = slot.get();
   return kSuccess;
 }
-int cuFuncSetAttribute(void*, int, int) { return accept_modules() ? kSuccess : kNotSupported; }
-int cuLaunchKernel(void* fn, unsigned gx, unsigned, unsigned, unsigned bx, unsigned, unsigned, unsigned shared,
-                   void*, void** params, void**) {
+int cuFuncSetAttribute(void* fn, int attribute, int value) {
   if (!accept_modules()) return kNotSupported;
+  // CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES: the opt-in above 48 KiB.
+  if (attribute == 8) {
+    if (value < 0 || value > kMaxSharedOptIn) return kInvalidValue;
+    static_cast<FakeFunction*>(fn)->max_dynamic_shared = value;
+  }
+  return kSuccess;
+}
+int cuLaunchKernel(void* fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                   unsigned shared, void*, void** params, void**) {
+  if (!accept_modules()) return kNotSupported;
+  // What a real device refuses: empty or oversized grids and blocks, shared memory beyond the
+  // default 48 KiB without the function's opt-in.
+  if (gx == 0 || gy == 0 || gz == 0 || gx > kMaxGridX || bx == 0 || by == 0 || bz == 0 ||
+      static_cast<long>(bx) * by * bz > kMaxThreadsPerBlock) {
+    return kInvalidValue;
+  }
+  const int shared_limit = std::max(kDefaultSharedBytes, static_cast<FakeFunction*>(fn)->max_dynamic_shared);
+  if (static_cast<int>(shared) > shared_limit) return kInvalidValue;
   const auto& args = *static_cast<const dt::CudaKernelArgs*>(params[0]);
-  if (!ArgsPointAtDevice(args)) return kInvalidValue;
+  if (!ArgsInsideDevice(args)) return kInvalidValue;
   Capture& c = capture();
   std::lock_guard<std::mutex> lock(c.mu);
   if (c.active) {
@@ -325,7 +365,7 @@ int cuGraphInstantiateWithFlags(void** exec, void* graph, unsigned long long) {
 int cuGraphLaunch(void* exec, void*) {
   if (ForbiddenDuringCapture()) return kCaptureUnsupported;
   for (const auto& [key, node] : *static_cast<std::map<void*, FakeNode>*>(exec)) {
-    if (!ArgsPointAtDevice(node.args)) return kInvalidValue;
+    if (!ArgsInsideDevice(node.args)) return kInvalidValue;
   }
   Capture& c = capture();
   std::lock_guard<std::mutex> lock(c.mu);

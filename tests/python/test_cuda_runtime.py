@@ -173,6 +173,12 @@ def test_matmul_on_cuda_goes_through_cublas_with_every_layout():
             assert close(got, want), (i, got.cpu().tolist(), want.tolist())
         d = dt.randn(7, 3, dtype=dt.float64)
         assert close((d.cuda() @ d.T.cuda()), d @ d.T)
+        # float16 operands accumulate in float32 (CUBLAS_COMPUTE_32F), as the CPU loops do; the
+        # result is rounded once to float16 (a relative error of 2^-11 either way, so 2e-3).
+        h, hw = dt.randn(4, 3, 5).to(dt.float16), dt.randn(5, 6).to(dt.float16)
+        got, want = (h.cuda() @ hw.cuda()).cpu().float(), (h @ hw).float()
+        assert got.shape == want.shape
+        assert all(abs(x - y) <= 2e-3 * (1 + abs(y)) for x, y in zip(got.flatten().tolist(), want.flatten().tolist()))
         # Integer matmul has no cuBLAS kernel: exact, through host mirrors.
         i = dt.arange(12).reshape(3, 4) - 5
         assert (i.cuda() @ i.T.cuda()).tolist() == (i @ i.T).tolist()
