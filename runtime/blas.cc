@@ -2,6 +2,8 @@
 
 #include <cblas.h>
 
+#include <algorithm>
+
 #include "runtime/copy.h"
 #include "runtime/parallel.h"
 
@@ -15,6 +17,69 @@ void Gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t 
     cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc);
   } else {
     cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, 1.0, a, lda, b, ldb, 0.0, c, ldc);
+  }
+}
+
+// Below this many multiply-adds a GEMM runs on the calling thread alone.
+constexpr int64_t kParallelGemmWork = int64_t{1} << 18;
+
+// While alive, the pthread build of OpenBLAS runs each call on its caller's thread only. Its own
+// threads and the OpenMP team that runs dyntrace's kernels would otherwise both want every
+// core: on a small machine they take turns spinning (sched_yield) and a transformer layer ran
+// about 2x slower than with one pool. The OpenMP build shares the OpenMP team already.
+class OneBlasThread {
+ public:
+  OneBlasThread() : previous_(openblas_get_parallel() == 1 ? openblas_get_num_threads() : 0) {
+    if (previous_ > 1) openblas_set_num_threads(1);
+  }
+  ~OneBlasThread() {
+    if (previous_ > 1) openblas_set_num_threads(previous_);
+  }
+  OneBlasThread(const OneBlasThread&) = delete;
+  OneBlasThread& operator=(const OneBlasThread&) = delete;
+
+ private:
+  int previous_;
+};
+
+// `batches` GEMMs of one layout, spread over dyntrace's OpenMP team: whole GEMMs per thread when
+// there are enough of them, else row (or column) blocks of each, every block a single-threaded
+// BLAS call.
+template <typename T>
+void ParallelGemms(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t batches, int64_t m, int64_t n, int64_t k,
+                   const T* a, int64_t lda, int64_t stride_a, const T* b, int64_t ldb, int64_t stride_b, T* c,
+                   int64_t ldc, int64_t stride_c) {
+  const int threads = MaxThreads();
+  if (openblas_get_parallel() == 2 || threads < 2 || batches * m * n * k < kParallelGemmWork) {
+    for (int64_t i = 0; i < batches; ++i) {
+      Gemm<T>(ta, tb, m, n, k, a + i * stride_a, lda, b + i * stride_b, ldb, c + i * stride_c, ldc);
+    }
+    return;
+  }
+  OneBlasThread one_blas_thread;
+  if (batches >= threads) {
+    ParallelFor(batches, 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) {
+        Gemm<T>(ta, tb, m, n, k, a + i * stride_a, lda, b + i * stride_b, ldb, c + i * stride_c, ldc);
+      }
+    });
+    return;
+  }
+  // Split the longer of the output's two sides; op(A)'s row r starts at a + r * lda untransposed,
+  // a + r transposed, and likewise op(B)'s column j.
+  const bool by_rows = m >= n;
+  const int64_t side = by_rows ? m : n;
+  for (int64_t i = 0; i < batches; ++i) {
+    const T* ai = a + i * stride_a;
+    const T* bi = b + i * stride_b;
+    T* ci = c + i * stride_c;
+    ParallelFor(side, std::max<int64_t>(1, side / threads), [&](int64_t lo, int64_t hi) {
+      if (by_rows) {
+        Gemm<T>(ta, tb, hi - lo, n, k, ai + lo * (ta == CblasNoTrans ? lda : 1), lda, bi, ldb, ci + lo * ldc, ldc);
+      } else {
+        Gemm<T>(ta, tb, m, hi - lo, k, ai, lda, bi + lo * (tb == CblasNoTrans ? 1 : ldb), ldb, ci + lo, ldc);
+      }
+    });
   }
 }
 
@@ -80,11 +145,9 @@ void BatchedGemm(const Tensor& a_in, const Tensor& b_in, const Tensor& out) {
   }
   DT_DISPATCH_ALL(dtype, [&] {
     if constexpr (std::is_same_v<scalar_t, float> || std::is_same_v<scalar_t, double>) {
-      for (int64_t bi = 0; bi < batches; ++bi) {
-        Gemm<scalar_t>(la->transposed ? CblasTrans : CblasNoTrans, lb->transposed ? CblasTrans : CblasNoTrans, m, n, k, a.data_as<scalar_t>() + bi * a.stride(0),
-                       la->ld, b.data_as<scalar_t>() + bi * b.stride(0), lb->ld,
-                       out.data_as<scalar_t>() + bi * m * n, n);
-      }
+      ParallelGemms<scalar_t>(la->transposed ? CblasTrans : CblasNoTrans, lb->transposed ? CblasTrans : CblasNoTrans,
+                              batches, m, n, k, a.data_as<scalar_t>(), la->ld, a.stride(0), b.data_as<scalar_t>(),
+                              lb->ld, b.stride(0), out.data_as<scalar_t>(), n, m * n);
     }
   });
 }
