@@ -154,7 +154,7 @@ class KernelEmitter : public KernelPrinter {
     out_ += "  const int64_t tiles_per_row = n > tile ? (n + tile - 1) / tile : 1;\n";
     out_ += "  const int64_t tiles = rows * tiles_per_row;\n";
     EmitStreamDecision(streamed);
-    absl::StrAppendFormat(&out_, "#pragma omp parallel if (rows * n >= %d)\n  {\n", kParallelThreshold);
+    out_ += "  auto region = [&]() {\n";
     out_ += "#pragma omp for schedule(static) nowait\n";
     out_ += "  for (int64_t t = 0; t < tiles; ++t) {\n";
     out_ += "    const int64_t row = t / tiles_per_row;\n";
@@ -170,7 +170,17 @@ class KernelEmitter : public KernelPrinter {
     EmitPointwiseBody("j", "      ");
     out_ += "    }\n  }\n";
     EmitStreamFence(streamed);
-    out_ += "  }\n";
+    EmitParallelRegionEnd();
+  }
+
+  // Closes the `region` lambda that EmitPointwiseKernel / EmitRowKernel opened and runs it: on
+  // the OpenMP team when the domain is large, else on the caller's thread without entering
+  // libgomp at all (an `omp parallel if (false)` still costs about a microsecond of team set-up
+  // and futex calls, more than a small kernel's work).
+  void EmitParallelRegionEnd() {
+    out_ += "  };\n";
+    absl::StrAppendFormat(&out_, "  if (rows * n >= %d) {\n#pragma omp parallel\n    region();\n  } else {\n    region();\n  }\n",
+                          kParallelThreshold);
   }
 
   void EmitStreamDecision(const std::vector<int>& streamed) {
@@ -254,7 +264,7 @@ class KernelEmitter : public KernelPrinter {
     ChooseCachedValues();
     const std::vector<int> streamed = StreamableOutputs();
     EmitStreamDecision(streamed);
-    absl::StrAppendFormat(&out_, "#pragma omp parallel if (rows * n >= %d)\n  {\n", kParallelThreshold);
+    out_ += "  auto region = [&]() {\n";
     for (int i : cached_) {
       absl::StrAppendFormat(&out_, "  %s* row_buffer%d = static_cast<%s*>(__builtin_malloc(sizeof(%s) * (n > 0 ? n : 1)));\n",
                             CppType(k_.values[i].dtype), i, CppType(k_.values[i].dtype), CppType(k_.values[i].dtype));
@@ -290,7 +300,7 @@ class KernelEmitter : public KernelPrinter {
     out_ += "  }\n";
     EmitStreamFence(streamed);
     for (int i : cached_) absl::StrAppendFormat(&out_, "  __builtin_free(row_buffer%d);\n", i);
-    out_ += "  }\n";
+    EmitParallelRegionEnd();
   }
 
   bool fixed_;
