@@ -770,9 +770,9 @@ absl::StatusOr<std::vector<Sym>> Tracer::Emit(const OpDef* op, std::vector<ArgVa
   DT_ASSIGN_OR_RETURN(const Device device_of_results, ResultDevice(*op, meta_args, graph_args));
   if (op->kind == OpKind::kCreation) {
     // Made on the meta device at trace time: no memory, and random ops leave the generator alone.
+    // *_like ops too: rand_like(x, device="cpu") must not draw at trace time.
     const int device = op->schema.IndexOf("device");
-    const int input = op->schema.IndexOf("input");
-    if (device >= 0 && input < 0) meta_args[device] = Device::Meta();
+    if (device >= 0) meta_args[device] = Device::Meta();
   }
   OpArgs args(std::move(meta_args));
   std::vector<Tensor> outs;
