@@ -290,6 +290,14 @@ absl::StatusOr<std::string> Text(PyObject* obj) {
   return *std::move(text);
 }
 
+// A global or attribute name, looked up through C strings (PyDict_GetItemString): one holding a
+// NUL (only a code.replace()d co_names can) would find another name, so it stops the trace.
+absl::StatusOr<std::string> NameText(PyObject* obj) {
+  DT_ASSIGN_OR_RETURN(std::string text, Text(obj));
+  if (text.find('\0') != std::string::npos) return Unsupported("a name holding a NUL character");
+  return text;
+}
+
 // A key of a call's **kwargs: CPython raises TypeError for a non-str key when it makes the call.
 absl::StatusOr<std::string> KeywordName(PyObject* key) {
   if (!PyUnicode_Check(key)) return Unsupported("the traced code raises: keywords must be strings");
@@ -2046,7 +2054,7 @@ absl::Status Tracer::Step(TFrame& f, const Instr& in, bool& returned, Sym& resul
       if (f.is_root) f.argument_live[in.arg] = false;
       return absl::OkStatus();
     case Op::kLoadGlobal: {
-      DT_ASSIGN_OR_RETURN(const std::string name, Text(in.argval.get()));
+      DT_ASSIGN_OR_RETURN(const std::string name, NameText(in.argval.get()));
       DT_ASSIGN_OR_RETURN(Sym g, LoadGlobal(f, name));
       if (in.arg & 1) st.push_back(MakeSym(SymKind::kNull));
       st.push_back(g);
@@ -2132,7 +2140,7 @@ absl::Status Tracer::Step(TFrame& f, const Instr& in, bool& returned, Sym& resul
     case Op::kLoadMethod: {
       DT_RETURN_IF_ERROR(need(1));
       Sym obj = pop();
-      DT_ASSIGN_OR_RETURN(const std::string name, Text(in.argval.get()));
+      DT_ASSIGN_OR_RETURN(const std::string name, NameText(in.argval.get()));
       DT_ASSIGN_OR_RETURN(Sym attr, GetAttr(obj, name));
       const bool method = in.op == Op::kLoadMethod || (in.opname == "LOAD_ATTR" && PY_VERSION_HEX >= 0x030C0000 && (in.arg & 1));
       if (method) {

@@ -165,6 +165,15 @@ def test_keyword_names_with_nul_and_surrogate():
     check(odd_keyword_names, lambda i: T())
 
 
+def nul_dict_keys(d):
+    return d["a"] * 2 + d["a\x00b"]
+
+
+def test_dict_argument_keys_holding_nul_are_read_whole():
+    # The graph reads d["a\x00b"] at run time; cut at the NUL it would read d["a"].
+    check(nul_dict_keys, lambda i: {"a": T(), "a\x00b": T()}, captured=True)
+
+
 def surrogate_attribute(x):
     return getattr(x, "\udc80")
 
