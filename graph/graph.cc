@@ -146,7 +146,7 @@ absl::StatusOr<std::vector<Tensor>> Graph::RunEager(const std::vector<Tensor>& i
 }
 
 absl::Status Graph::RunNode(size_t index, std::vector<Tensor>& env,
-                            const std::vector<Scalar>& scalars) const {
+                            const std::vector<Scalar>& scalars, bool on_meta) const {
   const Node& n = nodes_[index];
   std::vector<ArgValue> values;
   values.reserve(n.args.size());
@@ -165,6 +165,10 @@ absl::Status Graph::RunNode(size_t index, std::vector<Tensor>& env,
     } else {
       values.push_back(std::get<ArgValue>(a.content));
     }
+  }
+  if (on_meta && n.op->kind == OpKind::kCreation) {
+    const int device = n.op->schema.IndexOf("device");
+    if (device >= 0 && device < static_cast<int>(values.size())) values[device] = Device::Meta();
   }
   OpArgs args(std::move(values));
   if (n.inplace && n.op->kind == OpKind::kPointwise) {

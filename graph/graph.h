@@ -94,9 +94,11 @@ class Graph {
   // `scalars` supplies the ScalarRef arguments.
   [[nodiscard]] absl::StatusOr<std::vector<Tensor>> RunEager(const std::vector<Tensor>& inputs,
                                                              const std::vector<Scalar>& scalars = {}) const;
-  // Runs node `index` eagerly, reading and writing `env` (one tensor per value).
+  // Runs node `index` eagerly, reading and writing `env` (one tensor per value). `on_meta`: a
+  // creation op makes a meta tensor wherever its device argument points, so a shape-only run
+  // of the graph (jit/shape_plans.h) allocates nothing and leaves the random generator alone.
   [[nodiscard]] absl::Status RunNode(size_t index, std::vector<Tensor>& env,
-                                     const std::vector<Scalar>& scalars) const;
+                                     const std::vector<Scalar>& scalars, bool on_meta = false) const;
 
  private:
   std::vector<GraphValue> values_;

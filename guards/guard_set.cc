@@ -18,7 +18,13 @@ std::string Repr(PyObject* obj) {
   PyObject* r = PyObject_Repr(obj);
   std::string text = "<unprintable>";
   if (r != nullptr) {
-    text = PyUnicode_AsUTF8(r);
+    // Checked: a repr holding a lone surrogate has no UTF-8 text.
+    Py_ssize_t size = 0;
+    if (const char* utf8 = PyUnicode_AsUTF8AndSize(r, &size)) {
+      text.assign(utf8, size);
+    } else {
+      PyErr_Clear();
+    }
     Py_DECREF(r);
   } else {
     PyErr_Clear();

@@ -26,9 +26,22 @@ std::string Source::ToString() const {
 
 namespace {
 
+// A str made from the whole of `text`: a key may hold NULs ("a\0b"), which a C string would cut
+// short, and the source would then read another key's value.
+PyObject* StrOf(const std::string& text) {
+  return PyUnicode_FromStringAndSize(text.data(), static_cast<Py_ssize_t>(text.size()));
+}
+
 PyObject* DictLookup(PyObject* dict, const std::string& key) {
   if (dict == nullptr || !PyDict_Check(dict)) return nullptr;
-  PyObject* value = PyDict_GetItemString(dict, key.c_str());  // borrowed; never raises
+  PyObject* k = StrOf(key);
+  if (k == nullptr) {
+    PyErr_Clear();
+    return nullptr;
+  }
+  PyObject* value = PyDict_GetItemWithError(dict, k);  // borrowed
+  Py_DECREF(k);
+  if (value == nullptr) PyErr_Clear();
   return value;
 }
 
@@ -38,7 +51,7 @@ PyObject* OwnAttr(PyObject* obj, const std::string& name) {
   if (PyModule_Check(obj)) return DictLookup(PyModule_GetDict(obj), name);
   if (PyType_Check(obj)) {
     // _PyType_Lookup, not tp_dict: 3.12 keeps builtin types' dicts elsewhere (tp_dict is NULL).
-    PyObject* key = PyUnicode_FromString(name.c_str());
+    PyObject* key = StrOf(name);
     if (key == nullptr) {
       PyErr_Clear();
       return nullptr;

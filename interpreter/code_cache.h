@@ -18,6 +18,7 @@
 #include "graph/graph.h"
 #include "guards/guard_set.h"
 #include "interpreter/py_ref.h"
+#include "interpreter/reason_log.h"
 #include "interpreter/tracer.h"
 #include "jit/cpu_executable.h"
 #include "jit/cuda_executable.h"
@@ -106,10 +107,11 @@ struct Stats {
   int64_t graph_breaks = 0;
   int64_t escapes = 0;
   int64_t handbacks = 0;
-  std::vector<std::string> recompile_reasons;
-  std::vector<std::string> fallback_reasons;
-  std::vector<std::string> break_reasons;  // every break met while tracing, segment or fallback
-  std::vector<std::string> compile_failures;  // graphs the cpu backend could not compile (run eagerly)
+  // Bounded (see reason_log.h): a program can meet the same break on every call.
+  ReasonLog recompile_reasons;
+  ReasonLog fallback_reasons;
+  ReasonLog break_reasons;  // every break met while tracing, segment or fallback
+  ReasonLog compile_failures;  // graphs a compiling backend could not compile (run eagerly)
   backend::CacheCounters kernel_baseline;       // kernel cache counters at the last reset()
   backend::NvrtcCheckTotals nvrtc_baseline;     // DYNTRACE_NVRTC_CHECK totals at the last reset()
   // CUDA graph counters at the last reset(): captures, replays, patches, refusals, kernel launches.

@@ -16,6 +16,7 @@
 #include "absl/strings/str_split.h"
 #include "interpreter/code_cache.h"
 #include "interpreter/cpython_frame.h"
+#include "interpreter/py_str.h"
 #include "interpreter/py_types.h"
 #include "interpreter/resume_iterator.h"
 #include "runtime/cuda_tensor.h"
@@ -26,6 +27,9 @@ namespace dt::jit {
 namespace {
 
 using py::PyRef;
+
+// Breaks and recompile reasons kept per code object (for explain() and the report).
+constexpr size_t kMaxRecordsPerCode = 64;
 
 Stats stats;
 absl::flat_hash_set<CodeCache*>* all_caches = new absl::flat_hash_set<CodeCache*>();
@@ -69,12 +73,9 @@ bool IsGeneratorLike(PyCodeObject* code) {
 
 // dyntrace's own Python helpers (the prelude) run inside dyntrace's bookkeeping: never traced.
 bool IsDyntraceInternal(PyCodeObject* code) {
-  const char* filename = PyUnicode_AsUTF8(code->co_filename);
-  if (filename == nullptr) {
-    PyErr_Clear();
-    return true;
-  }
-  return absl::StartsWith(filename, "<dyntrace");
+  const std::optional<std::string> filename = py::Utf8(code->co_filename);
+  if (!filename) return true;
+  return absl::StartsWith(*filename, "<dyntrace");
 }
 
 // The standard library, installed packages and dyntrace's own helpers are not traced in
@@ -89,7 +90,7 @@ bool Excluded(PyCodeObject* code) {
     if (paths) {
       for (const char* key : {"stdlib", "platstdlib", "purelib", "platlib"}) {
         PyObject* p = PyDict_GetItemString(paths.get(), key);
-        if (p != nullptr && PyUnicode_Check(p)) excluded_prefixes->push_back(PyUnicode_AsUTF8(p));
+        if (std::optional<std::string> prefix = py::Utf8(p)) excluded_prefixes->push_back(*prefix);
       }
     }
     PyErr_Clear();
@@ -97,20 +98,17 @@ bool Excluded(PyCodeObject* code) {
     excluded_prefixes->push_back("<frozen");
     excluded_prefixes->push_back("<dyntrace");
   }
-  const char* filename = PyUnicode_AsUTF8(code->co_filename);
-  if (filename == nullptr) {
-    PyErr_Clear();
-    return true;
-  }
+  const std::optional<std::string> filename = py::Utf8(code->co_filename);
+  if (!filename) return true;
   for (const std::string& prefix : *excluded_prefixes) {
-    if (!prefix.empty() && absl::StartsWith(filename, prefix)) return true;
+    if (!prefix.empty() && absl::StartsWith(*filename, prefix)) return true;
   }
-  return absl::StrContains(filename, "site-packages") || absl::StrContains(filename, "dist-packages");
+  return absl::StrContains(*filename, "site-packages") || absl::StrContains(*filename, "dist-packages");
 }
 
 std::string CodeName(PyCodeObject* code) {
-  return absl::StrFormat("%s (%s:%d)", PyUnicode_AsUTF8(code->co_qualname),
-                         PyUnicode_AsUTF8(code->co_filename), code->co_firstlineno);
+  return absl::StrFormat("%s (%s:%d)", py::Utf8Or(code->co_qualname),
+                         py::Utf8Or(code->co_filename), code->co_firstlineno);
 }
 
 guards::FrameInputs InputsOf(const cpython::FrameView& v) {
@@ -354,7 +352,7 @@ void CompileForCpu(CacheEntry& entry, const std::string& name) {
   if (!built.ok()) {
     const std::string reason = absl::StrCat(name, ": the cpu backend could not compile the graph (",
                                             built.status().message(), "); it runs eagerly");
-    stats.compile_failures.push_back(reason);
+    stats.compile_failures.Add(reason);
     if (log::Enabled(log::Kind::kKernels)) log::Write(log::Kind::kKernels, reason);
     entry.backend_used = "eager";
     return;
@@ -394,7 +392,7 @@ void CompileForCuda(CacheEntry& entry, const std::string& name, Device device, c
   if (!built.ok()) {
     const std::string reason = absl::StrCat(name, ": the cuda backend could not compile the graph (",
                                             built.status().message(), "); it runs eagerly");
-    stats.compile_failures.push_back(reason);
+    stats.compile_failures.Add(reason);
     if (log::Enabled(log::Kind::kKernels)) log::Write(log::Kind::kKernels, reason);
     entry.backend_used = "eager";
     return;
@@ -459,13 +457,15 @@ std::shared_ptr<CacheEntry> Compile(trace::TraceResult trace, const JitOptions& 
 void RecordBreak(CodeCache& cache, const trace::BreakInfo& info, bool fallback) {
   BreakRecord b{info.reason, info.file, info.line,
                 info.instruction.empty() ? "(frame entry)" : info.instruction, std::max(info.offset, 0)};
-  cache.breaks.push_back(b);
+  // Per code object, the first breaks are kept for explain() and the report; a frame traced over
+  // and over (a new closure each call) must not grow them without bound.
+  if (cache.breaks.size() < kMaxRecordsPerCode) cache.breaks.push_back(b);
   if (trace_log != nullptr) trace_log->breaks.push_back(b);
   const std::string text = absl::StrFormat("%s at %s:%d (%s, offset %d)", b.reason, b.file, b.line,
                                            b.instruction, b.offset);
   ++stats.graph_breaks;
-  stats.break_reasons.push_back(text);
-  if (fallback) stats.fallback_reasons.push_back(text);
+  stats.break_reasons.Add(text);
+  if (fallback) stats.fallback_reasons.Add(text);
   if (log::Enabled(log::Kind::kBreaks)) log::Write(log::Kind::kBreaks, absl::StrCat(CodeName(cache.code), ": ", text));
 }
 
@@ -698,15 +698,15 @@ __attribute__((noinline)) PyObject* RunSegments(PyThreadState* tstate, _PyInterp
             }
           }
           ++stats.fallbacks;
-          stats.fallback_reasons.push_back(
+          stats.fallback_reasons.Add(
               absl::StrFormat("%s: cache_limit=%d reached; CPython runs it from here (last "
                               "recompile reason: %s)",
                               where, cache->options.cache_limit, reason));
           return HandBack(tstate, frame, at_entry, state, offset);
         }
         ++stats.recompiles;
-        cache->recompile_reasons.push_back(reason);
-        stats.recompile_reasons.push_back(text);
+        if (cache->recompile_reasons.size() < kMaxRecordsPerCode) cache->recompile_reasons.push_back(reason);
+        stats.recompile_reasons.Add(text);
         if (log::Enabled(log::Kind::kRecompiles)) log::Write(log::Kind::kRecompiles, text);
       }
       ++stats.frames_traced;
@@ -754,8 +754,8 @@ __attribute__((noinline)) PyObject* RunSegments(PyThreadState* tstate, _PyInterp
         cache->skip = true;
         return cpython::EvalDefault(tstate, frame, 0);
       }
-      const std::string name = offset == 0 ? std::string(PyUnicode_AsUTF8(view.code->co_name))
-                                           : absl::StrCat(PyUnicode_AsUTF8(view.code->co_name), "_at_", offset);
+      const std::string name = offset == 0 ? py::Utf8Or(view.code->co_name)
+                                           : absl::StrCat(py::Utf8Or(view.code->co_name), "_at_", offset);
       const std::string graph_text = result.graph->ToString(name);
       if (log::Enabled(log::Kind::kGraph)) log::Write(log::Kind::kGraph, CodeName(view.code), graph_text);
       if (log::Enabled(log::Kind::kGuards)) {
@@ -963,7 +963,7 @@ CodeCache* GetOrCreateCache(PyCodeObject* code, const JitOptions& options, bool 
 std::vector<const CodeCache*> AllCaches() {
   std::vector<const CodeCache*> caches(all_caches->begin(), all_caches->end());
   auto key = [](const CodeCache* c) {
-    return std::pair(std::string(PyUnicode_AsUTF8(c->code->co_filename)), c->code->co_firstlineno);
+    return std::pair(py::Utf8Or(c->code->co_filename), c->code->co_firstlineno);
   };
   std::sort(caches.begin(), caches.end(), [&](const CodeCache* a, const CodeCache* b) { return key(a) < key(b); });
   return caches;

@@ -8,6 +8,7 @@
 #include "guards/guard_set.h"
 #include "interpreter/code_cache.h"
 #include "interpreter/graphviz.h"
+#include "interpreter/py_str.h"
 #include "interpreter/py_types.h"
 #include "jit/cuda_codegen.h"
 #include "jit/cuda_graph.h"
@@ -95,10 +96,11 @@ bool ParseOptions(PyObject* kwargs, JitOptions& options, const char* who) {
   PyObject *key, *value;
   Py_ssize_t pos = 0;
   while (PyDict_Next(kwargs, &pos, &key, &value)) {
-    const std::string name = PyUnicode_AsUTF8(key);
+    // A key UTF-8 cannot encode is no option's name: it is reported below as unexpected.
+    const std::string name = py::Utf8Or(key, "?");
     if (name == "backend") {
       if (PyUnicode_Check(value)) {
-        const std::string b = PyUnicode_AsUTF8(value);
+        const std::string b = py::Utf8Or(value, "?");
         if (b != "auto" && b != "eager" && b != "cpu" && b != "cuda") {
           PyErr_Format(PyExc_ValueError,
                        "%s(): backend '%s' is not available (use 'auto', 'eager', 'cpu', 'cuda' or a "
@@ -131,7 +133,7 @@ bool ParseOptions(PyObject* kwargs, JitOptions& options, const char* who) {
     } else if (name == "cuda_graphs") {
       if (value == Py_True || value == Py_False) {
         options.cuda_graphs = value == Py_True ? "true" : "false";
-      } else if (PyUnicode_Check(value) && std::string(PyUnicode_AsUTF8(value)) == "auto") {
+      } else if (py::Utf8(value) == "auto") {
         options.cuda_graphs = "auto";
       } else {
         PyErr_Format(PyExc_ValueError, "%s(): cuda_graphs must be 'auto', True or False", who);
@@ -274,11 +276,25 @@ PyObject* FnDisable(PyObject*, PyObject*) {
 
 PyObject* FnIsStress(PyObject*, PyObject*) { return PyBool_FromLong(jit::StressMode()); }
 
+// {text: count} for each distinct reason a ReasonLog kept, in first-seen order.
+PyObject* ReasonCounts(const jit::ReasonLog& log) {
+  PyObject* d = PyDict_New();
+  if (d == nullptr) return nullptr;
+  for (const auto& [text, count] : log.counts()) {
+    PyRef key = PyRef::Steal(py::FromUtf8(text));
+    PyRef value = PyRef::Steal(PyLong_FromLongLong(count));
+    if (!key || !value || PyDict_SetItem(d, key.get(), value.get()) < 0) PyErr_Clear();
+  }
+  return d;
+}
+
 PyObject* StringList(const std::vector<std::string>& items) {
   PyObject* list = PyList_New(0);
   for (const std::string& s : items) {
-    PyRef str = PyRef::Steal(PyUnicode_FromString(s.c_str()));
-    PyList_Append(list, str.get());
+    // "replace": text made from user strings is UTF-8 by construction, but a list must never
+    // get a null item.
+    PyRef str = PyRef::Steal(PyUnicode_DecodeUTF8(s.data(), static_cast<Py_ssize_t>(s.size()), "replace"));
+    if (!str || PyList_Append(list, str.get()) < 0) PyErr_Clear();
   }
   return list;
 }
@@ -316,8 +332,8 @@ PyObject* FnGraphs(PyObject*, PyObject* args, PyObject* kwargs) {
   if (jit::CodeCache* cache = jit::FindCache(code)) {
     for (const auto& e : cache->AllEntries()) {
       if (!e->graph) continue;
-      const std::string name = e->start_offset == 0 ? std::string(PyUnicode_AsUTF8(code->co_name))
-                                                    : absl::StrCat(PyUnicode_AsUTF8(code->co_name), "_at_", e->start_offset);
+      const std::string name = e->start_offset == 0 ? py::Utf8Or(code->co_name)
+                                                    : absl::StrCat(py::Utf8Or(code->co_name), "_at_", e->start_offset);
       if (kind == "text") {
         out.push_back(e->graph->ToString(name));
         continue;
@@ -403,9 +419,21 @@ PyObject* FnStats(PyObject*, PyObject*) {
   put("graph_breaks", PyLong_FromLongLong(s.graph_breaks));
   put("escapes", PyLong_FromLongLong(s.escapes));
   put("handbacks", PyLong_FromLongLong(s.handbacks));
-  put("recompile_reasons", StringList(s.recompile_reasons));
-  put("fallback_reasons", StringList(s.fallback_reasons));
-  put("break_reasons", StringList(s.break_reasons));
+  // Each reason list holds the most recent ReasonLog::kRecent texts; "<name>_counts" counts each
+  // distinct text (at most ReasonLog::kDistinct, then one "other" bucket); "reasons_dropped"
+  // says how many older texts the lists no longer hold.
+  const std::pair<const char*, const jit::ReasonLog*> logs[] = {
+      {"recompile_reasons", &s.recompile_reasons},
+      {"fallback_reasons", &s.fallback_reasons},
+      {"break_reasons", &s.break_reasons},
+      {"compile_failures", &s.compile_failures}};
+  int64_t dropped = 0;
+  for (const auto& [key, log] : logs) {
+    put(key, StringList(std::vector<std::string>(log->recent().begin(), log->recent().end())));
+    put(absl::StrCat(key, "_counts").c_str(), ReasonCounts(*log));
+    dropped += log->dropped();
+  }
+  put("reasons_dropped", PyLong_FromLongLong(dropped));
   // Kernel libraries since the last reset(): built by the host compiler, or found cached.
   const backend::CacheCounters now = backend::KernelCache::Global().counters();
   const backend::CacheCounters& base = s.kernel_baseline;
@@ -419,7 +447,6 @@ PyObject* FnStats(PyObject*, PyObject*) {
   put("cubins_cached", PyLong_FromLongLong(now.cubins_from_disk - base.cubins_from_disk + now.cubins_from_memory -
                                            base.cubins_from_memory));
   put("nvrtc_seconds", PyFloat_FromDouble(now.nvrtc_seconds - base.nvrtc_seconds));
-  put("compile_failures", StringList(s.compile_failures));
   // DYNTRACE_NVRTC_CHECK: graphs also compiled for CUDA by NVRTC since the last reset().
   const backend::NvrtcCheckTotals nvrtc = backend::NvrtcCheckCounters();
   put("nvrtc_checked", PyLong_FromLongLong(nvrtc.checked - s.nvrtc_baseline.checked));
@@ -459,11 +486,12 @@ PyObject* FnResetKernelCache(PyObject*, PyObject*) {
 }
 
 PyObject* FnSetLogs(PyObject*, PyObject* spec) {
-  if (!PyUnicode_Check(spec)) {
-    PyErr_SetString(PyExc_TypeError, "_set_logs() expects a str");
+  const std::optional<std::string> text = py::Utf8(spec);
+  if (!text) {
+    PyErr_SetString(PyExc_TypeError, "_set_logs() expects a str of valid UTF-8 text");
     return nullptr;
   }
-  if (absl::Status status = log::Configure(PyUnicode_AsUTF8(spec)); !status.ok()) {
+  if (absl::Status status = log::Configure(*text); !status.ok()) {
     PyErr_SetString(PyExc_ValueError, std::string(status.message()).c_str());
     return nullptr;
   }

@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "graph/pointwise.h"
+#include "interpreter/py_str.h"
 #include "interpreter/py_types.h"
 #include "runtime/copy.h"
 #include "runtime/errors.h"
@@ -80,7 +81,8 @@ absl::StatusOr<ArgValue> ConvertArg(const OpDef& op, const Param& p, PyObject* o
       if (!PyUnicode_Check(obj)) {
         return ArgError(op, p, absl::StrCat("must be a str, not ", Py_TYPE(obj)->tp_name));
       }
-      return ArgValue(std::string(PyUnicode_AsUTF8(obj)));
+      if (std::optional<std::string> text = py::Utf8(obj)) return ArgValue(*std::move(text));
+      return ArgError(op, p, "must be valid UTF-8 text");
     case ParamType::kIntList:
     case ParamType::kShape: {
       auto dims = ToDims(obj, what);
@@ -149,8 +151,10 @@ absl::StatusOr<OpArgs> BindArgs(const OpDef& op, PyObject* const* args, Py_ssize
   }
   const Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
   for (Py_ssize_t k = 0; k < nkw; ++k) {
-    const char* name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(kwnames, k));
-    const int index = op.schema.IndexOf(name);
+    // A name UTF-8 cannot encode names no parameter: it is reported as unexpected.
+    const std::string name_text = py::Utf8Or(PyTuple_GET_ITEM(kwnames, k), "?");
+    const char* name = name_text.c_str();
+    const int index = op.schema.IndexOf(name_text);
     if (index < 0) {
       return Error(ErrorKind::kType, absl::StrFormat("%s() got an unexpected keyword argument '%s'",
                                                      PythonName(op), name));

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_format.h"
 #include "graph/pointwise.h"
+#include "interpreter/py_str.h"
 #include "interpreter/py_types.h"
 #include "runtime/copy.h"
 #include "runtime/cuda_driver.h"
@@ -243,7 +244,7 @@ PyObject* MethodTo(PyObject* self, PyObject* args, PyObject* kwargs) {
     PyObject *key, *value;
     Py_ssize_t pos = 0;
     while (PyDict_Next(kwargs, &pos, &key, &value)) {
-      const std::string name = PyUnicode_AsUTF8(key);
+      const std::string name = py::Utf8Or(key, "?");  // "?": reported as unexpected below
       if (name == "dtype" || name == "device") {
         if (!take(value, "to()")) return nullptr;
       } else if (name == "copy") {

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "interpreter/py_str.h"
 #include "interpreter/py_types.h"
 #include "runtime/copy.h"
 #include "runtime/cuda_driver.h"
@@ -216,7 +217,7 @@ absl::StatusOr<DType> ToDType(PyObject* obj, absl::string_view what) {
   if (obj == reinterpret_cast<PyObject*>(&PyFloat_Type)) return kDefaultFloat;
   if (obj == reinterpret_cast<PyObject*>(&PyLong_Type)) return DType::kInt64;
   if (obj == reinterpret_cast<PyObject*>(&PyBool_Type)) return DType::kBool;
-  if (PyUnicode_Check(obj)) return DTypeFromName(PyUnicode_AsUTF8(obj));
+  if (PyUnicode_Check(obj)) return DTypeFromName(py::Utf8Or(obj, "?"));  // "?" names no dtype
   return Error(ErrorKind::kType,
                absl::StrFormat("%s must be a dyntrace dtype (e.g. dyntrace.float32), not %s", what,
                                TypeName(obj)));
@@ -225,7 +226,7 @@ absl::StatusOr<DType> ToDType(PyObject* obj, absl::string_view what) {
 absl::StatusOr<Device> ToDevice(PyObject* obj, absl::string_view what) {
   if (PyObject_TypeCheck(obj, &DeviceType)) return reinterpret_cast<PyDevice*>(obj)->device;
   if (PyUnicode_Check(obj)) {
-    auto d = ParseDevice(PyUnicode_AsUTF8(obj));
+    auto d = ParseDevice(py::Utf8Or(obj, "?"));  // "?" names no device
     if (!d.ok()) return Error(ErrorKind::kValue, absl::StrCat(what, ": ", d.status().message()));
     return d;
   }
@@ -393,7 +394,7 @@ absl::StatusOr<Tensor> TensorFromDLPack(PyObject* obj) {
       Py_XDECREF(v);
       Py_XDECREF(b);
       return Error(ErrorKind::kType, absl::StrCat("from_dlpack(): __dlpack__ failed: ",
-                                                  vs ? PyUnicode_AsUTF8(vs.get()) : "?"));
+                                                  py::Utf8Or(vs.get())));
     }
   }
   auto* managed = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule.get(), "dltensor"));

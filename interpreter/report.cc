@@ -11,6 +11,7 @@
 #include "absl/strings/str_split.h"
 #include "interpreter/code_cache.h"
 #include "interpreter/graphviz.h"
+#include "interpreter/py_str.h"
 #include "interpreter/py_ref.h"
 
 namespace dt::jit {
@@ -66,11 +67,11 @@ document.addEventListener("DOMContentLoaded", function () {
 )JS";
 
 std::string CodeName(PyCodeObject* code) {
-  return PyUnicode_AsUTF8(code->co_qualname);
+  return py::Utf8Or(code->co_qualname);
 }
 
 std::string CodeFile(PyCodeObject* code) {
-  return PyUnicode_AsUTF8(code->co_filename);
+  return py::Utf8Or(code->co_filename);
 }
 
 std::string Pre(absl::string_view css_class, absl::string_view text) {
@@ -118,7 +119,7 @@ std::string SummaryTable() {
     } else {
       continue;  // the reason lists are shown per frame below
     }
-    absl::StrAppend(&out, "<tr><td>", EscapeHtml(PyUnicode_AsUTF8(key)), "</td><td class=\"count\">",
+    absl::StrAppend(&out, "<tr><td>", EscapeHtml(py::Utf8Or(key)), "</td><td class=\"count\">",
                     shown, "</td></tr>\n");
   }
   PyErr_Clear();
@@ -141,8 +142,8 @@ std::string EntrySection(PyCodeObject* code, const CacheEntry& entry, int number
   }
   if (entry.graph != nullptr && !entry.fallback) {
     const std::string name = entry.start_offset == 0
-                                 ? std::string(PyUnicode_AsUTF8(code->co_name))
-                                 : absl::StrCat(PyUnicode_AsUTF8(code->co_name), "_at_", entry.start_offset);
+                                 ? py::Utf8Or(code->co_name)
+                                 : absl::StrCat(py::Utf8Or(code->co_name), "_at_", entry.start_offset);
     absl::StrAppend(&out, "<h4>Code</h4>\n", Pre("graph-code", entry.graph->ToString(name)));
     absl::StrAppend(&out, "<h4>Picture</h4>\n");
     absl::StatusOr<std::string> svg = graphviz::DotToSvg(entry.graph->ToDot(name));
@@ -199,7 +200,12 @@ PyObject* FnReport(PyObject*, PyObject* path) {
     PyErr_Format(PyExc_TypeError, "report() expects a file name (str), got %s", Py_TYPE(path)->tp_name);
     return nullptr;
   }
-  if (absl::Status status = WriteReport(PyUnicode_AsUTF8(path)); !status.ok()) {
+  const std::optional<std::string> file = py::Utf8(path);
+  if (!file) {
+    PyErr_SetString(PyExc_ValueError, "report(): the file name is not valid UTF-8 text");
+    return nullptr;
+  }
+  if (absl::Status status = WriteReport(*file); !status.ok()) {
     PyErr_SetString(PyExc_OSError, std::string(status.message()).c_str());
     return nullptr;
   }

@@ -1,5 +1,6 @@
 #include "interpreter/tracer.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <optional>
 #include <string>
@@ -13,7 +14,9 @@
 #include "absl/strings/str_join.h"
 #include "graph/pointwise.h"
 #include "interpreter/py_module.h"
+#include "interpreter/py_str.h"
 #include "interpreter/py_types.h"
+#include "interpreter/sym_dict.h"
 #include "interpreter/symbolic.h"
 #include "runtime/errors.h"
 #include "runtime/indexing.h"
@@ -39,7 +42,7 @@ enum class Op : uint8_t {
   kCallIntrinsic1, kCompareOp, kIsOp, kContainsOp, kPopJumpIfFalse, kPopJumpIfTrue,
   kPopJumpIfNone, kPopJumpIfNotNone, kJump, kJumpIfFalseOrPop, kJumpIfTrueOrPop, kCall,
   kKwNames, kCallFunctionEx, kBuildTuple, kBuildList, kBuildMap, kBuildConstKeyMap, kListAppend,
-  kListExtend, kDictUpdate, kMapAdd, kListToTuple, kBuildSlice, kBinarySubscr, kStoreSubscr, kBinarySlice,
+  kListExtend, kDictUpdate, kDictMerge, kMapAdd, kListToTuple, kBuildSlice, kBinarySubscr, kStoreSubscr, kBinarySlice,
   kStoreSlice, kUnpackSequence, kUnpackEx, kGetIter, kForIter, kEndFor, kFormatValue,
   kBuildString, kMakeFunction, kReturnValue, kReturnConst, kUnsupported,
 };
@@ -75,7 +78,7 @@ Op OpFromName(absl::string_view name) {
       {"BUILD_TUPLE", Op::kBuildTuple}, {"BUILD_LIST", Op::kBuildList}, {"BUILD_MAP", Op::kBuildMap},
       {"BUILD_CONST_KEY_MAP", Op::kBuildConstKeyMap}, {"LIST_APPEND", Op::kListAppend},
       {"LIST_EXTEND", Op::kListExtend}, {"DICT_UPDATE", Op::kDictUpdate},
-      {"DICT_MERGE", Op::kDictUpdate}, {"MAP_ADD", Op::kMapAdd}, {"LIST_TO_TUPLE", Op::kListToTuple},
+      {"DICT_MERGE", Op::kDictMerge}, {"MAP_ADD", Op::kMapAdd}, {"LIST_TO_TUPLE", Op::kListToTuple},
       {"BUILD_SLICE", Op::kBuildSlice}, {"BINARY_SUBSCR", Op::kBinarySubscr},
       {"STORE_SUBSCR", Op::kStoreSubscr}, {"BINARY_SLICE", Op::kBinarySlice},
       {"STORE_SLICE", Op::kStoreSlice}, {"UNPACK_SEQUENCE", Op::kUnpackSequence},
@@ -109,11 +112,47 @@ struct DecodedCode {
   absl::flat_hash_set<int> protected_offsets;
 };
 
+// Decoded code, cached per code object: a trace of a loop body decodes each inlined function
+// once. The cache holds a weak reference, never the code object itself, so a dropped code object
+// is freed (and its co_extra free callback runs); entries whose code died are swept whenever the
+// cache has doubled since the last sweep, so it stays within twice the live code objects.
+class DecodeCache {
+ public:
+  std::shared_ptr<const DecodedCode> Find(PyCodeObject* code) const {
+    auto it = entries_.find(code);
+    // A dead weak reference means another code object now has this address.
+    if (it == entries_.end() || !Alive(it->second.code, code)) return nullptr;
+    return it->second.decoded;
+  }
+  void Put(PyCodeObject* code, std::shared_ptr<const DecodedCode> decoded) {
+    PyRef ref = PyRef::Steal(PyWeakref_NewRef(reinterpret_cast<PyObject*>(code), nullptr));
+    if (!ref) {
+      PyErr_Clear();  // not weakly referenceable: not cached
+      return;
+    }
+    entries_[code] = Entry{std::move(ref), std::move(decoded)};
+    if (entries_.size() >= 2 * live_after_sweep_) Sweep();
+  }
+
+ private:
+  struct Entry {
+    PyRef code;  // a weak reference
+    std::shared_ptr<const DecodedCode> decoded;
+  };
+  static bool Alive(const PyRef& weak, PyCodeObject* code) {
+    return PyWeakref_GetObject(weak.get()) == reinterpret_cast<PyObject*>(code);
+  }
+  void Sweep() {
+    absl::erase_if(entries_, [](const auto& kv) { return !Alive(kv.second.code, kv.first); });
+    live_after_sweep_ = std::max<size_t>(entries_.size(), 64);
+  }
+  absl::flat_hash_map<PyCodeObject*, Entry> entries_;
+  size_t live_after_sweep_ = 64;
+};
+
 absl::StatusOr<std::shared_ptr<const DecodedCode>> Decode(PyCodeObject* code) {
-  // Cached per code object: a trace of a loop body decodes each inlined function once.
-  static auto* cache = new absl::flat_hash_map<PyCodeObject*, std::pair<PyRef, std::shared_ptr<const DecodedCode>>>();
-  auto hit = cache->find(code);
-  if (hit != cache->end()) return hit->second.second;
+  static auto* cache = new DecodeCache();
+  if (auto hit = cache->Find(code)) return hit;
   PyRef dis = PyRef::Steal(PyImport_ImportModule("dis"));
   if (!dis) {
     PyErr_Clear();
@@ -127,12 +166,12 @@ absl::StatusOr<std::shared_ptr<const DecodedCode>> Decode(PyCodeObject* code) {
     return Error(ErrorKind::kRuntime, "dis.get_instructions failed");
   }
   auto decoded = std::make_shared<DecodedCode>();
-  decoded->filename = PyUnicode_AsUTF8(code->co_filename);
+  decoded->filename = py::Utf8Or(code->co_filename);
   PyRef nb_ops = PyRef::Steal(PyObject_GetAttrString(dis.get(), "_nb_ops"));
   if (nb_ops) {
     for (Py_ssize_t i = 0; i < PyList_Size(nb_ops.get()); ++i) {
       PyObject* entry = PyList_GetItem(nb_ops.get(), i);
-      decoded->binary_ops.push_back(PyUnicode_AsUTF8(PyTuple_GetItem(entry, 1)));
+      decoded->binary_ops.push_back(py::Utf8Or(PyTuple_GetItem(entry, 1)));
     }
   } else {
     PyErr_Clear();
@@ -151,11 +190,11 @@ absl::StatusOr<std::shared_ptr<const DecodedCode>> Decode(PyCodeObject* code) {
       PyErr_Clear();
       return Error(ErrorKind::kRuntime, "unexpected dis.Instruction layout");
     }
-    in.opname = PyUnicode_AsUTF8(opname.get());
+    in.opname = py::Utf8Or(opname.get());
     in.op = OpFromName(in.opname);
     in.arg = arg.get() == Py_None ? 0 : static_cast<int>(PyLong_AsLong(arg.get()));
     in.offset = static_cast<int>(PyLong_AsLong(offset.get()));
-    in.argrepr = PyUnicode_AsUTF8(argrepr.get());
+    in.argrepr = py::Utf8Or(argrepr.get());
     if (positions) {
       PyRef lineno = PyRef::Steal(PyObject_GetAttrString(positions.get(), "lineno"));
       if (lineno && lineno.get() != Py_None) last_line = static_cast<int>(PyLong_AsLong(lineno.get()));
@@ -189,8 +228,7 @@ absl::StatusOr<std::shared_ptr<const DecodedCode>> Decode(PyCodeObject* code) {
       decoded->protected_offsets.insert(static_cast<int>(o));
     }
   }
-  Py_INCREF(code);
-  (*cache)[code] = {PyRef::Steal(reinterpret_cast<PyObject*>(code)), decoded};
+  cache->Put(code, decoded);
   return std::shared_ptr<const DecodedCode>(decoded);
 }
 
@@ -215,7 +253,7 @@ std::string ShortRepr(PyObject* obj) {
     PyErr_Clear();
     return "<?>";
   }
-  std::string s = PyUnicode_AsUTF8(r.get());
+  std::string s = py::Utf8Or(r.get());
   return s.size() > 60 ? s.substr(0, 57) + "..." : s;
 }
 
@@ -243,6 +281,28 @@ std::string Describe(const Sym& s) {
 
 // The trace stops: not an error of the user's program, a reason to let CPython run the frame.
 absl::Status Unsupported(absl::string_view why) { return absl::UnimplementedError(why); }
+
+// A str the trace needs as text (a name, a keyword, an operator). One UTF-8 cannot encode (a lone
+// surrogate) stops the trace, so CPython runs the instruction and raises what it would raise.
+absl::StatusOr<std::string> Text(PyObject* obj) {
+  std::optional<std::string> text = py::Utf8(obj);
+  if (!text) return Unsupported("a string that is not valid UTF-8 text (a lone surrogate?)");
+  return *std::move(text);
+}
+
+// A global or attribute name, looked up through C strings (PyDict_GetItemString): one holding a
+// NUL (only a code.replace()d co_names can) would find another name, so it stops the trace.
+absl::StatusOr<std::string> NameText(PyObject* obj) {
+  DT_ASSIGN_OR_RETURN(std::string text, Text(obj));
+  if (text.find('\0') != std::string::npos) return Unsupported("a name holding a NUL character");
+  return text;
+}
+
+// A key of a call's **kwargs: CPython raises TypeError for a non-str key when it makes the call.
+absl::StatusOr<std::string> KeywordName(PyObject* key) {
+  if (!PyUnicode_Check(key)) return Unsupported("the traced code raises: keywords must be strings");
+  return Text(key);
+}
 
 struct TFrame {
   PyCodeObject* code;
@@ -278,6 +338,10 @@ class Tracer {
   int instructions_run_ = 0;
   TFrame* current_ = nullptr;
   absl::flat_hash_map<std::string, Sym> inputs_by_source_;
+  // The device each tensor value lives on when the graph runs. Tracing runs every op on meta
+  // tensors, so a meta tensor cannot say; inputs' devices are guarded, and an op's results live
+  // where its operands (or a creation op's device argument) say.
+  absl::flat_hash_map<ValueId, Device> value_device_;
   std::vector<SourceRef> input_sources_;
   // Python wrappers handed to op binding, and the Syms they stand for.
   std::vector<PyRef> wrappers_;
@@ -370,6 +434,9 @@ class Tracer {
   absl::StatusOr<Sym> RunFrame(TFrame& f);
   absl::Status Step(TFrame& f, const Instr& in, bool& returned, Sym& result);
 
+  absl::StatusOr<Device> DeviceOf(const Sym& tensor) const;
+  absl::StatusOr<Device> ResultDevice(const OpDef& op, const std::vector<ArgValue>& args,
+                                      const std::vector<GraphArg>& graph_args) const;
   absl::StatusOr<std::vector<Sym>> Emit(const OpDef* op, std::vector<ArgValue> meta_args,
                                         std::vector<GraphArg> graph_args, bool inplace);
   absl::StatusOr<Sym> EmitNamed(absl::string_view name, const std::vector<Sym>& operands,
@@ -400,6 +467,7 @@ absl::StatusOr<Sym> Tracer::TensorInput(PyObject* obj, SourceRef source) {
   Sym s = MakeSym(SymKind::kTensor);
   s->value = graph_->AddInput(meta, key);
   s->meta = meta;
+  value_device_[s->value] = real.device();  // guarded by TensorMatch just above
   s->source = source;
   inputs_by_source_[key] = s;
   input_sources_.push_back(source);
@@ -582,7 +650,8 @@ absl::StatusOr<Sym> Tracer::Wrap(PyObject* obj, SourceRef source) {
     Py_ssize_t pos = 0;
     while (PyDict_Next(obj, &pos, &key, &value)) {
       if (!PyUnicode_CheckExact(key)) return Unsupported("a dict argument with non-str keys");
-      DT_ASSIGN_OR_RETURN(Sym item, Wrap(value, guards::DictItemSource(source, PyUnicode_AsUTF8(key))));
+      DT_ASSIGN_OR_RETURN(std::string key_text, Text(key));
+      DT_ASSIGN_OR_RETURN(Sym item, Wrap(value, guards::DictItemSource(source, key_text)));
       s->keys.push_back(PyRef::Borrow(key));
       s->items.push_back(item);
     }
@@ -624,7 +693,7 @@ void Tracer::GuardStillUnbound(TFrame& f, int index) {
     return;
   }
   PyObject* name = PyTuple_GET_ITEM(f.code->co_localsplusnames, index);
-  guards_.Add(LeafGuard::Absent(guards::LocalSource(index, PyUnicode_AsUTF8(name)), Here()));
+  guards_.Add(LeafGuard::Absent(guards::LocalSource(index, py::Utf8Or(name)), Here()));
 }
 
 absl::StatusOr<Sym> Tracer::LoadLocal(TFrame& f, int index) {
@@ -634,11 +703,11 @@ absl::StatusOr<Sym> Tracer::LoadLocal(TFrame& f, int index) {
     PyObject* name = PyTuple_GET_ITEM(f.code->co_localsplusnames, index);
     DT_ASSIGN_OR_RETURN(f.locals[index],
                         Wrap(frame_.inputs.locals[index],
-                             guards::LocalSource(index, PyUnicode_AsUTF8(name))));
+                             guards::LocalSource(index, py::Utf8Or(name))));
   }
   if (f.locals[index] == nullptr) {
     PyObject* name = PyTuple_GET_ITEM(f.code->co_localsplusnames, index);
-    return Unsupported(absl::StrCat("local variable '", PyUnicode_AsUTF8(name),
+    return Unsupported(absl::StrCat("local variable '", py::Utf8Or(name),
                                     "' is read before assignment (the code raises)"));
   }
   return f.locals[index];
@@ -668,13 +737,50 @@ absl::StatusOr<Sym> Tracer::LoadGlobal(TFrame& f, const std::string& name) {
 // ---------------------------------------------------------------------------------------------
 // Graph emission
 
+absl::StatusOr<Device> Tracer::DeviceOf(const Sym& tensor) const {
+  auto it = value_device_.find(tensor->value);
+  // Every tensor value records its device when made; a missing one must not be guessed.
+  if (tensor->kind != SymKind::kTensor || it == value_device_.end()) {
+    return Unsupported("the device of a traced value is unknown");
+  }
+  return it->second;
+}
+
+absl::StatusOr<Device> Tracer::ResultDevice(const OpDef& op, const std::vector<ArgValue>& args,
+                                            const std::vector<GraphArg>& graph_args) const {
+  if (op.kind == OpKind::kCreation) {
+    const int device = op.schema.IndexOf("device");
+    if (device >= 0 && device < static_cast<int>(args.size()) && std::holds_alternative<Device>(args[device])) {
+      return std::get<Device>(args[device]);
+    }
+  }
+  std::optional<Device> found;
+  auto note = [&](ValueId v) -> absl::Status {
+    auto it = value_device_.find(v);
+    if (it == value_device_.end()) return Unsupported("the device of a traced value is unknown");
+    if (found && *found != it->second) {
+      return Unsupported("the traced code raises: tensors on different devices");
+    }
+    found = it->second;
+    return absl::OkStatus();
+  };
+  for (const GraphArg& a : graph_args) {
+    if (const ValueId* v = std::get_if<ValueId>(&a.content)) DT_RETURN_IF_ERROR(note(*v));
+    if (const auto* vs = std::get_if<std::vector<ValueId>>(&a.content)) {
+      for (ValueId v : *vs) DT_RETURN_IF_ERROR(note(v));
+    }
+  }
+  return found.value_or(Device::Cpu());  // no tensor operand, no device argument: the CPU
+}
+
 absl::StatusOr<std::vector<Sym>> Tracer::Emit(const OpDef* op, std::vector<ArgValue> meta_args,
                                               std::vector<GraphArg> graph_args, bool inplace) {
+  DT_ASSIGN_OR_RETURN(const Device device_of_results, ResultDevice(*op, meta_args, graph_args));
   if (op->kind == OpKind::kCreation) {
     // Made on the meta device at trace time: no memory, and random ops leave the generator alone.
+    // *_like ops too: rand_like(x, device="cpu") must not draw at trace time.
     const int device = op->schema.IndexOf("device");
-    const int input = op->schema.IndexOf("input");
-    if (device >= 0 && input < 0) meta_args[device] = Device::Meta();
+    if (device >= 0) meta_args[device] = Device::Meta();
   }
   OpArgs args(std::move(meta_args));
   std::vector<Tensor> outs;
@@ -700,6 +806,7 @@ absl::StatusOr<std::vector<Sym>> Tracer::Emit(const OpDef* op, std::vector<ArgVa
     Sym s = MakeSym(SymKind::kTensor);
     s->value = ids[i];
     s->meta = inplace ? args.tensor(0) : outs[i];
+    value_device_[s->value] = device_of_results;
     result.push_back(s);
   }
   return result;
@@ -1074,12 +1181,9 @@ absl::StatusOr<Sym> Tracer::Subscript(const Sym& container, const Sym& index) {
   }
   if (container->kind == SymKind::kDict) {
     DT_ASSIGN_OR_RETURN(PyRef key, ConstValue(index));
-    for (size_t i = 0; i < container->keys.size(); ++i) {
-      const int eq = PyObject_RichCompareBool(container->keys[i].get(), key.get(), Py_EQ);
-      if (eq < 0) PyErr_Clear();
-      if (eq == 1) return container->items[i];
-    }
-    return Unsupported("the traced code raises KeyError");
+    DT_ASSIGN_OR_RETURN(std::optional<size_t> at, DictFind(*container, key.get()));
+    if (!at) return Unsupported("the traced code raises KeyError");
+    return container->items[*at];
   }
   DT_ASSIGN_OR_RETURN(PyRef c, ConstValue(container));
   DT_ASSIGN_OR_RETURN(PyRef k, ConstValue(index));
@@ -1150,9 +1254,12 @@ absl::StatusOr<Sym> Tracer::GetAttr(const Sym& obj, const std::string& name) {
       return s;
     }
     if (name == "dtype") return ConstSym(PyRef::Steal(py::WrapDType(m.dtype())));
-    if (name == "device") return ConstSym(PyRef::Steal(py::WrapDevice(Device::Cpu())));
+    if (name == "device" || name == "is_cuda") {
+      DT_ASSIGN_OR_RETURN(const Device device, DeviceOf(obj));
+      if (name == "device") return ConstSym(PyRef::Steal(py::WrapDevice(device)));
+      return ConstSym(PyRef::Borrow(device.type == DeviceType::kCuda ? Py_True : Py_False));
+    }
     if (name == "ndim") return ConstSym(PyRef::Steal(PyLong_FromLongLong(m.ndim())));
-    if (name == "is_cuda") return ConstSym(PyRef::Borrow(Py_False));
     if (name == "T" || name == "mT") {
       Dims perm;
       for (int64_t d = 0; d < m.ndim(); ++d) perm.push_back(d);
@@ -1178,7 +1285,7 @@ absl::StatusOr<Sym> Tracer::GetAttr(const Sym& obj, const std::string& name) {
       (obj->kind == SymKind::kList && (name == "append" || name == "extend" || name == "index" || name == "count")) ||
       (obj->kind == SymKind::kTuple && (name == "index" || name == "count"))) {
     Sym s = MakeSym(SymKind::kBoundMethod);
-    s->obj = PyRef::Steal(PyUnicode_FromString(name.c_str()));
+    s->obj = PyRef::Steal(py::FromUtf8(name));
     s->items.push_back(obj);
     return s;
   }
@@ -1189,14 +1296,14 @@ absl::StatusOr<Sym> Tracer::GetAttr(const Sym& obj, const std::string& name) {
       own = PyDict_GetItemString(PyModule_GetDict(o), name.c_str());
     } else if (PyType_Check(o)) {
       // _PyType_Lookup, not tp_dict: 3.12 keeps builtin types' dicts elsewhere (tp_dict is NULL).
-      PyRef key = PyRef::Steal(PyUnicode_FromString(name.c_str()));
+      PyRef key = PyRef::Steal(py::FromUtf8(name));
       own = _PyType_Lookup(reinterpret_cast<PyTypeObject*>(o), key.get());
     } else {
       PyObject** dict = _PyObject_GetDictPtr(o);
       if (dict != nullptr && *dict != nullptr) own = PyDict_GetItemString(*dict, name.c_str());
       PyErr_Clear();
       // A data descriptor on the class wins over the instance dict: leave those to Python.
-      PyObject* cls_attr = _PyType_Lookup(Py_TYPE(o), PyRef::Steal(PyUnicode_FromString(name.c_str())).get());
+      PyObject* cls_attr = _PyType_Lookup(Py_TYPE(o), PyRef::Steal(py::FromUtf8(name)).get());
       if (cls_attr != nullptr && Py_TYPE(cls_attr)->tp_descr_set != nullptr) {
         return Unsupported(absl::StrCat("attribute '", name, "' is a descriptor (property or slot)"));
       }
@@ -1225,7 +1332,7 @@ absl::StatusOr<Sym> Tracer::GetAttr(const Sym& obj, const std::string& name) {
       // type.__getattribute__: a data descriptor of the metaclass (__dict__, __doc__, __name__)
       // wins over the class's own attribute, and a descriptor found in the class is bound with
       // __get__(None, cls) (classmethod, staticmethod, property ...).
-      PyRef key = PyRef::Steal(PyUnicode_FromString(name.c_str()));
+      PyRef key = PyRef::Steal(py::FromUtf8(name));
       PyObject* meta_attr = _PyType_Lookup(Py_TYPE(o), key.get());
       if (meta_attr != nullptr && Py_TYPE(meta_attr)->tp_descr_set != nullptr) {
         return Unsupported(absl::StrCat("attribute '", name, "' of a class is a descriptor of its metaclass"));
@@ -1282,7 +1389,7 @@ absl::StatusOr<Sym> Tracer::CallOpFunction(PyObject* fn, const Sym& bound_self,
   if (!kwargs.empty()) {
     kwnames = PyRef::Steal(PyTuple_New(kwargs.size()));
     for (size_t i = 0; i < kwargs.size(); ++i) {
-      PyTuple_SET_ITEM(kwnames.get(), i, PyUnicode_FromString(kwargs[i].first.c_str()));
+      PyTuple_SET_ITEM(kwnames.get(), i, py::FromUtf8(kwargs[i].first));
       DT_ASSIGN_OR_RETURN(PyObject* o, ToPython(kwargs[i].second));
       flat.push_back(o);
     }
@@ -1355,7 +1462,12 @@ absl::StatusOr<Sym> Tracer::CallTensorMethod(const Sym& self, const std::string&
   }
   if (name == "is_floating_point" && args.empty()) return ConstSym(PyRef::Borrow(IsFloating(m.dtype()) ? Py_True : Py_False));
   if (name == "element_size" && args.empty()) return ConstSym(PyRef::Steal(PyLong_FromLongLong(m.itemsize())));
-  if (name == "cpu" && args.empty()) return self;
+  if (name == "cpu" && args.empty()) {
+    // A CUDA tensor's copy to the host is left to CPython (the graph has no device copies).
+    DT_ASSIGN_OR_RETURN(const Device device, DeviceOf(self));
+    if (device.is_cpu()) return self;
+    return Unsupported("Tensor.cpu() of a CUDA tensor");
+  }
   static const auto* casts = new absl::flat_hash_map<std::string, DType>{
       {"float", DType::kFloat32}, {"double", DType::kFloat64}, {"half", DType::kFloat16},
       {"int", DType::kInt32}, {"long", DType::kInt64}, {"bool", DType::kBool}};
@@ -1377,7 +1489,10 @@ absl::StatusOr<Sym> Tracer::CallTensorMethod(const Sym& self, const std::string&
           continue;
         }
         auto dev = py::ToDevice(a->obj.get(), "to()");
-        if (dev.ok() && dev->is_cpu()) continue;
+        if (dev.ok()) {
+          DT_ASSIGN_OR_RETURN(const Device device, DeviceOf(self));
+          if (*dev == device) continue;  // already there: to() is the identity
+        }
         if (a->obj.get() == Py_False) continue;
         return Unsupported("to() to another device or with copy=True");
       }
@@ -1405,11 +1520,8 @@ absl::StatusOr<Sym> Tracer::CallContainerMethod(const Sym& self, const std::stri
     if (name == "get") {
       if (args.empty() || args.size() > 2) return Unsupported("the traced code raises: dict.get() arguments");
       DT_ASSIGN_OR_RETURN(PyRef key, ConstValue(args[0]));
-      for (size_t i = 0; i < self->keys.size(); ++i) {
-        const int eq = PyObject_RichCompareBool(self->keys[i].get(), key.get(), Py_EQ);
-        if (eq < 0) PyErr_Clear();
-        if (eq == 1) return self->items[i];
-      }
+      DT_ASSIGN_OR_RETURN(std::optional<size_t> at, DictFind(*self, key.get()));
+      if (at) return self->items[*at];
       return args.size() == 2 ? args[1] : ConstSym(PyRef::Borrow(Py_None));
     }
     if (self->from_frame) return Unsupported(absl::StrCat("iterating over a dict from the caller (", name, ")"));
@@ -1478,6 +1590,7 @@ absl::StatusOr<Sym> Tracer::CallBuiltin(PyObject* fn, const std::vector<Sym>& ar
     Sym s = MakeSym(SymKind::kTensor);
     s->value = ids[0];
     s->meta = meta;
+    value_device_[s->value] = value.device();
     return s;
   }
   PyObject* builtins = frame_.inputs.builtins;
@@ -1660,7 +1773,8 @@ absl::StatusOr<Sym> Tracer::CallSym(const Sym& callable, std::vector<Sym> args,
     case SymKind::kBoundMethod: {
       const Sym& self = callable->items[0];
       if (PyUnicode_Check(callable->obj.get())) {
-        return CallContainerMethod(self, PyUnicode_AsUTF8(callable->obj.get()), args, kwargs);
+        DT_ASSIGN_OR_RETURN(std::string method, Text(callable->obj.get()));
+        return CallContainerMethod(self, method, args, kwargs);
       }
       if (self->kind == SymKind::kTensor) {
         PyRef name = PyRef::Steal(PyObject_GetAttrString(callable->obj.get(), "__name__"));
@@ -1668,7 +1782,8 @@ absl::StatusOr<Sym> Tracer::CallSym(const Sym& callable, std::vector<Sym> args,
           PyErr_Clear();
           return Unsupported("an unnamed tensor method");
         }
-        return CallTensorMethod(self, PyUnicode_AsUTF8(name.get()), args, kwargs);
+        DT_ASSIGN_OR_RETURN(std::string method, Text(name.get()));
+        return CallTensorMethod(self, method, args, kwargs);
       }
       Sym fn = MakeSym(SymKind::kFunction);
       fn->obj = callable->obj;
@@ -1747,7 +1862,9 @@ absl::StatusOr<Sym> Tracer::Inline(const Sym& function, std::vector<Sym> args,
   const bool varargs = code->co_flags & CO_VARARGS;
   const bool varkw = code->co_flags & CO_VARKEYWORDS;
   PyObject* names = code->co_localsplusnames;
-  auto name_at = [&](int i) { return std::string(PyUnicode_AsUTF8(PyTuple_GET_ITEM(names, i))); };
+  // Parameter names are identifiers; one UTF-8 cannot encode (a code.replace()d name) matches no
+  // keyword, so binding fails and CPython makes the call.
+  auto name_at = [&](int i) { return py::Utf8Or(PyTuple_GET_ITEM(names, i), "\xff"); };
   for (size_t i = 0; i < args.size() && static_cast<int>(i) < argcount; ++i) f.locals[i] = args[i];
   if (static_cast<int>(args.size()) > argcount) {
     if (!varargs) return Unsupported("the traced code raises: too many positional arguments");
@@ -1765,8 +1882,12 @@ absl::StatusOr<Sym> Tracer::Inline(const Sym& function, std::vector<Sym> args,
     }
     if (found < 0) {
       if (!varkw) return Unsupported(absl::StrCat("the traced code raises: unexpected keyword ", k));
-      extra_kwargs->keys.push_back(PyRef::Steal(PyUnicode_FromString(k.c_str())));
-      extra_kwargs->items.push_back(v);
+      PyRef key = PyRef::Steal(py::FromUtf8(k));
+      if (!key) {
+        PyErr_Clear();
+        return Unsupported("a keyword name that is not valid UTF-8");
+      }
+      DT_RETURN_IF_ERROR(DictInsert(*extra_kwargs, std::move(key), v));
       continue;
     }
     if (f.locals[found] != nullptr) return Unsupported("the traced code raises: multiple values for an argument");
@@ -1804,7 +1925,7 @@ absl::StatusOr<Sym> Tracer::Inline(const Sym& function, std::vector<Sym> args,
     if (dv != nullptr) {
       f.locals[i] = ConstSym(PyRef::Borrow(dv));
     } else if (function->kwdefaults != nullptr) {
-      DT_ASSIGN_OR_RETURN(f.locals[i], Subscript(function->kwdefaults, ConstSym(PyRef::Steal(PyUnicode_FromString(name_at(i).c_str())))));
+      DT_ASSIGN_OR_RETURN(f.locals[i], Subscript(function->kwdefaults, ConstSym(PyRef::Borrow(PyTuple_GET_ITEM(names, i)))));
     } else {
       return Unsupported(absl::StrCat("the traced code raises: missing keyword argument ", name_at(i)));
     }
@@ -1832,7 +1953,7 @@ absl::StatusOr<Sym> Tracer::RunFrame(TFrame& f) {
     // A header per traced frame (inlined calls indented), so instruction lines can be attributed.
     log::Write(log::Kind::kBytecode,
                absl::StrFormat("%*s%s %s (%s:%d)%s", f.depth * 2, "", f.is_root ? "tracing" : "inlining",
-                               PyUnicode_AsUTF8(f.code->co_qualname), PyUnicode_AsUTF8(f.code->co_filename),
+                               py::Utf8Or(f.code->co_qualname), py::Utf8Or(f.code->co_filename),
                                f.code->co_firstlineno,
                                f.pc > 0 ? absl::StrCat(" from offset ", instrs[f.pc].offset) : ""));
   }
@@ -1933,7 +2054,7 @@ absl::Status Tracer::Step(TFrame& f, const Instr& in, bool& returned, Sym& resul
       if (f.is_root) f.argument_live[in.arg] = false;
       return absl::OkStatus();
     case Op::kLoadGlobal: {
-      const std::string name = PyUnicode_AsUTF8(in.argval.get());
+      DT_ASSIGN_OR_RETURN(const std::string name, NameText(in.argval.get()));
       DT_ASSIGN_OR_RETURN(Sym g, LoadGlobal(f, name));
       if (in.arg & 1) st.push_back(MakeSym(SymKind::kNull));
       st.push_back(g);
@@ -1963,11 +2084,11 @@ absl::Status Tracer::Step(TFrame& f, const Instr& in, bool& returned, Sym& resul
           PyObject* cell = PyTuple_GET_ITEM(closure, i);
           Sym c = MakeSym(SymKind::kCell);
           c->from_frame = true;
-          if (f.is_root) c->source = guards::FreeCellSource(i, PyUnicode_AsUTF8(name));
+          if (f.is_root) c->source = guards::FreeCellSource(i, py::Utf8Or(name));
           PyObject* contents = PyCell_GET(cell);
           if (contents != nullptr) {
-            SourceRef src = f.is_root ? guards::ClosureSource(i, PyUnicode_AsUTF8(name))
-                                      : (f.function_source ? guards::FuncCellSource(f.function_source, i, PyUnicode_AsUTF8(name)) : nullptr);
+            SourceRef src = f.is_root ? guards::ClosureSource(i, py::Utf8Or(name))
+                                      : (f.function_source ? guards::FuncCellSource(f.function_source, i, py::Utf8Or(name)) : nullptr);
             if (src == nullptr) return Unsupported("a closure of a function without a source");
             DT_ASSIGN_OR_RETURN(Sym v, Wrap(contents, src));
             c->items.push_back(v);
@@ -2019,7 +2140,7 @@ absl::Status Tracer::Step(TFrame& f, const Instr& in, bool& returned, Sym& resul
     case Op::kLoadMethod: {
       DT_RETURN_IF_ERROR(need(1));
       Sym obj = pop();
-      const std::string name = PyUnicode_AsUTF8(in.argval.get());
+      DT_ASSIGN_OR_RETURN(const std::string name, NameText(in.argval.get()));
       DT_ASSIGN_OR_RETURN(Sym attr, GetAttr(obj, name));
       const bool method = in.op == Op::kLoadMethod || (in.opname == "LOAD_ATTR" && PY_VERSION_HEX >= 0x030C0000 && (in.arg & 1));
       if (method) {
@@ -2107,7 +2228,8 @@ absl::Status Tracer::Step(TFrame& f, const Instr& in, bool& returned, Sym& resul
       DT_RETURN_IF_ERROR(need(2));
       Sym b = pop();
       Sym a = pop();
-      DT_ASSIGN_OR_RETURN(Sym r, Compare(PyUnicode_AsUTF8(in.argval.get()), a, b));
+      DT_ASSIGN_OR_RETURN(std::string op, Text(in.argval.get()));
+      DT_ASSIGN_OR_RETURN(Sym r, Compare(op, a, b));
       st.push_back(r);
       return absl::OkStatus();
     }
@@ -2151,8 +2273,8 @@ absl::Status Tracer::Step(TFrame& f, const Instr& in, bool& returned, Sym& resul
       bool found = false;
       if (container->kind == SymKind::kDict) {
         DT_ASSIGN_OR_RETURN(PyRef key, ConstValue(item));
-        for (const PyRef& k : container->keys) found |= PyObject_RichCompareBool(k.get(), key.get(), Py_EQ) == 1;
-        PyErr_Clear();
+        DT_ASSIGN_OR_RETURN(std::optional<size_t> at, DictFind(*container, key.get()));
+        found = at.has_value();
       } else if (container->kind == SymKind::kTuple || container->kind == SymKind::kList) {
         DT_ASSIGN_OR_RETURN(PyRef key, ConstValue(item));
         for (const Sym& s : container->items) {
@@ -2223,8 +2345,8 @@ absl::Status Tracer::Step(TFrame& f, const Instr& in, bool& returned, Sym& resul
       if (f.kw_names) {
         const Py_ssize_t nkw = PyTuple_GET_SIZE(f.kw_names.get());
         for (Py_ssize_t i = 0; i < nkw; ++i) {
-          kwargs.emplace_back(PyUnicode_AsUTF8(PyTuple_GET_ITEM(f.kw_names.get(), i)),
-                              all[all.size() - nkw + i]);
+          DT_ASSIGN_OR_RETURN(std::string name, Text(PyTuple_GET_ITEM(f.kw_names.get(), i)));
+          kwargs.emplace_back(std::move(name), all[all.size() - nkw + i]);
         }
         all.resize(all.size() - nkw);
         f.kw_names = PyRef();
@@ -2244,14 +2366,20 @@ absl::Status Tracer::Step(TFrame& f, const Instr& in, bool& returned, Sym& resul
         if (kw->kind == SymKind::kConst && PyDict_Check(kw->obj.get())) {
           PyObject *k, *v;
           Py_ssize_t pos = 0;
-          while (PyDict_Next(kw->obj.get(), &pos, &k, &v)) kwargs.emplace_back(PyUnicode_AsUTF8(k), ConstSym(PyRef::Borrow(v)));
+          while (PyDict_Next(kw->obj.get(), &pos, &k, &v)) {
+            DT_ASSIGN_OR_RETURN(std::string name, KeywordName(k));
+            kwargs.emplace_back(std::move(name), ConstSym(PyRef::Borrow(v)));
+          }
           kw = nullptr;
         } else if (kw->kind != SymKind::kDict) {
           return Unsupported("**kwargs that is not a dict");
         }
       }
       if (kw != nullptr) {
-        for (size_t i = 0; i < kw->keys.size(); ++i) kwargs.emplace_back(PyUnicode_AsUTF8(kw->keys[i].get()), kw->items[i]);
+        for (size_t i = 0; i < kw->keys.size(); ++i) {
+          DT_ASSIGN_OR_RETURN(std::string name, KeywordName(kw->keys[i].get()));
+          kwargs.emplace_back(std::move(name), kw->items[i]);
+        }
       }
       DT_ASSIGN_OR_RETURN(Sym r, CallSym(callable, std::move(positional), std::move(kwargs)));
       st.push_back(r);
@@ -2270,10 +2398,8 @@ absl::Status Tracer::Step(TFrame& f, const Instr& in, bool& returned, Sym& resul
       DT_RETURN_IF_ERROR(need(2 * in.arg));
       Sym d = MakeSym(SymKind::kDict);
       for (int i = 0; i < in.arg; ++i) {
-        Sym k = st[st.size() - 2 * in.arg + 2 * i];
-        DT_ASSIGN_OR_RETURN(PyRef key, ConstValue(k));
-        d->keys.push_back(key);
-        d->items.push_back(st[st.size() - 2 * in.arg + 2 * i + 1]);
+        DT_ASSIGN_OR_RETURN(PyRef key, ConstValue(st[st.size() - 2 * in.arg + 2 * i]));
+        DT_RETURN_IF_ERROR(DictInsert(*d, std::move(key), st[st.size() - 2 * in.arg + 2 * i + 1]));
       }
       st.resize(st.size() - 2 * in.arg);
       st.push_back(d);
@@ -2283,10 +2409,13 @@ absl::Status Tracer::Step(TFrame& f, const Instr& in, bool& returned, Sym& resul
       DT_RETURN_IF_ERROR(need(in.arg + 1));
       Sym keys = pop();
       DT_ASSIGN_OR_RETURN(PyRef k, ConstValue(keys));
+      if (!PyTuple_CheckExact(k.get()) || PyTuple_GET_SIZE(k.get()) != in.arg) {
+        return Unsupported("BUILD_CONST_KEY_MAP without a matching key tuple");
+      }
       Sym d = MakeSym(SymKind::kDict);
       for (int i = 0; i < in.arg; ++i) {
-        d->keys.push_back(PyRef::Borrow(PyTuple_GET_ITEM(k.get(), i)));
-        d->items.push_back(st[st.size() - in.arg + i]);
+        DT_RETURN_IF_ERROR(DictInsert(*d, PyRef::Borrow(PyTuple_GET_ITEM(k.get(), i)),
+                                      st[st.size() - in.arg + i]));
       }
       st.resize(st.size() - in.arg);
       st.push_back(d);
@@ -2307,15 +2436,21 @@ absl::Status Tracer::Step(TFrame& f, const Instr& in, bool& returned, Sym& resul
       }
       return absl::OkStatus();
     }
-    case Op::kDictUpdate: {
+    case Op::kDictUpdate:
+    case Op::kDictMerge: {
       DT_RETURN_IF_ERROR(need(in.arg + 1));
       Sym v = pop();
       Sym d = st[st.size() - in.arg];
       if (d->kind != SymKind::kDict || v->kind != SymKind::kDict || d->from_frame) return Unsupported("dict update");
       Mutating(d);
       for (size_t i = 0; i < v->keys.size(); ++i) {
-        d->keys.push_back(v->keys[i]);
-        d->items.push_back(v->items[i]);
+        // DICT_MERGE builds a call's **kwargs: a repeated key is CPython's TypeError, whose
+        // message names the callee; CPython raises it itself when it runs the instruction.
+        if (in.op == Op::kDictMerge) {
+          DT_ASSIGN_OR_RETURN(std::optional<size_t> at, DictFind(*d, v->keys[i].get()));
+          if (at) return Unsupported("the traced code raises: multiple values for a keyword argument");
+        }
+        DT_RETURN_IF_ERROR(DictInsert(*d, v->keys[i], v->items[i]));
       }
       return absl::OkStatus();
     }
@@ -2325,18 +2460,9 @@ absl::Status Tracer::Step(TFrame& f, const Instr& in, bool& returned, Sym& resul
       Sym key = pop();
       Sym d = st[st.size() - in.arg];
       if (d->kind != SymKind::kDict || d->from_frame) return Unsupported("MAP_ADD into a dict of the caller");
-      Mutating(d);
       DT_ASSIGN_OR_RETURN(PyRef k, ConstValue(key));
-      for (size_t i = 0; i < d->keys.size(); ++i) {
-        if (PyObject_RichCompareBool(d->keys[i].get(), k.get(), Py_EQ) == 1) {
-          d->items[i] = value;
-          return absl::OkStatus();
-        }
-        PyErr_Clear();
-      }
-      d->keys.push_back(k);
-      d->items.push_back(value);
-      return absl::OkStatus();
+      Mutating(d);
+      return DictInsert(*d, std::move(k), value);
     }
     case Op::kListToTuple: {
       Sym l = pop();
@@ -2425,15 +2551,7 @@ absl::Status Tracer::Step(TFrame& f, const Instr& in, bool& returned, Sym& resul
           if (i < 0 || i >= static_cast<Py_ssize_t>(container->items.size())) return Unsupported("the traced code raises IndexError");
           container->items[i] = value;
         } else {
-          for (size_t i = 0; i < container->keys.size(); ++i) {
-            if (PyObject_RichCompareBool(container->keys[i].get(), key.get(), Py_EQ) == 1) {
-              container->items[i] = value;
-              return absl::OkStatus();
-            }
-            PyErr_Clear();
-          }
-          container->keys.push_back(key);
-          container->items.push_back(value);
+          DT_RETURN_IF_ERROR(DictInsert(*container, key, value));
         }
         return absl::OkStatus();
       }
@@ -2509,14 +2627,26 @@ absl::Status Tracer::Step(TFrame& f, const Instr& in, bool& returned, Sym& resul
     }
     case Op::kBuildString: {
       DT_RETURN_IF_ERROR(need(in.arg));
-      std::string out;
-      for (size_t i = st.size() - in.arg; i < st.size(); ++i) {
-        DT_ASSIGN_OR_RETURN(PyRef c, ConstValue(st[i]));
-        if (!PyUnicode_Check(c.get())) return Unsupported("BUILD_STRING of a non-string");
-        out += PyUnicode_AsUTF8(c.get());
+      // Joined as Python strings, as CPython does: text need not be valid UTF-8 (a lone
+      // surrogate) and may hold NULs.
+      PyRef parts = PyRef::Steal(PyTuple_New(in.arg));
+      if (!parts) {
+        PyErr_Clear();
+        return Unsupported("out of memory building a string");
+      }
+      for (int i = 0; i < in.arg; ++i) {
+        DT_ASSIGN_OR_RETURN(PyRef c, ConstValue(st[st.size() - in.arg + i]));
+        if (!PyUnicode_CheckExact(c.get())) return Unsupported("BUILD_STRING of a non-string");
+        PyTuple_SET_ITEM(parts.get(), i, c.Release());
+      }
+      PyRef empty = PyRef::Steal(PyUnicode_FromStringAndSize(nullptr, 0));
+      PyRef joined = empty ? PyRef::Steal(PyUnicode_Join(empty.get(), parts.get())) : PyRef();
+      if (!joined) {
+        PyErr_Clear();
+        return Unsupported("BUILD_STRING failed");
       }
       st.resize(st.size() - in.arg);
-      st.push_back(ConstSym(PyRef::Steal(PyUnicode_FromString(out.c_str()))));
+      st.push_back(ConstSym(std::move(joined)));
       return absl::OkStatus();
     }
     case Op::kMakeFunction: {
@@ -2763,7 +2893,7 @@ std::variant<TraceResult, TraceFailure> Tracer::Break(TFrame& root, std::string 
       // Untouched since the segment began: passed on as it is at run time, bound or not (it may
       // be unbound when traced and bound in a later run passing the same guards, or the reverse).
       spec.kind = OutputSpec::Kind::kSource;
-      spec.source = guards::LocalSource(static_cast<int>(i), PyUnicode_AsUTF8(PyTuple_GET_ITEM(names, i)));
+      spec.source = guards::LocalSource(static_cast<int>(i), py::Utf8Or(PyTuple_GET_ITEM(names, i)));
     } else {
       spec.kind = OutputSpec::Kind::kNull;
     }
@@ -2831,7 +2961,7 @@ std::variant<TraceResult, TraceFailure> Tracer::Run() {
   auto fail = [&](const absl::Status& s) -> std::variant<TraceResult, TraceFailure> {
     TraceFailure failure;
     failure.reason = std::string(s.message());
-    failure.file = fail_file_.empty() ? PyUnicode_AsUTF8(frame_.code->co_filename) : fail_file_;
+    failure.file = fail_file_.empty() ? py::Utf8Or(frame_.code->co_filename) : fail_file_;
     failure.line = fail_line_ >= 0 ? fail_line_ : frame_.code->co_firstlineno;
     failure.offset = fail_offset_;
     failure.instruction = fail_instruction_;

@@ -40,7 +40,9 @@ absl::StatusOr<std::shared_ptr<const ShapePlans::Plan>> ShapePlans::For(const st
   const Graph& g = *graph_;
   auto plan = std::make_shared<Plan>(g.num_values());
   for (size_t i = 0; i < inputs.size(); ++i) (*plan)[g.inputs()[i]] = MetaLike(inputs[i]);
-  for (size_t i = 0; i < g.nodes().size(); ++i) DT_RETURN_IF_ERROR(g.RunNode(i, *plan, scalars));
+  for (size_t i = 0; i < g.nodes().size(); ++i) {
+    DT_RETURN_IF_ERROR(g.RunNode(i, *plan, scalars, /*on_meta=*/true));
+  }
   if (!reads_scalars_) {
     std::lock_guard<std::mutex> lock(mu_);
     if (plans_.size() >= kMaxPlans) plans_.clear();
