@@ -3,41 +3,27 @@ PyTorch's eager CPU execution, side by side in one run.
 
     PYTHONPATH=dist/python3.11 python3 bench/gpt2_layer.py [--batch 4] [--seq 128] [--rounds 10]
 
-The layer is written once (LAYER_SOURCE) and run with `dyntrace` and with `torch` as its tensor
+The layer is written once (tests/gpu/gpu_check.py's gpt2_layer) and run with `dyntrace` and with `torch` as its tensor
 module: pre-norm, fused QKV projection, causal attention over 12 heads, output projection,
 GELU MLP, residuals; D = 768 as in GPT-2 small. Times are the best of --rounds, measured
 round-robin (each round calls every contender once), so load from elsewhere slows all alike.
 Results are checked against each other before timing. PyTorch is Debian's python3-torch where
 installed; without it its column says why."""
 import argparse
-import math
+import os
+import sys
 import time
 
 import dyntrace as dt
 
-LAYER_SOURCE = '''
-def gpt2_layer(x, ln1_w, ln1_b, w_qkv, b_qkv, w_o, b_o, ln2_w, ln2_b, w_fc, b_fc, w_proj, b_proj, mask):
-    B, T, D = x.shape
-    H = 12
-    hd = D // H
-    h = NS.layer_norm(x, (D,), ln1_w, ln1_b)
-    q, k, v = (h @ w_qkv + b_qkv).split(D, dim=-1)
-    q = q.view(B, T, H, hd).transpose(1, 2)
-    k = k.view(B, T, H, hd).transpose(1, 2)
-    v = v.view(B, T, H, hd).transpose(1, 2)
-    att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hd))
-    att = NS.softmax(NS.where(mask[:T, :T], att, float("-inf")), -1)
-    y = (att @ v).transpose(1, 2).reshape(B, T, D)
-    x = x + (y @ w_o + b_o)
-    h = GELU(NS.layer_norm(x, (D,), ln2_w, ln2_b) @ w_fc + b_fc)
-    return x + (h @ w_proj + b_proj)
-'''
+# The layer is gpu_check's (tests/gpu/gpu_check.py), so the CPU and GPU figures time one code.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "gpu"))
+from gpu_check import workloads  # noqa: E402 - found through the path set just above
+from cpu_backend import best_times  # noqa: E402 - bench/ is the script's own directory
 
 
-def layer_for(ns, gelu):
-    scope = {"NS": ns, "GELU": gelu, "math": math}
-    exec(compile(LAYER_SOURCE, "<gpt2 layer>", "exec"), scope)  # noqa: S102 - our own text
-    return scope["gpt2_layer"]
+def layer_for(ns, layer_norm, gelu):
+    return workloads(ns, layer_norm, gelu)["gpt2_layer"]
 
 
 def make_inputs(batch, seq, width=768):
@@ -49,18 +35,6 @@ def make_inputs(batch, seq, width=768):
             r(4 * width, width), r(width), mask)
 
 
-def best_times(fns, rounds):
-    for fn in fns.values():
-        fn()  # warm: trace, compile, allocate
-    best = {name: math.inf for name in fns}
-    for _ in range(rounds):
-        for name, fn in fns.items():
-            start = time.perf_counter()
-            fn()
-            best[name] = min(best[name], time.perf_counter() - start)
-    return best
-
-
 def torch_contender(inputs):
     """(callable, its inputs) for PyTorch eager, or (None, why not)."""
     try:
@@ -68,7 +42,7 @@ def torch_contender(inputs):
         import torch
     except Exception as e:  # noqa: BLE001 - reported in the table
         return None, "n/a: %s" % e
-    layer = layer_for(torch, torch.nn.functional.gelu)
+    layer = layer_for(torch, torch.nn.functional.layer_norm, torch.nn.functional.gelu)
     args = tuple(torch.from_numpy(np.asarray(t.numpy()).copy()) for t in inputs)
     return (lambda: layer(*args)), args
 
@@ -80,8 +54,8 @@ def main():
     parser.add_argument("--rounds", type=int, default=10)
     args = parser.parse_args()
     inputs = make_inputs(args.batch, args.seq)
-    plain = layer_for(dt, dt.gelu)
-    compiled = dt.jit(layer_for(dt, dt.gelu), backend="cpu")
+    plain = layer_for(dt, dt.layer_norm, dt.gelu)
+    compiled = dt.jit(layer_for(dt, dt.layer_norm, dt.gelu), backend="cpu")
     start = time.perf_counter()
     want = compiled(*inputs)
     first = time.perf_counter() - start
