@@ -166,10 +166,7 @@ absl::Status Graph::RunNode(size_t index, std::vector<Tensor>& env,
       values.push_back(std::get<ArgValue>(a.content));
     }
   }
-  if (on_meta && n.op->kind == OpKind::kCreation) {
-    const int device = n.op->schema.IndexOf("device");
-    if (device >= 0 && device < static_cast<int>(values.size())) values[device] = Device::Meta();
-  }
+  if (on_meta) CreateOnMeta(*n.op, values);
   OpArgs args(std::move(values));
   if (n.inplace && n.op->kind == OpKind::kPointwise) {
     const Tensor target = args.tensor(0);

@@ -59,6 +59,12 @@ absl::StatusOr<OpResult> CallOp(const OpDef& op, const OpArgs& args) {
   return op.eager(op, args);
 }
 
+void CreateOnMeta(const OpDef& op, std::vector<ArgValue>& args) {
+  if (op.kind != OpKind::kCreation) return;
+  const int device = op.schema.IndexOf("device");
+  if (device >= 0 && device < static_cast<int>(args.size())) args[device] = Device::Meta();
+}
+
 namespace {
 thread_local CallRecorder* call_recorder = nullptr;
 }  // namespace

@@ -123,6 +123,11 @@ class OpRegistry {
 // The convenience entry for composites written in terms of other ops.
 [[nodiscard]] absl::StatusOr<Tensor> Call(absl::string_view name, std::vector<ArgValue> args);
 
+// Points a creation op's device argument (if it has one) at the meta device, so that running
+// it makes a shape-only tensor: no memory, and random ops leave the generator alone. Tracing
+// and shape planning (jit/shape_plans.h) both run creation ops this way.
+void CreateOnMeta(const OpDef& op, std::vector<ArgValue>& args);
+
 // While set, Call() records the primitive ops it runs instead of being opaque (graph/decompose).
 class CallRecorder {
  public:

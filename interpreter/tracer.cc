@@ -776,12 +776,9 @@ absl::StatusOr<Device> Tracer::ResultDevice(const OpDef& op, const std::vector<A
 absl::StatusOr<std::vector<Sym>> Tracer::Emit(const OpDef* op, std::vector<ArgValue> meta_args,
                                               std::vector<GraphArg> graph_args, bool inplace) {
   DT_ASSIGN_OR_RETURN(const Device device_of_results, ResultDevice(*op, meta_args, graph_args));
-  if (op->kind == OpKind::kCreation) {
-    // Made on the meta device at trace time: no memory, and random ops leave the generator alone.
-    // *_like ops too: rand_like(x, device="cpu") must not draw at trace time.
-    const int device = op->schema.IndexOf("device");
-    if (device >= 0) meta_args[device] = Device::Meta();
-  }
+  // Made on the meta device at trace time, *_like ops too: rand_like(x, device="cpu") must not
+  // draw at trace time.
+  CreateOnMeta(*op, meta_args);
   OpArgs args(std::move(meta_args));
   std::vector<Tensor> outs;
   if (inplace && op->kind == OpKind::kPointwise) {

@@ -129,10 +129,6 @@ class CudaEagerOps final : public DeviceOpRunner {
   absl::StatusOr<std::optional<OpResult>> Run(const OpDef& op, const OpArgs& args, Device device) override;
   absl::StatusOr<bool> RunPointwiseInto(const OpDef& op, const OpArgs& args, const Tensor& out) override;
   absl::StatusOr<bool> Copy(const Tensor& dst, const Tensor& src);
-  CudaEagerCounters counters() {
-    absl::MutexLock lock(&mu_);
-    return counters_;
-  }
 
  private:
   // The compiled program for `one`, or null when it has none on `device`.
@@ -143,7 +139,6 @@ class CudaEagerOps final : public DeviceOpRunner {
   absl::flat_hash_map<std::string, std::shared_ptr<CudaExecutable>> programs_ ABSL_GUARDED_BY(mu_);
   // Devices whose driver refused a module: nothing will load there (the stand-in driver).
   absl::flat_hash_set<int> refusing_devices_ ABSL_GUARDED_BY(mu_);
-  CudaEagerCounters counters_ ABSL_GUARDED_BY(mu_);
 };
 
 std::shared_ptr<CudaExecutable> CudaEagerOps::ProgramFor(const OneOp& one, Device device) {
@@ -156,7 +151,6 @@ std::shared_ptr<CudaExecutable> CudaEagerOps::ProgramFor(const OneOp& one, Devic
   // Compiled outside the lock: NVRTC takes a while, and other threads' cached ops go on.
   std::shared_ptr<CudaExecutable> exe = Build(one, device);
   absl::MutexLock lock(&mu_);
-  ++(exe != nullptr ? counters_.programs : counters_.refused);
   return programs_.emplace(key, std::move(exe)).first->second;
 }
 
@@ -245,7 +239,5 @@ void InstallCudaEagerOps() {
   SetDeviceOpRunner(&Runner());
   SetDeviceCopyKernel(&CopyKernel);
 }
-
-CudaEagerCounters GetCudaEagerCounters() { return Runner().counters(); }
 
 }  // namespace dt::backend

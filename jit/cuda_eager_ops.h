@@ -22,18 +22,10 @@
 #ifndef DYNTRACE_JIT_CUDA_EAGER_OPS_H_
 #define DYNTRACE_JIT_CUDA_EAGER_OPS_H_
 
-#include <cstdint>
-
 namespace dt::backend {
 
 // Idempotent and thread-safe.
 void InstallCudaEagerOps();
-
-struct CudaEagerCounters {
-  int64_t programs = 0;   // one-op programs built (each compiled once, then cached)
-  int64_t refused = 0;    // signatures that have no device program (they use the host)
-};
-CudaEagerCounters GetCudaEagerCounters();
 
 }  // namespace dt::backend
 

@@ -410,7 +410,7 @@ def test_eager_ops_stay_on_the_device():
         skip("NVRTC is not available: %s" % out.strip())
     launches = int(out.split("launches")[-1])
     assert launches > 100, out
-    # The list names every registry op that still touches the host: all others are covered above.
+    # Each listed exception must still be a registry op (a renamed op must not keep a stale entry).
     names = set(dt._op_names())
     assert HOST_GENERATED <= names, HOST_GENERATED - names
 
