@@ -158,4 +158,24 @@ void SetCodeExtra(PyCodeObject* code, void* value) {
   }
 }
 
+PyObject* LookupOnType(PyTypeObject* type, PyObject* name) {
+  PyObject* found = _PyType_Lookup(type, name);
+  PyErr_Clear();  // 3.11 may leave an error from a failed hash
+  return found;
+}
+
+PyObject* InstanceDict(PyObject* obj) {
+  PyObject** dict = _PyObject_GetDictPtr(obj);
+  PyErr_Clear();
+  return dict != nullptr ? *dict : nullptr;
+}
+
+PyObject* LocalNameObject(PyCodeObject* code, int index) {
+  return PyTuple_GET_ITEM(code->co_localsplusnames, index);
+}
+
+bool TraceFunctionSet(PyThreadState* tstate, bool profile) {
+  return tstate->c_tracefunc != nullptr || (profile && tstate->c_profilefunc != nullptr);
+}
+
 }  // namespace dt::cpython

@@ -79,6 +79,17 @@ _PyInterpreterFrame* EnterForEscape(PyThreadState* tstate, _PyInterpreterFrame* 
                                     absl::Span<PyObject* const> locals);
 void LeaveAfterEscape(PyThreadState* tstate, _PyInterpreterFrame* previous);
 
+// Internals the tracer and the hook read, kept here so that each is checked per version:
+// The attribute `name` (a str) found on `type` or its bases without running descriptors
+// (_PyType_Lookup); borrowed, or null. Never raises.
+PyObject* LookupOnType(PyTypeObject* type, PyObject* name);
+// The instance __dict__ of `obj` if it has one (_PyObject_GetDictPtr); borrowed, or null.
+PyObject* InstanceDict(PyObject* obj);
+// The name of local, cell or free slot `index` (co_localsplusnames); borrowed.
+PyObject* LocalNameObject(PyCodeObject* code, int index);
+// Whether sys.settrace (or, with `profile`, also sys.setprofile) has a function installed.
+bool TraceFunctionSet(PyThreadState* tstate, bool profile);
+
 // co_extra: one index for dyntrace, requested once; `free_fn` runs when a code object dies.
 void InitCodeExtra(freefunc free_fn);
 Py_ssize_t CodeExtraIndex();

@@ -618,7 +618,7 @@ PyObject* EvalFrame(PyThreadState* tstate, _PyInterpreterFrame* frame, int throw
   if (throwflag || inside_dyntrace) return cpython::EvalDefault(tstate, frame, throwflag);
   // Under sys.settrace (debuggers, coverage) every line must run in CPython to be reported; in
   // stress mode sys.setprofile's call events must also be those of plain CPython.
-  if (tstate->c_tracefunc != nullptr || (stress_mode && tstate->c_profilefunc != nullptr)) {
+  if (cpython::TraceFunctionSet(tstate, /*profile=*/stress_mode)) {
     return cpython::EvalDefault(tstate, frame, 0);
   }
   const cpython::FrameView view = cpython::View(frame);

@@ -1,5 +1,7 @@
 #include "interpreter/sym_dict.h"
 
+#include "interpreter/break_reason.h"
+
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
@@ -33,8 +35,8 @@ bool HasPureKeySemantics(PyObject* key) {
 }
 
 absl::Status Undecidable(PyObject* key) {
-  // Unimplemented is the tracer's "cannot capture": CPython runs the instruction instead.
-  return absl::UnimplementedError(
+  // A graph break: CPython runs the instruction instead.
+  return interpreter::Unsupported(
       absl::StrCat("a dict key of type ", Py_TYPE(key)->tp_name,
                    " whose hash or == cannot be decided at trace time"));
 }

@@ -18,6 +18,7 @@
 
 #include "graph/graph.h"
 #include "guards/guard_set.h"
+#include "interpreter/break_reason.h"
 #include "interpreter/py_ref.h"
 
 namespace dt::trace {
@@ -80,6 +81,7 @@ struct BreakInfo {
   int line = -1;
   int offset = -1;
   std::string instruction;
+  interpreter::BreakKind kind = interpreter::BreakKind::kUnsupported;
 };
 
 struct TraceResult {
@@ -111,6 +113,7 @@ struct TraceFailure {
   int line = -1;
   int offset = -1;
   std::string instruction;
+  interpreter::BreakKind kind = interpreter::BreakKind::kUnsupported;
   guards::GuardSet guards;  // what the trace had established when it stopped
   bool touched_tensors = false;
 };

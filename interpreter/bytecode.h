@@ -1,0 +1,98 @@
+// interpreter/bytecode.h: CPython 3.11/3.12 bytecode as the tracer reads it.
+//
+// Code is decoded with the running interpreter's own `dis`, so opcode numbers and jump targets
+// are never hard-coded. Each instruction the tracer handles has one row in the instruction
+// table: its names on 3.11 and on 3.12, what it pops and pushes, and how control leaves it. The
+// table is the single description the tracer's handlers, its break logic and the tests share:
+// tests/python/test_instruction_table.py checks every row against `dis.stack_effect`, and builds
+// with assertions check that each handler moves the stack exactly as its row says.
+#ifndef DYNTRACE_INTERPRETER_BYTECODE_H_
+#define DYNTRACE_INTERPRETER_BYTECODE_H_
+
+#include <Python.h>
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/statusor.h"
+#include "interpreter/py_ref.h"
+
+namespace dt::interpreter {
+
+inline constexpr bool kPython312 = PY_VERSION_HEX >= 0x030C0000;
+
+enum class Op : uint8_t {
+  kNop, kPrecall, kPushNull, kPopTop, kCopy, kSwap, kLoadConst, kLoadFast, kLoadFastAndClear,
+  kStoreFast, kDeleteFast, kLoadGlobal, kLoadDeref, kLoadClosure, kStoreDeref, kMakeCell,
+  kCopyFreeVars, kLoadAttr, kLoadMethod, kBinaryOp, kUnaryNegative, kUnaryNot, kUnaryInvert,
+  kUnaryPositive, kCallIntrinsic1, kCompareOp, kIsOp, kContainsOp, kPopJumpIfFalse,
+  kPopJumpIfTrue, kPopJumpIfNone, kPopJumpIfNotNone, kJump, kJumpIfFalseOrPop, kJumpIfTrueOrPop,
+  kCall, kKwNames, kCallFunctionEx, kBuildTuple, kBuildList, kBuildMap, kBuildConstKeyMap,
+  kListAppend, kListExtend, kDictUpdate, kDictMerge, kMapAdd, kListToTuple, kBuildSlice,
+  kBinarySubscr, kStoreSubscr, kBinarySlice, kStoreSlice, kUnpackSequence, kUnpackEx, kGetIter,
+  kForIter, kEndFor, kFormatValue, kBuildString, kMakeFunction, kReturnValue, kReturnConst,
+  kUnsupported,  // every instruction without a row: the trace stops there
+};
+
+// How control leaves an instruction, which is also what a graph break there can do.
+enum class Flow : uint8_t {
+  kNext,     // falls through; a break hands the frame back to CPython before it
+  kJump,     // always jumps
+  kBranch,   // pops a condition and jumps or falls through; a tensor condition escapes (decided
+             // on the real value, the trace continues on the branch taken)
+  kForIter,  // next loop item, or leaves the loop; an iterator known only at run time escapes
+  kCall,     // a call; one the trace cannot follow escapes (made on real values)
+  kReturn,   // returns from the frame
+};
+
+struct StackEffect {
+  int pops = 0;
+  int pushes = 0;
+};
+
+struct InstructionRow {
+  Op op;
+  std::vector<std::string_view> names_311;
+  std::vector<std::string_view> names_312;
+  Flow flow;
+  // What the tracer's handler pops and pushes for argument `arg`, after jumping or not.
+  StackEffect (*stack)(int arg, bool jumped);
+};
+
+// Every row; an instruction name appears in at most one row per version.
+const std::vector<InstructionRow>& InstructionTable();
+// The row of an opcode name on the running version; null for instructions without one.
+const InstructionRow* RowOf(std::string_view opname);
+const InstructionRow& RowOf(Op op);
+
+struct Instr {
+  Op op;
+  std::string opname;
+  int arg = 0;
+  py::PyRef argval;
+  std::string argrepr;
+  int offset = 0;
+  int line = -1;
+};
+
+struct DecodedCode {
+  std::vector<Instr> instrs;
+  absl::flat_hash_map<int, int> index_of_offset;
+  std::string filename;
+  std::vector<std::string> binary_ops;  // dis._nb_ops names by BINARY_OP argument
+  // Offsets inside try/except/finally and with bodies (exception-table ranges whose handler
+  // starts with PUSH_EXC_INFO): a handler must be able to catch what the body raises, so the
+  // trace stops there and CPython runs the region (comprehension cleanup handlers do not count).
+  absl::flat_hash_set<int> protected_offsets;
+};
+
+// Decoded once per live code object (the cache holds weak references).
+absl::StatusOr<std::shared_ptr<const DecodedCode>> Decode(PyCodeObject* code);
+
+}  // namespace dt::interpreter
+
+#endif  // DYNTRACE_INTERPRETER_BYTECODE_H_

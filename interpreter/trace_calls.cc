@@ -1,0 +1,381 @@
+// interpreter/trace_calls.cc: calls of dyntrace ops, tensor and container methods, and inlined user functions.
+#include <Python.h>
+
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "graph/pointwise.h"
+#include "interpreter/cpython_frame.h"
+#include "interpreter/py_str.h"
+#include "interpreter/py_types.h"
+#include "interpreter/sym_dict.h"
+#include "interpreter/tracer_internal.h"
+#include "runtime/errors.h"
+#include "runtime/indexing.h"
+
+namespace dt::trace {
+
+absl::StatusOr<Sym> Tracer::CallOpFunction(PyObject* fn, const Sym& bound_self,
+                                           const std::vector<Sym>& args,
+                                           const std::vector<std::pair<std::string, Sym>>& kwargs) {
+  std::vector<PyObject*> flat;
+  if (bound_self != nullptr) {
+    DT_ASSIGN_OR_RETURN(PyObject* s, ToPython(bound_self));
+    flat.push_back(s);
+  }
+  for (const Sym& a : args) {
+    DT_ASSIGN_OR_RETURN(PyObject* o, ToPython(a));
+    flat.push_back(o);
+  }
+  PyRef kwnames;
+  if (!kwargs.empty()) {
+    kwnames = PyRef::Steal(PyTuple_New(kwargs.size()));
+    for (size_t i = 0; i < kwargs.size(); ++i) {
+      PyTuple_SET_ITEM(kwnames.get(), i, py::FromUtf8(kwargs[i].first));
+      DT_ASSIGN_OR_RETURN(PyObject* o, ToPython(kwargs[i].second));
+      flat.push_back(o);
+    }
+  }
+  const Py_ssize_t nargs = static_cast<Py_ssize_t>(flat.size() - kwargs.size());
+  auto bound = py::BindOpCall(fn, flat.data(), nargs, kwnames.get());
+  if (!bound.ok()) return Raises(absl::StrCat("the traced code raises: ", bound.status().message()));
+  std::vector<ArgValue> metas;
+  std::vector<GraphArg> gargs;
+  for (size_t i = 0; i < bound->args.size(); ++i) {
+    metas.push_back(bound->args[i]);
+    PyObject* from = bound->supplied[i];
+    if (bound->args.is_tensor(i)) {
+      auto it = sym_of_wrapper_.find(from);
+      if (it == sym_of_wrapper_.end()) return Unsupported("a tensor argument of unknown origin");
+      gargs.push_back(GraphArg::Value(it->second->value));
+    } else if (std::holds_alternative<std::vector<Tensor>>(bound->args[i])) {
+      std::vector<ValueId> ids;
+      PyRef seq = PyRef::Steal(PySequence_Fast(from, ""));
+      for (Py_ssize_t k = 0; k < PySequence_Fast_GET_SIZE(seq.get()); ++k) {
+        auto it = sym_of_wrapper_.find(PySequence_Fast_GET_ITEM(seq.get(), k));
+        if (it == sym_of_wrapper_.end()) return Unsupported("a tensor list of unknown origin");
+        ids.push_back(it->second->value);
+      }
+      gargs.push_back(GraphArg{std::move(ids)});
+    } else {
+      gargs.push_back(GraphArg{bound->args[i]});
+    }
+  }
+  DT_ASSIGN_OR_RETURN(std::vector<Sym> outs, Emit(bound->op, std::move(metas), std::move(gargs), bound->inplace));
+  if (bound->inplace) {
+    auto it = sym_of_wrapper_.find(bound->supplied[0]);
+    return it->second;  // x.add_(y) returns x itself
+  }
+  if (bound->op->schema.returns_list) {
+    Sym tuple = MakeSym(SymKind::kTuple);
+    tuple->items = outs;
+    return tuple;
+  }
+  return outs[0];
+}
+
+absl::StatusOr<Sym> Tracer::CallTensorMethod(const Sym& self, const std::string& name,
+                                             const std::vector<Sym>& args,
+                                             const std::vector<std::pair<std::string, Sym>>& kwargs) {
+  const Tensor& m = self->meta;
+  auto const_int = [&](const Sym& s) -> std::optional<int64_t> {
+    if (s->kind == SymKind::kConst && PyLong_Check(s->obj.get())) return PyLong_AsLongLong(s->obj.get());
+    return std::nullopt;
+  };
+  if (name == "size" && kwargs.empty()) {
+    if (args.empty()) {
+      Sym s = MakeSym(SymKind::kShape);
+      s->items.push_back(self);
+      return s;
+    }
+    auto d = const_int(args[0]);
+    if (!d) return Unsupported("size() with a non-constant dim");
+    auto nd = NormalizeDim(*d, m.ndim());
+    if (!nd.ok()) return Raises("the traced code raises: size() dim out of range");
+    DT_RETURN_IF_ERROR(GuardSizes(self, *nd));
+    return ConstSym(PyRef::Steal(PyLong_FromLongLong(m.size(*nd))));
+  }
+  if ((name == "dim" || name == "ndimension") && args.empty()) {
+    return ConstSym(PyRef::Steal(PyLong_FromLongLong(m.ndim())));
+  }
+  if (name == "numel" && args.empty()) {
+    DT_RETURN_IF_ERROR(GuardSizes(self, std::nullopt));
+    return ConstSym(PyRef::Steal(PyLong_FromLongLong(m.numel())));
+  }
+  if (name == "is_floating_point" && args.empty()) return ConstSym(PyRef::Borrow(IsFloating(m.dtype()) ? Py_True : Py_False));
+  if (name == "element_size" && args.empty()) return ConstSym(PyRef::Steal(PyLong_FromLongLong(m.itemsize())));
+  if (name == "cpu" && args.empty()) {
+    // A CUDA tensor's copy to the host is left to CPython (the graph has no device copies).
+    DT_ASSIGN_OR_RETURN(const Device device, DeviceOf(self));
+    if (device.is_cpu()) return self;
+    return Unsupported("Tensor.cpu() of a CUDA tensor");
+  }
+  static const auto* casts = new absl::flat_hash_map<std::string, DType>{
+      {"float", DType::kFloat32}, {"double", DType::kFloat64}, {"half", DType::kFloat16},
+      {"int", DType::kInt32}, {"long", DType::kInt64}, {"bool", DType::kBool}};
+  std::optional<DType> target;
+  if (auto it = casts->find(name); it != casts->end() && args.empty() && kwargs.empty()) target = it->second;
+  if (name == "to") {
+    std::vector<Sym> all = args;
+    for (const auto& [k, v] : kwargs) {
+      if (k != "dtype" && k != "device" && k != "copy") return Unsupported("to() with unusual arguments");
+      all.push_back(v);
+    }
+    for (const Sym& a : all) {
+      if (a->kind == SymKind::kTensor) {
+        target = a->meta.dtype();
+      } else if (a->kind == SymKind::kConst) {
+        auto dt = py::ToDType(a->obj.get(), "to()");
+        if (dt.ok() && !PyUnicode_Check(a->obj.get())) {
+          target = *dt;
+          continue;
+        }
+        auto dev = py::ToDevice(a->obj.get(), "to()");
+        if (dev.ok()) {
+          DT_ASSIGN_OR_RETURN(const Device device, DeviceOf(self));
+          if (*dev == device) continue;  // already there: to() is the identity
+        }
+        if (a->obj.get() == Py_False) continue;
+        return Unsupported("to() to another device or with copy=True");
+      }
+    }
+    if (!target) return self;
+  }
+  if (target) {
+    if (*target == m.dtype()) return self;
+    const OpDef* op = OpRegistry::Get().Find("_to");
+    DT_ASSIGN_OR_RETURN(std::vector<Sym> outs,
+                        Emit(op, {m, *target}, {GraphArg::Value(self->value), GraphArg{ArgValue(*target)}}, false));
+    return outs[0];
+  }
+  return Unsupported(absl::StrCat("Tensor.", name, "() ",
+                                  name == "item" || name == "tolist" || name == "numpy"
+                                      ? "needs the tensor's values, which are only known at run time"
+                                      : "is not supported by the tracer"));
+}
+
+absl::StatusOr<Sym> Tracer::CallContainerMethod(const Sym& self, const std::string& name,
+                                                const std::vector<Sym>& args,
+                                                const std::vector<std::pair<std::string, Sym>>& kwargs) {
+  if (!kwargs.empty()) return Unsupported(absl::StrCat(name, "() with keyword arguments"));
+  if (self->kind == SymKind::kDict) {
+    if (name == "get") {
+      if (args.empty() || args.size() > 2) return Raises("the traced code raises: dict.get() arguments");
+      DT_ASSIGN_OR_RETURN(PyRef key, ConstValue(args[0]));
+      DT_ASSIGN_OR_RETURN(std::optional<size_t> at, DictFind(*self, key.get()));
+      if (at) return self->items[*at];
+      return args.size() == 2 ? args[1] : ConstSym(PyRef::Borrow(Py_None));
+    }
+    if (self->from_frame) return Unsupported(absl::StrCat("iterating over a dict from the caller (", name, ")"));
+    Sym it = MakeSym(SymKind::kIter);
+    for (size_t i = 0; i < self->keys.size(); ++i) {
+      if (name == "keys") {
+        it->items.push_back(ConstSym(self->keys[i]));
+      } else if (name == "values") {
+        it->items.push_back(self->items[i]);
+      } else {
+        Sym pair = MakeSym(SymKind::kTuple);
+        pair->items = {ConstSym(self->keys[i]), self->items[i]};
+        it->items.push_back(pair);
+      }
+    }
+    return it;
+  }
+  if (name == "append" || name == "extend") {
+    if (self->from_frame) return Unsupported("mutating a list that belongs to the caller");
+    if (args.size() != 1) return Raises("the traced code raises: list method arguments");
+    Mutating(self);
+    if (name == "append") {
+      self->items.push_back(args[0]);
+    } else {
+      DT_ASSIGN_OR_RETURN(std::vector<Sym> items, Iterate(args[0]));
+      self->items.insert(self->items.end(), items.begin(), items.end());
+    }
+    return ConstSym(PyRef::Borrow(Py_None));
+  }
+  DT_ASSIGN_OR_RETURN(PyRef seq, ConstValue(self));
+  PyRef method = PyRef::Steal(PyObject_GetAttrString(seq.get(), name.c_str()));
+  if (!method) {
+    PyErr_Clear();
+    return Raises(absl::StrCat("the traced code raises: no method ", name));
+  }
+  return CallBuiltin(method.get(), args, kwargs);
+}
+
+absl::StatusOr<Sym> Tracer::CallSym(const Sym& callable, std::vector<Sym> args,
+                                    std::vector<std::pair<std::string, Sym>> kwargs) {
+  switch (callable->kind) {
+    case SymKind::kOpMethod:
+      return CallOpFunction(callable->obj.get(), callable->items.empty() ? nullptr : callable->items[0], args, kwargs);
+    case SymKind::kBoundMethod: {
+      const Sym& self = callable->items[0];
+      if (PyUnicode_Check(callable->obj.get())) {
+        DT_ASSIGN_OR_RETURN(std::string method, Text(callable->obj.get()));
+        return CallContainerMethod(self, method, args, kwargs);
+      }
+      if (self->kind == SymKind::kTensor) {
+        PyRef name = PyRef::Steal(PyObject_GetAttrString(callable->obj.get(), "__name__"));
+        if (!name) {
+          PyErr_Clear();
+          return Unsupported("an unnamed tensor method");
+        }
+        DT_ASSIGN_OR_RETURN(std::string method, Text(name.get()));
+        return CallTensorMethod(self, method, args, kwargs);
+      }
+      Sym fn = MakeSym(SymKind::kFunction);
+      fn->obj = callable->obj;
+      args.insert(args.begin(), self);
+      return Inline(fn, std::move(args), std::move(kwargs));
+    }
+    case SymKind::kFunction: return Inline(callable, std::move(args), std::move(kwargs));
+    case SymKind::kObject: {
+      PyRef name = PyRef::Steal(PyUnicode_FromString("__call__"));
+      PyObject* call = cpython::LookupOnType(Py_TYPE(callable->obj.get()), name.get());
+      if (call == nullptr || !PyFunction_Check(call)) {
+        return Unsupported(absl::StrCat("call to ", ShortRepr(callable->obj.get()), " is not supported by the tracer"));
+      }
+      Sym fn = MakeSym(SymKind::kFunction);
+      fn->obj = PyRef::Borrow(call);
+      args.insert(args.begin(), callable);
+      return Inline(fn, std::move(args), std::move(kwargs));
+    }
+    case SymKind::kConst: {
+      PyObject* fn = callable->obj.get();
+      if (PyType_Check(fn) && !PyType_HasFeature(reinterpret_cast<PyTypeObject*>(fn), Py_TPFLAGS_HEAPTYPE)) {
+        return CallBuiltin(fn, args, kwargs);
+      }
+      if (PyCFunction_Check(fn)) return CallBuiltin(fn, args, kwargs);
+      return Unsupported(absl::StrCat("call to ", ShortRepr(fn), " is not supported by the tracer"));
+    }
+    default:
+      return Unsupported(absl::StrCat("calling a ", Describe(callable)));
+  }
+}
+
+absl::StatusOr<Sym> Tracer::Inline(const Sym& function, std::vector<Sym> args,
+                                   std::vector<std::pair<std::string, Sym>> kwargs) {
+  if (current_ != nullptr && current_->depth + 1 > kMaxDepth) {
+    return LimitReached("calls nested more than 12 deep (recursion?)");
+  }
+  PyObject* fn = function->obj.get();
+  PyCodeObject* code;
+  PyObject* defaults = nullptr;
+  PyObject* kwdefaults = nullptr;
+  PyObject* globals;
+  PyObject* fn_object = nullptr;
+  if (PyFunction_Check(fn)) {
+    fn_object = fn;
+    code = reinterpret_cast<PyCodeObject*>(PyFunction_GET_CODE(fn));
+    defaults = PyFunction_GET_DEFAULTS(fn);
+    kwdefaults = PyFunction_GET_KW_DEFAULTS(fn);
+    globals = PyFunction_GET_GLOBALS(fn);
+  } else if (PyCode_Check(fn)) {
+    code = reinterpret_cast<PyCodeObject*>(fn);
+    globals = function->globals;
+  } else {
+    return Unsupported("calling an unknown function object");
+  }
+  if (code->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR | CO_ITERABLE_COROUTINE)) {
+    return Unsupported("calling a generator or coroutine function");
+  }
+  TFrame f;
+  f.code = code;
+  DT_ASSIGN_OR_RETURN(f.decoded, Decode(code));
+  f.locals.assign(code->co_nlocalsplus, nullptr);
+  f.globals = globals;
+  f.function = fn_object;
+  f.function_source = function->source;
+  f.function_sym = function;
+  f.depth = current_ == nullptr ? 0 : current_->depth + 1;
+  if (globals != frame_.inputs.globals) {
+    if (function->source == nullptr) return Unsupported("a function from another module without a source");
+    f.globals_source = guards::FuncGlobalsSource(function->source);
+  } else if (current_ != nullptr) {
+    f.globals_source = current_->globals_source;
+  }
+  // Bind arguments like CPython: positional, then keywords, then defaults.
+  const int argcount = code->co_argcount;
+  const int kwonly = code->co_kwonlyargcount;
+  const bool varargs = code->co_flags & CO_VARARGS;
+  const bool varkw = code->co_flags & CO_VARKEYWORDS;
+  // Parameter names are identifiers; one UTF-8 cannot encode (a code.replace()d name) matches no
+  // keyword, so binding fails and CPython makes the call.
+  auto name_at = [&](int i) { return py::Utf8Or(cpython::LocalNameObject(code, i), "\xff"); };
+  for (size_t i = 0; i < args.size() && static_cast<int>(i) < argcount; ++i) f.locals[i] = args[i];
+  if (static_cast<int>(args.size()) > argcount) {
+    if (!varargs) return Raises("the traced code raises: too many positional arguments");
+    Sym rest = MakeSym(SymKind::kTuple);
+    rest->items.assign(args.begin() + argcount, args.end());
+    f.locals[argcount + kwonly] = rest;
+  } else if (varargs) {
+    f.locals[argcount + kwonly] = MakeSym(SymKind::kTuple);
+  }
+  Sym extra_kwargs = varkw ? MakeSym(SymKind::kDict) : nullptr;
+  for (auto& [k, v] : kwargs) {
+    int found = -1;
+    for (int i = code->co_posonlyargcount; i < argcount + kwonly; ++i) {
+      if (name_at(i) == k) found = i;
+    }
+    if (found < 0) {
+      if (!varkw) return Raises(absl::StrCat("the traced code raises: unexpected keyword ", k));
+      PyRef key = PyRef::Steal(py::FromUtf8(k));
+      if (!key) {
+        PyErr_Clear();
+        return Unsupported("a keyword name that is not valid UTF-8");
+      }
+      DT_RETURN_IF_ERROR(DictInsert(*extra_kwargs, std::move(key), v));
+      continue;
+    }
+    if (f.locals[found] != nullptr) return Raises("the traced code raises: multiple values for an argument");
+    f.locals[found] = v;
+  }
+  if (varkw) f.locals[argcount + kwonly + (varargs ? 1 : 0)] = extra_kwargs;
+  // MAKE_FUNCTION's defaults are a constant tuple or a tuple built by the trace.
+  std::vector<Sym> made_defaults;
+  if (defaults == nullptr && function->defaults != nullptr) {
+    if (function->defaults->kind == SymKind::kConst && PyTuple_Check(function->defaults->obj.get())) {
+      PyObject* t = function->defaults->obj.get();
+      for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(t); ++i) made_defaults.push_back(ConstSym(PyRef::Borrow(PyTuple_GET_ITEM(t, i))));
+    } else {
+      made_defaults = function->defaults->items;
+    }
+  }
+  const int ndefaults = defaults != nullptr ? static_cast<int>(PyTuple_GET_SIZE(defaults))
+                                            : static_cast<int>(made_defaults.size());
+  for (int i = 0; i < argcount; ++i) {
+    if (f.locals[i] != nullptr) continue;
+    const int d = i - (argcount - ndefaults);
+    if (d < 0) return Raises(absl::StrCat("the traced code raises: missing argument ", name_at(i)));
+    f.locals[i] = defaults != nullptr ? ConstSym(PyRef::Borrow(PyTuple_GET_ITEM(defaults, d)))
+                                      : made_defaults[d];
+    if (defaults != nullptr && !IsPureConstType(PyTuple_GET_ITEM(defaults, d))) {
+      if (function->source == nullptr) return Unsupported("a non-constant default of a local function");
+      DT_ASSIGN_OR_RETURN(f.locals[i], Wrap(PyTuple_GET_ITEM(defaults, d),
+                                            guards::ItemSource(guards::AttrSource(function->source, "__defaults__"), d)));
+    }
+  }
+  for (int i = argcount; i < argcount + kwonly; ++i) {
+    if (f.locals[i] != nullptr) continue;
+    PyObject* dv = nullptr;
+    if (kwdefaults != nullptr) dv = PyDict_GetItemString(kwdefaults, name_at(i).c_str());
+    if (dv != nullptr) {
+      f.locals[i] = ConstSym(PyRef::Borrow(dv));
+    } else if (function->kwdefaults != nullptr) {
+      DT_ASSIGN_OR_RETURN(f.locals[i], Subscript(function->kwdefaults, ConstSym(PyRef::Borrow(cpython::LocalNameObject(code, i)))));
+    } else {
+      return Raises(absl::StrCat("the traced code raises: missing keyword argument ", name_at(i)));
+    }
+  }
+  TFrame* saved = current_;
+  current_ = &f;
+  auto result = RunFrame(f);
+  current_ = saved;
+  return result;
+}
+
+}  // namespace dt::trace

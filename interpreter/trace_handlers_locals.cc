@@ -1,0 +1,142 @@
+// interpreter/trace_handlers_locals.cc: instructions that read and write locals, globals, cells
+// and attributes.
+#include <Python.h>
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "interpreter/cpython_frame.h"
+#include "interpreter/py_str.h"
+#include "interpreter/tracer_internal.h"
+#include "runtime/errors.h"
+
+namespace dt::trace {
+
+absl::Status Tracer::DoLoadFast(TFrame& f, const Instr& in) {
+  DT_ASSIGN_OR_RETURN(Sym s, LoadLocal(f, in.arg));
+  f.stack.push_back(s);
+  return absl::OkStatus();
+}
+
+absl::Status Tracer::DoLoadFastAndClear(TFrame& f, const Instr& in) {
+  if (f.is_root && f.locals[in.arg] == nullptr && f.argument_live[in.arg] &&
+      frame_.inputs.locals[in.arg] != nullptr) {
+    DT_ASSIGN_OR_RETURN(f.locals[in.arg], LoadLocal(f, in.arg));
+  }
+  GuardStillUnbound(f, in.arg);
+  if (f.is_root) f.argument_live[in.arg] = false;
+  Sym s = f.locals[in.arg];
+  f.stack.push_back(s != nullptr ? s : MakeSym(SymKind::kNull));
+  f.locals[in.arg] = nullptr;
+  return absl::OkStatus();
+}
+
+absl::Status Tracer::DoStoreFast(TFrame& f, const Instr& in) {
+  DT_RETURN_IF_ERROR(f.Need(1, in));
+  Sym s = f.Pop();
+  f.locals[in.arg] = s->kind == SymKind::kNull ? nullptr : s;
+  if (f.is_root) f.argument_live[in.arg] = false;
+  return absl::OkStatus();
+}
+
+absl::Status Tracer::DoDeleteFast(TFrame& f, const Instr& in) {
+  f.locals[in.arg] = nullptr;
+  if (f.is_root) f.argument_live[in.arg] = false;
+  return absl::OkStatus();
+}
+
+absl::Status Tracer::DoLoadGlobal(TFrame& f, const Instr& in) {
+  DT_ASSIGN_OR_RETURN(const std::string name, NameText(in.argval.get()));
+  DT_ASSIGN_OR_RETURN(Sym g, LoadGlobal(f, name));
+  if (in.arg & 1) f.stack.push_back(MakeSym(SymKind::kNull));
+  f.stack.push_back(g);
+  return absl::OkStatus();
+}
+
+absl::Status Tracer::DoMakeCell(TFrame& f, const Instr& in) {
+  Sym content;
+  if (f.is_root && in.arg < frame_.inputs.num_locals && frame_.inputs.locals[in.arg] != nullptr &&
+      f.locals[in.arg] == nullptr && f.argument_live[in.arg]) {
+    DT_ASSIGN_OR_RETURN(content, LoadLocal(f, in.arg));
+  } else {
+    GuardStillUnbound(f, in.arg);
+    content = f.locals[in.arg];
+  }
+  Sym cell = MakeSym(SymKind::kCell);
+  cell->items.push_back(content);
+  f.locals[in.arg] = cell;
+  return absl::OkStatus();
+}
+
+absl::Status Tracer::DoCopyFreeVars(TFrame& f, const Instr& in) {
+  const int nfree = in.arg;
+  const int first = f.code->co_nlocalsplus - nfree;
+  for (int i = 0; i < nfree; ++i) {
+    if (f.function == nullptr) {
+      if (f.function_sym == nullptr || f.function_sym->closure == nullptr) {
+        return Unsupported("free variables without a closure");
+      }
+      f.locals[first + i] = f.function_sym->closure->items.at(i);
+      continue;
+    }
+    const std::string name = py::Utf8Or(cpython::LocalNameObject(f.code, first + i));
+    PyObject* cell = PyTuple_GET_ITEM(PyFunction_GET_CLOSURE(f.function), i);
+    Sym c = MakeSym(SymKind::kCell);
+    c->from_frame = true;
+    if (f.is_root) c->source = guards::FreeCellSource(i, name);
+    c->items.push_back(nullptr);
+    if (PyObject* contents = PyCell_GET(cell); contents != nullptr) {
+      SourceRef src = f.is_root ? guards::ClosureSource(i, name)
+                                : (f.function_source ? guards::FuncCellSource(f.function_source, i, name) : nullptr);
+      if (src == nullptr) return Unsupported("a closure of a function without a source");
+      DT_ASSIGN_OR_RETURN(c->items[0], Wrap(contents, src));
+    }
+    f.locals[first + i] = c;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Tracer::DoLoadDeref(TFrame& f, const Instr& in) {
+  Sym cell = f.locals[in.arg];
+  if (cell == nullptr || cell->kind != SymKind::kCell) {
+    // 3.11 frames may read an argument-cell before MAKE_CELL ran; treat as a plain local.
+    DT_ASSIGN_OR_RETURN(Sym v, LoadLocal(f, in.arg));
+    if (v->kind != SymKind::kCell) {
+      f.stack.push_back(v);
+      return absl::OkStatus();
+    }
+    cell = v;
+  }
+  if (cell->items.empty() || cell->items[0] == nullptr) {
+    return Raises("the traced code raises: free variable referenced before assignment");
+  }
+  f.stack.push_back(cell->items[0]);
+  return absl::OkStatus();
+}
+
+absl::Status Tracer::DoStoreDeref(TFrame& f, const Instr& in) {
+  DT_RETURN_IF_ERROR(f.Need(1, in));
+  Sym cell = f.locals[in.arg];
+  if (cell == nullptr || cell->kind != SymKind::kCell) return Unsupported("STORE_DEREF without a cell");
+  if (cell->from_frame) return Unsupported("assigning to a nonlocal variable of the caller");
+  Mutating(cell);
+  cell->items.assign(1, f.Pop());
+  return absl::OkStatus();
+}
+
+absl::Status Tracer::DoLoadAttr(TFrame& f, const Instr& in) {
+  DT_RETURN_IF_ERROR(f.Need(1, in));
+  DT_ASSIGN_OR_RETURN(const std::string name, NameText(in.argval.get()));
+  DT_ASSIGN_OR_RETURN(Sym attr, GetAttr(f.stack.back(), name));
+  f.Pop();
+  const bool method = in.op == Op::kLoadMethod || (interpreter::kPython312 && (in.arg & 1));
+  if (method) {
+    Sym slot = MakeSym(SymKind::kNull);
+    slot->method_call_slot = true;
+    f.stack.push_back(slot);
+  }
+  f.stack.push_back(attr);
+  return absl::OkStatus();
+}
+
+}  // namespace dt::trace

@@ -1,0 +1,222 @@
+// interpreter/trace_handlers_operators.cc: operator instructions (binary, unary, comparisons,
+// identity, membership) and string formatting.
+#include <Python.h>
+
+#include <optional>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "interpreter/sym_dict.h"
+#include "interpreter/tracer_internal.h"
+#include "runtime/errors.h"
+
+namespace dt::trace {
+namespace {
+
+// Numbers, strings and tuples are guarded by value, not identity: whether two equal ones are one
+// object is only known at run time (None, bools, dtypes are singletons).
+bool GuardedByValue(PyObject* o) {
+  return PyLong_CheckExact(o) || PyFloat_CheckExact(o) || PyUnicode_CheckExact(o) || PyBytes_CheckExact(o) ||
+         PyComplex_CheckExact(o) || PyTuple_CheckExact(o) || PySlice_Check(o) || PyRange_Check(o);
+}
+
+bool IsNone(const Sym& s) { return s->kind == SymKind::kConst && s->obj.get() == Py_None; }
+
+// `a is b` when the trace can know it.
+absl::StatusOr<bool> SameObject(const Sym& a, const Sym& b) {
+  if (a == b) return true;
+  if (a->kind == SymKind::kConst && b->kind == SymKind::kConst) {
+    if (GuardedByValue(a->obj.get()) && GuardedByValue(b->obj.get())) {
+      return Unsupported("`is` between two values guarded by equality (identity is only known at run time)");
+    }
+    return a->obj.get() == b->obj.get();
+  }
+  if (IsNone(a) || IsNone(b)) {
+    // The other side is a tensor, container or function: never None.
+    const Sym& other = IsNone(a) ? b : a;
+    if (other->kind == SymKind::kNull) return Unsupported("`is` on NULL");
+    return false;
+  }
+  if (a->kind == SymKind::kTensor && b->kind == SymKind::kTensor) {
+    if (a->value == b->value) return true;
+    return Unsupported("`is` between two tensors");
+  }
+  return Unsupported("`is` between non-constant values");
+}
+
+PyRef Bool(bool b) { return PyRef::Borrow(b ? Py_True : Py_False); }
+
+}  // namespace
+
+absl::Status Tracer::DoBinaryOp(TFrame& f, const Instr& in) {
+  DT_RETURN_IF_ERROR(f.Need(2, in));
+  std::string name = in.argrepr;
+  if (name.empty() && in.arg < static_cast<int>(f.decoded->binary_ops.size())) name = f.decoded->binary_ops[in.arg];
+  Sym b = f.Pop();
+  Sym a = f.Pop();
+  DT_ASSIGN_OR_RETURN(Sym r, BinaryOp(name, a, b));
+  f.stack.push_back(r);
+  return absl::OkStatus();
+}
+
+absl::Status Tracer::DoUnary(TFrame& f, const Instr& in) {
+  DT_RETURN_IF_ERROR(f.Need(1, in));
+  Sym a = f.Pop();
+  if (a->kind == SymKind::kTensor) {
+    if (in.op == Op::kUnaryPositive) {
+      f.stack.push_back(a);
+      return absl::OkStatus();
+    }
+    if (in.op == Op::kUnaryInvert && a->meta.dtype() != DType::kBool) return Unsupported("~ on a non-bool tensor");
+    DT_ASSIGN_OR_RETURN(Sym r, EmitNamed(in.op == Op::kUnaryNegative ? "neg" : "logical_not", {a}));
+    f.stack.push_back(r);
+    return absl::OkStatus();
+  }
+  if (a->kind == SymKind::kNumber && in.op == Op::kUnaryNegative) {
+    DT_ASSIGN_OR_RETURN(Sym r, NumberOp("*", false, a, ConstSym(PyRef::Steal(PyLong_FromLong(-1)))));
+    f.stack.push_back(r);
+    return absl::OkStatus();
+  }
+  DT_ASSIGN_OR_RETURN(PyRef c, ConstValue(a));
+  if (!IsPureConstType(c.get())) return Unsupported("unary operator on a non-constant");
+  PyObject* r = in.op == Op::kUnaryNegative ? PyNumber_Negative(c.get())
+                : in.op == Op::kUnaryPositive ? PyNumber_Positive(c.get()) : PyNumber_Invert(c.get());
+  if (r == nullptr) {
+    PyErr_Clear();
+    return Raises("the traced code raises in a unary operator");
+  }
+  f.stack.push_back(ConstSym(PyRef::Steal(r)));
+  return absl::OkStatus();
+}
+
+absl::Status Tracer::DoUnaryNot(TFrame& f, const Instr& in) {
+  DT_RETURN_IF_ERROR(f.Need(1, in));
+  DT_ASSIGN_OR_RETURN(bool t, Truth(f.stack.back()));
+  f.Pop();
+  f.stack.push_back(ConstSym(Bool(!t)));
+  return absl::OkStatus();
+}
+
+absl::Status Tracer::DoCallIntrinsic1(TFrame& f, const Instr& in) {
+  DT_RETURN_IF_ERROR(f.Need(1, in));
+  if (in.argrepr == "INTRINSIC_LIST_TO_TUPLE") return DoListToTuple(f, in);
+  if (in.argrepr != "INTRINSIC_UNARY_POSITIVE") {
+    return Unsupported(absl::StrCat("CALL_INTRINSIC_1 ", in.argrepr));
+  }
+  Sym a = f.Pop();
+  if (a->kind == SymKind::kTensor) {
+    f.stack.push_back(a);
+    return absl::OkStatus();
+  }
+  DT_ASSIGN_OR_RETURN(PyRef c, ConstValue(a));
+  PyObject* r = PyNumber_Positive(c.get());
+  if (r == nullptr) {
+    PyErr_Clear();
+    return Raises("the traced code raises in unary +");
+  }
+  f.stack.push_back(ConstSym(PyRef::Steal(r)));
+  return absl::OkStatus();
+}
+
+absl::Status Tracer::DoCompareOp(TFrame& f, const Instr& in) {
+  DT_RETURN_IF_ERROR(f.Need(2, in));
+  DT_ASSIGN_OR_RETURN(std::string op, Text(in.argval.get()));
+  Sym b = f.Pop();
+  Sym a = f.Pop();
+  DT_ASSIGN_OR_RETURN(Sym r, Compare(op, a, b));
+  f.stack.push_back(r);
+  return absl::OkStatus();
+}
+
+absl::Status Tracer::DoIsOp(TFrame& f, const Instr& in) {
+  DT_RETURN_IF_ERROR(f.Need(2, in));
+  Sym b = f.Pop();
+  Sym a = f.Pop();
+  DT_ASSIGN_OR_RETURN(const bool same, SameObject(a, b));
+  f.stack.push_back(ConstSym(Bool(same != (in.arg == 1))));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<bool> Tracer::Contains(const Sym& container, const Sym& item) {
+  DT_ASSIGN_OR_RETURN(PyRef key, ConstValue(item));
+  if (container->kind == SymKind::kDict) {
+    DT_ASSIGN_OR_RETURN(std::optional<size_t> at, DictFind(*container, key.get()));
+    return at.has_value();
+  }
+  if (container->kind == SymKind::kTuple || container->kind == SymKind::kList) {
+    bool found = false;
+    for (const Sym& s : container->items) {
+      DT_ASSIGN_OR_RETURN(PyRef c, ConstValue(s));
+      if (!IsPureConstType(c.get()) && c.get() != key.get()) return Unsupported("`in` over non-constant items");
+      found |= PyObject_RichCompareBool(c.get(), key.get(), Py_EQ) == 1;
+      PyErr_Clear();
+    }
+    return found;
+  }
+  DT_ASSIGN_OR_RETURN(PyRef c, ConstValue(container));
+  if (!IsPureConstType(c.get())) return Unsupported("`in` on a non-constant container");
+  const int r = PySequence_Contains(c.get(), key.get());
+  if (r < 0) {
+    PyErr_Clear();
+    return Raises("the traced code raises in `in`");
+  }
+  return r == 1;
+}
+
+absl::Status Tracer::DoContainsOp(TFrame& f, const Instr& in) {
+  DT_RETURN_IF_ERROR(f.Need(2, in));
+  Sym container = f.Pop();
+  Sym item = f.Pop();
+  DT_ASSIGN_OR_RETURN(const bool found, Contains(container, item));
+  f.stack.push_back(ConstSym(Bool(found != (in.arg == 1))));
+  return absl::OkStatus();
+}
+
+absl::Status Tracer::DoFormatValue(TFrame& f, const Instr& in) {
+  DT_RETURN_IF_ERROR(f.Need((in.arg & 0x04) ? 2 : 1, in));
+  Sym spec = (in.arg & 0x04) ? f.Pop() : nullptr;
+  DT_ASSIGN_OR_RETURN(PyRef c, ConstValue(f.Pop()));
+  if (!IsPureConstType(c.get())) return Unsupported("formatting a non-constant value");
+  PyRef converted = c;
+  switch (in.arg & 0x03) {
+    case 1: converted = PyRef::Steal(PyObject_Str(c.get())); break;
+    case 2: converted = PyRef::Steal(PyObject_Repr(c.get())); break;
+    case 3: converted = PyRef::Steal(PyObject_ASCII(c.get())); break;
+    default: break;
+  }
+  PyRef spec_obj = spec ? ConstValue(spec).value_or(PyRef()) : PyRef();
+  PyRef r = converted ? PyRef::Steal(PyObject_Format(converted.get(), spec_obj.get())) : PyRef();
+  if (!r) {
+    PyErr_Clear();
+    return Raises("the traced code raises in an f-string");
+  }
+  f.stack.push_back(ConstSym(r));
+  return absl::OkStatus();
+}
+
+absl::Status Tracer::DoBuildString(TFrame& f, const Instr& in) {
+  DT_RETURN_IF_ERROR(f.Need(in.arg, in));
+  // Joined as Python strings, as CPython does: text need not be valid UTF-8 (a lone surrogate)
+  // and may hold NULs.
+  PyRef parts = PyRef::Steal(PyTuple_New(in.arg));
+  if (!parts) {
+    PyErr_Clear();
+    return Unsupported("out of memory building a string");
+  }
+  for (int i = 0; i < in.arg; ++i) {
+    DT_ASSIGN_OR_RETURN(PyRef c, ConstValue(f.stack[f.stack.size() - in.arg + i]));
+    if (!PyUnicode_CheckExact(c.get())) return Unsupported("BUILD_STRING of a non-string");
+    PyTuple_SET_ITEM(parts.get(), i, c.Release());
+  }
+  PyRef empty = PyRef::Steal(PyUnicode_FromStringAndSize(nullptr, 0));
+  PyRef joined = empty ? PyRef::Steal(PyUnicode_Join(empty.get(), parts.get())) : PyRef();
+  if (!joined) {
+    PyErr_Clear();
+    return Unsupported("BUILD_STRING failed");
+  }
+  f.stack.resize(f.stack.size() - in.arg);
+  f.stack.push_back(ConstSym(std::move(joined)));
+  return absl::OkStatus();
+}
+
+}  // namespace dt::trace

@@ -1,0 +1,439 @@
+// interpreter/trace_operators.cc: graph emission, shapes, truth values, operators, subscripts and iteration.
+#include <Python.h>
+
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "graph/pointwise.h"
+#include "interpreter/py_str.h"
+#include "interpreter/py_types.h"
+#include "interpreter/sym_dict.h"
+#include "interpreter/tracer_internal.h"
+#include "runtime/errors.h"
+#include "runtime/indexing.h"
+
+namespace dt::trace {
+
+// ---------------------------------------------------------------------------------------------
+// Graph emission
+
+absl::StatusOr<Device> Tracer::DeviceOf(const Sym& tensor) const {
+  auto it = value_device_.find(tensor->value);
+  // Every tensor value records its device when made; a missing one must not be guessed.
+  if (tensor->kind != SymKind::kTensor || it == value_device_.end()) {
+    return Unsupported("the device of a traced value is unknown");
+  }
+  return it->second;
+}
+
+absl::StatusOr<Device> Tracer::ResultDevice(const OpDef& op, const std::vector<ArgValue>& args,
+                                            const std::vector<GraphArg>& graph_args) const {
+  if (op.kind == OpKind::kCreation) {
+    const int device = op.schema.IndexOf("device");
+    if (device >= 0 && device < static_cast<int>(args.size()) && std::holds_alternative<Device>(args[device])) {
+      return std::get<Device>(args[device]);
+    }
+  }
+  std::optional<Device> found;
+  auto note = [&](ValueId v) -> absl::Status {
+    auto it = value_device_.find(v);
+    if (it == value_device_.end()) return Unsupported("the device of a traced value is unknown");
+    if (found && *found != it->second) {
+      return Raises("the traced code raises: tensors on different devices");
+    }
+    found = it->second;
+    return absl::OkStatus();
+  };
+  for (const GraphArg& a : graph_args) {
+    if (const ValueId* v = std::get_if<ValueId>(&a.content)) DT_RETURN_IF_ERROR(note(*v));
+    if (const auto* vs = std::get_if<std::vector<ValueId>>(&a.content)) {
+      for (ValueId v : *vs) DT_RETURN_IF_ERROR(note(v));
+    }
+  }
+  return found.value_or(Device::Cpu());  // no tensor operand, no device argument: the CPU
+}
+
+absl::StatusOr<std::vector<Sym>> Tracer::Emit(const OpDef* op, std::vector<ArgValue> meta_args,
+                                              std::vector<GraphArg> graph_args, bool inplace) {
+  DT_ASSIGN_OR_RETURN(const Device device_of_results, ResultDevice(*op, meta_args, graph_args));
+  // Made on the meta device at trace time, *_like ops too: rand_like(x, device="cpu") must not
+  // draw at trace time.
+  CreateOnMeta(*op, meta_args);
+  OpArgs args(std::move(meta_args));
+  std::vector<Tensor> outs;
+  if (inplace && op->kind == OpKind::kPointwise) {
+    const Tensor target = args.tensor(0);
+    auto r = RunPointwise(*op, args, &target);
+    if (!r.ok()) return Raises(absl::StrCat("the traced code raises: ", r.status().message()));
+    outs.push_back(*r);
+  } else {
+    auto r = CallOp(*op, args);
+    if (!r.ok()) return Raises(absl::StrCat("the traced code raises: ", r.status().message()));
+    if (inplace && !CanCast(r->at(0).dtype(), args.tensor(0).dtype())) {
+      return Raises(absl::StrCat("the traced code raises: ", op->name(),
+                                      "_: result type can't be cast to the output type"));
+    }
+    outs = *std::move(r);
+  }
+  touched_tensors_ = true;
+  std::vector<ValueId> ids = graph_->AddNode(op, std::move(graph_args), inplace ? std::vector<Tensor>{args.tensor(0)} : outs,
+                                             inplace, HereLocation());
+  std::vector<Sym> result;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    Sym s = MakeSym(SymKind::kTensor);
+    s->value = ids[i];
+    s->meta = inplace ? args.tensor(0) : outs[i];
+    value_device_[s->value] = device_of_results;
+    result.push_back(s);
+  }
+  return result;
+}
+
+absl::StatusOr<Sym> Tracer::EmitNamed(absl::string_view name, const std::vector<Sym>& operands,
+                                      bool inplace) {
+  const OpDef* op = OpRegistry::Get().Find(name);
+  if (op == nullptr) return Unsupported(absl::StrCat("no op ", name));
+  std::vector<ArgValue> metas;
+  std::vector<GraphArg> gargs;
+  for (const Sym& s : operands) {
+    if (s->kind == SymKind::kTensor) {
+      metas.push_back(s->meta);
+      gargs.push_back(GraphArg::Value(s->value));
+    } else if (s->kind == SymKind::kNumber) {
+      auto scalar = py::ToScalar(s->obj.get(), name);
+      if (!scalar.ok()) return Unsupported(absl::StrCat(name, " with an unusual number"));
+      metas.push_back(*scalar);
+      gargs.push_back(GraphArg{ScalarRef{s->value}});
+    } else {
+      DT_ASSIGN_OR_RETURN(PyRef c, ConstValue(s));
+      auto scalar = py::ToScalar(c.get(), name);
+      if (!scalar.ok()) return Unsupported(absl::StrCat(name, " with a ", Py_TYPE(c.get())->tp_name, " operand"));
+      metas.push_back(*scalar);
+      gargs.push_back(GraphArg{ArgValue(*scalar)});
+    }
+  }
+  const auto& params = op->schema.params;
+  for (size_t i = operands.size(); i < params.size(); ++i) {
+    if (!params[i].default_value) return Unsupported(absl::StrCat(name, ": missing argument"));
+    metas.push_back(*params[i].default_value);
+    gargs.push_back(GraphArg{*params[i].default_value});
+  }
+  DT_ASSIGN_OR_RETURN(std::vector<Sym> outs, Emit(op, std::move(metas), std::move(gargs), inplace));
+  if (inplace) return operands[0];
+  return outs.at(0);
+}
+
+
+// ---------------------------------------------------------------------------------------------
+// Shapes: exact sizes are guarded only when Python reads them.
+
+absl::Status Tracer::GuardSizes(const Sym& tensor, std::optional<int64_t> dim) {
+  if (tensor->source != nullptr) {
+    const Tensor& real = tensor->meta;
+    for (int64_t d = 0; d < real.ndim(); ++d) {
+      if (dim.has_value() && *dim != d) continue;
+      guards_.Add(LeafGuard::TensorSize(tensor->source, d, real.size(d), Here()));
+    }
+    return absl::OkStatus();
+  }
+  // An intermediate's sizes follow from the inputs' sizes: guard them all.
+  for (ValueId in : graph_->inputs()) {
+    const Tensor& meta = graph_->value(in).meta;
+    auto it = inputs_by_source_.find(graph_->input_sources()[graph_->value(in).input_index]);
+    if (it == inputs_by_source_.end()) continue;
+    for (int64_t d = 0; d < meta.ndim(); ++d) {
+      guards_.Add(LeafGuard::TensorSize(it->second->source, d, meta.size(d), Here()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Sym> Tracer::MaterializeShape(const Sym& shape) {
+  const Sym& t = shape->items[0];
+  DT_RETURN_IF_ERROR(GuardSizes(t, std::nullopt));
+  Sym tuple = MakeSym(SymKind::kTuple);
+  for (int64_t s : t->meta.sizes()) tuple->items.push_back(ConstSym(PyRef::Steal(PyLong_FromLongLong(s))));
+  return tuple;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+absl::StatusOr<bool> Tracer::Truth(const Sym& s) {
+  switch (s->kind) {
+    case SymKind::kConst: {
+      if (!IsPureConstType(s->obj.get()) && !PyType_Check(s->obj.get()) && !PyCallable_Check(s->obj.get()) &&
+          !PyModule_Check(s->obj.get())) {
+        return Unsupported(absl::StrCat("truth value of a ", Py_TYPE(s->obj.get())->tp_name));
+      }
+      const int r = PyObject_IsTrue(s->obj.get());
+      if (r < 0) {
+        PyErr_Clear();
+        return Unsupported("truth value raises");
+      }
+      return r == 1;
+    }
+    case SymKind::kTuple:
+    case SymKind::kList:
+    case SymKind::kDict: return !s->items.empty();
+    case SymKind::kShape: return s->items[0]->meta.ndim() > 0;
+    case SymKind::kTensor:
+      return DataDependent(absl::StrFormat(
+          "data-dependent branch: the truth value of tensor v%d (%s) is only known at run time",
+          s->value, DescribeMeta(s->meta)));
+    case SymKind::kFunction:
+    case SymKind::kBoundMethod:
+    case SymKind::kOpMethod: return true;
+    case SymKind::kNumber:
+      return DataDependent(absl::StrFormat(
+          "data-dependent branch: the truth value of a Python number (s%d) is only known at run "
+          "time", s->value));
+    default: return Unsupported(absl::StrCat("truth value of a ", Describe(s)));
+  }
+}
+
+absl::StatusOr<Sym> Tracer::BinaryOp(const std::string& nb_name, const Sym& a, const Sym& b) {
+  // nb_name is the operator as `dis` spells it: "+", "+=", "@", ...
+  std::string sym = nb_name;
+  const bool inplace = sym.size() >= 2 && sym.back() == '=' && sym != "==";
+  if (inplace) sym.pop_back();
+  static const auto* ops = new absl::flat_hash_map<std::string, std::string>{
+      {"+", "add"}, {"-", "sub"}, {"*", "mul"}, {"/", "div"}, {"//", "floor_divide"},
+      {"%", "remainder"}, {"**", "pow"}, {"@", "matmul"}, {"&", "logical_and"},
+      {"|", "logical_or"}, {"^", "logical_xor"}};
+  if (a->kind == SymKind::kTensor || b->kind == SymKind::kTensor) {
+    auto it = ops->find(sym);
+    if (it == ops->end()) return Unsupported(absl::StrCat("operator ", sym, " on tensors"));
+    if ((sym == "&" || sym == "|" || sym == "^")) {
+      for (const Sym& s : {a, b}) {
+        if (s->kind == SymKind::kTensor && s->meta.dtype() != DType::kBool) {
+          return Unsupported(absl::StrCat("bitwise ", sym, " on non-bool tensors"));
+        }
+      }
+    }
+    if (sym == "@" && (a->kind != SymKind::kTensor || b->kind != SymKind::kTensor)) {
+      return Unsupported("@ with a non-tensor operand");
+    }
+    const bool write = inplace && a->kind == SymKind::kTensor && sym != "@";
+    return EmitNamed(it->second, {a, b}, write);
+  }
+  if ((a->kind == SymKind::kNumber || b->kind == SymKind::kNumber) && IsNumber(a) && IsNumber(b)) {
+    return NumberOp(sym, /*compare=*/false, a, b);
+  }
+  // Sequences built by the trace.
+  if ((a->kind == SymKind::kTuple || a->kind == SymKind::kList) && a->kind == b->kind && sym == "+") {
+    if (inplace && a->kind == SymKind::kList) {
+      if (a->from_frame) return Unsupported("mutating a list that belongs to the caller");
+      Mutating(a);
+      a->items.insert(a->items.end(), b->items.begin(), b->items.end());
+      return a;
+    }
+    Sym s = MakeSym(a->kind);
+    s->items = a->items;
+    s->items.insert(s->items.end(), b->items.begin(), b->items.end());
+    return s;
+  }
+  if ((a->kind == SymKind::kTuple || a->kind == SymKind::kList) && b->kind == SymKind::kConst &&
+      PyLong_CheckExact(b->obj.get()) && sym == "*") {
+    int overflow = 0;
+    const long long n = std::max(0LL, PyLong_AsLongLongAndOverflow(b->obj.get(), &overflow));
+    // Repeats are made item by item: a huge one (CPython's MemoryError / OverflowError, a list
+    // of a million) is left to CPython rather than exhausting memory here.
+    constexpr long long kMaxRepeatedItems = 4096;
+    if (overflow != 0 || (!a->items.empty() && n > kMaxRepeatedItems / static_cast<long long>(a->items.size()))) {
+      return LimitReached("repeating a sequence into a very long one");
+    }
+    std::vector<Sym> repeated;
+    for (long long i = 0; i < n; ++i) repeated.insert(repeated.end(), a->items.begin(), a->items.end());
+    if (inplace && a->kind == SymKind::kList) {
+      // `xs *= n` changes the list itself: every alias sees it.
+      if (a->from_frame) return Unsupported("mutating a list that belongs to the caller");
+      Mutating(a);
+      a->items = std::move(repeated);
+      return a;
+    }
+    Sym s = MakeSym(a->kind);
+    s->items = std::move(repeated);
+    return s;
+  }
+  DT_ASSIGN_OR_RETURN(PyRef x, ConstValue(a));
+  DT_ASSIGN_OR_RETURN(PyRef y, ConstValue(b));
+  if (!IsPureConstType(x.get()) || !IsPureConstType(y.get())) {
+    return Unsupported(absl::StrFormat("operator %s on %s and %s", nb_name, Py_TYPE(x.get())->tp_name,
+                                       Py_TYPE(y.get())->tp_name));
+  }
+  PyObject* r = nullptr;
+  if (sym == "+") r = PyNumber_Add(x.get(), y.get());
+  else if (sym == "-") r = PyNumber_Subtract(x.get(), y.get());
+  else if (sym == "*") r = PyNumber_Multiply(x.get(), y.get());
+  else if (sym == "/") r = PyNumber_TrueDivide(x.get(), y.get());
+  else if (sym == "//") r = PyNumber_FloorDivide(x.get(), y.get());
+  else if (sym == "%") r = PyNumber_Remainder(x.get(), y.get());
+  else if (sym == "**") r = PyNumber_Power(x.get(), y.get(), Py_None);
+  else if (sym == "&") r = PyNumber_And(x.get(), y.get());
+  else if (sym == "|") r = PyNumber_Or(x.get(), y.get());
+  else if (sym == "^") r = PyNumber_Xor(x.get(), y.get());
+  else if (sym == "<<") r = PyNumber_Lshift(x.get(), y.get());
+  else if (sym == ">>") r = PyNumber_Rshift(x.get(), y.get());
+  else return Unsupported(absl::StrCat("operator ", nb_name));
+  if (r == nullptr) {
+    PyErr_Clear();
+    return Raises(absl::StrCat("the traced code raises on ", nb_name));
+  }
+  return ConstSym(PyRef::Steal(r));
+}
+
+absl::StatusOr<Sym> Tracer::Compare(const std::string& op, const Sym& a, const Sym& b) {
+  static const auto* names = new absl::flat_hash_map<std::string, std::pair<std::string, int>>{
+      {"<", {"lt", Py_LT}}, {"<=", {"le", Py_LE}}, {"==", {"eq", Py_EQ}},
+      {"!=", {"ne", Py_NE}}, {">", {"gt", Py_GT}}, {">=", {"ge", Py_GE}}};
+  auto it = names->find(op);
+  if (it == names->end()) return Unsupported(absl::StrCat("comparison ", op));
+  if (a->kind == SymKind::kTensor || b->kind == SymKind::kTensor) {
+    for (const Sym& s : {a, b}) {
+      if (s->kind == SymKind::kConst && s->obj.get() == Py_None) {
+        // tensor == None is False, as in Python for unrelated objects.
+        if (op == "==" || op == "!=") return ConstSym(PyRef::Borrow(op == "==" ? Py_False : Py_True));
+      }
+    }
+    return EmitNamed(it->second.first, {a, b});
+  }
+  if ((a->kind == SymKind::kNumber || b->kind == SymKind::kNumber) && IsNumber(a) && IsNumber(b)) {
+    return NumberOp(op, /*compare=*/true, a, b);
+  }
+  DT_ASSIGN_OR_RETURN(PyRef x, ConstValue(a));
+  DT_ASSIGN_OR_RETURN(PyRef y, ConstValue(b));
+  if (!IsPureConstType(x.get()) || !IsPureConstType(y.get())) {
+    if ((op == "==" || op == "!=") ) {
+      const bool same = x.get() == y.get();
+      if (same || PyType_Check(x.get()) || PyType_Check(y.get())) {
+        return ConstSym(PyRef::Borrow((same == (op == "==")) ? Py_True : Py_False));
+      }
+    }
+    return Unsupported(absl::StrFormat("comparison %s of %s and %s", op, Py_TYPE(x.get())->tp_name,
+                                       Py_TYPE(y.get())->tp_name));
+  }
+  PyObject* r = PyObject_RichCompare(x.get(), y.get(), it->second.second);
+  if (r == nullptr) {
+    PyErr_Clear();
+    return Raises(absl::StrCat("the traced code raises on ", op));
+  }
+  return ConstSym(PyRef::Steal(r));
+}
+
+absl::StatusOr<Sym> Tracer::Subscript(const Sym& container, const Sym& index) {
+  if (container->kind == SymKind::kTensor) {
+    if (index->kind == SymKind::kTensor) return Unsupported("indexing a tensor with a tensor");
+    DT_ASSIGN_OR_RETURN(PyObject* key, ToPython(index));
+    auto items = py::ParseIndex(key);
+    if (!items.ok()) return Unsupported(absl::StrCat("index: ", items.status().message()));
+    const OpDef* op = OpRegistry::Get().Find("_getitem");
+    const Dims encoded = EncodeIndex(*items);
+    DT_ASSIGN_OR_RETURN(std::vector<Sym> outs,
+                        Emit(op, {container->meta, encoded},
+                             {GraphArg::Value(container->value), GraphArg{ArgValue(encoded)}}, false));
+    return outs[0];
+  }
+  if (container->kind == SymKind::kShape) {
+    const Sym& t = container->items[0];
+    if (index->kind == SymKind::kConst && PyLong_CheckExact(index->obj.get())) {
+      long long i = PyLong_AsLongLong(index->obj.get());
+      const int64_t nd = t->meta.ndim();
+      if (i < -nd || i >= nd) return Raises("the traced code raises: shape index out of range");
+      if (i < 0) i += nd;
+      DT_RETURN_IF_ERROR(GuardSizes(t, i));
+      return ConstSym(PyRef::Steal(PyLong_FromLongLong(t->meta.size(i))));
+    }
+    DT_ASSIGN_OR_RETURN(Sym tuple, MaterializeShape(container));
+    return Subscript(tuple, index);
+  }
+  if (container->kind == SymKind::kTuple || container->kind == SymKind::kList) {
+    DT_ASSIGN_OR_RETURN(PyRef key, ConstValue(index));
+    const Py_ssize_t n = static_cast<Py_ssize_t>(container->items.size());
+    if (PyLong_Check(key.get())) {
+      Py_ssize_t i = PyLong_AsSsize_t(key.get());
+      if (i < 0) i += n;
+      if (i < 0 || i >= n) return Raises("the traced code raises IndexError");
+      return container->items[i];
+    }
+    if (PySlice_Check(key.get())) {
+      Py_ssize_t start, stop, step;
+      if (PySlice_Unpack(key.get(), &start, &stop, &step) < 0) {
+        PyErr_Clear();
+        return Raises("the traced code raises on a slice");
+      }
+      const Py_ssize_t len = PySlice_AdjustIndices(n, &start, &stop, step);
+      Sym s = MakeSym(container->kind);
+      for (Py_ssize_t k = 0, i = start; k < len; ++k, i += step) s->items.push_back(container->items[i]);
+      return s;
+    }
+    return Unsupported("sequence index of an unsupported type");
+  }
+  if (container->kind == SymKind::kDict) {
+    DT_ASSIGN_OR_RETURN(PyRef key, ConstValue(index));
+    DT_ASSIGN_OR_RETURN(std::optional<size_t> at, DictFind(*container, key.get()));
+    if (!at) return Raises("the traced code raises KeyError");
+    return container->items[*at];
+  }
+  DT_ASSIGN_OR_RETURN(PyRef c, ConstValue(container));
+  DT_ASSIGN_OR_RETURN(PyRef k, ConstValue(index));
+  if (!IsPureConstType(c.get())) return Unsupported(absl::StrCat("indexing a ", Py_TYPE(c.get())->tp_name));
+  PyObject* r = PyObject_GetItem(c.get(), k.get());
+  if (r == nullptr) {
+    PyErr_Clear();
+    return Raises("the traced code raises on indexing");
+  }
+  return ConstSym(PyRef::Steal(r));
+}
+
+absl::StatusOr<std::vector<Sym>> Tracer::Iterate(const Sym& s) {
+  switch (s->kind) {
+    case SymKind::kTuple:
+    case SymKind::kList:
+    case SymKind::kIter: return s->items;
+    case SymKind::kDict: {
+      std::vector<Sym> keys;
+      if (s->from_frame) return Unsupported("iterating over a dict from the caller");
+      for (const PyRef& k : s->keys) keys.push_back(ConstSym(k));
+      return keys;
+    }
+    case SymKind::kShape: {
+      DT_ASSIGN_OR_RETURN(Sym t, MaterializeShape(s));
+      return t->items;
+    }
+    case SymKind::kTensor: {
+      if (s->meta.ndim() == 0) return Raises("the traced code raises: iteration over a 0-d tensor");
+      DT_RETURN_IF_ERROR(GuardSizes(s, 0));
+      std::vector<Sym> rows;
+      for (int64_t i = 0; i < s->meta.size(0); ++i) {
+        DT_ASSIGN_OR_RETURN(Sym row, Subscript(s, ConstSym(PyRef::Steal(PyLong_FromLongLong(i)))));
+        rows.push_back(row);
+      }
+      return rows;
+    }
+    case SymKind::kConst: {
+      PyObject* obj = s->obj.get();
+      if (!(PyRange_Check(obj) || PyTuple_CheckExact(obj) || PyUnicode_CheckExact(obj))) {
+        return Unsupported(absl::StrCat("iterating over a ", Py_TYPE(obj)->tp_name));
+      }
+      PyRef list = PyRef::Steal(PySequence_List(obj));
+      if (!list) {
+        PyErr_Clear();
+        return Unsupported("iteration raises");
+      }
+      if (PyList_GET_SIZE(list.get()) > 10000) return LimitReached("a loop of more than 10000 iterations");
+      std::vector<Sym> items;
+      for (Py_ssize_t i = 0; i < PyList_GET_SIZE(list.get()); ++i) {
+        items.push_back(ConstSym(PyRef::Borrow(PyList_GET_ITEM(list.get(), i))));
+      }
+      return items;
+    }
+    default: return Unsupported(absl::StrCat("iterating over a ", Describe(s)));
+  }
+}
+
+}  // namespace dt::trace

@@ -1,0 +1,454 @@
+// interpreter/trace_values.cc: values read from the frame, Python numbers, and trace values as Python objects.
+#include <Python.h>
+
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "graph/pointwise.h"
+#include "interpreter/cpython_frame.h"
+#include "interpreter/py_str.h"
+#include "interpreter/py_types.h"
+#include "interpreter/sym_dict.h"
+#include "interpreter/tracer_internal.h"
+#include "runtime/errors.h"
+#include "runtime/indexing.h"
+
+namespace dt::trace {
+
+bool IsPureConstType(PyObject* obj) {
+  return obj == Py_None || PyBool_Check(obj) || PyLong_CheckExact(obj) || PyFloat_CheckExact(obj) ||
+         PyUnicode_CheckExact(obj) || PyBytes_CheckExact(obj) || PyComplex_CheckExact(obj) ||
+         obj == Py_Ellipsis || PySlice_Check(obj) || PyRange_Check(obj) ||
+         PyObject_TypeCheck(obj, &py::DTypeType) || PyObject_TypeCheck(obj, &py::DeviceType) ||
+         ((PyTuple_CheckExact(obj) || PyList_CheckExact(obj)) && [&] {
+           for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(obj); ++i) {
+             if (!IsPureConstType(PySequence_Fast_GET_ITEM(obj, i))) return false;
+           }
+           return true;
+         }());
+}
+
+std::string ShortRepr(PyObject* obj) {
+  PyRef r = PyRef::Steal(PyObject_Repr(obj));
+  if (!r) {
+    PyErr_Clear();
+    return "<?>";
+  }
+  std::string s = py::Utf8Or(r.get());
+  return s.size() > 60 ? s.substr(0, 57) + "..." : s;
+}
+
+std::string Describe(const Sym& s) {
+  switch (s->kind) {
+    case SymKind::kConst: return ShortRepr(s->obj.get());
+    case SymKind::kTensor: return absl::StrCat("v", s->value, ":", DescribeMeta(s->meta));
+    case SymKind::kTuple: return absl::StrFormat("tuple(%d)", s->items.size());
+    case SymKind::kList: return absl::StrFormat("list(%d)", s->items.size());
+    case SymKind::kDict: return absl::StrFormat("dict(%d)", s->items.size());
+    case SymKind::kNull: return "NULL";
+    case SymKind::kIter: return "iter";
+    case SymKind::kCell: return "cell";
+    case SymKind::kBoundMethod: return "bound method";
+    case SymKind::kOpMethod: return "dyntrace op";
+    case SymKind::kFunction: return "function";
+    case SymKind::kObject: return absl::StrCat("<", Py_TYPE(s->obj.get())->tp_name, ">");
+    case SymKind::kSlice: return "slice";
+    case SymKind::kShape: return "shape";
+    case SymKind::kNumber: return absl::StrCat("number s", s->value, "=", ShortRepr(s->obj.get()));
+    case SymKind::kRunIter: return "run-time iterator";
+  }
+  __builtin_unreachable();
+}
+
+
+absl::StatusOr<std::string> Text(PyObject* obj) {
+  std::optional<std::string> text = py::Utf8(obj);
+  if (!text) return Unsupported("a string that is not valid UTF-8 text (a lone surrogate?)");
+  return *std::move(text);
+}
+
+absl::StatusOr<std::string> NameText(PyObject* obj) {
+  DT_ASSIGN_OR_RETURN(std::string text, Text(obj));
+  if (text.find('\0') != std::string::npos) return Unsupported("a name holding a NUL character");
+  return text;
+}
+
+absl::StatusOr<std::string> KeywordName(PyObject* key) {
+  if (!PyUnicode_Check(key)) return Raises("the traced code raises: keywords must be strings");
+  return Text(key);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Values from the frame
+
+absl::StatusOr<Sym> Tracer::TensorInput(PyObject* obj, SourceRef source) {
+  const std::string key = source->ToString();
+  if (auto it = inputs_by_source_.find(key); it != inputs_by_source_.end()) return it->second;
+  const Tensor& real = py::Unwrap(obj);
+  Tensor meta(Storage::Allocate(0, Device::Meta()), real.sizes(), real.strides(), 0, real.dtype());
+  guards_.Add(LeafGuard::TensorMatch(source, real, Here()));
+  Sym s = MakeSym(SymKind::kTensor);
+  s->value = graph_->AddInput(meta, key);
+  s->meta = meta;
+  value_device_[s->value] = real.device();  // guarded by TensorMatch just above
+  s->source = source;
+  inputs_by_source_[key] = s;
+  input_sources_.push_back(source);
+  touched_tensors_ = true;
+  return s;
+}
+
+// A local or stack slot of the segment's start state, or an item of a tuple/list held there
+// (the (index, value) pairs an enumerate loop carries across a break).
+static bool InSegmentState(const guards::Source& source) {
+  const guards::Source* s = &source;
+  while (s->kind == guards::Source::Kind::kItem) s = s->parent.get();
+  return s->kind == guards::Source::Kind::kLocal || s->kind == guards::Source::Kind::kStack;
+}
+
+absl::StatusOr<Sym> Tracer::NumberSlot(ScalarInstr instr, PyRef sample, std::vector<int> deps) {
+  Sym s = MakeSym(SymKind::kNumber);
+  s->value = static_cast<ValueId>(scalar_program_.size());
+  s->obj = sample;
+  scalar_program_.push_back(std::move(instr));
+  slot_samples_.push_back(std::move(sample));
+  slot_inputs_.push_back(std::move(deps));
+  return s;
+}
+
+absl::StatusOr<Sym> Tracer::Specialize(const Sym& number) {
+  for (int input : slot_inputs_[number->value]) {
+    const ScalarInstr& in = scalar_program_[input];
+    guards_.Add(LeafGuard::Equals(in.source, slot_samples_[input].get(), Here()));
+  }
+  return ConstSym(number->obj);
+}
+
+bool IsNumber(const Sym& s) {
+  return s->kind == SymKind::kNumber ||
+         (s->kind == SymKind::kConst && (PyLong_Check(s->obj.get()) || PyFloat_CheckExact(s->obj.get())));
+}
+
+absl::StatusOr<Sym> Tracer::NumberOp(const std::string& op, bool compare, const Sym& a, const Sym& b) {
+  PyObject* x = a->obj.get();
+  PyObject* y = b->obj.get();
+  PyObject* r = nullptr;
+  if (compare) {
+    static const auto* codes = new absl::flat_hash_map<std::string, int>{
+        {"<", Py_LT}, {"<=", Py_LE}, {"==", Py_EQ}, {"!=", Py_NE}, {">", Py_GT}, {">=", Py_GE}};
+    auto it = codes->find(op);
+    if (it == codes->end()) return Unsupported(absl::StrCat("comparison ", op));
+    r = PyObject_RichCompare(x, y, it->second);
+  } else if (op == "+") r = PyNumber_Add(x, y);
+  else if (op == "-") r = PyNumber_Subtract(x, y);
+  else if (op == "*") r = PyNumber_Multiply(x, y);
+  else if (op == "/") r = PyNumber_TrueDivide(x, y);
+  else if (op == "//") r = PyNumber_FloorDivide(x, y);
+  else if (op == "%") r = PyNumber_Remainder(x, y);
+  else if (op == "**") r = PyNumber_Power(x, y, Py_None);
+  else return Unsupported(absl::StrCat("operator ", op, " on a run-time number"));
+  if (r == nullptr) {
+    PyErr_Clear();
+    return Raises(absl::StrCat("the traced code raises on ", op));
+  }
+  ScalarInstr instr;
+  instr.kind = compare ? ScalarInstr::Kind::kCompare : ScalarInstr::Kind::kBinary;
+  instr.op = op;
+  std::vector<int> deps;
+  if (a->kind == SymKind::kNumber) {
+    instr.a = a->value;
+    deps = slot_inputs_[a->value];
+  } else {
+    instr.const_a = a->obj;
+  }
+  if (b->kind == SymKind::kNumber) {
+    instr.b = b->value;
+    deps.insert(deps.end(), slot_inputs_[b->value].begin(), slot_inputs_[b->value].end());
+  } else {
+    instr.const_b = b->obj;
+  }
+  return NumberSlot(std::move(instr), PyRef::Steal(r), std::move(deps));
+}
+
+absl::StatusOr<Sym> Tracer::Wrap(PyObject* obj, SourceRef source) {
+  const Provenance where = Here();
+  // Numbers in the state of a mid-function segment (loop counters, .item() results) stay
+  // unspecialised: their type is guarded, their value is read each run.
+  if (frame_.start_offset > 0 && (PyLong_CheckExact(obj) || PyFloat_CheckExact(obj)) &&
+      InSegmentState(*source)) {
+    guards_.Add(LeafGuard::Type(source, Py_TYPE(obj), where));
+    ScalarInstr input;
+    input.kind = ScalarInstr::Kind::kInput;
+    input.source = source;
+    const int slot = static_cast<int>(scalar_program_.size());
+    return NumberSlot(std::move(input), PyRef::Borrow(obj), {slot});
+  }
+  if (py::IsTensor(obj)) return TensorInput(obj, source);
+  if (frame_.start_offset > 0 && source->kind == guards::Source::Kind::kStack && PyIter_Check(obj) &&
+      !py::IsTensor(obj)) {
+    // A loop's iterator that crossed a break: FOR_ITER advances it at run time (an escape), so
+    // each iteration reuses the same segments whatever is left in it.
+    guards_.Add(LeafGuard::Type(source, Py_TYPE(obj), where));
+    Sym it = MakeSym(SymKind::kRunIter);
+    it->obj = PyRef::Borrow(obj);
+    it->source = source;
+    return it;
+  }
+  guards::RemainingItems remaining;
+  if (guards::ReadRemainingItems(obj, &remaining)) {
+    // A loop iterator that crossed a break: its remaining items are this segment's to unroll.
+    guards_.Add(LeafGuard::Type(source, Py_TYPE(obj), where));
+    const Py_ssize_t n = PyTuple_GET_SIZE(remaining.items) - remaining.start;
+    guards_.Add(LeafGuard::Length(source, n, where));
+    Sym it = MakeSym(SymKind::kIter);
+    it->source = source;
+    it->loop_iterator = true;
+    for (Py_ssize_t k = 0; k < n; ++k) {
+      DT_ASSIGN_OR_RETURN(Sym item, Wrap(PyTuple_GET_ITEM(remaining.items, remaining.start + k),
+                                         guards::IterItemSource(source, static_cast<int>(k))));
+      it->items.push_back(item);
+    }
+    return it;
+  }
+  if (PyCell_Check(obj)) {
+    // A cell in the state of a segment that starts mid-function: the same cell object stays in
+    // place, its contents are read (and guarded) through it.
+    guards_.Add(LeafGuard::Type(source, Py_TYPE(obj), where));
+    Sym c = MakeSym(SymKind::kCell);
+    c->from_frame = true;
+    c->source = source;
+    PyObject* contents = PyCell_GET(obj);
+    if (contents != nullptr) {
+      DT_ASSIGN_OR_RETURN(Sym v, Wrap(contents, guards::CellContentsSource(source)));
+      c->items.push_back(v);
+    } else {
+      c->items.push_back(nullptr);
+    }
+    return c;
+  }
+  if (obj == Py_None || PyBool_Check(obj) || obj == Py_Ellipsis || obj == Py_NotImplemented) {
+    guards_.Add(LeafGuard::Identity(source, obj, where));
+    Sym s = ConstSym(PyRef::Borrow(obj));
+    s->source = source;
+    return s;
+  }
+  if (PyLong_CheckExact(obj) || PyFloat_CheckExact(obj) || PyUnicode_CheckExact(obj) ||
+      PyBytes_CheckExact(obj)) {
+    guards_.Add(LeafGuard::Type(source, Py_TYPE(obj), where));
+    guards_.Add(LeafGuard::Equals(source, obj, where));
+    Sym s = ConstSym(PyRef::Borrow(obj));
+    s->source = source;
+    return s;
+  }
+  const bool unpackable = wrap_depth_ < kMaxUnpackedDepth &&
+                          ((PyTuple_CheckExact(obj) && PyTuple_GET_SIZE(obj) <= kMaxUnpackedItems) ||
+                           (PyList_CheckExact(obj) && PyList_GET_SIZE(obj) <= kMaxUnpackedItems) ||
+                           (PyDict_CheckExact(obj) && PyDict_GET_SIZE(obj) <= kMaxUnpackedItems));
+  struct DepthScope {
+    int& depth;
+    explicit DepthScope(int& d) : depth(d) { ++depth; }
+    ~DepthScope() { --depth; }
+  } nested(wrap_depth_);
+  if (unpackable && (PyTuple_CheckExact(obj) || PyList_CheckExact(obj))) {
+    guards_.Add(LeafGuard::Type(source, Py_TYPE(obj), where));
+    const Py_ssize_t n = PySequence_Fast_GET_SIZE(obj);
+    guards_.Add(LeafGuard::Length(source, n, where));
+    Sym s = MakeSym(PyTuple_CheckExact(obj) ? SymKind::kTuple : SymKind::kList);
+    s->source = source;
+    s->from_frame = true;
+    for (Py_ssize_t i = 0; i < n; ++i) {
+      DT_ASSIGN_OR_RETURN(Sym item, Wrap(PySequence_Fast_GET_ITEM(obj, i),
+                                         guards::ItemSource(source, static_cast<int>(i))));
+      s->items.push_back(item);
+    }
+    return s;
+  }
+  if (unpackable && PyDict_CheckExact(obj)) {
+    guards_.Add(LeafGuard::Type(source, Py_TYPE(obj), where));
+    guards_.Add(LeafGuard::Length(source, PyDict_GET_SIZE(obj), where));
+    Sym s = MakeSym(SymKind::kDict);
+    s->source = source;
+    s->from_frame = true;
+    PyObject *key, *value;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(obj, &pos, &key, &value)) {
+      if (!PyUnicode_CheckExact(key)) return Unsupported("a dict argument with non-str keys");
+      DT_ASSIGN_OR_RETURN(std::string key_text, Text(key));
+      DT_ASSIGN_OR_RETURN(Sym item, Wrap(value, guards::DictItemSource(source, key_text)));
+      s->keys.push_back(PyRef::Borrow(key));
+      s->items.push_back(item);
+    }
+    return s;
+  }
+  if (PyFunction_Check(obj)) {
+    guards_.Add(LeafGuard::Identity(source, obj, where));
+    Sym s = MakeSym(SymKind::kFunction);
+    s->obj = PyRef::Borrow(obj);
+    s->source = source;
+    return s;
+  }
+  if (py::IsOpFunction(obj)) {
+    guards_.Add(LeafGuard::Identity(source, obj, where));
+    Sym s = MakeSym(SymKind::kOpMethod);
+    s->obj = PyRef::Borrow(obj);
+    s->source = source;
+    return s;
+  }
+  if (PyModule_Check(obj) || PyType_Check(obj) || PyCFunction_Check(obj) ||
+      PyObject_TypeCheck(obj, &py::DTypeType) || PyObject_TypeCheck(obj, &PyMethodDescr_Type) ||
+      PyObject_TypeCheck(obj, &PyWrapperDescr_Type)) {
+    guards_.Add(LeafGuard::Identity(source, obj, where));
+    Sym s = ConstSym(PyRef::Borrow(obj));
+    s->source = source;
+    return s;
+  }
+  // A plain object: its class is fixed by a guard; attributes are read (and guarded) on use.
+  guards_.Add(LeafGuard::Type(source, Py_TYPE(obj), where));
+  Sym s = MakeSym(SymKind::kObject);
+  s->obj = PyRef::Borrow(obj);
+  s->source = source;
+  return s;
+}
+
+void Tracer::GuardStillUnbound(TFrame& f, int index) {
+  if (!f.is_root || index >= frame_.inputs.num_locals || !f.argument_live[index] ||
+      f.locals[index] != nullptr || frame_.inputs.locals[index] != nullptr) {
+    return;
+  }
+  PyObject* name = cpython::LocalNameObject(f.code, index);
+  guards_.Add(LeafGuard::Absent(guards::LocalSource(index, py::Utf8Or(name)), Here()));
+}
+
+absl::StatusOr<Sym> Tracer::LoadLocal(TFrame& f, int index) {
+  if (index < 0 || index >= static_cast<int>(f.locals.size())) return Unsupported("bad local index");
+  if (f.locals[index] == nullptr && f.is_root && index < frame_.inputs.num_locals &&
+      f.argument_live[index] && frame_.inputs.locals[index] != nullptr) {
+    PyObject* name = cpython::LocalNameObject(f.code, index);
+    DT_ASSIGN_OR_RETURN(f.locals[index],
+                        Wrap(frame_.inputs.locals[index],
+                             guards::LocalSource(index, py::Utf8Or(name))));
+  }
+  if (f.locals[index] == nullptr) {
+    PyObject* name = cpython::LocalNameObject(f.code, index);
+    return Raises(absl::StrCat("local variable '", py::Utf8Or(name),
+                                    "' is read before assignment (the code raises)"));
+  }
+  return f.locals[index];
+}
+
+absl::StatusOr<Sym> Tracer::LoadGlobal(TFrame& f, const std::string& name) {
+  PyObject* value = PyDict_GetItemString(f.globals, name.c_str());
+  if (value != nullptr) {
+    SourceRef src = f.globals_source == nullptr ? guards::GlobalSource(name)
+                                                : guards::DictItemSource(f.globals_source, name);
+    return Wrap(value, src);
+  }
+  PyObject* builtins = PyDict_GetItemString(f.globals, "__builtins__");
+  if (builtins != nullptr && PyModule_Check(builtins)) builtins = PyModule_GetDict(builtins);
+  if (builtins != frame_.inputs.builtins) return Unsupported("a function with different builtins");
+  value = PyDict_GetItemString(frame_.inputs.builtins, name.c_str());
+  if (value == nullptr) return Raises(absl::StrCat("name '", name, "' is not defined (the code raises)"));
+  // A global of that name would shadow the builtin: guard its absence through the builtin's
+  // identity and the trace being re-made if globals change is out of reach, so guard both.
+  // A global of the same name would shadow the builtin: guard that there is none.
+  guards_.Add(LeafGuard::Absent(f.globals_source == nullptr ? guards::GlobalSource(name)
+                                                            : guards::DictItemSource(f.globals_source, name),
+                                Here()));
+  return Wrap(value, guards::BuiltinSource(name));
+}
+
+absl::StatusOr<PyObject*> Tracer::ToPython(const Sym& s) {
+  switch (s->kind) {
+    case SymKind::kNumber: {
+      DT_ASSIGN_OR_RETURN(Sym c, Specialize(s));
+      wrappers_.push_back(c->obj);
+      return c->obj.get();
+    }
+    case SymKind::kConst:
+    case SymKind::kOpMethod:
+      if (s->kind == SymKind::kOpMethod && !s->items.empty()) break;
+      return s->obj.get();
+    case SymKind::kTensor: {
+      PyRef w = PyRef::Steal(py::Wrap(s->meta));
+      if (!w) return Unsupported("cannot wrap a meta tensor");
+      sym_of_wrapper_[w.get()] = s;
+      wrappers_.push_back(w);
+      return w.get();
+    }
+    case SymKind::kTuple:
+    case SymKind::kList: {
+      PyRef seq = PyRef::Steal(s->kind == SymKind::kTuple ? PyTuple_New(s->items.size())
+                                                          : PyList_New(s->items.size()));
+      for (size_t i = 0; i < s->items.size(); ++i) {
+        DT_ASSIGN_OR_RETURN(PyObject* item, ToPython(s->items[i]));
+        Py_INCREF(item);
+        if (s->kind == SymKind::kTuple) PyTuple_SET_ITEM(seq.get(), i, item);
+        else PyList_SET_ITEM(seq.get(), i, item);
+      }
+      wrappers_.push_back(seq);
+      return seq.get();
+    }
+    case SymKind::kShape: {
+      DT_ASSIGN_OR_RETURN(Sym t, MaterializeShape(s));
+      return ToPython(t);
+    }
+    case SymKind::kSlice: {
+      std::vector<PyObject*> parts;
+      for (const Sym& p : s->items) {
+        DT_ASSIGN_OR_RETURN(PyObject* o, ToPython(p));
+        parts.push_back(o);
+      }
+      PyRef slice = PyRef::Steal(PySlice_New(parts[0], parts[1], parts[2]));
+      wrappers_.push_back(slice);
+      return slice.get();
+    }
+    default:
+      break;
+  }
+  return Unsupported(absl::StrCat("passing a ", Describe(s), " to a dyntrace op"));
+}
+
+absl::StatusOr<PyRef> Tracer::ConstValue(const Sym& s) {
+  switch (s->kind) {
+    case SymKind::kConst: return s->obj;
+    case SymKind::kNumber: {
+      DT_ASSIGN_OR_RETURN(Sym c, Specialize(s));
+      return c->obj;
+    }
+    case SymKind::kTuple: {
+      PyRef t = PyRef::Steal(PyTuple_New(s->items.size()));
+      for (size_t i = 0; i < s->items.size(); ++i) {
+        DT_ASSIGN_OR_RETURN(PyRef item, ConstValue(s->items[i]));
+        PyTuple_SET_ITEM(t.get(), i, item.Release());
+      }
+      return t;
+    }
+    case SymKind::kList: {
+      PyRef l = PyRef::Steal(PyList_New(s->items.size()));
+      for (size_t i = 0; i < s->items.size(); ++i) {
+        DT_ASSIGN_OR_RETURN(PyRef item, ConstValue(s->items[i]));
+        PyList_SET_ITEM(l.get(), i, item.Release());
+      }
+      return l;
+    }
+    case SymKind::kShape: {
+      DT_ASSIGN_OR_RETURN(Sym t, MaterializeShape(s));
+      return ConstValue(t);
+    }
+    case SymKind::kSlice: {
+      DT_ASSIGN_OR_RETURN(PyRef a, ConstValue(s->items[0]));
+      DT_ASSIGN_OR_RETURN(PyRef b, ConstValue(s->items[1]));
+      DT_ASSIGN_OR_RETURN(PyRef c, ConstValue(s->items[2]));
+      return PyRef::Steal(PySlice_New(a.get(), b.get(), c.get()));
+    }
+    default:
+      return Unsupported(absl::StrCat("using a ", Describe(s), " as a Python value"));
+  }
+}
+
+}  // namespace dt::trace

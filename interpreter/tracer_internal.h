@@ -1,0 +1,293 @@
+// interpreter/tracer_internal.h: the tracer's state and its parts, shared by the files that
+// implement it (not part of the tracer's interface: that is tracer.h).
+//
+// The tracer is split along its seams:
+//   trace_values.cc      values read from the frame (Wrap), Python numbers, conversions to Python
+//   trace_operators.cc   graph emission, shapes, truth, operators, subscripts, iteration
+//   trace_attributes.cc  attribute reads
+//   trace_calls.cc       calls: ops, tensor and container methods, inlining user functions
+//   trace_builtins.cc    calls of builtins
+//   trace_handlers_*.cc  one handler per instruction, by family (locals, operators, containers,
+//                        control flow, calls); trace_loop.cc runs them
+//   trace_reconstruct.cc rebuilding Python values and frame state from the trace's values
+//   tracer.cc            a trace from start to result, and graph breaks
+#ifndef DYNTRACE_INTERPRETER_TRACER_INTERNAL_H_
+#define DYNTRACE_INTERPRETER_TRACER_INTERNAL_H_
+
+#include <Python.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "graph/graph.h"
+#include "graph/op_registry.h"
+#include "guards/guard_set.h"
+#include "interpreter/break_reason.h"
+#include "interpreter/bytecode.h"
+#include "interpreter/py_ref.h"
+#include "interpreter/symbolic.h"
+#include "interpreter/tracer.h"
+
+namespace dt::trace {
+
+using guards::LeafGuard;
+using guards::Provenance;
+using guards::SourceRef;
+using interpreter::DataDependent;
+using interpreter::Decode;
+using interpreter::DecodedCode;
+using interpreter::Instr;
+using interpreter::LimitReached;
+using interpreter::Op;
+using interpreter::Raises;
+using interpreter::Unsupported;
+using py::PyRef;
+
+// Python values the trace may fold: immutable, with no user code in their operations.
+bool IsPureConstType(PyObject* obj);
+std::string ShortRepr(PyObject* obj);
+std::string Describe(const Sym& s);
+bool IsNumber(const Sym& s);
+// A str the trace needs as text (a name, a keyword, an operator). One UTF-8 cannot encode (a lone
+// surrogate) stops the trace, so CPython runs the instruction and raises what it would raise.
+absl::StatusOr<std::string> Text(PyObject* obj);
+// A global or attribute name, looked up through C strings (PyDict_GetItemString): one holding a
+// NUL (only a code.replace()d co_names can) would find another name, so it stops the trace.
+absl::StatusOr<std::string> NameText(PyObject* obj);
+// A key of a call's **kwargs: CPython raises TypeError for a non-str key when it makes the call.
+absl::StatusOr<std::string> KeywordName(PyObject* key);
+
+using Kwargs = std::vector<std::pair<std::string, Sym>>;
+
+struct TFrame {
+  PyCodeObject* code;
+  std::shared_ptr<const DecodedCode> decoded;
+  std::vector<Sym> locals;
+  // Root frame only: whether local i still holds the caller's argument (until stored/deleted).
+  std::vector<bool> argument_live;
+  std::vector<Sym> stack;
+  PyObject* globals;           // borrowed
+  SourceRef globals_source;    // null: the root frame's globals (G[...])
+  PyObject* function = nullptr;  // borrowed; the function object when known
+  SourceRef function_source;
+  Sym function_sym;            // kFunction made by MAKE_FUNCTION (closure from Syms)
+  PyRef kw_names;
+  int kw_names_offset = -1;
+  int depth = 0;
+  bool is_root = false;
+  int pc = 0;                  // index into decoded->instrs
+  // Set by a RETURN instruction's handler.
+  bool returned = false;
+  Sym result;
+
+  Sym Pop() {
+    Sym s = std::move(stack.back());
+    stack.pop_back();
+    return s;
+  }
+  // Stops the trace (never reads below the stack) when fewer than n values are on it.
+  absl::Status Need(size_t n, const Instr& in) const;
+  absl::Status JumpTo(int offset, int skip = 0);
+};
+
+class Tracer {
+ public:
+  explicit Tracer(const FrameToTrace& frame) : frame_(frame), graph_(std::make_shared<Graph>()) {}
+
+  std::variant<TraceResult, TraceFailure> Run();
+
+ private:
+  // ---- state ----
+  const FrameToTrace& frame_;
+  std::shared_ptr<Graph> graph_;
+  guards::GuardSet guards_;
+  bool touched_tensors_ = false;
+  int instructions_run_ = 0;
+  TFrame* current_ = nullptr;
+  absl::flat_hash_map<std::string, Sym> inputs_by_source_;
+  // The device each tensor value lives on when the graph runs. Tracing runs every op on meta
+  // tensors, so a meta tensor cannot say; inputs' devices are guarded, and an op's results live
+  // where its operands (or a creation op's device argument) say.
+  absl::flat_hash_map<ValueId, Device> value_device_;
+  std::vector<SourceRef> input_sources_;
+  // Python wrappers handed to op binding, and the Syms they stand for.
+  std::vector<PyRef> wrappers_;
+  absl::flat_hash_map<PyObject*, Sym> sym_of_wrapper_;
+  int return_offset_ = -1;
+  bool return_pushes_value_ = true;
+  // The root frame's state at the start of the instruction being traced: a break rolls back to it.
+  struct RootSnapshot {
+    bool valid = false;
+    int pc = 0;
+    std::vector<Sym> stack;
+    std::vector<Sym> locals;
+    std::vector<bool> argument_live;
+    PyRef kw_names;
+    int kw_names_offset = -1;
+    size_t num_nodes = 0;
+    size_t journal_size = 0;
+    size_t num_guards = 0;
+  };
+  RootSnapshot snapshot_;
+  // Containers, iterators and cells are mutated in place; a break rolls them back to their state
+  // at the start of the breaking instruction (an inlined call may have changed them).
+  struct Undo {
+    Sym sym;
+    std::vector<Sym> items;
+    std::vector<PyRef> keys;
+  };
+  std::vector<Undo> journal_;
+  // Runtime Python numbers (see ScalarInstr): the program, each slot's trace-time value, and the
+  // input slots each slot depends on (specialising a slot guards those inputs' values).
+  std::vector<ScalarInstr> scalar_program_;
+  std::vector<PyRef> slot_samples_;
+  std::vector<std::vector<int>> slot_inputs_;
+  absl::StatusOr<Sym> NumberSlot(ScalarInstr instr, PyRef sample, std::vector<int> deps);
+  absl::StatusOr<Sym> Specialize(const Sym& number);
+  absl::StatusOr<Sym> NumberOp(const std::string& op, bool compare, const Sym& a, const Sym& b);
+  void Mutating(const Sym& sym) { journal_.push_back(Undo{sym, sym->items, sym->keys}); }
+  // Built once per distinct Sym when the frame state is rebuilt at a break.
+  absl::flat_hash_map<const SymValue*, int> memo_;
+  int num_memo_ = 0;
+  // Where the trace stopped.
+  std::string fail_file_;
+  int fail_line_ = -1, fail_offset_ = -1;
+  std::string fail_instruction_;
+
+  static constexpr int kMaxDepth = 12;
+  // Containers read from the frame are unpacked item by item (each item guarded) only while small
+  // and shallow; larger or deeper ones (a 10,000-item list, a list that contains itself) are
+  // opaque objects whose use breaks the graph, so guards stay cheap and Wrap always ends.
+  static constexpr Py_ssize_t kMaxUnpackedItems = 256;
+  static constexpr int kMaxUnpackedDepth = 4;
+  int wrap_depth_ = 0;
+  static constexpr int kMaxInstructions = 50000;
+
+  // ---- helpers ----
+  const Instr& Current() const { return current_->decoded->instrs[current_->pc]; }
+  Provenance Here() const {
+    if (current_ == nullptr) return {};
+    const Instr& in = Current();
+    return Provenance{in.line, in.offset,
+                      in.argrepr.empty() ? in.opname : absl::StrCat(in.opname, " ", in.argrepr)};
+  }
+  SourceLocation HereLocation() const {
+    Provenance p = Here();
+    return SourceLocation{p.line, p.offset, p.instruction};
+  }
+
+  absl::StatusOr<Sym> Wrap(PyObject* obj, SourceRef source);
+  absl::StatusOr<Sym> TensorInput(PyObject* obj, SourceRef source);
+  absl::StatusOr<Sym> LoadGlobal(TFrame& f, const std::string& name);
+  absl::StatusOr<Sym> LoadLocal(TFrame& f, int index);
+  // When the trace relies on a local of the segment's start state being unbound (a cell made
+  // empty, 3.12's LOAD_FAST_AND_CLEAR pushing NULL), a guard says it still is.
+  void GuardStillUnbound(TFrame& f, int index);
+  absl::StatusOr<Sym> GetAttr(const Sym& obj, const std::string& name);
+  absl::StatusOr<Sym> CallSym(const Sym& callable, std::vector<Sym> args,
+                              Kwargs kwargs);
+  absl::StatusOr<Sym> CallTensorMethod(const Sym& self, const std::string& name,
+                                       const std::vector<Sym>& args,
+                                       const Kwargs& kwargs);
+  absl::StatusOr<Sym> CallContainerMethod(const Sym& self, const std::string& name,
+                                          const std::vector<Sym>& args,
+                                          const Kwargs& kwargs);
+  absl::StatusOr<Sym> CallBuiltin(PyObject* fn, const std::vector<Sym>& args,
+                                  const Kwargs& kwargs);
+  absl::StatusOr<Sym> CallOpFunction(PyObject* fn, const Sym& bound_self, const std::vector<Sym>& args,
+                                     const Kwargs& kwargs);
+  absl::StatusOr<Sym> Inline(const Sym& function, std::vector<Sym> args,
+                             Kwargs kwargs);
+  absl::StatusOr<Sym> RunFrame(TFrame& f);
+  absl::Status Step(TFrame& f, const Instr& in);
+  void CheckStackEffect(const TFrame& f, const Instr& in, size_t depth_before, int pc_before) const;
+  // ---- instruction handlers (trace_handlers_*.cc), one per instruction or group ----
+  // locals, globals, cells, attributes
+  absl::Status DoLoadFast(TFrame& f, const Instr& in);
+  absl::Status DoLoadFastAndClear(TFrame& f, const Instr& in);
+  absl::Status DoStoreFast(TFrame& f, const Instr& in);
+  absl::Status DoDeleteFast(TFrame& f, const Instr& in);
+  absl::Status DoLoadGlobal(TFrame& f, const Instr& in);
+  absl::Status DoMakeCell(TFrame& f, const Instr& in);
+  absl::Status DoCopyFreeVars(TFrame& f, const Instr& in);
+  absl::Status DoLoadDeref(TFrame& f, const Instr& in);
+  absl::Status DoStoreDeref(TFrame& f, const Instr& in);
+  absl::Status DoLoadAttr(TFrame& f, const Instr& in);
+  // operators
+  absl::Status DoBinaryOp(TFrame& f, const Instr& in);
+  absl::Status DoUnary(TFrame& f, const Instr& in);
+  absl::Status DoUnaryNot(TFrame& f, const Instr& in);
+  absl::Status DoCallIntrinsic1(TFrame& f, const Instr& in);
+  absl::Status DoCompareOp(TFrame& f, const Instr& in);
+  absl::Status DoIsOp(TFrame& f, const Instr& in);
+  absl::Status DoContainsOp(TFrame& f, const Instr& in);
+  absl::StatusOr<bool> Contains(const Sym& container, const Sym& item);
+  absl::Status DoFormatValue(TFrame& f, const Instr& in);
+  absl::Status DoBuildString(TFrame& f, const Instr& in);
+  // containers
+  absl::Status DoBuildSequence(TFrame& f, const Instr& in);
+  absl::Status DoBuildMap(TFrame& f, const Instr& in);
+  absl::Status DoBuildConstKeyMap(TFrame& f, const Instr& in);
+  absl::Status DoListAppendOrExtend(TFrame& f, const Instr& in);
+  absl::Status DoDictUpdate(TFrame& f, const Instr& in);
+  absl::Status DoMapAdd(TFrame& f, const Instr& in);
+  absl::Status DoListToTuple(TFrame& f, const Instr& in);
+  absl::Status DoBuildSlice(TFrame& f, const Instr& in);
+  absl::Status DoBinarySubscr(TFrame& f, const Instr& in);
+  absl::Status DoBinarySlice(TFrame& f, const Instr& in);
+  absl::Status DoStoreSubscr(TFrame& f, const Instr& in);
+  absl::Status StoreIntoTensor(const Sym& tensor, const Sym& index, const Sym& value);
+  absl::Status DoUnpackSequence(TFrame& f, const Instr& in);
+  absl::Status DoUnpackEx(TFrame& f, const Instr& in);
+  // control flow
+  absl::Status DoPopJumpIf(TFrame& f, const Instr& in);
+  absl::Status DoPopJumpIfNone(TFrame& f, const Instr& in);
+  absl::Status DoJumpIfOrPop(TFrame& f, const Instr& in);
+  absl::Status DoGetIter(TFrame& f, const Instr& in);
+  absl::Status DoForIter(TFrame& f, const Instr& in);
+  absl::Status DoReturn(TFrame& f, const Instr& in);
+  // calls
+  absl::Status DoKwNames(TFrame& f, const Instr& in);
+  absl::Status DoCall(TFrame& f, const Instr& in);
+  absl::Status DoCallFunctionEx(TFrame& f, const Instr& in);
+  absl::StatusOr<Kwargs> KeywordArguments(const Sym& kw);
+  absl::Status DoMakeFunction(TFrame& f, const Instr& in);
+
+  absl::StatusOr<Device> DeviceOf(const Sym& tensor) const;
+  absl::StatusOr<Device> ResultDevice(const OpDef& op, const std::vector<ArgValue>& args,
+                                      const std::vector<GraphArg>& graph_args) const;
+  absl::StatusOr<std::vector<Sym>> Emit(const OpDef* op, std::vector<ArgValue> meta_args,
+                                        std::vector<GraphArg> graph_args, bool inplace);
+  absl::StatusOr<Sym> EmitNamed(absl::string_view name, const std::vector<Sym>& operands,
+                                bool inplace = false);
+  absl::StatusOr<PyObject*> ToPython(const Sym& s);  // borrowed (kept alive by wrappers_)
+  absl::StatusOr<PyRef> ConstValue(const Sym& s);    // a fully constant Sym as a Python object
+  absl::StatusOr<bool> Truth(const Sym& s);
+  absl::StatusOr<Sym> BinaryOp(const std::string& nb_name, const Sym& a, const Sym& b);
+  absl::StatusOr<Sym> Compare(const std::string& op, const Sym& a, const Sym& b);
+  absl::StatusOr<Sym> Subscript(const Sym& container, const Sym& index);
+  absl::StatusOr<std::vector<Sym>> Iterate(const Sym& s);
+  absl::StatusOr<Sym> MaterializeShape(const Sym& shape);
+  absl::Status GuardSizes(const Sym& tensor, std::optional<int64_t> dim);
+  absl::StatusOr<OutputSpec> ToOutput(const Sym& s, std::vector<ValueId>& outputs);
+  // The trace as a failure: what was traced up to `status` is discarded.
+  TraceFailure Fail(const absl::Status& status) const;
+  // The trace up to the instruction that stopped it, and what happens there (tracer.cc).
+  std::variant<TraceResult, TraceFailure> Break(TFrame& root, const interpreter::BreakReason& reason);
+  void RollBackToSnapshot();
+  absl::Status WrapStartStack(TFrame& root);
+  absl::Status BuildFrameState(TFrame& root, TraceResult& r, std::vector<ValueId>& outputs);
+  absl::StatusOr<bool> RebuildMethodCall(const Sym& slot, const Sym& next, TraceResult& r,
+                                         std::vector<ValueId>& outputs);
+};
+
+}  // namespace dt::trace
+
+#endif  // DYNTRACE_INTERPRETER_TRACER_INTERNAL_H_
