@@ -38,15 +38,22 @@ enum class Op : uint8_t {
   kUnsupported,  // every instruction without a row: the trace stops there
 };
 
-// How control leaves an instruction, which is also what a graph break there can do.
+// How control leaves an instruction.
 enum class Flow : uint8_t {
-  kNext,     // falls through; a break hands the frame back to CPython before it
-  kJump,     // always jumps
-  kBranch,   // pops a condition and jumps or falls through; a tensor condition escapes (decided
-             // on the real value, the trace continues on the branch taken)
-  kForIter,  // next loop item, or leaves the loop; an iterator known only at run time escapes
-  kCall,     // a call; one the trace cannot follow escapes (made on real values)
-  kReturn,   // returns from the frame
+  kNext,    // falls through
+  kJump,    // always jumps
+  kBranch,  // jumps or falls through
+  kReturn,  // returns from the frame
+};
+
+// What a graph break at the instruction does. Every break can hand the rest of the frame back
+// to CPython; some instructions can instead escape: run just that instruction on real values and
+// continue in a new compiled segment after it.
+enum class BreakExit : uint8_t {
+  kHandBack,
+  kEscapeJump,     // a truth test of a tensor (or run-time number): decided on the real value
+  kEscapeForIter,  // the next item of an iterator known only at run time
+  kEscapeCall,     // a call the trace cannot follow: made on real values
 };
 
 struct StackEffect {
@@ -59,6 +66,7 @@ struct InstructionRow {
   std::vector<std::string_view> names_311;
   std::vector<std::string_view> names_312;
   Flow flow;
+  BreakExit exit;
   // What the tracer's handler pops and pushes for argument `arg`, after jumping or not.
   StackEffect (*stack)(int arg, bool jumped);
 };

@@ -208,6 +208,7 @@ extern "C" PyObject* PyInit_dyntrace() {
   if (!InitTypes(module.get())) return nullptr;
   if (!AddOpBindings(module.get())) return nullptr;
   if (!AddJitBindings(module.get())) return nullptr;
+  if (!AddBytecodeBindings(module.get())) return nullptr;
   if (!dt::jit::AddReportBindings(module.get())) return nullptr;
   if (!InitResumeIterator()) return nullptr;
   // Eager ops on CUDA tensors run as kernels from the kernel IR, not through the host.

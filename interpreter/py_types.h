@@ -80,6 +80,8 @@ absl::StatusOr<BoundCall> BindOpCall(PyObject* op_function, PyObject* const* arg
 PyObject* WrapGraph(std::shared_ptr<Graph> graph);
 // Registers dyntrace.jit, tracing, enable, disable, guards, graphs, explain, stats, reset, Graph.
 [[nodiscard]] bool AddJitBindings(PyObject* module);
+// dyntrace._instruction_table() and _stack_effect(): the tracer's instruction table, for its test.
+[[nodiscard]] bool AddBytecodeBindings(PyObject* module);
 
 // Binds registry ops: dyntrace.<name> functions and Tensor methods (with in-place forms).
 [[nodiscard]] bool AddOpBindings(PyObject* module);

@@ -55,30 +55,28 @@ std::variant<TraceResult, TraceFailure> Tracer::Break(TFrame& root, const interp
   r.next_offset = snapshot_.pc + 1 < static_cast<int>(instrs.size()) ? instrs[snapshot_.pc + 1].offset : -1;
   const Sym top = snapshot_.stack.empty() ? nullptr : snapshot_.stack.back();
   r.exit = SegmentExit::kHandBack;
-  switch (interpreter::RowOf(in.op).flow) {
-    case interpreter::Flow::kBranch:
+  switch (interpreter::RowOf(in.op).exit) {
+    case interpreter::BreakExit::kEscapeJump:
       if (r.next_offset >= 0 && (KnownOnlyAtRunTime(top, SymKind::kTensor) || KnownOnlyAtRunTime(top, SymKind::kNumber))) {
         r.exit = SegmentExit::kEscapeJump;
         r.jump_target = static_cast<int>(PyLong_AsLong(in.argval.get()));
         r.jump_if_true = in.op == Op::kPopJumpIfTrue;
       }
       break;
-    case interpreter::Flow::kForIter:
+    case interpreter::BreakExit::kEscapeForIter:
       if (r.next_offset >= 0 && KnownOnlyAtRunTime(top, SymKind::kRunIter)) {
         r.exit = SegmentExit::kEscapeForIter;
         r.jump_target = LoopExitOffset(*root.decoded, in);
       }
       break;
-    case interpreter::Flow::kCall:
+    case interpreter::BreakExit::kEscapeCall:
       if (r.next_offset >= 0) {
         r.exit = SegmentExit::kEscapeCall;
         r.call_argc = in.arg;
         r.call_kwnames = snapshot_.kw_names;
       }
       break;
-    case interpreter::Flow::kNext:
-    case interpreter::Flow::kJump:
-    case interpreter::Flow::kReturn:
+    case interpreter::BreakExit::kHandBack:
       break;
   }
   // KW_NAMES keeps its names in the evaluator, not on the stack: a hand-back resumes before it.
