@@ -20,131 +20,163 @@
 
 namespace dt::trace {
 
-// ---------------------------------------------------------------------------------------------
-// Attributes and calls
+namespace {
 
-absl::StatusOr<Sym> Tracer::GetAttr(const Sym& obj, const std::string& name) {
-  if (obj->kind == SymKind::kTensor) {
-    const Tensor& m = obj->meta;
-    if (name == "shape") {
-      Sym s = MakeSym(SymKind::kShape);
-      s->items.push_back(obj);
-      return s;
-    }
-    if (name == "dtype") return ConstSym(PyRef::Steal(py::WrapDType(m.dtype())));
-    if (name == "device" || name == "is_cuda") {
-      DT_ASSIGN_OR_RETURN(const Device device, DeviceOf(obj));
-      if (name == "device") return ConstSym(PyRef::Steal(py::WrapDevice(device)));
-      return ConstSym(PyRef::Borrow(device.type == DeviceType::kCuda ? Py_True : Py_False));
-    }
-    if (name == "ndim") return ConstSym(PyRef::Steal(PyLong_FromLongLong(m.ndim())));
-    if (name == "T" || name == "mT") {
-      Dims perm;
-      for (int64_t d = 0; d < m.ndim(); ++d) perm.push_back(d);
-      if (name == "T") std::reverse(perm.begin(), perm.end());
-      else if (m.ndim() >= 2) std::swap(perm[m.ndim() - 1], perm[m.ndim() - 2]);
-      else return Raises("the traced code raises: .mT of a tensor with fewer than 2 dims");
-      const OpDef* op = OpRegistry::Get().Find("permute");
-      DT_ASSIGN_OR_RETURN(std::vector<Sym> outs,
-                          Emit(op, {m, perm}, {GraphArg::Value(obj->value), GraphArg{ArgValue(perm)}}, false));
-      return outs[0];
-    }
-    PyObject* attr = PyDict_GetItemString(py::TensorType.tp_dict, name.c_str());
-    if (attr == nullptr) return Raises(absl::StrCat("the traced code raises: Tensor has no attribute ", name));
-    Sym s = MakeSym(py::IsOpFunction(attr) ? SymKind::kOpMethod : SymKind::kBoundMethod);
-    s->obj = PyRef::Borrow(attr);
+Sym BoundTo(SymKind kind, PyRef function, const Sym& self) {
+  Sym s = MakeSym(kind);
+  s->obj = std::move(function);
+  s->items.push_back(self);
+  return s;
+}
+
+}  // namespace
+
+absl::StatusOr<Sym> Tracer::TensorAttr(const Sym& obj, const std::string& name) {
+  const Tensor& m = obj->meta;
+  if (name == "shape") {
+    Sym s = MakeSym(SymKind::kShape);
     s->items.push_back(obj);
     return s;
   }
-  if (obj->kind == SymKind::kShape) {
-    return Unsupported(absl::StrCat("attribute ", name, " of a shape"));
+  if (name == "dtype") return ConstSym(PyRef::Steal(py::WrapDType(m.dtype())));
+  if (name == "device" || name == "is_cuda") {
+    DT_ASSIGN_OR_RETURN(const Device device, DeviceOf(obj));
+    if (name == "device") return ConstSym(PyRef::Steal(py::WrapDevice(device)));
+    return ConstSym(PyRef::Borrow(device.type == DeviceType::kCuda ? Py_True : Py_False));
   }
-  if ((obj->kind == SymKind::kDict && (name == "get" || name == "items" || name == "keys" || name == "values")) ||
+  if (name == "ndim") return ConstSym(PyRef::Steal(PyLong_FromLongLong(m.ndim())));
+  if (name == "T" || name == "mT") {
+    Dims perm;
+    for (int64_t d = 0; d < m.ndim(); ++d) perm.push_back(d);
+    if (name == "T") std::reverse(perm.begin(), perm.end());
+    else if (m.ndim() >= 2) std::swap(perm[m.ndim() - 1], perm[m.ndim() - 2]);
+    else return Raises("the traced code raises: .mT of a tensor with fewer than 2 dims");
+    const OpDef* op = OpRegistry::Get().Find("permute");
+    DT_ASSIGN_OR_RETURN(std::vector<Sym> outs,
+                        Emit(op, {m, perm}, {GraphArg::Value(obj->value), GraphArg{ArgValue(perm)}}, false));
+    return outs[0];
+  }
+  PyObject* attr = PyDict_GetItemString(py::TensorType.tp_dict, name.c_str());
+  if (attr == nullptr) return Raises(absl::StrCat("the traced code raises: Tensor has no attribute ", name));
+  return BoundTo(py::IsOpFunction(attr) ? SymKind::kOpMethod : SymKind::kBoundMethod, PyRef::Borrow(attr), obj);
+}
+
+// The methods of containers the trace follows (trace_calls.cc CallContainerMethod).
+absl::StatusOr<Sym> Tracer::ContainerAttr(const Sym& obj, const std::string& name) {
+  const bool followed =
+      (obj->kind == SymKind::kDict && (name == "get" || name == "items" || name == "keys" || name == "values")) ||
       (obj->kind == SymKind::kList && (name == "append" || name == "extend" || name == "index" || name == "count")) ||
-      (obj->kind == SymKind::kTuple && (name == "index" || name == "count"))) {
-    Sym s = MakeSym(SymKind::kBoundMethod);
-    s->obj = PyRef::Steal(py::FromUtf8(name));
-    s->items.push_back(obj);
+      (obj->kind == SymKind::kTuple && (name == "index" || name == "count"));
+  if (!followed) return Unsupported(absl::StrCat("attribute '", name, "' of a ", Describe(obj)));
+  return BoundTo(SymKind::kBoundMethod, PyRef::Steal(py::FromUtf8(name)), obj);
+}
+
+// object.__getattribute__ for a plain object: the instance dict, unless a data descriptor of the
+// class wins; methods found on the class are bound.
+absl::StatusOr<Sym> Tracer::ObjectAttr(const Sym& obj, const std::string& name) {
+  PyObject* o = obj->obj.get();
+  PyObject* own = nullptr;
+  if (PyObject* dict = cpython::InstanceDict(o); dict != nullptr) own = PyDict_GetItemString(dict, name.c_str());
+  PyObject* cls_attr = cpython::LookupOnType(Py_TYPE(o), PyRef::Steal(py::FromUtf8(name)).get());
+  if (cls_attr != nullptr && Py_TYPE(cls_attr)->tp_descr_set != nullptr) {
+    return Unsupported(absl::StrCat("attribute '", name, "' is a descriptor (property or slot)"));
+  }
+  if (own == nullptr && cls_attr != nullptr) {
+    if (PyFunction_Check(cls_attr)) return BoundTo(SymKind::kBoundMethod, PyRef::Borrow(cls_attr), obj);
+    return Unsupported(absl::StrCat("class attribute '", name, "' of ", Py_TYPE(o)->tp_name));
+  }
+  if (own == nullptr) {
+    return Unsupported(absl::StrCat("attribute '", name, "' of ", ShortRepr(o), " (the code raises or reads a class attribute)"));
+  }
+  if (obj->source == nullptr) return Unsupported("attribute of an object without a source");
+  return Wrap(own, guards::AttrSource(obj->source, name));
+}
+
+// type.__getattribute__: a data descriptor of the metaclass (__dict__, __doc__, __name__) wins
+// over the class's own attribute, and a descriptor found in the class is bound with
+// __get__(None, cls) (classmethod, staticmethod, property ...).
+absl::StatusOr<Sym> Tracer::ClassAttr(const Sym& obj, PyObject* own, const std::string& name) {
+  PyObject* cls = obj->obj.get();
+  const SourceRef source = guards::AttrSource(obj->source, name);
+  if (PyFunction_Check(own)) {
+    Sym s = MakeSym(SymKind::kFunction);
+    s->obj = PyRef::Borrow(own);
+    s->source = source;
+    guards_.Add(LeafGuard::Identity(source, own, Here()));
     return s;
   }
-  if (obj->kind == SymKind::kObject || (obj->kind == SymKind::kConst && (PyModule_Check(obj->obj.get()) || PyType_Check(obj->obj.get())))) {
-    PyObject* o = obj->obj.get();
-    PyObject* own = nullptr;
-    if (PyModule_Check(o)) {
-      own = PyDict_GetItemString(PyModule_GetDict(o), name.c_str());
-    } else if (PyType_Check(o)) {
-      // The MRO lookup, not tp_dict: 3.12 keeps builtin types' dicts elsewhere (tp_dict is NULL).
-      PyRef key = PyRef::Steal(py::FromUtf8(name));
-      own = cpython::LookupOnType(reinterpret_cast<PyTypeObject*>(o), key.get());
-    } else {
-      if (PyObject* dict = cpython::InstanceDict(o); dict != nullptr) own = PyDict_GetItemString(dict, name.c_str());
-      // A data descriptor on the class wins over the instance dict: leave those to Python.
-      PyObject* cls_attr = cpython::LookupOnType(Py_TYPE(o), PyRef::Steal(py::FromUtf8(name)).get());
-      if (cls_attr != nullptr && Py_TYPE(cls_attr)->tp_descr_set != nullptr) {
-        return Unsupported(absl::StrCat("attribute '", name, "' is a descriptor (property or slot)"));
-      }
-      if (own == nullptr && cls_attr != nullptr) {
-        if (PyFunction_Check(cls_attr)) {
-          Sym s = MakeSym(SymKind::kBoundMethod);
-          s->obj = PyRef::Borrow(cls_attr);
-          s->items.push_back(obj);
-          return s;
-        }
-        return Unsupported(absl::StrCat("class attribute '", name, "' of ", Py_TYPE(o)->tp_name));
-      }
+  PyObject* meta_attr = cpython::LookupOnType(Py_TYPE(cls), PyRef::Steal(py::FromUtf8(name)).get());
+  if (meta_attr != nullptr && Py_TYPE(meta_attr)->tp_descr_set != nullptr) {
+    return Unsupported(absl::StrCat("attribute '", name, "' of a class is a descriptor of its metaclass"));
+  }
+  const bool is_classmethod = Py_IS_TYPE(own, &PyClassMethod_Type);
+  if (is_classmethod || Py_IS_TYPE(own, &PyStaticMethod_Type)) {
+    PyRef function = PyRef::Steal(PyObject_GetAttrString(own, "__func__"));
+    if (function && !is_classmethod && PyCFunction_Check(function.get())) {
+      // A builtin as a static method (dyntrace.cuda.is_available): the call decides. The static
+      // method's identity fixes the builtin it holds.
+      guards_.Add(LeafGuard::Identity(source, own, Here()));
+      return ConstSym(std::move(function));
     }
+    if (!function || !PyFunction_Check(function.get())) {
+      PyErr_Clear();
+      return Unsupported(absl::StrCat("class attribute '", name, "' wraps a non-function"));
+    }
+    guards_.Add(LeafGuard::Identity(source, own, Here()));
+    if (is_classmethod) return BoundTo(SymKind::kBoundMethod, function, obj);
+    Sym s = MakeSym(SymKind::kFunction);
+    s->obj = function;
+    return s;
+  }
+  if (Py_TYPE(own)->tp_descr_get != nullptr) {
+    return Unsupported(absl::StrCat("class attribute '", name, "' is a descriptor (", Py_TYPE(own)->tp_name, ")"));
+  }
+  return Wrap(own, source);
+}
+
+// Attributes of constants: a module's globals, a class's attributes, or a pure constant's
+// (folded by calling getattr for real).
+absl::StatusOr<Sym> Tracer::ConstAttr(const Sym& obj, const std::string& name) {
+  PyObject* o = obj->obj.get();
+  if (PyModule_Check(o) || PyType_Check(o)) {
+    PyObject* own = PyModule_Check(o)
+                        ? PyDict_GetItemString(PyModule_GetDict(o), name.c_str())
+                        // The MRO lookup, not tp_dict: 3.12 keeps builtin types' dicts elsewhere.
+                        : cpython::LookupOnType(reinterpret_cast<PyTypeObject*>(o), PyRef::Steal(py::FromUtf8(name)).get());
     if (own == nullptr) {
       return Unsupported(absl::StrCat("attribute '", name, "' of ", ShortRepr(o), " (the code raises or reads a class attribute)"));
     }
-    if (obj->source == nullptr) return Unsupported(absl::StrCat("attribute of an object without a source"));
-    if (PyType_Check(o) && PyFunction_Check(own)) {
-      Sym s = MakeSym(SymKind::kFunction);
-      s->obj = PyRef::Borrow(own);
-      s->source = guards::AttrSource(obj->source, name);
-      guards_.Add(LeafGuard::Identity(s->source, own, Here()));
-      return s;
-    }
-    if (PyType_Check(o)) {
-      // type.__getattribute__: a data descriptor of the metaclass (__dict__, __doc__, __name__)
-      // wins over the class's own attribute, and a descriptor found in the class is bound with
-      // __get__(None, cls) (classmethod, staticmethod, property ...).
-      PyRef key = PyRef::Steal(py::FromUtf8(name));
-      PyObject* meta_attr = cpython::LookupOnType(Py_TYPE(o), key.get());
-      if (meta_attr != nullptr && Py_TYPE(meta_attr)->tp_descr_set != nullptr) {
-        return Unsupported(absl::StrCat("attribute '", name, "' of a class is a descriptor of its metaclass"));
-      }
-      const bool is_classmethod = Py_IS_TYPE(own, &PyClassMethod_Type);
-      if (is_classmethod || Py_IS_TYPE(own, &PyStaticMethod_Type)) {
-        PyRef function = PyRef::Steal(PyObject_GetAttrString(own, "__func__"));
-        if (function && !is_classmethod && PyCFunction_Check(function.get())) {
-          // A builtin as a static method (dyntrace.cuda.is_available): the call decides.
-          // The static method's identity fixes the builtin it holds.
-          guards_.Add(LeafGuard::Identity(guards::AttrSource(obj->source, name), own, Here()));
-          return ConstSym(std::move(function));
-        }
-        if (!function || !PyFunction_Check(function.get())) {
-          PyErr_Clear();
-          return Unsupported(absl::StrCat("class attribute '", name, "' wraps a non-function"));
-        }
-        guards_.Add(LeafGuard::Identity(guards::AttrSource(obj->source, name), own, Here()));
-        Sym s = MakeSym(is_classmethod ? SymKind::kBoundMethod : SymKind::kFunction);
-        s->obj = function;
-        if (is_classmethod) s->items.push_back(obj);
-        return s;
-      }
-      if (Py_TYPE(own)->tp_descr_get != nullptr) {
-        return Unsupported(absl::StrCat("class attribute '", name, "' is a descriptor (", Py_TYPE(own)->tp_name, ")"));
-      }
-    }
+    if (obj->source == nullptr) return Unsupported("attribute of an object without a source");
+    if (PyType_Check(o)) return ClassAttr(obj, own, name);
     return Wrap(own, guards::AttrSource(obj->source, name));
   }
-  if (obj->kind == SymKind::kConst && IsPureConstType(obj->obj.get())) {
-    PyObject* r = PyObject_GetAttrString(obj->obj.get(), name.c_str());
-    if (r == nullptr) {
-      PyErr_Clear();
-      return Raises("the traced code raises AttributeError");
-    }
-    return ConstSym(PyRef::Steal(r));
+  if (!IsPureConstType(o)) return Unsupported(absl::StrCat("attribute '", name, "' of a ", Describe(obj)));
+  PyObject* r = PyObject_GetAttrString(o, name.c_str());
+  if (r == nullptr) {
+    PyErr_Clear();
+    return Raises("the traced code raises AttributeError");
+  }
+  return ConstSym(PyRef::Steal(r));
+}
+
+absl::StatusOr<Sym> Tracer::GetAttr(const Sym& obj, const std::string& name) {
+  switch (obj->kind) {
+    case SymKind::kTensor: return TensorAttr(obj, name);
+    case SymKind::kTuple:
+    case SymKind::kList:
+    case SymKind::kDict: return ContainerAttr(obj, name);
+    case SymKind::kObject: return ObjectAttr(obj, name);
+    case SymKind::kConst: return ConstAttr(obj, name);
+    case SymKind::kShape:
+    case SymKind::kNull:
+    case SymKind::kIter:
+    case SymKind::kCell:
+    case SymKind::kBoundMethod:
+    case SymKind::kOpMethod:
+    case SymKind::kFunction:
+    case SymKind::kSlice:
+    case SymKind::kNumber:
+    case SymKind::kRunIter: break;
   }
   return Unsupported(absl::StrCat("attribute '", name, "' of a ", Describe(obj)));
 }

@@ -21,153 +21,145 @@ namespace dt::trace {
 
 // ---------------------------------------------------------------------------------------------
 
+namespace {
+
+OutputSpec FromSource(const SourceRef& source) {
+  OutputSpec out;
+  out.kind = OutputSpec::Kind::kSource;
+  out.source = source;
+  return out;
+}
+
+OutputSpec OfKind(OutputSpec::Kind kind, int index = -1) {
+  OutputSpec out;
+  out.kind = kind;
+  out.index = index;
+  return out;
+}
+
+// Objects with identity built by the trace are built once, however many slots hold them. Tuples
+// too: `copy.copy(t) is t` of a tuple the trace built must stay true.
+bool HasIdentity(const Sym& s) {
+  return s->kind == SymKind::kList || s->kind == SymKind::kDict || s->kind == SymKind::kTuple ||
+         s->kind == SymKind::kCell || s->kind == SymKind::kIter ||
+         (s->kind == SymKind::kFunction && !PyFunction_Check(s->obj.get()));
+}
+
+}  // namespace
+
+absl::StatusOr<OutputSpec> Tracer::ChildOutput(const Sym& parent, const Sym& c, std::vector<ValueId>& outputs) {
+  if (c != nullptr && c->kind != SymKind::kNull) return ToOutput(c, outputs);
+  // Only cells and a made function's optional parts may be empty.
+  if (parent->kind != SymKind::kCell && parent->kind != SymKind::kFunction) {
+    return Unsupported(absl::StrCat("rebuilding a ", Describe(parent), " with an empty slot"));
+  }
+  return OfKind(OutputSpec::Kind::kNull);
+}
+
+OutputSpec Tracer::TensorOutput(const Sym& s, std::vector<ValueId>& outputs) {
+  const GraphValue& v = graph_->value(s->value);
+  if (v.producer < 0 && s->source != nullptr) return FromSource(s->source);
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    if (outputs[i] == s->value) return OfKind(OutputSpec::Kind::kGraphOutput, static_cast<int>(i));
+  }
+  outputs.push_back(s->value);
+  return OfKind(OutputSpec::Kind::kGraphOutput, static_cast<int>(outputs.size() - 1));
+}
+
+// Constants, functions and op functions; bound ones with their self.
+absl::StatusOr<OutputSpec> Tracer::CallableOutput(const Sym& s, OutputSpec out, std::vector<ValueId>& outputs) {
+  if (s->kind == SymKind::kOpMethod && !s->items.empty()) {
+    out.kind = OutputSpec::Kind::kBoundMethod;
+    out.obj = s->obj;
+    DT_ASSIGN_OR_RETURN(OutputSpec self, ChildOutput(s, s->items[0], outputs));
+    out.children.push_back(std::move(self));
+    return out;
+  }
+  if (s->kind == SymKind::kFunction && !PyFunction_Check(s->obj.get())) {
+    out.kind = OutputSpec::Kind::kFunction;
+    out.obj = s->obj;
+    out.globals = s->globals;
+    for (const Sym& part : {s->defaults, s->kwdefaults, s->closure}) {
+      DT_ASSIGN_OR_RETURN(OutputSpec c, ChildOutput(s, part, outputs));
+      out.children.push_back(std::move(c));
+    }
+    return out;
+  }
+  // The run-time object, not the one seen when tracing: values are guarded by equality, so an
+  // equal but different object (`a is c` of equal strings) may be there now.
+  if (s->source != nullptr) return FromSource(s->source);
+  out.kind = OutputSpec::Kind::kConst;
+  out.obj = s->obj;
+  return out;
+}
+
+// Tuples, lists, dicts, iterators, slices and cells: rebuilt from their items.
+absl::StatusOr<OutputSpec> Tracer::ContainerOutput(const Sym& s, OutputSpec out, std::vector<ValueId>& outputs) {
+  switch (s->kind) {
+    case SymKind::kTuple: out.kind = OutputSpec::Kind::kTuple; break;
+    case SymKind::kList: out.kind = OutputSpec::Kind::kList; break;
+    case SymKind::kDict: out.kind = OutputSpec::Kind::kDict; break;
+    case SymKind::kSlice: out.kind = OutputSpec::Kind::kSlice; break;
+    case SymKind::kCell: out.kind = OutputSpec::Kind::kCell; break;
+    case SymKind::kIter:
+      if (!s->loop_iterator) {
+        return Unsupported("an iterator made by zip(), enumerate(), reversed() or a dict view "
+                           "crosses a graph break (it would change type)");
+      }
+      out.kind = OutputSpec::Kind::kIterator;
+      break;
+    default: return Unsupported(absl::StrCat("rebuilding a ", Describe(s)));
+  }
+  // An empty cell holds one null item.
+  const std::vector<Sym> items = s->kind == SymKind::kCell && s->items.empty() ? std::vector<Sym>{nullptr} : s->items;
+  for (const Sym& item : items) {
+    DT_ASSIGN_OR_RETURN(OutputSpec c, ChildOutput(s, item, outputs));
+    out.children.push_back(std::move(c));
+  }
+  out.keys = s->keys;
+  return out;
+}
+
 absl::StatusOr<OutputSpec> Tracer::ToOutput(const Sym& s, std::vector<ValueId>& outputs) {
   OutputSpec out;
-  // Objects with identity built by the trace are built once, however many slots hold them.
-  // Tuples too: `copy.copy(t) is t` of a tuple the trace built must stay true.
-  const bool has_identity = s->kind == SymKind::kList || s->kind == SymKind::kDict || s->kind == SymKind::kTuple ||
-                            s->kind == SymKind::kCell || s->kind == SymKind::kIter ||
-                            (s->kind == SymKind::kFunction && !PyFunction_Check(s->obj.get()));
-  if (has_identity && s->source == nullptr) {
-    auto it = memo_.find(s.get());
-    if (it != memo_.end()) {
-      out.kind = OutputSpec::Kind::kMemo;
-      out.index = it->second;
-      return out;
-    }
+  if (HasIdentity(s) && s->source == nullptr) {
+    if (auto it = memo_.find(s.get()); it != memo_.end()) return OfKind(OutputSpec::Kind::kMemo, it->second);
     out.memo = num_memo_++;
     memo_[s.get()] = out.memo;
   }
-  auto child = [&](const Sym& c) -> absl::StatusOr<OutputSpec> {
-    if (c == nullptr || c->kind == SymKind::kNull) {
-      // Only cells and a made function's optional parts may be empty.
-      if (s->kind != SymKind::kCell && s->kind != SymKind::kFunction) {
-        return Unsupported(absl::StrCat("rebuilding a ", Describe(s), " with an empty slot"));
-      }
-      OutputSpec n;
-      n.kind = OutputSpec::Kind::kNull;
-      return n;
-    }
-    return ToOutput(c, outputs);
-  };
   switch (s->kind) {
-    case SymKind::kTensor: {
-      const GraphValue& v = graph_->value(s->value);
-      if (v.producer < 0 && s->source != nullptr) {
-        out.kind = OutputSpec::Kind::kSource;
-        out.source = s->source;
-        return out;
-      }
-      out.kind = OutputSpec::Kind::kGraphOutput;
-      for (size_t i = 0; i < outputs.size(); ++i) {
-        if (outputs[i] == s->value) {
-          out.index = static_cast<int>(i);
-          return out;
-        }
-      }
-      out.index = static_cast<int>(outputs.size());
-      outputs.push_back(s->value);
-      return out;
-    }
-    case SymKind::kNull:
-      out.kind = OutputSpec::Kind::kNull;
-      return out;
-    case SymKind::kNumber:
-      out.kind = OutputSpec::Kind::kScalarSlot;
-      out.index = s->value;
-      return out;
-    case SymKind::kRunIter:
-      out.kind = OutputSpec::Kind::kSource;  // the same iterator object, at its current position
-      out.source = s->source;
-      return out;
+    case SymKind::kTensor: return TensorOutput(s, outputs);
+    case SymKind::kNull: return OfKind(OutputSpec::Kind::kNull);
+    case SymKind::kNumber: return OfKind(OutputSpec::Kind::kScalarSlot, s->value);
+    // The same iterator object, at its current position.
+    case SymKind::kRunIter: return FromSource(s->source);
+    case SymKind::kObject: return FromSource(s->source);
     case SymKind::kConst:
     case SymKind::kOpMethod:
-    case SymKind::kFunction:
-      if (s->kind == SymKind::kOpMethod && !s->items.empty()) {
-        out.kind = OutputSpec::Kind::kBoundMethod;
-        out.obj = s->obj;
-        DT_ASSIGN_OR_RETURN(OutputSpec self, child(s->items[0]));
-        out.children.push_back(std::move(self));
-        return out;
-      }
-      if (s->kind == SymKind::kFunction && !PyFunction_Check(s->obj.get())) {
-        out.kind = OutputSpec::Kind::kFunction;
-        out.obj = s->obj;
-        out.globals = s->globals;
-        for (const Sym& part : {s->defaults, s->kwdefaults, s->closure}) {
-          DT_ASSIGN_OR_RETURN(OutputSpec c, child(part));
-          out.children.push_back(std::move(c));
-        }
-        return out;
-      }
-      // The run-time object, not the one seen when tracing: values are guarded by equality, so
-      // an equal but different object (`a is c` of equal strings) may be there now.
-      if (s->source != nullptr) {
-        out.kind = OutputSpec::Kind::kSource;
-        out.source = s->source;
-        return out;
-      }
-      out.kind = OutputSpec::Kind::kConst;
-      out.obj = s->obj;
-      return out;
-    case SymKind::kObject:
-      out.kind = OutputSpec::Kind::kSource;
-      out.source = s->source;
-      return out;
+    case SymKind::kFunction: return CallableOutput(s, std::move(out), outputs);
     case SymKind::kShape: {
       DT_ASSIGN_OR_RETURN(Sym t, MaterializeShape(s));
       return ToOutput(t, outputs);
     }
-    case SymKind::kCell: {
-      if (s->source != nullptr) {
-        out.kind = OutputSpec::Kind::kSource;
-        out.source = s->source;
-        return out;
-      }
-      out.kind = OutputSpec::Kind::kCell;
-      DT_ASSIGN_OR_RETURN(OutputSpec c, child(s->items.empty() ? nullptr : s->items[0]));
-      out.children.push_back(std::move(c));
-      return out;
-    }
     case SymKind::kBoundMethod: {
       out.kind = OutputSpec::Kind::kBoundMethod;
       out.obj = s->obj;
-      DT_ASSIGN_OR_RETURN(OutputSpec self, child(s->items[0]));
+      DT_ASSIGN_OR_RETURN(OutputSpec self, ChildOutput(s, s->items[0], outputs));
       out.children.push_back(std::move(self));
       return out;
     }
-    case SymKind::kIter:
-    case SymKind::kSlice: {
-      if (s->kind == SymKind::kIter && !s->loop_iterator) {
-        return Unsupported("an iterator made by zip(), enumerate(), reversed() or a dict view "
-                           "crosses a graph break (it would change type)");
-      }
-      out.kind = s->kind == SymKind::kIter ? OutputSpec::Kind::kIterator : OutputSpec::Kind::kSlice;
-      for (const Sym& item : s->items) {
-        DT_ASSIGN_OR_RETURN(OutputSpec c, child(item));
-        out.children.push_back(std::move(c));
-      }
-      return out;
-    }
+    case SymKind::kCell:
+      if (s->source != nullptr) return FromSource(s->source);
+      return ContainerOutput(s, std::move(out), outputs);
     case SymKind::kTuple:
     case SymKind::kList:
-    case SymKind::kDict: {
+    case SymKind::kDict:
       // The caller's own list/dict (unchanged), or its tuple: rebuilding a tuple would break
       // `is` (`ex is exc_info` after `ex = exc_info`).
-      if (s->from_frame && s->source != nullptr) {
-        out.kind = OutputSpec::Kind::kSource;
-        out.source = s->source;
-        return out;
-      }
-      out.kind = s->kind == SymKind::kTuple ? OutputSpec::Kind::kTuple
-                 : s->kind == SymKind::kList ? OutputSpec::Kind::kList : OutputSpec::Kind::kDict;
-      for (const Sym& item : s->items) {
-        DT_ASSIGN_OR_RETURN(OutputSpec c, child(item));
-        out.children.push_back(std::move(c));
-      }
-      out.keys = s->keys;
-      return out;
-    }
+      if (s->from_frame && s->source != nullptr) return FromSource(s->source);
+      return ContainerOutput(s, std::move(out), outputs);
+    case SymKind::kIter:
+    case SymKind::kSlice: return ContainerOutput(s, std::move(out), outputs);
   }
   return Unsupported(absl::StrCat("rebuilding a ", Describe(s)));
 }

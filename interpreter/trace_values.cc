@@ -175,12 +175,30 @@ absl::StatusOr<Sym> Tracer::NumberOp(const std::string& op, bool compare, const 
   return NumberSlot(std::move(instr), PyRef::Steal(r), std::move(deps));
 }
 
-absl::StatusOr<Sym> Tracer::Wrap(PyObject* obj, SourceRef source) {
+namespace {
+
+Sym WithSource(Sym s, SourceRef source) {
+  s->source = std::move(source);
+  return s;
+}
+
+// Objects the trace relies on by identity: singletons, functions, modules, classes, builtins.
+bool GuardedByIdentity(PyObject* obj) {
+  return obj == Py_None || PyBool_Check(obj) || obj == Py_Ellipsis || obj == Py_NotImplemented ||
+         PyFunction_Check(obj) || py::IsOpFunction(obj) || PyModule_Check(obj) || PyType_Check(obj) ||
+         PyCFunction_Check(obj) || PyObject_TypeCheck(obj, &py::DTypeType) ||
+         PyObject_TypeCheck(obj, &PyMethodDescr_Type) || PyObject_TypeCheck(obj, &PyWrapperDescr_Type);
+}
+
+}  // namespace
+
+// Values only a segment that starts mid-function has in its state: run-time numbers, loop
+// iterators that crossed a break, cells. Null when `obj` is none of those.
+absl::StatusOr<Sym> Tracer::WrapSegmentState(PyObject* obj, const SourceRef& source) {
   const Provenance where = Here();
-  // Numbers in the state of a mid-function segment (loop counters, .item() results) stay
-  // unspecialised: their type is guarded, their value is read each run.
-  if (frame_.start_offset > 0 && (PyLong_CheckExact(obj) || PyFloat_CheckExact(obj)) &&
-      InSegmentState(*source)) {
+  if ((PyLong_CheckExact(obj) || PyFloat_CheckExact(obj)) && InSegmentState(*source)) {
+    // Numbers (loop counters, .item() results) stay unspecialised: their type is guarded, their
+    // value is read each run.
     guards_.Add(LeafGuard::Type(source, Py_TYPE(obj), where));
     ScalarInstr input;
     input.kind = ScalarInstr::Kind::kInput;
@@ -188,25 +206,28 @@ absl::StatusOr<Sym> Tracer::Wrap(PyObject* obj, SourceRef source) {
     const int slot = static_cast<int>(scalar_program_.size());
     return NumberSlot(std::move(input), PyRef::Borrow(obj), {slot});
   }
-  if (py::IsTensor(obj)) return TensorInput(obj, source);
-  if (frame_.start_offset > 0 && source->kind == guards::Source::Kind::kStack && PyIter_Check(obj) &&
-      !py::IsTensor(obj)) {
+  if (source->kind == guards::Source::Kind::kStack && PyIter_Check(obj) && !py::IsTensor(obj)) {
     // A loop's iterator that crossed a break: FOR_ITER advances it at run time (an escape), so
     // each iteration reuses the same segments whatever is left in it.
     guards_.Add(LeafGuard::Type(source, Py_TYPE(obj), where));
     Sym it = MakeSym(SymKind::kRunIter);
     it->obj = PyRef::Borrow(obj);
-    it->source = source;
-    return it;
+    return WithSource(it, source);
   }
+  return Sym();
+}
+
+// A loop iterator read back from a break (its remaining items are this segment's to unroll),
+// or a cell of the segment's state (the same cell stays in place; its contents are read through
+// it). Null when `obj` is neither.
+absl::StatusOr<Sym> Tracer::WrapIteratorOrCell(PyObject* obj, const SourceRef& source) {
+  const Provenance where = Here();
   guards::RemainingItems remaining;
   if (guards::ReadRemainingItems(obj, &remaining)) {
-    // A loop iterator that crossed a break: its remaining items are this segment's to unroll.
     guards_.Add(LeafGuard::Type(source, Py_TYPE(obj), where));
     const Py_ssize_t n = PyTuple_GET_SIZE(remaining.items) - remaining.start;
     guards_.Add(LeafGuard::Length(source, n, where));
-    Sym it = MakeSym(SymKind::kIter);
-    it->source = source;
+    Sym it = WithSource(MakeSym(SymKind::kIter), source);
     it->loop_iterator = true;
     for (Py_ssize_t k = 0; k < n; ++k) {
       DT_ASSIGN_OR_RETURN(Sym item, Wrap(PyTuple_GET_ITEM(remaining.items, remaining.start + k),
@@ -215,104 +236,87 @@ absl::StatusOr<Sym> Tracer::Wrap(PyObject* obj, SourceRef source) {
     }
     return it;
   }
-  if (PyCell_Check(obj)) {
-    // A cell in the state of a segment that starts mid-function: the same cell object stays in
-    // place, its contents are read (and guarded) through it.
-    guards_.Add(LeafGuard::Type(source, Py_TYPE(obj), where));
-    Sym c = MakeSym(SymKind::kCell);
-    c->from_frame = true;
-    c->source = source;
-    PyObject* contents = PyCell_GET(obj);
-    if (contents != nullptr) {
-      DT_ASSIGN_OR_RETURN(Sym v, Wrap(contents, guards::CellContentsSource(source)));
-      c->items.push_back(v);
-    } else {
-      c->items.push_back(nullptr);
-    }
-    return c;
+  if (!PyCell_Check(obj)) return Sym();
+  guards_.Add(LeafGuard::Type(source, Py_TYPE(obj), where));
+  Sym c = WithSource(MakeSym(SymKind::kCell), source);
+  c->from_frame = true;
+  c->items.push_back(nullptr);
+  if (PyObject* contents = PyCell_GET(obj); contents != nullptr) {
+    DT_ASSIGN_OR_RETURN(c->items[0], Wrap(contents, guards::CellContentsSource(source)));
   }
-  if (obj == Py_None || PyBool_Check(obj) || obj == Py_Ellipsis || obj == Py_NotImplemented) {
-    guards_.Add(LeafGuard::Identity(source, obj, where));
-    Sym s = ConstSym(PyRef::Borrow(obj));
-    s->source = source;
-    return s;
+  return c;
+}
+
+// A small, shallow tuple, list or dict of the caller: unpacked item by item, each guarded. Null
+// when `obj` is not one (larger or deeper ones are opaque objects, so guards stay cheap and Wrap
+// always ends).
+absl::StatusOr<Sym> Tracer::WrapContainer(PyObject* obj, const SourceRef& source) {
+  const bool sequence = PyTuple_CheckExact(obj) || PyList_CheckExact(obj);
+  if (wrap_depth_ >= kMaxUnpackedDepth || !(sequence || PyDict_CheckExact(obj)) ||
+      PyObject_Length(obj) > kMaxUnpackedItems) {
+    return Sym();
   }
-  if (PyLong_CheckExact(obj) || PyFloat_CheckExact(obj) || PyUnicode_CheckExact(obj) ||
-      PyBytes_CheckExact(obj)) {
-    guards_.Add(LeafGuard::Type(source, Py_TYPE(obj), where));
-    guards_.Add(LeafGuard::Equals(source, obj, where));
-    Sym s = ConstSym(PyRef::Borrow(obj));
-    s->source = source;
-    return s;
-  }
-  const bool unpackable = wrap_depth_ < kMaxUnpackedDepth &&
-                          ((PyTuple_CheckExact(obj) && PyTuple_GET_SIZE(obj) <= kMaxUnpackedItems) ||
-                           (PyList_CheckExact(obj) && PyList_GET_SIZE(obj) <= kMaxUnpackedItems) ||
-                           (PyDict_CheckExact(obj) && PyDict_GET_SIZE(obj) <= kMaxUnpackedItems));
   struct DepthScope {
     int& depth;
     explicit DepthScope(int& d) : depth(d) { ++depth; }
     ~DepthScope() { --depth; }
   } nested(wrap_depth_);
-  if (unpackable && (PyTuple_CheckExact(obj) || PyList_CheckExact(obj))) {
-    guards_.Add(LeafGuard::Type(source, Py_TYPE(obj), where));
-    const Py_ssize_t n = PySequence_Fast_GET_SIZE(obj);
-    guards_.Add(LeafGuard::Length(source, n, where));
-    Sym s = MakeSym(PyTuple_CheckExact(obj) ? SymKind::kTuple : SymKind::kList);
-    s->source = source;
-    s->from_frame = true;
-    for (Py_ssize_t i = 0; i < n; ++i) {
+  const Provenance where = Here();
+  guards_.Add(LeafGuard::Type(source, Py_TYPE(obj), where));
+  guards_.Add(LeafGuard::Length(source, PyObject_Length(obj), where));
+  Sym s = WithSource(MakeSym(PyTuple_CheckExact(obj) ? SymKind::kTuple
+                             : PyList_CheckExact(obj) ? SymKind::kList : SymKind::kDict), source);
+  s->from_frame = true;
+  if (sequence) {
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(obj); ++i) {
       DT_ASSIGN_OR_RETURN(Sym item, Wrap(PySequence_Fast_GET_ITEM(obj, i),
                                          guards::ItemSource(source, static_cast<int>(i))));
       s->items.push_back(item);
     }
     return s;
   }
-  if (unpackable && PyDict_CheckExact(obj)) {
+  PyObject *key, *value;
+  Py_ssize_t pos = 0;
+  while (PyDict_Next(obj, &pos, &key, &value)) {
+    if (!PyUnicode_CheckExact(key)) return Unsupported("a dict argument with non-str keys");
+    DT_ASSIGN_OR_RETURN(std::string key_text, Text(key));
+    DT_ASSIGN_OR_RETURN(Sym item, Wrap(value, guards::DictItemSource(source, key_text)));
+    s->keys.push_back(PyRef::Borrow(key));
+    s->items.push_back(item);
+  }
+  return s;
+}
+
+absl::StatusOr<Sym> Tracer::Wrap(PyObject* obj, SourceRef source) {
+  const Provenance where = Here();
+  if (frame_.start_offset > 0) {
+    DT_ASSIGN_OR_RETURN(Sym state, WrapSegmentState(obj, source));
+    if (state != nullptr) return state;
+  }
+  if (py::IsTensor(obj)) return TensorInput(obj, source);
+  DT_ASSIGN_OR_RETURN(Sym iterator_or_cell, WrapIteratorOrCell(obj, source));
+  if (iterator_or_cell != nullptr) return iterator_or_cell;
+  if (PyLong_CheckExact(obj) || PyFloat_CheckExact(obj) || PyUnicode_CheckExact(obj) ||
+      PyBytes_CheckExact(obj)) {
     guards_.Add(LeafGuard::Type(source, Py_TYPE(obj), where));
-    guards_.Add(LeafGuard::Length(source, PyDict_GET_SIZE(obj), where));
-    Sym s = MakeSym(SymKind::kDict);
-    s->source = source;
-    s->from_frame = true;
-    PyObject *key, *value;
-    Py_ssize_t pos = 0;
-    while (PyDict_Next(obj, &pos, &key, &value)) {
-      if (!PyUnicode_CheckExact(key)) return Unsupported("a dict argument with non-str keys");
-      DT_ASSIGN_OR_RETURN(std::string key_text, Text(key));
-      DT_ASSIGN_OR_RETURN(Sym item, Wrap(value, guards::DictItemSource(source, key_text)));
-      s->keys.push_back(PyRef::Borrow(key));
-      s->items.push_back(item);
-    }
-    return s;
+    guards_.Add(LeafGuard::Equals(source, obj, where));
+    return WithSource(ConstSym(PyRef::Borrow(obj)), source);
   }
-  if (PyFunction_Check(obj)) {
+  DT_ASSIGN_OR_RETURN(Sym container, WrapContainer(obj, source));
+  if (container != nullptr) return container;
+  if (GuardedByIdentity(obj)) {
     guards_.Add(LeafGuard::Identity(source, obj, where));
-    Sym s = MakeSym(SymKind::kFunction);
+    const SymKind kind = PyFunction_Check(obj) ? SymKind::kFunction
+                         : py::IsOpFunction(obj) ? SymKind::kOpMethod : SymKind::kConst;
+    Sym s = MakeSym(kind);
     s->obj = PyRef::Borrow(obj);
-    s->source = source;
-    return s;
-  }
-  if (py::IsOpFunction(obj)) {
-    guards_.Add(LeafGuard::Identity(source, obj, where));
-    Sym s = MakeSym(SymKind::kOpMethod);
-    s->obj = PyRef::Borrow(obj);
-    s->source = source;
-    return s;
-  }
-  if (PyModule_Check(obj) || PyType_Check(obj) || PyCFunction_Check(obj) ||
-      PyObject_TypeCheck(obj, &py::DTypeType) || PyObject_TypeCheck(obj, &PyMethodDescr_Type) ||
-      PyObject_TypeCheck(obj, &PyWrapperDescr_Type)) {
-    guards_.Add(LeafGuard::Identity(source, obj, where));
-    Sym s = ConstSym(PyRef::Borrow(obj));
-    s->source = source;
-    return s;
+    return WithSource(s, source);
   }
   // A plain object: its class is fixed by a guard; attributes are read (and guarded) on use.
   guards_.Add(LeafGuard::Type(source, Py_TYPE(obj), where));
   Sym s = MakeSym(SymKind::kObject);
   s->obj = PyRef::Borrow(obj);
-  s->source = source;
-  return s;
+  return WithSource(s, source);
 }
 
 void Tracer::GuardStillUnbound(TFrame& f, int index) {

@@ -184,6 +184,9 @@ class Tracer {
   }
 
   absl::StatusOr<Sym> Wrap(PyObject* obj, SourceRef source);
+  absl::StatusOr<Sym> WrapSegmentState(PyObject* obj, const SourceRef& source);
+  absl::StatusOr<Sym> WrapIteratorOrCell(PyObject* obj, const SourceRef& source);
+  absl::StatusOr<Sym> WrapContainer(PyObject* obj, const SourceRef& source);
   absl::StatusOr<Sym> TensorInput(PyObject* obj, SourceRef source);
   absl::StatusOr<Sym> LoadGlobal(TFrame& f, const std::string& name);
   absl::StatusOr<Sym> LoadLocal(TFrame& f, int index);
@@ -191,6 +194,11 @@ class Tracer {
   // empty, 3.12's LOAD_FAST_AND_CLEAR pushing NULL), a guard says it still is.
   void GuardStillUnbound(TFrame& f, int index);
   absl::StatusOr<Sym> GetAttr(const Sym& obj, const std::string& name);
+  absl::StatusOr<Sym> TensorAttr(const Sym& obj, const std::string& name);
+  absl::StatusOr<Sym> ContainerAttr(const Sym& obj, const std::string& name);
+  absl::StatusOr<Sym> ObjectAttr(const Sym& obj, const std::string& name);
+  absl::StatusOr<Sym> ClassAttr(const Sym& obj, PyObject* own, const std::string& name);
+  absl::StatusOr<Sym> ConstAttr(const Sym& obj, const std::string& name);
   absl::StatusOr<Sym> CallSym(const Sym& callable, std::vector<Sym> args,
                               Kwargs kwargs);
   absl::StatusOr<Sym> CallTensorMethod(const Sym& self, const std::string& name,
@@ -277,6 +285,10 @@ class Tracer {
   absl::StatusOr<Sym> MaterializeShape(const Sym& shape);
   absl::Status GuardSizes(const Sym& tensor, std::optional<int64_t> dim);
   absl::StatusOr<OutputSpec> ToOutput(const Sym& s, std::vector<ValueId>& outputs);
+  absl::StatusOr<OutputSpec> ChildOutput(const Sym& parent, const Sym& c, std::vector<ValueId>& outputs);
+  OutputSpec TensorOutput(const Sym& s, std::vector<ValueId>& outputs);
+  absl::StatusOr<OutputSpec> CallableOutput(const Sym& s, OutputSpec out, std::vector<ValueId>& outputs);
+  absl::StatusOr<OutputSpec> ContainerOutput(const Sym& s, OutputSpec out, std::vector<ValueId>& outputs);
   // The trace as a failure: what was traced up to `status` is discarded.
   TraceFailure Fail(const absl::Status& status) const;
   // The trace up to the instruction that stopped it, and what happens there (tracer.cc).
