@@ -252,13 +252,130 @@ absl::StatusOr<Sym> Tracer::CallSym(const Sym& callable, std::vector<Sym> args,
       if (PyCFunction_Check(fn)) return CallBuiltin(fn, args, kwargs);
       return Unsupported(absl::StrCat("call to ", ShortRepr(fn), " is not supported by the tracer"));
     }
-    default:
+    case SymKind::kTensor:
+    case SymKind::kTuple:
+    case SymKind::kList:
+    case SymKind::kDict:
+    case SymKind::kNull:
+    case SymKind::kIter:
+    case SymKind::kCell:
+    case SymKind::kSlice:
+    case SymKind::kShape:
+    case SymKind::kNumber:
+    case SymKind::kRunIter:
       return Unsupported(absl::StrCat("calling a ", Describe(callable)));
   }
 }
 
+namespace {
+
+// Parameter names are identifiers; one UTF-8 cannot encode (a code.replace()d name) matches no
+// keyword, so binding fails and CPython makes the call.
+std::string ParameterName(PyCodeObject* code, int i) {
+  return py::Utf8Or(cpython::LocalNameObject(code, i), "\xff");
+}
+
+}  // namespace
+
+// Binds a call's arguments to the frame's parameters like CPython: positional, extra positional
+// into *args, keywords, extra keywords into **kwargs (defaults come after, BindDefaults).
+absl::Status Tracer::BindArguments(TFrame& f, std::vector<Sym> args, Kwargs kwargs) {
+  PyCodeObject* code = f.code;
+  const int argcount = code->co_argcount;
+  const int kwonly = code->co_kwonlyargcount;
+  const bool varargs = code->co_flags & CO_VARARGS;
+  const bool varkw = code->co_flags & CO_VARKEYWORDS;
+  auto name_at = [&](int i) { return ParameterName(code, i); };
+  for (size_t i = 0; i < args.size() && static_cast<int>(i) < argcount; ++i) f.locals[i] = args[i];
+  if (static_cast<int>(args.size()) > argcount) {
+    if (!varargs) return Raises("the traced code raises: too many positional arguments");
+    Sym rest = MakeSym(SymKind::kTuple);
+    rest->items.assign(args.begin() + argcount, args.end());
+    f.locals[argcount + kwonly] = rest;
+  } else if (varargs) {
+    f.locals[argcount + kwonly] = MakeSym(SymKind::kTuple);
+  }
+  Sym extra_kwargs = varkw ? MakeSym(SymKind::kDict) : nullptr;
+  for (auto& [k, v] : kwargs) {
+    int found = -1;
+    for (int i = code->co_posonlyargcount; i < argcount + kwonly; ++i) {
+      if (name_at(i) == k) found = i;
+    }
+    if (found < 0) {
+      if (!varkw) return Raises(absl::StrCat("the traced code raises: unexpected keyword ", k));
+      PyRef key = PyRef::Steal(py::FromUtf8(k));
+      if (!key) {
+        PyErr_Clear();
+        return Unsupported("a keyword name that is not valid UTF-8");
+      }
+      DT_RETURN_IF_ERROR(DictInsert(*extra_kwargs, std::move(key), v));
+      continue;
+    }
+    if (f.locals[found] != nullptr) return Raises("the traced code raises: multiple values for an argument");
+    f.locals[found] = v;
+  }
+  if (varkw) f.locals[argcount + kwonly + (varargs ? 1 : 0)] = extra_kwargs;
+  return absl::OkStatus();
+}
+
+// Fills the parameters no argument bound from the function's defaults: those of a function
+// object, or those MAKE_FUNCTION got from the trace (a constant tuple or a tuple it built).
+absl::Status Tracer::BindDefaults(TFrame& f, const Sym& function, PyObject* defaults, PyObject* kwdefaults) {
+  PyCodeObject* code = f.code;
+  const int argcount = code->co_argcount;
+  const int kwonly = code->co_kwonlyargcount;
+  auto name_at = [&](int i) { return ParameterName(code, i); };
+  std::vector<Sym> made_defaults;
+  if (defaults == nullptr && function->defaults != nullptr) {
+    if (function->defaults->kind == SymKind::kConst && PyTuple_Check(function->defaults->obj.get())) {
+      PyObject* t = function->defaults->obj.get();
+      for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(t); ++i) made_defaults.push_back(ConstSym(PyRef::Borrow(PyTuple_GET_ITEM(t, i))));
+    } else {
+      made_defaults = function->defaults->items;
+    }
+  }
+  const int ndefaults = defaults != nullptr ? static_cast<int>(PyTuple_GET_SIZE(defaults))
+                                            : static_cast<int>(made_defaults.size());
+  for (int i = 0; i < argcount; ++i) {
+    if (f.locals[i] != nullptr) continue;
+    const int d = i - (argcount - ndefaults);
+    if (d < 0) return Raises(absl::StrCat("the traced code raises: missing argument ", name_at(i)));
+    if (defaults == nullptr) {
+      f.locals[i] = made_defaults[d];
+      continue;
+    }
+    // Read through the function (and guarded) when it has a source: `fn.__defaults__` can be
+    // reassigned without changing the function's identity.
+    PyObject* value = PyTuple_GET_ITEM(defaults, d);
+    if (function->source != nullptr) {
+      DT_ASSIGN_OR_RETURN(f.locals[i], Wrap(value, guards::ItemSource(guards::AttrSource(function->source, "__defaults__"), d)));
+    } else if (IsPureConstType(value)) {
+      f.locals[i] = ConstSym(PyRef::Borrow(value));
+    } else {
+      return Unsupported("a non-constant default of a local function");
+    }
+  }
+  for (int i = argcount; i < argcount + kwonly; ++i) {
+    if (f.locals[i] != nullptr) continue;
+    PyObject* dv = nullptr;
+    if (kwdefaults != nullptr) dv = PyDict_GetItemString(kwdefaults, name_at(i).c_str());
+    if (dv != nullptr && function->source != nullptr) {
+      DT_ASSIGN_OR_RETURN(f.locals[i], Wrap(dv, guards::DictItemSource(guards::AttrSource(function->source, "__kwdefaults__"),
+                                                                        name_at(i))));
+    } else if (dv != nullptr) {
+      if (!IsPureConstType(dv)) return Unsupported("a non-constant keyword default of a local function");
+      f.locals[i] = ConstSym(PyRef::Borrow(dv));
+    } else if (function->kwdefaults != nullptr) {
+      DT_ASSIGN_OR_RETURN(f.locals[i], Subscript(function->kwdefaults, ConstSym(PyRef::Borrow(cpython::LocalNameObject(code, i)))));
+    } else {
+      return Raises(absl::StrCat("the traced code raises: missing keyword argument ", name_at(i)));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<Sym> Tracer::Inline(const Sym& function, std::vector<Sym> args,
-                                   std::vector<std::pair<std::string, Sym>> kwargs) {
+                                   Kwargs kwargs) {
   if (current_ != nullptr && current_->depth + 1 > kMaxDepth) {
     return LimitReached("calls nested more than 12 deep (recursion?)");
   }
@@ -298,79 +415,8 @@ absl::StatusOr<Sym> Tracer::Inline(const Sym& function, std::vector<Sym> args,
   } else if (current_ != nullptr) {
     f.globals_source = current_->globals_source;
   }
-  // Bind arguments like CPython: positional, then keywords, then defaults.
-  const int argcount = code->co_argcount;
-  const int kwonly = code->co_kwonlyargcount;
-  const bool varargs = code->co_flags & CO_VARARGS;
-  const bool varkw = code->co_flags & CO_VARKEYWORDS;
-  // Parameter names are identifiers; one UTF-8 cannot encode (a code.replace()d name) matches no
-  // keyword, so binding fails and CPython makes the call.
-  auto name_at = [&](int i) { return py::Utf8Or(cpython::LocalNameObject(code, i), "\xff"); };
-  for (size_t i = 0; i < args.size() && static_cast<int>(i) < argcount; ++i) f.locals[i] = args[i];
-  if (static_cast<int>(args.size()) > argcount) {
-    if (!varargs) return Raises("the traced code raises: too many positional arguments");
-    Sym rest = MakeSym(SymKind::kTuple);
-    rest->items.assign(args.begin() + argcount, args.end());
-    f.locals[argcount + kwonly] = rest;
-  } else if (varargs) {
-    f.locals[argcount + kwonly] = MakeSym(SymKind::kTuple);
-  }
-  Sym extra_kwargs = varkw ? MakeSym(SymKind::kDict) : nullptr;
-  for (auto& [k, v] : kwargs) {
-    int found = -1;
-    for (int i = code->co_posonlyargcount; i < argcount + kwonly; ++i) {
-      if (name_at(i) == k) found = i;
-    }
-    if (found < 0) {
-      if (!varkw) return Raises(absl::StrCat("the traced code raises: unexpected keyword ", k));
-      PyRef key = PyRef::Steal(py::FromUtf8(k));
-      if (!key) {
-        PyErr_Clear();
-        return Unsupported("a keyword name that is not valid UTF-8");
-      }
-      DT_RETURN_IF_ERROR(DictInsert(*extra_kwargs, std::move(key), v));
-      continue;
-    }
-    if (f.locals[found] != nullptr) return Raises("the traced code raises: multiple values for an argument");
-    f.locals[found] = v;
-  }
-  if (varkw) f.locals[argcount + kwonly + (varargs ? 1 : 0)] = extra_kwargs;
-  // MAKE_FUNCTION's defaults are a constant tuple or a tuple built by the trace.
-  std::vector<Sym> made_defaults;
-  if (defaults == nullptr && function->defaults != nullptr) {
-    if (function->defaults->kind == SymKind::kConst && PyTuple_Check(function->defaults->obj.get())) {
-      PyObject* t = function->defaults->obj.get();
-      for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(t); ++i) made_defaults.push_back(ConstSym(PyRef::Borrow(PyTuple_GET_ITEM(t, i))));
-    } else {
-      made_defaults = function->defaults->items;
-    }
-  }
-  const int ndefaults = defaults != nullptr ? static_cast<int>(PyTuple_GET_SIZE(defaults))
-                                            : static_cast<int>(made_defaults.size());
-  for (int i = 0; i < argcount; ++i) {
-    if (f.locals[i] != nullptr) continue;
-    const int d = i - (argcount - ndefaults);
-    if (d < 0) return Raises(absl::StrCat("the traced code raises: missing argument ", name_at(i)));
-    f.locals[i] = defaults != nullptr ? ConstSym(PyRef::Borrow(PyTuple_GET_ITEM(defaults, d)))
-                                      : made_defaults[d];
-    if (defaults != nullptr && !IsPureConstType(PyTuple_GET_ITEM(defaults, d))) {
-      if (function->source == nullptr) return Unsupported("a non-constant default of a local function");
-      DT_ASSIGN_OR_RETURN(f.locals[i], Wrap(PyTuple_GET_ITEM(defaults, d),
-                                            guards::ItemSource(guards::AttrSource(function->source, "__defaults__"), d)));
-    }
-  }
-  for (int i = argcount; i < argcount + kwonly; ++i) {
-    if (f.locals[i] != nullptr) continue;
-    PyObject* dv = nullptr;
-    if (kwdefaults != nullptr) dv = PyDict_GetItemString(kwdefaults, name_at(i).c_str());
-    if (dv != nullptr) {
-      f.locals[i] = ConstSym(PyRef::Borrow(dv));
-    } else if (function->kwdefaults != nullptr) {
-      DT_ASSIGN_OR_RETURN(f.locals[i], Subscript(function->kwdefaults, ConstSym(PyRef::Borrow(cpython::LocalNameObject(code, i)))));
-    } else {
-      return Raises(absl::StrCat("the traced code raises: missing keyword argument ", name_at(i)));
-    }
-  }
+  DT_RETURN_IF_ERROR(BindArguments(f, std::move(args), std::move(kwargs)));
+  DT_RETURN_IF_ERROR(BindDefaults(f, function, defaults, kwdefaults));
   TFrame* saved = current_;
   current_ = &f;
   auto result = RunFrame(f);

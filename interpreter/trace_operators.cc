@@ -192,7 +192,12 @@ absl::StatusOr<bool> Tracer::Truth(const Sym& s) {
       return DataDependent(absl::StrFormat(
           "data-dependent branch: the truth value of a Python number (s%d) is only known at run "
           "time", s->value));
-    default: return Unsupported(absl::StrCat("truth value of a ", Describe(s)));
+    case SymKind::kNull:
+    case SymKind::kIter:
+    case SymKind::kCell:
+    case SymKind::kObject:
+    case SymKind::kSlice:
+    case SymKind::kRunIter: return Unsupported(absl::StrCat("truth value of a ", Describe(s)));
   }
 }
 
@@ -432,7 +437,15 @@ absl::StatusOr<std::vector<Sym>> Tracer::Iterate(const Sym& s) {
       }
       return items;
     }
-    default: return Unsupported(absl::StrCat("iterating over a ", Describe(s)));
+    case SymKind::kNull:
+    case SymKind::kCell:
+    case SymKind::kBoundMethod:
+    case SymKind::kOpMethod:
+    case SymKind::kFunction:
+    case SymKind::kObject:
+    case SymKind::kSlice:
+    case SymKind::kNumber:
+    case SymKind::kRunIter: return Unsupported(absl::StrCat("iterating over a ", Describe(s)));
   }
 }
 

@@ -411,7 +411,14 @@ absl::StatusOr<PyObject*> Tracer::ToPython(const Sym& s) {
       wrappers_.push_back(slice);
       return slice.get();
     }
-    default:
+    case SymKind::kDict:
+    case SymKind::kNull:
+    case SymKind::kIter:
+    case SymKind::kCell:
+    case SymKind::kBoundMethod:
+    case SymKind::kFunction:
+    case SymKind::kObject:
+    case SymKind::kRunIter:
       break;
   }
   return Unsupported(absl::StrCat("passing a ", Describe(s), " to a dyntrace op"));
@@ -450,7 +457,16 @@ absl::StatusOr<PyRef> Tracer::ConstValue(const Sym& s) {
       DT_ASSIGN_OR_RETURN(PyRef c, ConstValue(s->items[2]));
       return PyRef::Steal(PySlice_New(a.get(), b.get(), c.get()));
     }
-    default:
+    case SymKind::kTensor:
+    case SymKind::kDict:
+    case SymKind::kNull:
+    case SymKind::kIter:
+    case SymKind::kCell:
+    case SymKind::kBoundMethod:
+    case SymKind::kOpMethod:
+    case SymKind::kFunction:
+    case SymKind::kObject:
+    case SymKind::kRunIter:
       return Unsupported(absl::StrCat("using a ", Describe(s), " as a Python value"));
   }
 }

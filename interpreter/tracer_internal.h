@@ -207,12 +207,20 @@ class Tracer {
   absl::StatusOr<Sym> CallContainerMethod(const Sym& self, const std::string& name,
                                           const std::vector<Sym>& args,
                                           const Kwargs& kwargs);
-  absl::StatusOr<Sym> CallBuiltin(PyObject* fn, const std::vector<Sym>& args,
-                                  const Kwargs& kwargs);
+  absl::StatusOr<Sym> CallBuiltin(PyObject* fn, const std::vector<Sym>& args, const Kwargs& kwargs);
+  absl::StatusOr<Sym> CallTensorConstructor(PyObject* fn, const std::vector<Sym>& args, const Kwargs& kwargs);
+  absl::StatusOr<Sym> CallFollowedBuiltin(PyObject* fn, const std::vector<Sym>& args, const Kwargs& kwargs);
+  absl::StatusOr<Sym> BuiltinLen(const Sym& a);
+  absl::StatusOr<Sym> BuiltinIsinstance(const Sym& value, const Sym& classes);
+  absl::StatusOr<Sym> BuiltinZip(const std::vector<Sym>& args, bool enumerate);
+  absl::StatusOr<Sym> CallPureOnNumbers(PyObject* fn, const std::vector<Sym>& args);
+  absl::StatusOr<Sym> FoldPureCall(PyObject* fn, const std::vector<Sym>& args, const Kwargs& kwargs);
+  absl::StatusOr<PyRef> ConstKeywords(const Kwargs& kwargs);
   absl::StatusOr<Sym> CallOpFunction(PyObject* fn, const Sym& bound_self, const std::vector<Sym>& args,
                                      const Kwargs& kwargs);
-  absl::StatusOr<Sym> Inline(const Sym& function, std::vector<Sym> args,
-                             Kwargs kwargs);
+  absl::StatusOr<Sym> Inline(const Sym& function, std::vector<Sym> args, Kwargs kwargs);
+  absl::Status BindArguments(TFrame& f, std::vector<Sym> args, Kwargs kwargs);
+  absl::Status BindDefaults(TFrame& f, const Sym& function, PyObject* defaults, PyObject* kwdefaults);
   absl::StatusOr<Sym> RunFrame(TFrame& f);
   absl::Status Step(TFrame& f, const Instr& in);
   void CheckStackEffect(const TFrame& f, const Instr& in, size_t depth_before, int pc_before) const;

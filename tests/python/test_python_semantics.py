@@ -351,3 +351,51 @@ def test_dropping_jitted_closures_keeps_memory_flat():
         assert len(s[key]) <= 256 and len(s[key + "_counts"]) <= 257, (key, len(s[key]))
     assert s["reasons_dropped"] > 0, s["reasons_dropped"]
     dt.reset()
+
+
+# ---------------------------------------------------------------------------------------------
+# enumerate() with a start that is negative or beyond 64 bits counts with Python ints (the
+# tracer used a size_t, which left an OverflowError pending and dropped the frame to CPython).
+
+def enumerate_from_unusual_starts(x):
+    out = []
+    for i, v in enumerate((1, 2, 3), -1):
+        out.append(i * v)
+    for i, _ in enumerate([x, x], 2**70):
+        out.append(i)
+    return x + out[0], out
+
+
+def test_enumerate_counts_from_any_int_start():
+    check(enumerate_from_unusual_starts, lambda i: T(), captured=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# An inlined function's defaults are read through the function and guarded: reassigning
+# `__defaults__` or `__kwdefaults__` keeps the function's identity but must change the result
+# (the tracer used to fold them as constants of the graph).
+
+def scaled(x, scale=2.0, *, shift=1.0):
+    return x * scale + shift
+
+
+def calls_with_defaults(x):
+    return scaled(x)
+
+
+def test_reassigned_defaults_are_seen_by_compiled_callers():
+    saved = (scaled.__defaults__, scaled.__kwdefaults__)
+    try:
+        for backend in BACKENDS:
+            dt.reset()
+            scaled.__defaults__, scaled.__kwdefaults__ = saved
+            jfn = jitted_copy(calls_with_defaults, backend=backend)
+            x = T()
+            for scale, shift in [(2.0, 1.0), (3.0, 1.0), (3.0, 10.0)]:
+                scaled.__defaults__ = (scale,)
+                scaled.__kwdefaults__ = {"shift": shift}
+                want = (x * scale + shift).tolist()
+                assert jfn(x).tolist() == want, (backend, scale, shift)
+                assert calls_with_defaults(x).tolist() == want
+    finally:
+        scaled.__defaults__, scaled.__kwdefaults__ = saved
