@@ -12,7 +12,9 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "graph/graph.h"
@@ -34,37 +36,35 @@ struct JitOptions {
   std::string cuda_graphs = "auto";
 };
 
-// One compiled segment: from `start_offset` to a return or a break, for frames passing `guards`.
+// A segment's graph compiled by one backend: run op by op (eager), a Python backend's callable,
+// or kernels from the cpu or cuda backend.
+struct EagerGraph {};
+struct PythonBackendCallable {
+  py::PyRef callable;
+};
+using CompiledGraph = std::variant<EagerGraph, PythonBackendCallable, std::shared_ptr<backend::CpuExecutable>,
+                                   std::shared_ptr<backend::CudaExecutable>>;
+
+// One segment, from `start_offset` to a return or a break, for frames passing `guards`: the
+// trace plus its compiled graph, or a fallback saying that CPython runs the frame from here.
 struct CacheEntry {
   int start_offset = 0;
   guards::GuardSet guards;
-  std::shared_ptr<Graph> graph;  // null for fallback entries
-  std::vector<guards::SourceRef> input_sources;
-  trace::SegmentExit exit = trace::SegmentExit::kReturn;
-  trace::OutputSpec output;      // kReturn
-  int return_offset = -1;
-  bool return_pushes_value = true;
-  // Breaks: the frame state to rebuild and where to continue.
-  std::vector<trace::OutputSpec> locals_state;
-  std::vector<trace::OutputSpec> stack_state;
-  int num_memo = 0;
-  std::vector<trace::ScalarInstr> scalars;  // run-time Python numbers, computed before the graph
-  int break_offset = -1;
-  int jump_target = -1;
-  bool jump_if_true = false;
-  int next_offset = -1;
-  int call_argc = 0;
-  py::PyRef call_kwnames;
-  std::string break_reason;
-  py::PyRef compiled;            // what a Python backend returned
-  std::shared_ptr<backend::CpuExecutable> cpu;  // the graph compiled by the cpu backend
-  std::shared_ptr<backend::CudaExecutable> cuda;  // ... or by the cuda backend
+  std::optional<std::string> fallback_reason;  // set: the trace could not start here
+  trace::TraceResult trace;  // the graph, how the segment exits, the frame state to rebuild (its
+                             // guards are `guards` above)
+  CompiledGraph compiled;
   std::string backend_used;      // "eager", "cpu", "cuda" or "python" once compiled
   std::string kernel_source;     // the generated translation unit; empty unless cpu/cuda
   double compile_seconds = 0;    // tracing plus code generation and compilation
-  bool fallback = false;         // the trace could not start here: CPython runs from here
-  std::string fallback_reason;
   bool has_inplace = false;
+
+  bool fallback() const { return fallback_reason.has_value(); }
+  const std::shared_ptr<Graph>& graph() const { return trace.graph; }
+  const backend::CpuExecutable* cpu() const {
+    const auto* cpu = std::get_if<std::shared_ptr<backend::CpuExecutable>>(&compiled);
+    return cpu != nullptr ? cpu->get() : nullptr;
+  }
 };
 
 struct BreakRecord {
@@ -144,6 +144,34 @@ struct TraceLog {
   std::vector<BreakRecord> breaks;
 };
 void SetTraceLog(TraceLog* log);
+
+// ---- shared by the hook's files (eval_hook.cc, code_cache.cc, compiled_segment.cc) ----
+// Breaks and recompile reasons kept per code object (for explain() and the report).
+inline constexpr size_t kMaxRecordsPerCode = 64;
+// While alive, dyntrace itself runs Python code (dis, sysconfig, a Python backend): the hook
+// runs those frames under CPython.
+class InsideDyntrace {
+ public:
+  InsideDyntrace();
+  ~InsideDyntrace();
+  InsideDyntrace(const InsideDyntrace&) = delete;
+  InsideDyntrace& operator=(const InsideDyntrace&) = delete;
+  static bool Active();
+
+ private:
+  bool saved_;
+};
+TraceLog* ActiveTraceLog();
+// The options of tracing()/enable() in effect, or null.
+const JitOptions* ActiveMode();
+bool IsGeneratorLike(PyCodeObject* code);
+// Not traced in tracing()/enable() mode: the standard library, installed packages, dyntrace's
+// own helpers (stress mode excludes only the latter).
+bool Excluded(PyCodeObject* code);
+// "qualname (file:line)" for logs and reasons.
+std::string CodeName(PyCodeObject* code);
+// The PEP 523 frame evaluator (eval_hook.cc).
+PyObject* EvalFrame(PyThreadState* tstate, struct _PyInterpreterFrame* frame, int throwflag);
 
 // Stress mode: enable()'s tracing reaches every frame, the standard library included, and frames
 // without tensor work still run through segments. Turned on by DYNTRACE_STRESS=1 at import or

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "interpreter/bytecode.h"
+#include "interpreter/py_module.h"
 #include "interpreter/py_ref.h"
 #include "interpreter/py_types.h"
 

@@ -8,6 +8,7 @@
 #include "guards/guard_set.h"
 #include "interpreter/code_cache.h"
 #include "interpreter/graphviz.h"
+#include "interpreter/py_module.h"
 #include "interpreter/py_str.h"
 #include "interpreter/py_types.h"
 #include "jit/cuda_codegen.h"
@@ -21,74 +22,6 @@ namespace dt::py {
 namespace {
 
 using jit::JitOptions;
-
-// ---- Graph objects ----
-struct PyGraph {
-  PyObject_HEAD
-  std::shared_ptr<Graph> graph;
-};
-
-PyTypeObject GraphType = {PyVarObject_HEAD_INIT(nullptr, 0) "dyntrace.Graph"};
-
-void GraphDealloc(PyObject* self) {
-  reinterpret_cast<PyGraph*>(self)->graph.~shared_ptr<Graph>();
-  Py_TYPE(self)->tp_free(self);
-}
-
-PyObject* GraphStr(PyObject* self) {
-  return PyUnicode_FromString(reinterpret_cast<PyGraph*>(self)->graph->ToString().c_str());
-}
-
-PyObject* GraphRun(PyObject* self, PyObject* args) {
-  const Graph& g = *reinterpret_cast<PyGraph*>(self)->graph;
-  std::vector<Tensor> inputs;
-  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(args); ++i) {
-    PyObject* a = PyTuple_GET_ITEM(args, i);
-    if (!IsTensor(a)) {
-      PyErr_Format(PyExc_TypeError, "Graph.run() expects tensors, got %s", Py_TYPE(a)->tp_name);
-      return nullptr;
-    }
-    inputs.push_back(Unwrap(a));
-  }
-  auto outputs = g.RunEager(inputs);
-  if (!outputs.ok()) return RaiseStatus(outputs.status());
-  PyObject* list = PyList_New(0);
-  for (const Tensor& t : *outputs) {
-    PyRef w = PyRef::Steal(Wrap(t));
-    PyList_Append(list, w.get());
-  }
-  return list;
-}
-
-PyObject* GraphNodes(PyObject* self, void*) {
-  const Graph& g = *reinterpret_cast<PyGraph*>(self)->graph;
-  PyObject* list = PyList_New(0);
-  for (const Node& n : g.nodes()) {
-    PyRef name = PyRef::Steal(PyUnicode_FromString((n.op->name() + (n.inplace ? "_" : "")).c_str()));
-    PyList_Append(list, name.get());
-  }
-  return list;
-}
-
-PyObject* GraphInputs(PyObject* self, void*) {
-  const Graph& g = *reinterpret_cast<PyGraph*>(self)->graph;
-  PyObject* list = PyList_New(0);
-  for (const std::string& s : g.input_sources()) {
-    PyRef name = PyRef::Steal(PyUnicode_FromString(s.c_str()));
-    PyList_Append(list, name.get());
-  }
-  return list;
-}
-
-PyMethodDef graph_methods[] = {
-    {"run", GraphRun, METH_VARARGS, "run(*inputs): execute the graph op by op; returns the outputs"},
-    {nullptr, nullptr, 0, nullptr},
-};
-PyGetSetDef graph_getset[] = {
-    {"nodes", GraphNodes, nullptr, "op names, in order", nullptr},
-    {"inputs", GraphInputs, nullptr, "where each input comes from (L['x'], G['w'] ...)", nullptr},
-    {nullptr, nullptr, nullptr, nullptr, nullptr},
-};
 
 // ---- options ----
 bool ParseOptions(PyObject* kwargs, JitOptions& options, const char* who) {
@@ -307,7 +240,7 @@ PyObject* FnGuards(PyObject*, PyObject* fn) {
     for (const auto& e : cache->AllEntries()) {
       std::string text = absl::StrJoin(e->guards.Lines(), "\n");
       if (e->start_offset > 0) text = absl::StrCat("# segment starting at offset ", e->start_offset, "\n", text);
-      if (e->fallback) text = absl::StrCat("# runs under CPython: ", e->fallback_reason, "\n", text);
+      if (e->fallback()) text = absl::StrCat("# runs under CPython: ", *e->fallback_reason, "\n", text);
       out.push_back(text);
     }
   }
@@ -331,14 +264,14 @@ PyObject* FnGraphs(PyObject*, PyObject* args, PyObject* kwargs) {
   std::vector<std::string> out;
   if (jit::CodeCache* cache = jit::FindCache(code)) {
     for (const auto& e : cache->AllEntries()) {
-      if (!e->graph) continue;
+      if (!e->graph()) continue;
       const std::string name = e->start_offset == 0 ? py::Utf8Or(code->co_name)
                                                     : absl::StrCat(py::Utf8Or(code->co_name), "_at_", e->start_offset);
       if (kind == "text") {
-        out.push_back(e->graph->ToString(name));
+        out.push_back(e->graph()->ToString(name));
         continue;
       }
-      const std::string dot = e->graph->ToDot(name);
+      const std::string dot = e->graph()->ToDot(name);
       if (kind == "dot") {
         out.push_back(dot);
         continue;
@@ -375,12 +308,12 @@ PyObject* FnKernels(PyObject*, PyObject* args, PyObject* kwargs) {
   if (jit::CodeCache* cache = jit::FindCache(code)) {
     for (const auto& e : cache->AllEntries()) {
       if (e->kernel_source.empty()) continue;
-      if ((target_name == "cpu") == (e->cpu != nullptr)) {  // this backend's own source
+      if ((target_name == "cpu") == (e->cpu() != nullptr)) {  // this backend's own source
         out.push_back(e->kernel_source);
         continue;
       }
-      if (e->cpu == nullptr) continue;  // CUDA kernels have no C++ rendering kept
-      absl::StatusOr<backend::CudaProgram> cuda = backend::EmitCuda(e->cpu->program());
+      if (e->cpu() == nullptr) continue;  // CUDA kernels have no C++ rendering kept
+      absl::StatusOr<backend::CudaProgram> cuda = backend::EmitCuda(e->cpu()->program());
       if (!cuda.ok()) {
         PyErr_Format(PyExc_RuntimeError, "kernels(target='cuda'): %s", std::string(cuda.status().message()).c_str());
         return nullptr;
@@ -571,23 +504,8 @@ const Tensor* RecogniseTensor(PyObject* obj) { return IsTensor(obj) ? &Unwrap(ob
 
 }  // namespace
 
-PyObject* WrapGraph(std::shared_ptr<Graph> graph) {
-  auto* g = PyObject_New(PyGraph, &GraphType);
-  if (g == nullptr) return nullptr;
-  new (&g->graph) std::shared_ptr<Graph>(std::move(graph));
-  return reinterpret_cast<PyObject*>(g);
-}
-
 bool AddJitBindings(PyObject* module) {
   guards::SetTensorRecogniser(&RecogniseTensor);
-  GraphType.tp_basicsize = sizeof(PyGraph);
-  GraphType.tp_flags = Py_TPFLAGS_DEFAULT;
-  GraphType.tp_dealloc = GraphDealloc;
-  GraphType.tp_str = GraphStr;
-  GraphType.tp_repr = GraphStr;
-  GraphType.tp_methods = graph_methods;
-  GraphType.tp_getset = graph_getset;
-  GraphType.tp_doc = "A captured graph: str() shows its code, run(*inputs) executes it.";
   JitDecoratorType.tp_basicsize = sizeof(PyJitDecorator);
   JitDecoratorType.tp_flags = Py_TPFLAGS_DEFAULT;
   JitDecoratorType.tp_dealloc = JitDecoratorDealloc;
@@ -596,11 +514,9 @@ bool AddJitBindings(PyObject* module) {
   TracingType.tp_flags = Py_TPFLAGS_DEFAULT;
   TracingType.tp_dealloc = TracingDealloc;
   TracingType.tp_methods = tracing_methods;
-  if (PyType_Ready(&GraphType) < 0 || PyType_Ready(&JitDecoratorType) < 0 ||
-      PyType_Ready(&TracingType) < 0) {
+  if (!InitGraphType(module) || PyType_Ready(&JitDecoratorType) < 0 || PyType_Ready(&TracingType) < 0) {
     return false;
   }
-  if (PyModule_AddObjectRef(module, "Graph", reinterpret_cast<PyObject*>(&GraphType)) < 0) return false;
   return PyModule_AddFunctions(module, jit_functions) >= 0;
 }
 

@@ -193,12 +193,6 @@ PyModuleDef module_def = {
 
 }  // namespace
 
-bool IsProcessConstantFunction(PyObject* fn) {
-  if (!PyCFunction_Check(fn)) return false;
-  const PyCFunction method = PyCFunction_GET_FUNCTION(fn);
-  return method == FnCudaIsAvailable || method == FnCudaDeviceCount;
-}
-
 }  // namespace dt::py
 
 extern "C" PyObject* PyInit_dyntrace() {
@@ -206,6 +200,8 @@ extern "C" PyObject* PyInit_dyntrace() {
   PyRef module = PyRef::Steal(PyModule_Create(&module_def));
   if (!module) return nullptr;
   if (!InitTypes(module.get())) return nullptr;
+  MarkProcessConstantFunction(FnCudaIsAvailable);
+  MarkProcessConstantFunction(FnCudaDeviceCount);
   if (!AddOpBindings(module.get())) return nullptr;
   if (!AddJitBindings(module.get())) return nullptr;
   if (!AddBytecodeBindings(module.get())) return nullptr;

@@ -12,11 +12,11 @@ extern "C" PyObject* PyInit_dyntrace();
 
 namespace dt::py {
 
-// Whether `fn` is one of the module's builtins whose answer is fixed for the life of the process
-// (dyntrace.cuda.is_available and device_count: the driver is probed once). The tracer calls
-// those while tracing and makes the answer a constant of the graph, as torch.compile does with
-// torch.cuda.is_available().
-bool IsProcessConstantFunction(PyObject* fn);
+// The parts of the module defined in other files:
+// dyntrace.jit, tracing, enable, disable, guards, graphs, explain, stats, reset (py_jit.cc);
+[[nodiscard]] bool AddJitBindings(PyObject* module);
+// dyntrace._instruction_table() and _stack_effect(), for the instruction table's test.
+[[nodiscard]] bool AddBytecodeBindings(PyObject* module);
 
 }  // namespace dt::py
 

@@ -78,10 +78,14 @@ absl::StatusOr<BoundCall> BindOpCall(PyObject* op_function, PyObject* const* arg
 
 // dyntrace.Graph: a captured graph as Python sees it (printing, nodes, run).
 PyObject* WrapGraph(std::shared_ptr<Graph> graph);
-// Registers dyntrace.jit, tracing, enable, disable, guards, graphs, explain, stats, reset, Graph.
-[[nodiscard]] bool AddJitBindings(PyObject* module);
-// dyntrace._instruction_table() and _stack_effect(): the tracer's instruction table, for its test.
-[[nodiscard]] bool AddBytecodeBindings(PyObject* module);
+[[nodiscard]] bool InitGraphType(PyObject* module);
+
+// Builtins whose answer is fixed for the life of the process (dyntrace.cuda.is_available and
+// device_count: the driver is probed once, registered by the module's init). The tracer calls
+// them while tracing and makes the answer a constant of the graph, as torch.compile does with
+// torch.cuda.is_available().
+void MarkProcessConstantFunction(PyCFunction fn);
+bool IsProcessConstantFunction(PyObject* fn);
 
 // Binds registry ops: dyntrace.<name> functions and Tensor methods (with in-place forms).
 [[nodiscard]] bool AddOpBindings(PyObject* module);

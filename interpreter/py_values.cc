@@ -445,4 +445,19 @@ absl::StatusOr<Tensor> TensorFromData(PyObject* data, std::optional<DType> dtype
   return out;
 }
 
+namespace {
+std::vector<PyCFunction>* process_constant_functions = new std::vector<PyCFunction>();
+}  // namespace
+
+void MarkProcessConstantFunction(PyCFunction fn) { process_constant_functions->push_back(fn); }
+
+bool IsProcessConstantFunction(PyObject* fn) {
+  if (!PyCFunction_Check(fn)) return false;
+  const PyCFunction method = PyCFunction_GET_FUNCTION(fn);
+  for (PyCFunction known : *process_constant_functions) {
+    if (method == known) return true;
+  }
+  return false;
+}
+
 }  // namespace dt::py

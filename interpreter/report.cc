@@ -127,26 +127,26 @@ std::string SummaryTable() {
 }
 
 std::string EntrySection(PyCodeObject* code, const CacheEntry& entry, int number) {
-  std::string out = absl::StrCat("<div class=\"entry", entry.fallback ? " fallback" : "", "\">\n");
+  std::string out = absl::StrCat("<div class=\"entry", entry.fallback() ? " fallback" : "", "\">\n");
   const std::string where = entry.start_offset == 0 ? "from the frame's entry"
                                                     : absl::StrCat("from offset ", entry.start_offset);
-  if (entry.fallback) {
+  if (entry.fallback()) {
     absl::StrAppend(&out, "<h3>Segment ", number, " <small>", where, "</small>: runs under CPython</h3>\n",
-                    "<p>", EscapeHtml(entry.fallback_reason), "</p>\n");
+                    "<p>", EscapeHtml(*entry.fallback_reason), "</p>\n");
   } else {
     std::string details = where;
     if (!entry.backend_used.empty()) absl::StrAppend(&details, ", backend ", entry.backend_used);
     if (entry.compile_seconds > 0) absl::StrAppendFormat(&details, ", compiled in %.3f s", entry.compile_seconds);
-    if (!entry.break_reason.empty()) absl::StrAppend(&details, ", ends at a break: ", entry.break_reason);
+    if (entry.trace.break_info) absl::StrAppend(&details, ", ends at a break: ", entry.trace.break_info->reason);
     absl::StrAppend(&out, "<h3>Graph ", number, " <small>", EscapeHtml(details), "</small></h3>\n");
   }
-  if (entry.graph != nullptr && !entry.fallback) {
+  if (entry.graph() != nullptr && !entry.fallback()) {
     const std::string name = entry.start_offset == 0
                                  ? py::Utf8Or(code->co_name)
                                  : absl::StrCat(py::Utf8Or(code->co_name), "_at_", entry.start_offset);
-    absl::StrAppend(&out, "<h4>Code</h4>\n", Pre("graph-code", entry.graph->ToString(name)));
+    absl::StrAppend(&out, "<h4>Code</h4>\n", Pre("graph-code", entry.graph()->ToString(name)));
     absl::StrAppend(&out, "<h4>Picture</h4>\n");
-    absl::StatusOr<std::string> svg = graphviz::DotToSvg(entry.graph->ToDot(name));
+    absl::StatusOr<std::string> svg = graphviz::DotToSvg(entry.graph()->ToDot(name));
     if (svg.ok()) {
       absl::StrAppend(&out, "<div class=\"picture\">", graphviz::InlineSvg(*svg), "</div>\n");
     } else {
@@ -156,7 +156,7 @@ std::string EntrySection(PyCodeObject* code, const CacheEntry& entry, int number
   absl::StrAppend(&out, "<h4>Guards</h4>\n", Pre("guards", absl::StrJoin(entry.guards.Lines(), "\n")));
   if (!entry.kernel_source.empty()) {
     absl::StrAppend(&out, "<h4>Kernels</h4>\n", Pre("kernel-source", entry.kernel_source));
-  } else if (!entry.fallback) {
+  } else if (!entry.fallback()) {
     absl::StrAppend(&out, "<h4>Kernels</h4>\n<p class=\"no-kernels\">none generated: the ",
                     EscapeHtml(entry.backend_used.empty() ? "eager" : entry.backend_used),
                     " backend runs the graph's ops one by one</p>\n");
@@ -222,7 +222,7 @@ PyMethodDef report_functions[] = {
 // True when some segment of the frame runs a captured graph (not only fallbacks).
 bool HasCompiledGraph(const CodeCache& cache) {
   for (const auto& entry : cache.AllEntries()) {
-    if (!entry->fallback && entry->graph != nullptr && !entry->graph->nodes().empty()) return true;
+    if (!entry->fallback() && entry->graph() != nullptr && !entry->graph()->nodes().empty()) return true;
   }
   return false;
 }

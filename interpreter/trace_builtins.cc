@@ -11,7 +11,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "graph/pointwise.h"
-#include "interpreter/py_module.h"
 #include "interpreter/py_str.h"
 #include "interpreter/py_types.h"
 #include "interpreter/sym_dict.h"

@@ -45,42 +45,42 @@ int LoopExitOffset(const DecodedCode& decoded, const Instr& in) {
 
 }  // namespace
 
+// What the segment does at the instruction that broke it: the row of the instruction says which
+// escape it allows; the values on the stack say whether this break can take it.
+SegmentExit Tracer::ExitAt(const TFrame& root, const Instr& in) const {
+  const auto& instrs = root.decoded->instrs;
+  const int next_offset = snapshot_.pc + 1 < static_cast<int>(instrs.size()) ? instrs[snapshot_.pc + 1].offset : -1;
+  const Sym top = snapshot_.stack.empty() ? nullptr : snapshot_.stack.back();
+  if (next_offset >= 0) {
+    switch (interpreter::RowOf(in.op).exit) {
+      case interpreter::BreakExit::kEscapeJump:
+        if (KnownOnlyAtRunTime(top, SymKind::kTensor) || KnownOnlyAtRunTime(top, SymKind::kNumber)) {
+          return EscapeJumpExit{in.offset, static_cast<int>(PyLong_AsLong(in.argval.get())), next_offset,
+                                in.op == Op::kPopJumpIfTrue};
+        }
+        break;
+      case interpreter::BreakExit::kEscapeForIter:
+        if (KnownOnlyAtRunTime(top, SymKind::kRunIter)) {
+          return EscapeForIterExit{in.offset, next_offset, LoopExitOffset(*root.decoded, in)};
+        }
+        break;
+      case interpreter::BreakExit::kEscapeCall:
+        return EscapeCallExit{in.offset, next_offset, in.arg, snapshot_.kw_names};
+      case interpreter::BreakExit::kHandBack:
+        break;
+    }
+  }
+  // KW_NAMES keeps its names in the evaluator, not on the stack: a hand-back resumes before it.
+  return HandBackExit{snapshot_.kw_names ? snapshot_.kw_names_offset : in.offset};
+}
+
 std::variant<TraceResult, TraceFailure> Tracer::Break(TFrame& root, const interpreter::BreakReason& reason) {
   const auto& instrs = root.decoded->instrs;
   const Instr& in = instrs[snapshot_.pc];
   RollBackToSnapshot();
   TraceResult r;
   r.break_info = BreakInfo{reason.message, fail_file_, fail_line_, fail_offset_, fail_instruction_, reason.kind};
-  r.break_offset = in.offset;
-  r.next_offset = snapshot_.pc + 1 < static_cast<int>(instrs.size()) ? instrs[snapshot_.pc + 1].offset : -1;
-  const Sym top = snapshot_.stack.empty() ? nullptr : snapshot_.stack.back();
-  r.exit = SegmentExit::kHandBack;
-  switch (interpreter::RowOf(in.op).exit) {
-    case interpreter::BreakExit::kEscapeJump:
-      if (r.next_offset >= 0 && (KnownOnlyAtRunTime(top, SymKind::kTensor) || KnownOnlyAtRunTime(top, SymKind::kNumber))) {
-        r.exit = SegmentExit::kEscapeJump;
-        r.jump_target = static_cast<int>(PyLong_AsLong(in.argval.get()));
-        r.jump_if_true = in.op == Op::kPopJumpIfTrue;
-      }
-      break;
-    case interpreter::BreakExit::kEscapeForIter:
-      if (r.next_offset >= 0 && KnownOnlyAtRunTime(top, SymKind::kRunIter)) {
-        r.exit = SegmentExit::kEscapeForIter;
-        r.jump_target = LoopExitOffset(*root.decoded, in);
-      }
-      break;
-    case interpreter::BreakExit::kEscapeCall:
-      if (r.next_offset >= 0) {
-        r.exit = SegmentExit::kEscapeCall;
-        r.call_argc = in.arg;
-        r.call_kwnames = snapshot_.kw_names;
-      }
-      break;
-    case interpreter::BreakExit::kHandBack:
-      break;
-  }
-  // KW_NAMES keeps its names in the evaluator, not on the stack: a hand-back resumes before it.
-  if (r.exit == SegmentExit::kHandBack && snapshot_.kw_names) r.break_offset = snapshot_.kw_names_offset;
+  r.exit = ExitAt(root, in);
   std::vector<ValueId> outputs;
   if (absl::Status built = BuildFrameState(root, r, outputs); !built.ok()) return Fail(built);
   r.num_memo = num_memo_;
@@ -223,11 +223,9 @@ std::variant<TraceResult, TraceFailure> Tracer::Run() {
   r.graph = graph_;
   r.input_sources = input_sources_;
   r.guards = guards_;
-  r.output = *std::move(spec);
   r.num_memo = num_memo_;
   r.scalars = scalar_program_;
-  r.return_offset = return_offset_;
-  r.return_pushes_value = return_pushes_value_;
+  r.exit = ReturnExit{*std::move(spec), return_offset_, return_pushes_value_};
   r.touched_tensors = touched_tensors_;
   return r;
 }

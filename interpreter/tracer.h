@@ -66,14 +66,40 @@ struct ScalarInstr {
   std::vector<py::PyRef> arg_consts;
 };
 
-// Where a segment stops when it does not return.
-enum class SegmentExit : uint8_t {
-  kReturn,      // the frame returns the output
-  kEscapeJump,  // a conditional jump on a tensor: decide on the real value, continue there
-  kEscapeCall,  // a call the tracer cannot follow: make it on real values, continue after it
-  kEscapeForIter,  // FOR_ITER on a run-time iterator: advance it for real, continue in or after the loop
-  kHandBack,    // write the frame state back; CPython runs the rest of the frame from `offset`
+// How a segment ends. A return, or a graph break at `break_offset` after which the frame state
+// (TraceResult::locals_state/stack_state) is rebuilt and then:
+struct ReturnExit {
+  OutputSpec output;          // the return value
+  int return_offset = -1;     // the RETURN instruction the frame resumes at
+  bool pushes_value = true;   // RETURN_VALUE (result on the stack) vs RETURN_CONST
 };
+// ... CPython runs the rest of the frame from `resume_offset`.
+struct HandBackExit {
+  int resume_offset = -1;
+};
+// ... a conditional jump on a tensor: decided on the real value; the next segment starts at
+// `jump_target` or `next_offset`.
+struct EscapeJumpExit {
+  int break_offset = -1;
+  int jump_target = -1;
+  int next_offset = -1;
+  bool jump_if_true = false;
+};
+// ... a call the tracer cannot follow: made on real values; the next segment starts after it.
+struct EscapeCallExit {
+  int break_offset = -1;
+  int next_offset = -1;
+  int argc = 0;
+  py::PyRef kwnames;  // keyword names of the call, or null
+};
+// ... FOR_ITER on a run-time iterator: advanced for real; the next segment starts in the loop
+// body (`next_offset`) or after the loop (`loop_exit_offset`).
+struct EscapeForIterExit {
+  int break_offset = -1;
+  int next_offset = -1;
+  int loop_exit_offset = -1;
+};
+using SegmentExit = std::variant<ReturnExit, HandBackExit, EscapeJumpExit, EscapeCallExit, EscapeForIterExit>;
 
 struct BreakInfo {
   std::string reason;
@@ -85,25 +111,16 @@ struct BreakInfo {
 };
 
 struct TraceResult {
-  SegmentExit exit = SegmentExit::kReturn;
+  SegmentExit exit;
   std::optional<BreakInfo> break_info;  // set unless the segment returns
-  // Frame state at the break: one spec per local slot and per stack slot.
+  // Frame state at a break: one spec per local slot and per stack slot.
   std::vector<OutputSpec> locals_state;
   std::vector<OutputSpec> stack_state;
-  int break_offset = -1;       // the instruction the break is at (hand-back resumes here)
-  int jump_target = -1;        // kEscapeJump: where a jump goes; else falls through to next_offset
-  bool jump_if_true = false;
-  int next_offset = -1;        // the instruction after the break
-  int call_argc = 0;           // kEscapeCall
-  py::PyRef call_kwnames;      // kEscapeCall: keyword names of the call, or null
   int num_memo = 0;
   std::vector<ScalarInstr> scalars;
   std::shared_ptr<Graph> graph;
   std::vector<guards::SourceRef> input_sources;  // where each graph input is read from
   guards::GuardSet guards;
-  OutputSpec output;
-  int return_offset = -1;             // the RETURN instruction the frame resumes at
-  bool return_pushes_value = true;    // RETURN_VALUE (result on the stack) vs RETURN_CONST
   bool touched_tensors = false;
 };
 

@@ -302,6 +302,7 @@ class Tracer {
   // The trace up to the instruction that stopped it, and what happens there (tracer.cc).
   std::variant<TraceResult, TraceFailure> Break(TFrame& root, const interpreter::BreakReason& reason);
   void RollBackToSnapshot();
+  SegmentExit ExitAt(const TFrame& root, const Instr& in) const;
   absl::Status WrapStartStack(TFrame& root);
   absl::Status BuildFrameState(TFrame& root, TraceResult& r, std::vector<ValueId>& outputs);
   absl::StatusOr<bool> RebuildMethodCall(const Sym& slot, const Sym& next, TraceResult& r,

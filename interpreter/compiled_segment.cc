@@ -1,0 +1,265 @@
+// interpreter/compiled_segment.cc: a trace becomes a cache entry (its graph compiled by the
+// backend the options choose), and an entry runs: its number program, then its graph.
+#include "interpreter/compiled_segment.h"
+
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "interpreter/py_types.h"
+#include "jit/kernel_cache.h"
+#include "runtime/errors.h"
+#include "runtime/log.h"
+
+namespace dt::jit {
+namespace {
+
+using py::PyRef;
+
+std::vector<Tensor> ResolveInputs(const CacheEntry& entry, const guards::FrameInputs& inputs) {
+  std::vector<Tensor> tensors;
+  tensors.reserve(entry.trace.input_sources.size());
+  for (const guards::SourceRef& s : entry.trace.input_sources) tensors.push_back(py::Unwrap(s->Resolve(inputs)));
+  return tensors;
+}
+
+// Runs a Python backend's compiled callable; an error status means a Python error is set.
+absl::StatusOr<std::vector<Tensor>> RunPythonBackend(const CacheEntry& entry, PyObject* callable,
+                                                     const std::vector<Tensor>& tensors) {
+  InsideDyntrace guard;
+  PyRef args = PyRef::Steal(PyTuple_New(tensors.size()));
+  for (size_t i = 0; i < tensors.size(); ++i) PyTuple_SET_ITEM(args.get(), i, py::Wrap(tensors[i]));
+  PyRef r = PyRef::Steal(PyObject_Call(callable, args.get(), nullptr));
+  if (!r) return Error(ErrorKind::kRuntime, "python");
+  PyRef seq = PyRef::Steal(PySequence_Fast(r.get(), "a dyntrace backend must return a list or tuple of tensors"));
+  if (!seq) return Error(ErrorKind::kRuntime, "python");
+  std::vector<Tensor> outs;
+  for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq.get()); ++i) {
+    PyObject* item = PySequence_Fast_GET_ITEM(seq.get(), i);
+    if (!py::IsTensor(item)) {
+      PyErr_SetString(PyExc_TypeError, "a dyntrace backend returned a non-tensor output");
+      return Error(ErrorKind::kRuntime, "python");
+    }
+    outs.push_back(py::Unwrap(item));
+  }
+  if (outs.size() != entry.graph()->outputs().size()) {
+    PyErr_Format(PyExc_ValueError, "a dyntrace backend returned %zd outputs; the graph has %zd",
+                 outs.size(), entry.graph()->outputs().size());
+    return Error(ErrorKind::kRuntime, "python");
+  }
+  return outs;
+}
+
+// Graphs that read run-time Python numbers run on the eager backend: a Python backend's callable
+// only receives tensors.
+bool GraphReadsNumbers(const Graph& g) {
+  for (const Node& n : g.nodes()) {
+    for (const GraphArg& a : n.args) {
+      if (std::holds_alternative<ScalarRef>(a.content)) return true;
+    }
+  }
+  return false;
+}
+
+bool GraphHasInplace(const Graph& g) {
+  for (const Node& n : g.nodes()) {
+    if (n.inplace) return true;
+  }
+  return false;
+}
+
+// The cpu backend: fused kernels from the host compiler. When that fails (no compiler, a
+// compiler error) the graph runs eagerly and the reason is logged: never a wrong result.
+void CompileForCpu(CacheEntry& entry, const std::string& name) {
+  absl::StatusOr<std::shared_ptr<backend::CpuExecutable>> built =
+      backend::CpuExecutable::Build(*entry.graph(), name);
+  if (std::string warning = backend::KernelCache::Global().TakeWarning(); !warning.empty()) {
+    // A warning turned into an error by a filter can't stop compilation here: it is printed.
+    if (PyErr_WarnEx(PyExc_RuntimeWarning, warning.c_str(), 1) < 0) PyErr_WriteUnraisable(nullptr);
+  }
+  if (!built.ok()) {
+    const std::string reason = absl::StrCat(name, ": the cpu backend could not compile the graph (",
+                                            built.status().message(), "); it runs eagerly");
+    GlobalStats().compile_failures.Add(reason);
+    if (log::Enabled(log::Kind::kKernels)) log::Write(log::Kind::kKernels, reason);
+    entry.backend_used = "eager";
+    return;
+  }
+  entry.compiled = *built;
+  entry.backend_used = "cpu";
+  entry.kernel_source = (*built)->kernel_source();
+  entry.compile_seconds += (*built)->build_seconds();
+}
+
+// The CUDA device a graph reads or creates tensors on, if any.
+std::optional<Device> CudaDeviceRead(const CacheEntry& entry, const guards::FrameInputs& inputs) {
+  for (const Tensor& t : ResolveInputs(entry, inputs)) {
+    if (t.device().type == DeviceType::kCuda) return t.device();
+  }
+  for (const Node& node : entry.graph()->nodes()) {  // creation ops asked for a CUDA result
+    for (const GraphArg& arg : node.args) {
+      const auto* value = std::get_if<ArgValue>(&arg.content);
+      const Device* device = value ? std::get_if<Device>(value) : nullptr;
+      if (device != nullptr && device->type == DeviceType::kCuda) return *device;
+    }
+  }
+  return std::nullopt;
+}
+
+// The cuda backend: NVRTC-compiled kernels on the graph's device. Like the cpu backend, a
+// failure (no NVRTC, a module the driver rejects) runs the graph eagerly with the reason logged.
+void CompileForCuda(CacheEntry& entry, const std::string& name, Device device, const JitOptions& options) {
+  // jit() validated the option; a bad value can only come from a caller inside dyntrace.
+  const backend::CudaGraphMode graphs =
+      backend::ParseCudaGraphMode(options.cuda_graphs).value_or(backend::CudaGraphMode::kAuto);
+  absl::StatusOr<std::shared_ptr<backend::CudaExecutable>> built =
+      backend::CudaExecutable::Build(*entry.graph(), name, device, graphs);
+  if (std::string warning = backend::KernelCache::Global().TakeWarning(); !warning.empty()) {
+    if (PyErr_WarnEx(PyExc_RuntimeWarning, warning.c_str(), 1) < 0) PyErr_WriteUnraisable(nullptr);
+  }
+  if (!built.ok()) {
+    const std::string reason = absl::StrCat(name, ": the cuda backend could not compile the graph (",
+                                            built.status().message(), "); it runs eagerly");
+    GlobalStats().compile_failures.Add(reason);
+    if (log::Enabled(log::Kind::kKernels)) log::Write(log::Kind::kKernels, reason);
+    entry.backend_used = "eager";
+    return;
+  }
+  entry.compiled = *built;
+  entry.backend_used = "cuda";
+  entry.kernel_source = (*built)->kernel_source();
+  entry.compile_seconds += (*built)->build_seconds();
+}
+
+}  // namespace
+
+std::shared_ptr<CacheEntry> CompileSegment(trace::TraceResult trace, const JitOptions& options,
+                                           const guards::FrameInputs& inputs, int start_offset,
+                                           const std::string& name) {
+  auto entry = std::make_shared<CacheEntry>();
+  entry->start_offset = start_offset;
+  entry->guards = std::move(trace.guards);
+  entry->trace = std::move(trace);
+  const Graph& graph = *entry->graph();
+  entry->has_inplace = GraphHasInplace(graph);
+  const bool empty = graph.nodes().empty();
+  const std::optional<Device> cuda = empty ? std::nullopt : CudaDeviceRead(*entry, inputs);
+  if (options.backend_callable && !empty && !GraphReadsNumbers(graph)) {
+    PyRef graph_obj = PyRef::Steal(py::WrapGraph(entry->graph()));
+    PyRef examples = PyRef::Steal(PyList_New(0));
+    for (const Tensor& t : ResolveInputs(*entry, inputs)) {
+      PyRef w = PyRef::Steal(py::Wrap(t));
+      PyList_Append(examples.get(), w.get());
+    }
+    InsideDyntrace guard;
+    PyRef compiled = PyRef::Steal(PyObject_CallFunctionObjArgs(
+        options.backend_callable.get(), graph_obj.get(), examples.get(), nullptr));
+    if (!compiled) return nullptr;
+    entry->compiled = PythonBackendCallable{compiled};
+    entry->backend_used = "python";
+  } else if ((options.backend == "cpu" || options.backend == "auto") && !empty && !cuda) {
+    CompileForCpu(*entry, name);
+  } else if ((options.backend == "cuda" || options.backend == "auto") && cuda) {
+    CompileForCuda(*entry, name, *cuda, options);
+  } else {
+    // Graphs over CUDA tensors never run CPU kernels, which cannot read device memory; the
+    // eager backend runs them op by op on the device (graph/cuda_eager.h).
+    entry->backend_used = "eager";
+  }
+  return entry;
+}
+
+// Replays a segment's number program on the real values; false (no error left set) when Python
+// would raise there, in which case CPython reruns the segment's code and raises itself.
+bool ComputeNumbers(const CacheEntry& entry, const guards::FrameInputs& inputs,
+                    std::vector<PyRef>& values, std::vector<Scalar>& scalars) {
+  values.clear();
+  scalars.clear();
+  for (const trace::ScalarInstr& in : entry.trace.scalars) {
+    PyObject* r = nullptr;
+    auto operand = [&](int slot, const PyRef& constant) {
+      return slot >= 0 ? values[slot].get() : constant.get();
+    };
+    switch (in.kind) {
+      case trace::ScalarInstr::Kind::kInput:
+        r = Py_XNewRef(in.source->Resolve(inputs));
+        break;
+      case trace::ScalarInstr::Kind::kNegate:
+        r = PyNumber_Negative(operand(in.a, in.const_a));
+        break;
+      case trace::ScalarInstr::Kind::kCompare: {
+        static const std::pair<const char*, int> codes[] = {{"<", Py_LT}, {"<=", Py_LE}, {"==", Py_EQ},
+                                                            {"!=", Py_NE}, {">", Py_GT}, {">=", Py_GE}};
+        for (const auto& [name, code] : codes) {
+          if (in.op == name) r = PyObject_RichCompare(operand(in.a, in.const_a), operand(in.b, in.const_b), code);
+        }
+        break;
+      }
+      case trace::ScalarInstr::Kind::kCall: {
+        PyObject* args = PyTuple_New(static_cast<Py_ssize_t>(in.arg_slots.size()));
+        if (args == nullptr) break;
+        for (size_t i = 0; i < in.arg_slots.size(); ++i) {
+          PyTuple_SET_ITEM(args, i, Py_NewRef(operand(in.arg_slots[i], in.arg_consts[i])));
+        }
+        r = PyObject_Call(in.function.get(), args, nullptr);
+        Py_DECREF(args);
+        break;
+      }
+      case trace::ScalarInstr::Kind::kBinary: {
+        PyObject* x = operand(in.a, in.const_a);
+        PyObject* y = operand(in.b, in.const_b);
+        if (in.op == "+") r = PyNumber_Add(x, y);
+        else if (in.op == "-") r = PyNumber_Subtract(x, y);
+        else if (in.op == "*") r = PyNumber_Multiply(x, y);
+        else if (in.op == "/") r = PyNumber_TrueDivide(x, y);
+        else if (in.op == "//") r = PyNumber_FloorDivide(x, y);
+        else if (in.op == "%") r = PyNumber_Remainder(x, y);
+        else if (in.op == "**") r = PyNumber_Power(x, y, Py_None);
+        break;
+      }
+    }
+    if (r == nullptr) {
+      PyErr_Clear();
+      return false;
+    }
+    auto scalar = py::ToScalar(r, "a run-time number");
+    values.push_back(PyRef::Steal(r));
+    if (!scalar.ok()) {
+      // Only numbers used by tensor ops must fit a Scalar; keep a placeholder for the rest.
+      scalars.push_back(Scalar::Int(0));
+      continue;
+    }
+    scalars.push_back(*scalar);
+  }
+  return true;
+}
+
+absl::StatusOr<std::vector<Tensor>> RunCompiledGraph(const CacheEntry& entry, const guards::FrameInputs& inputs,
+                                                     const std::vector<Scalar>& scalars) {
+  const Graph& graph = *entry.graph();
+  if (graph.nodes().empty() && graph.outputs().empty()) return std::vector<Tensor>();
+  std::vector<Tensor> tensors = ResolveInputs(entry, inputs);
+  if (const auto* python = std::get_if<PythonBackendCallable>(&entry.compiled)) {
+    return RunPythonBackend(entry, python->callable.get(), tensors);
+  }
+  absl::StatusOr<std::vector<Tensor>> outputs;
+  Py_BEGIN_ALLOW_THREADS
+  outputs = std::visit(
+      [&](const auto& compiled) -> absl::StatusOr<std::vector<Tensor>> {
+        using T = std::decay_t<decltype(compiled)>;
+        if constexpr (std::is_same_v<T, EagerGraph> || std::is_same_v<T, PythonBackendCallable>) {
+          return graph.RunEager(tensors, scalars);
+        } else {
+          return compiled->Run(tensors, scalars);
+        }
+      },
+      entry.compiled);
+  Py_END_ALLOW_THREADS
+  return outputs;
+}
+
+}  // namespace dt::jit

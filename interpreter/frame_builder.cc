@@ -1,0 +1,164 @@
+#include "interpreter/frame_builder.h"
+
+#include "interpreter/py_types.h"
+#include "interpreter/resume_iterator.h"
+
+namespace dt::jit {
+
+using Kind = trace::OutputSpec::Kind;
+
+Builder::~Builder() {
+  for (PyObject* m : made_) Py_XDECREF(m);
+  for (PyObject* m : memo_) Py_XDECREF(m);
+}
+
+PyObject* Builder::Build(const trace::OutputSpec& spec) {
+  PyObject* obj = BuildUnmemoised(spec);
+  if (obj != nullptr && spec.memo >= 0 && memo_[spec.memo] == nullptr) {
+    Py_INCREF(obj);
+    memo_[spec.memo] = obj;
+  }
+  return obj;
+}
+
+PyObject* Builder::Fail() {
+  failed_ = true;
+  if (!PyErr_Occurred()) {
+    PyErr_SetString(PyExc_RuntimeError, "dyntrace: could not rebuild the frame state at a graph break");
+  }
+  return nullptr;
+}
+
+PyObject* Builder::BuildSequence(const trace::OutputSpec& spec) {
+  const Py_ssize_t n = static_cast<Py_ssize_t>(spec.children.size());
+  PyObject* seq = spec.kind == Kind::kList ? PyList_New(n) : PyTuple_New(n);
+  if (seq == nullptr) return Fail();
+  // Memoised before its items: a list may contain itself (`x.append(x)`).
+  if (spec.memo >= 0 && spec.kind != Kind::kIterator) memo_[spec.memo] = Py_NewRef(seq);
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    PyObject* item = Build(spec.children[i]);
+    if (item == nullptr) {
+      Py_DECREF(seq);
+      return Fail();
+    }
+    if (spec.kind == Kind::kList) PyList_SET_ITEM(seq, i, item);
+    else PyTuple_SET_ITEM(seq, i, item);
+  }
+  if (spec.kind != Kind::kIterator) return seq;
+  // The remaining items of a loop the trace was in; readable by the next segment's trace.
+  PyObject* it = py::NewResumeIterator(seq);
+  return it != nullptr ? it : Fail();
+}
+
+PyObject* Builder::BuildDict(const trace::OutputSpec& spec) {
+  PyObject* d = PyDict_New();
+  if (d == nullptr) return Fail();
+  if (spec.memo >= 0) memo_[spec.memo] = Py_NewRef(d);  // before its values, like lists
+  for (size_t i = 0; i < spec.children.size(); ++i) {
+    PyObject* item = Build(spec.children[i]);
+    if (item == nullptr || PyDict_SetItem(d, spec.keys[i].get(), item) < 0) {
+      Py_XDECREF(item);
+      Py_DECREF(d);
+      return Fail();
+    }
+    Py_DECREF(item);
+  }
+  return d;
+}
+
+PyObject* Builder::BuildCell(const trace::OutputSpec& spec) {
+  // The cell exists (and is memoised) before its contents: a function stored in it may close
+  // over the cell itself (`def trace(): return trace`).
+  PyObject* cell = PyCell_New(nullptr);
+  if (cell == nullptr) return Fail();
+  if (spec.memo >= 0) memo_[spec.memo] = Py_NewRef(cell);
+  PyObject* contents = Build(spec.children[0]);
+  if (contents == nullptr && failed_) {
+    Py_DECREF(cell);
+    return nullptr;
+  }
+  PyCell_SET(cell, contents);  // steals `contents`
+  return cell;
+}
+
+PyObject* Builder::BuildBoundMethod(const trace::OutputSpec& spec) {
+  PyObject* self = Build(spec.children[0]);
+  if (self == nullptr) return Fail();
+  PyObject* fn = spec.obj.get();
+  PyObject* method;
+  if (PyUnicode_Check(fn)) {
+    method = PyObject_GetAttr(self, fn);  // dict.get, list.append: C methods of builtins
+  } else if (PyFunction_Check(fn)) {
+    method = PyMethod_New(fn, self);
+  } else if (Py_TYPE(fn)->tp_descr_get != nullptr) {
+    method = Py_TYPE(fn)->tp_descr_get(fn, self, reinterpret_cast<PyObject*>(Py_TYPE(self)));
+  } else {
+    method = Py_NewRef(fn);
+  }
+  Py_DECREF(self);
+  return method != nullptr ? method : Fail();
+}
+
+PyObject* Builder::BuildFunction(const trace::OutputSpec& spec) {
+  PyObject* fn = PyFunction_New(spec.obj.get(), spec.globals);
+  if (fn == nullptr) return Fail();
+  // Memoised before its closure: a cell in the closure may hold the function itself.
+  if (spec.memo >= 0) memo_[spec.memo] = Py_NewRef(fn);
+  PyObject* parts[3];
+  for (int i = 0; i < 3; ++i) parts[i] = Build(spec.children[i]);
+  if (failed_ || (parts[0] != nullptr && PyFunction_SetDefaults(fn, parts[0]) < 0) ||
+      (parts[1] != nullptr && PyFunction_SetKwDefaults(fn, parts[1]) < 0) ||
+      (parts[2] != nullptr && PyFunction_SetClosure(fn, parts[2]) < 0)) {
+    for (PyObject* p : parts) Py_XDECREF(p);
+    Py_DECREF(fn);
+    return Fail();
+  }
+  for (PyObject* p : parts) Py_XDECREF(p);
+  return fn;
+}
+
+PyObject* Builder::BuildUnmemoised(const trace::OutputSpec& spec) {
+  switch (spec.kind) {
+    case Kind::kGraphOutput: {
+      PyObject*& slot = made_[spec.index];
+      if (slot == nullptr) slot = py::Wrap(outputs_[spec.index]);
+      if (slot == nullptr) return Fail();
+      return Py_NewRef(slot);
+    }
+    case Kind::kConst: return Py_NewRef(spec.obj.get());
+    case Kind::kNull: return nullptr;
+    case Kind::kMemo:
+      // A slot not built yet would be a cycle built in the wrong order: never a silent NULL.
+      if (memo_[spec.index] == nullptr) return Fail();
+      return Py_NewRef(memo_[spec.index]);
+    case Kind::kScalarSlot: return Py_NewRef(numbers_[spec.index].get());
+    case Kind::kSource: {
+      PyObject* v = spec.source->Resolve(inputs_);
+      // A local the segment never touched is passed on as it was, unbound included (nothing
+      // guards that an untouched local is bound).
+      if (v == nullptr && spec.source->kind == guards::Source::Kind::kLocal) return nullptr;
+      if (v == nullptr) {
+        PyErr_Format(PyExc_RuntimeError, "dyntrace: %s disappeared", spec.source->ToString().c_str());
+        return Fail();
+      }
+      return Py_NewRef(v);
+    }
+    case Kind::kTuple:
+    case Kind::kList:
+    case Kind::kIterator: return BuildSequence(spec);
+    case Kind::kDict: return BuildDict(spec);
+    case Kind::kCell: return BuildCell(spec);
+    case Kind::kSlice: {
+      PyObject* parts[3];
+      for (int i = 0; i < 3; ++i) parts[i] = Build(spec.children[i]);
+      PyObject* slice = failed_ ? nullptr : PySlice_New(parts[0], parts[1], parts[2]);
+      for (PyObject* p : parts) Py_XDECREF(p);
+      return slice != nullptr ? slice : Fail();
+    }
+    case Kind::kBoundMethod: return BuildBoundMethod(spec);
+    case Kind::kFunction: return BuildFunction(spec);
+  }
+  __builtin_unreachable();
+}
+
+}  // namespace dt::jit
