@@ -30,7 +30,7 @@
 namespace dt::cli {
 namespace {
 
-using py::PyRef;
+using interpreter::py::PyRef;
 
 constexpr int kUsageExitCode = 2;  // as python's for a bad command line
 
@@ -53,7 +53,7 @@ PyObject* AtExit(PyObject*, PyObject*) {
     std::fflush(stderr);
   }
   if (!exit_options->report_path.empty()) {
-    if (absl::Status status = jit::WriteReport(exit_options->report_path); !status.ok()) {
+    if (absl::Status status = interpreter::WriteReport(exit_options->report_path); !status.ok()) {
       std::fprintf(stderr, "dyntrace: could not write the report: %s\n",
                    std::string(status.message()).c_str());
     } else {

@@ -15,7 +15,7 @@
 #include "jit/kernel_cache.h"
 #include "runtime/cuda_tensor.h"
 
-namespace dt::jit {
+namespace dt::interpreter {
 namespace {
 
 using py::PyRef;
@@ -156,9 +156,9 @@ void ResetAll() {
     cache->skip = cache->excluded;
   }
   stats = Stats();
-  stats.kernel_baseline = backend::KernelCache::Global().counters();
-  stats.nvrtc_baseline = backend::NvrtcCheckCounters();
-  const backend::CudaGraphCounters& graphs = backend::GlobalCudaGraphCounters();
+  stats.kernel_baseline = jit::KernelCache::Global().counters();
+  stats.nvrtc_baseline = jit::NvrtcCheckCounters();
+  const jit::CudaGraphCounters& graphs = jit::GlobalCudaGraphCounters();
   stats.cuda_graph_baseline[0] = graphs.captures;
   stats.cuda_graph_baseline[1] = graphs.replays;
   stats.cuda_graph_baseline[2] = graphs.patches;
@@ -221,4 +221,4 @@ void SetStressMode(bool on) {
 
 bool StressMode() { return stress_mode; }
 
-}  // namespace dt::jit
+}  // namespace dt::interpreter

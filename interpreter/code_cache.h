@@ -26,7 +26,7 @@
 #include "jit/cuda_executable.h"
 #include "jit/nvrtc_check.h"
 
-namespace dt::jit {
+namespace dt::interpreter {
 
 struct JitOptions {
   std::string backend = "auto";  // "auto" | "eager" | "cpu"; or a Python callable in backend_callable
@@ -42,8 +42,8 @@ struct EagerGraph {};
 struct PythonBackendCallable {
   py::PyRef callable;
 };
-using CompiledGraph = std::variant<EagerGraph, PythonBackendCallable, std::shared_ptr<backend::CpuExecutable>,
-                                   std::shared_ptr<backend::CudaExecutable>>;
+using CompiledGraph = std::variant<EagerGraph, PythonBackendCallable, std::shared_ptr<jit::CpuExecutable>,
+                                   std::shared_ptr<jit::CudaExecutable>>;
 
 // One segment, from `start_offset` to a return or a break, for frames passing `guards`: the
 // trace plus its compiled graph, or a fallback saying that CPython runs the frame from here.
@@ -61,8 +61,8 @@ struct CacheEntry {
 
   bool fallback() const { return fallback_reason.has_value(); }
   const std::shared_ptr<Graph>& graph() const { return trace.graph; }
-  const backend::CpuExecutable* cpu() const {
-    const auto* cpu = std::get_if<std::shared_ptr<backend::CpuExecutable>>(&compiled);
+  const jit::CpuExecutable* cpu() const {
+    const auto* cpu = std::get_if<std::shared_ptr<jit::CpuExecutable>>(&compiled);
     return cpu != nullptr ? cpu->get() : nullptr;
   }
 };
@@ -112,8 +112,8 @@ struct Stats {
   ReasonLog fallback_reasons;
   ReasonLog break_reasons;  // every break met while tracing, segment or fallback
   ReasonLog compile_failures;  // graphs a compiling backend could not compile (run eagerly)
-  backend::CacheCounters kernel_baseline;       // kernel cache counters at the last reset()
-  backend::NvrtcCheckTotals nvrtc_baseline;     // DYNTRACE_NVRTC_CHECK totals at the last reset()
+  jit::CacheCounters kernel_baseline;       // kernel cache counters at the last reset()
+  jit::NvrtcCheckTotals nvrtc_baseline;     // DYNTRACE_NVRTC_CHECK totals at the last reset()
   // CUDA graph counters at the last reset(): captures, replays, patches, refusals, kernel launches.
   int64_t cuda_graph_baseline[5] = {0, 0, 0, 0, 0};
   int64_t cuda_host_ops_baseline = 0;
@@ -179,6 +179,6 @@ PyObject* EvalFrame(PyThreadState* tstate, struct _PyInterpreterFrame* frame, in
 void SetStressMode(bool on);
 bool StressMode();
 
-}  // namespace dt::jit
+}  // namespace dt::interpreter
 
 #endif  // DYNTRACE_INTERPRETER_CODE_CACHE_H_

@@ -15,7 +15,7 @@
 #include "runtime/errors.h"
 #include "runtime/log.h"
 
-namespace dt::jit {
+namespace dt::interpreter {
 namespace {
 
 using py::PyRef;
@@ -75,9 +75,9 @@ bool GraphHasInplace(const Graph& g) {
 // The cpu backend: fused kernels from the host compiler. When that fails (no compiler, a
 // compiler error) the graph runs eagerly and the reason is logged: never a wrong result.
 void CompileForCpu(CacheEntry& entry, const std::string& name) {
-  absl::StatusOr<std::shared_ptr<backend::CpuExecutable>> built =
-      backend::CpuExecutable::Build(*entry.graph(), name);
-  if (std::string warning = backend::KernelCache::Global().TakeWarning(); !warning.empty()) {
+  absl::StatusOr<std::shared_ptr<jit::CpuExecutable>> built =
+      jit::CpuExecutable::Build(*entry.graph(), name);
+  if (std::string warning = jit::KernelCache::Global().TakeWarning(); !warning.empty()) {
     // A warning turned into an error by a filter can't stop compilation here: it is printed.
     if (PyErr_WarnEx(PyExc_RuntimeWarning, warning.c_str(), 1) < 0) PyErr_WriteUnraisable(nullptr);
   }
@@ -114,11 +114,11 @@ std::optional<Device> CudaDeviceRead(const CacheEntry& entry, const guards::Fram
 // failure (no NVRTC, a module the driver rejects) runs the graph eagerly with the reason logged.
 void CompileForCuda(CacheEntry& entry, const std::string& name, Device device, const JitOptions& options) {
   // jit() validated the option; a bad value can only come from a caller inside dyntrace.
-  const backend::CudaGraphMode graphs =
-      backend::ParseCudaGraphMode(options.cuda_graphs).value_or(backend::CudaGraphMode::kAuto);
-  absl::StatusOr<std::shared_ptr<backend::CudaExecutable>> built =
-      backend::CudaExecutable::Build(*entry.graph(), name, device, graphs);
-  if (std::string warning = backend::KernelCache::Global().TakeWarning(); !warning.empty()) {
+  const jit::CudaGraphMode graphs =
+      jit::ParseCudaGraphMode(options.cuda_graphs).value_or(jit::CudaGraphMode::kAuto);
+  absl::StatusOr<std::shared_ptr<jit::CudaExecutable>> built =
+      jit::CudaExecutable::Build(*entry.graph(), name, device, graphs);
+  if (std::string warning = jit::KernelCache::Global().TakeWarning(); !warning.empty()) {
     if (PyErr_WarnEx(PyExc_RuntimeWarning, warning.c_str(), 1) < 0) PyErr_WriteUnraisable(nullptr);
   }
   if (!built.ok()) {
@@ -262,4 +262,4 @@ absl::StatusOr<std::vector<Tensor>> RunCompiledGraph(const CacheEntry& entry, co
   return outputs;
 }
 
-}  // namespace dt::jit
+}  // namespace dt::interpreter

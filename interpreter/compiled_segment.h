@@ -14,7 +14,7 @@
 #include "runtime/scalar.h"
 #include "runtime/tensor.h"
 
-namespace dt::jit {
+namespace dt::interpreter {
 
 // The entry for a trace, its graph compiled by the backend `options` choose: a Python backend's
 // callable, the cpu or cuda backend's kernels, or the eager backend (also when a compiler
@@ -34,6 +34,6 @@ bool ComputeNumbers(const CacheEntry& entry, const guards::FrameInputs& inputs,
 absl::StatusOr<std::vector<Tensor>> RunCompiledGraph(const CacheEntry& entry, const guards::FrameInputs& inputs,
                                                      const std::vector<Scalar>& scalars);
 
-}  // namespace dt::jit
+}  // namespace dt::interpreter
 
 #endif  // DYNTRACE_INTERPRETER_COMPILED_SEGMENT_H_

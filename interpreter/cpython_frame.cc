@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-namespace dt::cpython {
+namespace dt::interpreter::cpython {
 namespace {
 
 // Mirrors of _PyInterpreterFrame's leading fields; see the header for the layouts.
@@ -178,4 +178,4 @@ bool TraceFunctionSet(PyThreadState* tstate, bool profile) {
   return tstate->c_tracefunc != nullptr || (profile && tstate->c_profilefunc != nullptr);
 }
 
-}  // namespace dt::cpython
+}  // namespace dt::interpreter::cpython

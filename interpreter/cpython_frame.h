@@ -27,7 +27,7 @@
 
 struct _PyInterpreterFrame;
 
-namespace dt::cpython {
+namespace dt::interpreter::cpython {
 
 using EvalFrameFn = PyObject* (*)(PyThreadState*, _PyInterpreterFrame*, int);
 
@@ -96,6 +96,6 @@ Py_ssize_t CodeExtraIndex();
 void* GetCodeExtra(PyCodeObject* code);
 void SetCodeExtra(PyCodeObject* code, void* value);
 
-}  // namespace dt::cpython
+}  // namespace dt::interpreter::cpython
 
 #endif  // DYNTRACE_INTERPRETER_CPYTHON_FRAME_H_

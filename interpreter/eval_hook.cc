@@ -21,7 +21,7 @@
 #include "interpreter/py_types.h"
 #include "runtime/log.h"
 
-namespace dt::jit {
+namespace dt::interpreter {
 namespace {
 
 using py::PyRef;
@@ -493,4 +493,4 @@ PyObject* EvalFrame(PyThreadState* tstate, _PyInterpreterFrame* frame, int throw
   return RunSegmentsOutOfLine(tstate, frame, view, cache);
 }
 
-}  // namespace dt::jit
+}  // namespace dt::interpreter

@@ -3,7 +3,7 @@
 #include "interpreter/py_types.h"
 #include "interpreter/resume_iterator.h"
 
-namespace dt::jit {
+namespace dt::interpreter {
 
 using Kind = trace::OutputSpec::Kind;
 
@@ -161,4 +161,4 @@ PyObject* Builder::BuildUnmemoised(const trace::OutputSpec& spec) {
   __builtin_unreachable();
 }
 
-}  // namespace dt::jit
+}  // namespace dt::interpreter

@@ -12,7 +12,7 @@
 #include "interpreter/tracer.h"
 #include "runtime/tensor.h"
 
-namespace dt::jit {
+namespace dt::interpreter {
 
 // Graph outputs are wrapped once (so a tensor returned twice is one object) and memo slots hold
 // objects several slots share.
@@ -47,6 +47,6 @@ class Builder {
   bool failed_ = false;
 };
 
-}  // namespace dt::jit
+}  // namespace dt::interpreter
 
 #endif  // DYNTRACE_INTERPRETER_FRAME_BUILDER_H_

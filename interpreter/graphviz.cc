@@ -17,7 +17,7 @@
 
 extern char** environ;
 
-namespace dt::graphviz {
+namespace dt::interpreter::graphviz {
 namespace {
 
 // A private temporary directory, removed with its files when the object dies.
@@ -95,4 +95,4 @@ std::string InlineSvg(absl::string_view svg) {
   return std::string(start == absl::string_view::npos ? svg : svg.substr(start));
 }
 
-}  // namespace dt::graphviz
+}  // namespace dt::interpreter::graphviz

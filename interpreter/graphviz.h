@@ -11,7 +11,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
-namespace dt::graphviz {
+namespace dt::interpreter::graphviz {
 
 // The SVG document `dot -Tsvg` makes of `dot_text`. FailedPrecondition when `dot` is not on PATH
 // (the message says how to install it); Internal when dot fails (with its stderr).
@@ -21,6 +21,6 @@ namespace dt::graphviz {
 // be placed inside an HTML document.
 std::string InlineSvg(absl::string_view svg);
 
-}  // namespace dt::graphviz
+}  // namespace dt::interpreter::graphviz
 
 #endif  // DYNTRACE_INTERPRETER_GRAPHVIZ_H_

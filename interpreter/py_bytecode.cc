@@ -10,7 +10,7 @@
 #include "interpreter/py_ref.h"
 #include "interpreter/py_types.h"
 
-namespace dt::py {
+namespace dt::interpreter::py {
 namespace {
 
 using interpreter::BreakExit;
@@ -86,4 +86,4 @@ PyMethodDef bytecode_functions[] = {
 
 bool AddBytecodeBindings(PyObject* module) { return PyModule_AddFunctions(module, bytecode_functions) >= 0; }
 
-}  // namespace dt::py
+}  // namespace dt::interpreter::py

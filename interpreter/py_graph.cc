@@ -9,7 +9,7 @@
 #include "interpreter/py_ref.h"
 #include "interpreter/py_types.h"
 
-namespace dt::py {
+namespace dt::interpreter::py {
 namespace {
 
 struct PyGraph {
@@ -101,4 +101,4 @@ bool InitGraphType(PyObject* module) {
   return PyModule_AddObjectRef(module, "Graph", reinterpret_cast<PyObject*>(&GraphType)) >= 0;
 }
 
-}  // namespace dt::py
+}  // namespace dt::interpreter::py

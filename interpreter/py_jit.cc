@@ -18,10 +18,10 @@
 #include "runtime/log.h"
 #include "runtime/nvrtc.h"
 
-namespace dt::py {
+namespace dt::interpreter::py {
 namespace {
 
-using jit::JitOptions;
+using interpreter::JitOptions;
 
 // ---- options ----
 bool ParseOptions(PyObject* kwargs, JitOptions& options, const char* who) {
@@ -97,10 +97,10 @@ PyObject* MarkForJit(PyObject* fn, const JitOptions& options) {
   }
   PyCodeObject* code = CodeOf(fn, "jit");
   if (code == nullptr) return nullptr;
-  jit::InstallHook();
+  interpreter::InstallHook();
   // Generators and coroutines are accepted: the tracer declines them with a reason and their
   // frames run under CPython.
-  jit::GetOrCreateCache(code, options, /*explicit_jit=*/true);
+  interpreter::GetOrCreateCache(code, options, /*explicit_jit=*/true);
   Py_INCREF(fn);
   return fn;
 }
@@ -151,13 +151,13 @@ void TracingDealloc(PyObject* self) {
 }
 
 PyObject* TracingEnter(PyObject* self, PyObject*) {
-  jit::PushTracingMode(*reinterpret_cast<PyTracing*>(self)->options);
+  interpreter::PushTracingMode(*reinterpret_cast<PyTracing*>(self)->options);
   Py_INCREF(self);
   return self;
 }
 
 PyObject* TracingExit(PyObject*, PyObject*) {
-  jit::PopTracingMode();
+  interpreter::PopTracingMode();
   Py_RETURN_FALSE;
 }
 
@@ -196,21 +196,21 @@ PyObject* FnEnable(PyObject*, PyObject* args, PyObject* kwargs) {
     if (PyDict_DelItemString(options_kwargs.get(), "stress") < 0) return nullptr;
   }
   if (!ParseOptions(options_kwargs.get(), options, "enable")) return nullptr;
-  jit::SetStressMode(stress);
-  jit::SetGlobalMode(&options);
+  interpreter::SetStressMode(stress);
+  interpreter::SetGlobalMode(&options);
   Py_RETURN_NONE;
 }
 
 PyObject* FnDisable(PyObject*, PyObject*) {
-  jit::SetStressMode(false);
-  jit::SetGlobalMode(nullptr);
+  interpreter::SetStressMode(false);
+  interpreter::SetGlobalMode(nullptr);
   Py_RETURN_NONE;
 }
 
-PyObject* FnIsStress(PyObject*, PyObject*) { return PyBool_FromLong(jit::StressMode()); }
+PyObject* FnIsStress(PyObject*, PyObject*) { return PyBool_FromLong(interpreter::StressMode()); }
 
 // {text: count} for each distinct reason a ReasonLog kept, in first-seen order.
-PyObject* ReasonCounts(const jit::ReasonLog& log) {
+PyObject* ReasonCounts(const interpreter::ReasonLog& log) {
   PyObject* d = PyDict_New();
   if (d == nullptr) return nullptr;
   for (const auto& [text, count] : log.counts()) {
@@ -236,7 +236,7 @@ PyObject* FnGuards(PyObject*, PyObject* fn) {
   PyCodeObject* code = CodeOf(fn, "guards");
   if (code == nullptr) return nullptr;
   std::vector<std::string> out;
-  if (jit::CodeCache* cache = jit::FindCache(code)) {
+  if (interpreter::CodeCache* cache = interpreter::FindCache(code)) {
     for (const auto& e : cache->AllEntries()) {
       std::string text = absl::StrJoin(e->guards.Lines(), "\n");
       if (e->start_offset > 0) text = absl::StrCat("# segment starting at offset ", e->start_offset, "\n", text);
@@ -262,7 +262,7 @@ PyObject* FnGraphs(PyObject*, PyObject* args, PyObject* kwargs) {
   PyCodeObject* code = CodeOf(fn, "graphs");
   if (code == nullptr) return nullptr;
   std::vector<std::string> out;
-  if (jit::CodeCache* cache = jit::FindCache(code)) {
+  if (interpreter::CodeCache* cache = interpreter::FindCache(code)) {
     for (const auto& e : cache->AllEntries()) {
       if (!e->graph()) continue;
       const std::string name = e->start_offset == 0 ? py::Utf8Or(code->co_name)
@@ -305,7 +305,7 @@ PyObject* FnKernels(PyObject*, PyObject* args, PyObject* kwargs) {
   PyCodeObject* code = CodeOf(fn, "kernels");
   if (code == nullptr) return nullptr;
   std::vector<std::string> out;
-  if (jit::CodeCache* cache = jit::FindCache(code)) {
+  if (interpreter::CodeCache* cache = interpreter::FindCache(code)) {
     for (const auto& e : cache->AllEntries()) {
       if (e->kernel_source.empty()) continue;
       if ((target_name == "cpu") == (e->cpu() != nullptr)) {  // this backend's own source
@@ -313,7 +313,7 @@ PyObject* FnKernels(PyObject*, PyObject* args, PyObject* kwargs) {
         continue;
       }
       if (e->cpu() == nullptr) continue;  // CUDA kernels have no C++ rendering kept
-      absl::StatusOr<backend::CudaProgram> cuda = backend::EmitCuda(e->cpu()->program());
+      absl::StatusOr<jit::CudaProgram> cuda = jit::EmitCuda(e->cpu()->program());
       if (!cuda.ok()) {
         PyErr_Format(PyExc_RuntimeError, "kernels(target='cuda'): %s", std::string(cuda.status().message()).c_str());
         return nullptr;
@@ -335,7 +335,7 @@ PyObject* FnOpNames(PyObject*, PyObject*) {
 PyObject* FnNvrtcUnavailable(PyObject*, PyObject*) { return PyUnicode_FromString(ProbeNvrtc().reason.c_str()); }
 
 PyObject* FnStats(PyObject*, PyObject*) {
-  const jit::Stats& s = jit::GlobalStats();
+  const interpreter::Stats& s = interpreter::GlobalStats();
   PyObject* d = PyDict_New();
   auto put = [&](const char* k, PyObject* v) {
     PyDict_SetItemString(d, k, v);
@@ -355,7 +355,7 @@ PyObject* FnStats(PyObject*, PyObject*) {
   // Each reason list holds the most recent ReasonLog::kRecent texts; "<name>_counts" counts each
   // distinct text (at most ReasonLog::kDistinct, then one "other" bucket); "reasons_dropped"
   // says how many older texts the lists no longer hold.
-  const std::pair<const char*, const jit::ReasonLog*> logs[] = {
+  const std::pair<const char*, const interpreter::ReasonLog*> logs[] = {
       {"recompile_reasons", &s.recompile_reasons},
       {"fallback_reasons", &s.fallback_reasons},
       {"break_reasons", &s.break_reasons},
@@ -368,8 +368,8 @@ PyObject* FnStats(PyObject*, PyObject*) {
   }
   put("reasons_dropped", PyLong_FromLongLong(dropped));
   // Kernel libraries since the last reset(): built by the host compiler, or found cached.
-  const backend::CacheCounters now = backend::KernelCache::Global().counters();
-  const backend::CacheCounters& base = s.kernel_baseline;
+  const jit::CacheCounters now = jit::KernelCache::Global().counters();
+  const jit::CacheCounters& base = s.kernel_baseline;
   put("kernels_compiled", PyLong_FromLongLong(now.compiled - base.compiled));
   put("kernels_cached", PyLong_FromLongLong(now.from_disk - base.from_disk + now.from_memory - base.from_memory));
   put("kernels_from_disk", PyLong_FromLongLong(now.from_disk - base.from_disk));
@@ -381,14 +381,14 @@ PyObject* FnStats(PyObject*, PyObject*) {
                                            base.cubins_from_memory));
   put("nvrtc_seconds", PyFloat_FromDouble(now.nvrtc_seconds - base.nvrtc_seconds));
   // DYNTRACE_NVRTC_CHECK: graphs also compiled for CUDA by NVRTC since the last reset().
-  const backend::NvrtcCheckTotals nvrtc = backend::NvrtcCheckCounters();
+  const jit::NvrtcCheckTotals nvrtc = jit::NvrtcCheckCounters();
   put("nvrtc_checked", PyLong_FromLongLong(nvrtc.checked - s.nvrtc_baseline.checked));
   put("nvrtc_failures", PyLong_FromLongLong(nvrtc.failures - s.nvrtc_baseline.failures));
   put("nvrtc_skipped", PyLong_FromLongLong(nvrtc.skipped - s.nvrtc_baseline.skipped));
   put("nvrtc_unavailable", PyUnicode_FromString(nvrtc.unavailable.c_str()));
   // CUDA graphs since the last reset(): captured, launched, kernel nodes re-pointed, and shape
   // sets whose capture failed (they run without a graph; the kernels log says why).
-  const backend::CudaGraphCounters& graphs = backend::GlobalCudaGraphCounters();
+  const jit::CudaGraphCounters& graphs = jit::GlobalCudaGraphCounters();
   put("cuda_graph_captures", PyLong_FromLongLong(graphs.captures - s.cuda_graph_baseline[0]));
   put("cuda_graph_replays", PyLong_FromLongLong(graphs.replays - s.cuda_graph_baseline[1]));
   put("cuda_graph_patches", PyLong_FromLongLong(graphs.patches - s.cuda_graph_baseline[2]));
@@ -408,13 +408,13 @@ PyObject* FnStats(PyObject*, PyObject*) {
 }
 
 PyObject* FnReset(PyObject*, PyObject*) {
-  jit::ResetAll();
+  interpreter::ResetAll();
   Py_RETURN_NONE;
 }
 
 // Forgets loaded kernel libraries and re-reads DYNTRACE_CACHE_DIR and CXX (tests change them).
 PyObject* FnResetKernelCache(PyObject*, PyObject*) {
-  backend::KernelCache::Global().Reset();
+  jit::KernelCache::Global().Reset();
   Py_RETURN_NONE;
 }
 
@@ -443,23 +443,23 @@ PyObject* FnExplain(PyObject* module, PyObject* args, PyObject* kwargs) {
     return nullptr;
   }
   PyRef call_args = PyRef::Steal(PyTuple_GetSlice(args, 1, PyTuple_GET_SIZE(args)));
-  jit::TraceLog log;
-  jit::SetTraceLog(&log);
+  interpreter::TraceLog log;
+  interpreter::SetTraceLog(&log);
   JitOptions options;
-  jit::PushTracingMode(options);
+  interpreter::PushTracingMode(options);
   if (PyCodeObject* code = PyFunction_Check(fn) ? reinterpret_cast<PyCodeObject*>(PyFunction_GET_CODE(fn)) : nullptr) {
     // A fresh look at this function: its earlier entries would hide what a trace finds.
-    if (jit::CodeCache* cache = jit::FindCache(code)) {
+    if (interpreter::CodeCache* cache = interpreter::FindCache(code)) {
       cache->segments.clear();
       cache->skip = cache->excluded;
     }
   }
   PyRef result = PyRef::Steal(PyObject_Call(fn, call_args.get(), kwargs));
-  jit::PopTracingMode();
-  jit::SetTraceLog(nullptr);
+  interpreter::PopTracingMode();
+  interpreter::SetTraceLog(nullptr);
   if (!result) return nullptr;
   PyRef breaks = PyRef::Steal(PyList_New(0));
-  for (const jit::BreakRecord& b : log.breaks) {
+  for (const interpreter::BreakRecord& b : log.breaks) {
     PyRef d = PyRef::Steal(Py_BuildValue("{s:s,s:s,s:i,s:s,s:i}", "reason", b.reason.c_str(), "file",
                                          b.file.c_str(), "line", b.line, "instruction",
                                          b.instruction.c_str(), "offset", b.offset));
@@ -520,4 +520,4 @@ bool AddJitBindings(PyObject* module) {
   return PyModule_AddFunctions(module, jit_functions) >= 0;
 }
 
-}  // namespace dt::py
+}  // namespace dt::interpreter::py

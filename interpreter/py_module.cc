@@ -18,7 +18,7 @@
 #include "runtime/log.h"
 #include "runtime/random.h"
 
-namespace dt::py {
+namespace dt::interpreter::py {
 
 bool InitValueTypes(PyObject* module);
 bool InitTensorType(PyObject* module);
@@ -193,10 +193,10 @@ PyModuleDef module_def = {
 
 }  // namespace
 
-}  // namespace dt::py
+}  // namespace dt::interpreter::py
 
 extern "C" PyObject* PyInit_dyntrace() {
-  using namespace dt::py;
+  using namespace dt::interpreter::py;
   PyRef module = PyRef::Steal(PyModule_Create(&module_def));
   if (!module) return nullptr;
   if (!InitTypes(module.get())) return nullptr;
@@ -205,10 +205,10 @@ extern "C" PyObject* PyInit_dyntrace() {
   if (!AddOpBindings(module.get())) return nullptr;
   if (!AddJitBindings(module.get())) return nullptr;
   if (!AddBytecodeBindings(module.get())) return nullptr;
-  if (!dt::jit::AddReportBindings(module.get())) return nullptr;
+  if (!dt::interpreter::AddReportBindings(module.get())) return nullptr;
   if (!InitResumeIterator()) return nullptr;
   // Eager ops on CUDA tensors run as kernels from the kernel IR, not through the host.
-  dt::backend::InstallCudaEagerOps();
+  dt::jit::InstallCudaEagerOps();
   // The build keeps assertions (no NDEBUG), which also turns on abseil's mutex deadlock
   // detection: a cycle-graph update on every lock, about a tenth of a cached call's time.
   // Lock order is kept by construction (the hook, the code cache, then an executable).
@@ -238,9 +238,9 @@ extern "C" PyObject* PyInit_dyntrace() {
   // DYNTRACE_STRESS=1 (what `dyntrace --stress` sets): enable() in stress mode from import on.
   if (const char* stress = std::getenv("DYNTRACE_STRESS"); stress != nullptr && *stress != '\0' &&
                                                             std::string_view(stress) != "0") {
-    dt::jit::SetStressMode(true);
-    const dt::jit::JitOptions options;
-    dt::jit::SetGlobalMode(&options);
+    dt::interpreter::SetStressMode(true);
+    const dt::interpreter::JitOptions options;
+    dt::interpreter::SetGlobalMode(&options);
   }
   return module.Release();
 }

@@ -10,7 +10,7 @@
 
 extern "C" PyObject* PyInit_dyntrace();
 
-namespace dt::py {
+namespace dt::interpreter::py {
 
 // The parts of the module defined in other files:
 // dyntrace.jit, tracing, enable, disable, guards, graphs, explain, stats, reset (py_jit.cc);
@@ -18,6 +18,6 @@ namespace dt::py {
 // dyntrace._instruction_table() and _stack_effect(), for the instruction table's test.
 [[nodiscard]] bool AddBytecodeBindings(PyObject* module);
 
-}  // namespace dt::py
+}  // namespace dt::interpreter::py
 
 #endif  // DYNTRACE_INTERPRETER_PY_MODULE_H_

@@ -14,7 +14,7 @@
 #include "runtime/copy.h"
 #include "runtime/errors.h"
 
-namespace dt::py {
+namespace dt::interpreter::py {
 namespace {
 
 struct PyOpFunction {
@@ -363,4 +363,4 @@ bool AddOpBindings(PyObject* module) {
   return true;
 }
 
-}  // namespace dt::py
+}  // namespace dt::interpreter::py

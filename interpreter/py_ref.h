@@ -13,7 +13,7 @@
 
 #include <utility>
 
-namespace dt::py {
+namespace dt::interpreter::py {
 
 class PyRef {
  public:
@@ -43,6 +43,6 @@ class PyRef {
   PyObject* obj_ = nullptr;
 };
 
-}  // namespace dt::py
+}  // namespace dt::interpreter::py
 
 #endif  // DYNTRACE_INTERPRETER_PY_REF_H_

@@ -18,7 +18,7 @@
 #include <string>
 #include <string_view>
 
-namespace dt::py {
+namespace dt::interpreter::py {
 
 // The UTF-8 text of `obj` (embedded NULs kept), or nullopt when `obj` is null, not a str, or holds
 // text UTF-8 cannot encode. Clears any Python error the conversion raised.
@@ -45,6 +45,6 @@ inline PyObject* FromUtf8(std::string_view text) {
   return PyUnicode_FromStringAndSize(text.data(), static_cast<Py_ssize_t>(text.size()));
 }
 
-}  // namespace dt::py
+}  // namespace dt::interpreter::py
 
 #endif  // DYNTRACE_INTERPRETER_PY_STR_H_

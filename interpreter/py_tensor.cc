@@ -14,7 +14,7 @@
 #include "runtime/format.h"
 #include "runtime/indexing.h"
 
-namespace dt::py {
+namespace dt::interpreter::py {
 
 PyTypeObject TensorType = {PyVarObject_HEAD_INIT(nullptr, 0) "dyntrace.Tensor"};
 
@@ -642,4 +642,4 @@ bool InitTensorType(PyObject* module) {
   return PyModule_AddObjectRef(module, "Tensor", reinterpret_cast<PyObject*>(&TensorType)) >= 0;
 }
 
-}  // namespace dt::py
+}  // namespace dt::interpreter::py

@@ -17,7 +17,7 @@
 #include "runtime/indexing.h"
 #include "runtime/tensor.h"
 
-namespace dt::py {
+namespace dt::interpreter::py {
 
 struct PyTensor {
   PyObject_HEAD
@@ -90,6 +90,6 @@ bool IsProcessConstantFunction(PyObject* fn);
 // Binds registry ops: dyntrace.<name> functions and Tensor methods (with in-place forms).
 [[nodiscard]] bool AddOpBindings(PyObject* module);
 
-}  // namespace dt::py
+}  // namespace dt::interpreter::py
 
 #endif  // DYNTRACE_INTERPRETER_PY_TYPES_H_

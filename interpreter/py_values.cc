@@ -11,7 +11,7 @@
 #include "runtime/dlpack.h"
 #include "runtime/errors.h"
 
-namespace dt::py {
+namespace dt::interpreter::py {
 
 PyObject* ShapeError = nullptr;
 
@@ -460,4 +460,4 @@ bool IsProcessConstantFunction(PyObject* fn) {
   return false;
 }
 
-}  // namespace dt::py
+}  // namespace dt::interpreter::py

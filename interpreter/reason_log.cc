@@ -1,6 +1,6 @@
 #include "interpreter/reason_log.h"
 
-namespace dt::jit {
+namespace dt::interpreter {
 
 void ReasonLog::Add(const std::string& text) {
   recent_.push_back(text);
@@ -28,4 +28,4 @@ void ReasonLog::Clear() {
   index_.clear();
 }
 
-}  // namespace dt::jit
+}  // namespace dt::interpreter

@@ -21,7 +21,7 @@
 
 #include "absl/container/flat_hash_map.h"
 
-namespace dt::jit {
+namespace dt::interpreter {
 
 class ReasonLog {
  public:
@@ -46,6 +46,6 @@ class ReasonLog {
   absl::flat_hash_map<std::string, size_t> index_;  // text -> position in counts_
 };
 
-}  // namespace dt::jit
+}  // namespace dt::interpreter
 
 #endif  // DYNTRACE_INTERPRETER_REASON_LOG_H_

@@ -14,7 +14,7 @@
 #include "interpreter/py_str.h"
 #include "interpreter/py_ref.h"
 
-namespace dt::jit {
+namespace dt::interpreter {
 
 std::string EscapeHtml(absl::string_view text) {
   std::string out;
@@ -279,4 +279,4 @@ absl::Status WriteReport(const std::string& path) {
 
 bool AddReportBindings(PyObject* module) { return PyModule_AddFunctions(module, report_functions) >= 0; }
 
-}  // namespace dt::jit
+}  // namespace dt::interpreter

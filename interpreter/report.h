@@ -19,7 +19,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
-namespace dt::jit {
+namespace dt::interpreter {
 
 // REQUIRES: the GIL. Graph pictures need Graphviz's `dot`; without it the report says so in place
 // of each picture and is still written.
@@ -32,6 +32,6 @@ std::string EscapeHtml(absl::string_view text);
 // Adds dyntrace.report(path) to the module.
 [[nodiscard]] bool AddReportBindings(PyObject* module);
 
-}  // namespace dt::jit
+}  // namespace dt::interpreter
 
 #endif  // DYNTRACE_INTERPRETER_REPORT_H_

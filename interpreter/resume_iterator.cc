@@ -2,7 +2,7 @@
 
 #include "guards/source.h"
 
-namespace dt::py {
+namespace dt::interpreter::py {
 namespace {
 
 struct ResumeIterator {
@@ -76,4 +76,4 @@ bool InitResumeIterator() {
   return true;
 }
 
-}  // namespace dt::py
+}  // namespace dt::interpreter::py

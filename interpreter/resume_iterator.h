@@ -10,13 +10,13 @@
 
 #include <Python.h>
 
-namespace dt::py {
+namespace dt::interpreter::py {
 
 // Steals `items` (a tuple). Null with a Python error on failure.
 PyObject* NewResumeIterator(PyObject* items);
 // Readies the type and registers it with guards/ as an iterator whose items can be read.
 [[nodiscard]] bool InitResumeIterator();
 
-}  // namespace dt::py
+}  // namespace dt::interpreter::py
 
 #endif  // DYNTRACE_INTERPRETER_RESUME_ITERATOR_H_

@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "runtime/errors.h"
 
-namespace dt::trace {
+namespace dt::interpreter::trace {
 namespace {
 
 // Whether hashing and comparing `key` is pure and cannot raise, so deciding equality at trace
@@ -83,4 +83,4 @@ absl::Status DictInsert(SymValue& dict, py::PyRef key, Sym value) {
   return absl::OkStatus();
 }
 
-}  // namespace dt::trace
+}  // namespace dt::interpreter::trace

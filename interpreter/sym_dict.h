@@ -27,7 +27,7 @@
 #include "interpreter/py_ref.h"
 #include "interpreter/symbolic.h"
 
-namespace dt::trace {
+namespace dt::interpreter::trace {
 
 // The position of `key` in `dict`'s keys, or nullopt when absent.
 // REQUIRES: dict.kind == SymKind::kDict.
@@ -38,6 +38,6 @@ namespace dt::trace {
 // journal) before calling. REQUIRES: dict.kind == SymKind::kDict.
 [[nodiscard]] absl::Status DictInsert(SymValue& dict, py::PyRef key, Sym value);
 
-}  // namespace dt::trace
+}  // namespace dt::interpreter::trace
 
 #endif  // DYNTRACE_INTERPRETER_SYM_DICT_H_

@@ -15,7 +15,7 @@
 #include "guards/source.h"
 #include "interpreter/py_ref.h"
 
-namespace dt::trace {
+namespace dt::interpreter::trace {
 
 enum class SymKind : uint8_t {
   kConst,        // obj: the value
@@ -72,6 +72,6 @@ inline Sym ConstSym(py::PyRef obj) {
   return s;
 }
 
-}  // namespace dt::trace
+}  // namespace dt::interpreter::trace
 
 #endif  // DYNTRACE_INTERPRETER_SYMBOLIC_H_

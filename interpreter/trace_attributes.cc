@@ -18,7 +18,7 @@
 #include "runtime/errors.h"
 #include "runtime/indexing.h"
 
-namespace dt::trace {
+namespace dt::interpreter::trace {
 
 namespace {
 
@@ -181,4 +181,4 @@ absl::StatusOr<Sym> Tracer::GetAttr(const Sym& obj, const std::string& name) {
   return Unsupported(absl::StrCat("attribute '", name, "' of a ", Describe(obj)));
 }
 
-}  // namespace dt::trace
+}  // namespace dt::interpreter::trace

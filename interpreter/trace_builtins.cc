@@ -18,7 +18,7 @@
 #include "runtime/errors.h"
 #include "runtime/indexing.h"
 
-namespace dt::trace {
+namespace dt::interpreter::trace {
 
 namespace {
 
@@ -291,4 +291,4 @@ absl::StatusOr<Sym> Tracer::CallBuiltin(PyObject* fn, const std::vector<Sym>& ar
   return FoldPureCall(fn, args, kwargs);
 }
 
-}  // namespace dt::trace
+}  // namespace dt::interpreter::trace

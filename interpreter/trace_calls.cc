@@ -18,7 +18,7 @@
 #include "runtime/errors.h"
 #include "runtime/indexing.h"
 
-namespace dt::trace {
+namespace dt::interpreter::trace {
 
 absl::StatusOr<Sym> Tracer::CallOpFunction(PyObject* fn, const Sym& bound_self,
                                            const std::vector<Sym>& args,
@@ -424,4 +424,4 @@ absl::StatusOr<Sym> Tracer::Inline(const Sym& function, std::vector<Sym> args,
   return result;
 }
 
-}  // namespace dt::trace
+}  // namespace dt::interpreter::trace

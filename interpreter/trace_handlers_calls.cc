@@ -9,7 +9,7 @@
 #include "interpreter/tracer_internal.h"
 #include "runtime/errors.h"
 
-namespace dt::trace {
+namespace dt::interpreter::trace {
 
 absl::Status Tracer::DoKwNames(TFrame& f, const Instr& in) {
   // The argument indexes co_consts (dis shows the names only in argrepr on 3.11).
@@ -102,4 +102,4 @@ absl::Status Tracer::DoMakeFunction(TFrame& f, const Instr& in) {
   return absl::OkStatus();
 }
 
-}  // namespace dt::trace
+}  // namespace dt::interpreter::trace

@@ -13,7 +13,7 @@
 #include "runtime/errors.h"
 #include "runtime/indexing.h"
 
-namespace dt::trace {
+namespace dt::interpreter::trace {
 namespace {
 
 Sym NoneSym() { return ConstSym(PyRef::Borrow(Py_None)); }
@@ -231,4 +231,4 @@ absl::Status Tracer::DoUnpackEx(TFrame& f, const Instr& in) {
   return absl::OkStatus();
 }
 
-}  // namespace dt::trace
+}  // namespace dt::interpreter::trace

@@ -6,7 +6,7 @@
 #include "interpreter/tracer_internal.h"
 #include "runtime/errors.h"
 
-namespace dt::trace {
+namespace dt::interpreter::trace {
 namespace {
 
 int JumpTarget(const Instr& in) { return static_cast<int>(PyLong_AsLong(in.argval.get())); }
@@ -78,4 +78,4 @@ absl::Status Tracer::DoReturn(TFrame& f, const Instr& in) {
   return absl::OkStatus();
 }
 
-}  // namespace dt::trace
+}  // namespace dt::interpreter::trace

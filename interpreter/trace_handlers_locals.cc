@@ -10,7 +10,7 @@
 #include "interpreter/tracer_internal.h"
 #include "runtime/errors.h"
 
-namespace dt::trace {
+namespace dt::interpreter::trace {
 
 absl::Status Tracer::DoLoadFast(TFrame& f, const Instr& in) {
   DT_ASSIGN_OR_RETURN(Sym s, LoadLocal(f, in.arg));
@@ -139,4 +139,4 @@ absl::Status Tracer::DoLoadAttr(TFrame& f, const Instr& in) {
   return absl::OkStatus();
 }
 
-}  // namespace dt::trace
+}  // namespace dt::interpreter::trace

@@ -10,7 +10,7 @@
 #include "interpreter/tracer_internal.h"
 #include "runtime/errors.h"
 
-namespace dt::trace {
+namespace dt::interpreter::trace {
 namespace {
 
 // Numbers, strings and tuples are guarded by value, not identity: whether two equal ones are one
@@ -219,4 +219,4 @@ absl::Status Tracer::DoBuildString(TFrame& f, const Instr& in) {
   return absl::OkStatus();
 }
 
-}  // namespace dt::trace
+}  // namespace dt::interpreter::trace

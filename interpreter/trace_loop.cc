@@ -12,7 +12,7 @@
 #include "interpreter/tracer_internal.h"
 #include "runtime/log.h"
 
-namespace dt::trace {
+namespace dt::interpreter::trace {
 
 absl::Status TFrame::Need(size_t n, const Instr& in) const {
   if (stack.size() < n) return Unsupported(absl::StrCat("stack underflow at ", in.opname));
@@ -195,4 +195,4 @@ absl::Status Tracer::Step(TFrame& f, const Instr& in) {
   __builtin_unreachable();
 }
 
-}  // namespace dt::trace
+}  // namespace dt::interpreter::trace

@@ -17,7 +17,7 @@
 #include "runtime/errors.h"
 #include "runtime/indexing.h"
 
-namespace dt::trace {
+namespace dt::interpreter::trace {
 
 // ---------------------------------------------------------------------------------------------
 // Graph emission
@@ -449,4 +449,4 @@ absl::StatusOr<std::vector<Sym>> Tracer::Iterate(const Sym& s) {
   }
 }
 
-}  // namespace dt::trace
+}  // namespace dt::interpreter::trace

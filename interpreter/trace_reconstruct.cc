@@ -17,7 +17,7 @@
 #include "runtime/errors.h"
 #include "runtime/indexing.h"
 
-namespace dt::trace {
+namespace dt::interpreter::trace {
 
 // ---------------------------------------------------------------------------------------------
 
@@ -164,4 +164,4 @@ absl::StatusOr<OutputSpec> Tracer::ToOutput(const Sym& s, std::vector<ValueId>& 
   return Unsupported(absl::StrCat("rebuilding a ", Describe(s)));
 }
 
-}  // namespace dt::trace
+}  // namespace dt::interpreter::trace

@@ -18,7 +18,7 @@
 #include "runtime/errors.h"
 #include "runtime/indexing.h"
 
-namespace dt::trace {
+namespace dt::interpreter::trace {
 
 bool IsPureConstType(PyObject* obj) {
   return obj == Py_None || PyBool_Check(obj) || PyLong_CheckExact(obj) || PyFloat_CheckExact(obj) ||
@@ -471,4 +471,4 @@ absl::StatusOr<PyRef> Tracer::ConstValue(const Sym& s) {
   }
 }
 
-}  // namespace dt::trace
+}  // namespace dt::interpreter::trace

@@ -14,7 +14,7 @@
 #include "interpreter/tracer_internal.h"
 #include "runtime/errors.h"
 
-namespace dt::trace {
+namespace dt::interpreter::trace {
 
 void Tracer::RollBackToSnapshot() {
   graph_->Truncate(snapshot_.num_nodes);
@@ -235,4 +235,4 @@ std::variant<TraceResult, TraceFailure> TraceFrame(const FrameToTrace& frame) {
   return tracer.Run();
 }
 
-}  // namespace dt::trace
+}  // namespace dt::interpreter::trace

@@ -21,7 +21,7 @@
 #include "interpreter/break_reason.h"
 #include "interpreter/py_ref.h"
 
-namespace dt::trace {
+namespace dt::interpreter::trace {
 
 // How to build the function's return value from graph outputs, constants and frame values.
 // Also how to rebuild the frame's locals and stack at a graph break. Values shared by several
@@ -145,6 +145,6 @@ struct FrameToTrace {
 
 std::variant<TraceResult, TraceFailure> TraceFrame(const FrameToTrace& frame);
 
-}  // namespace dt::trace
+}  // namespace dt::interpreter::trace
 
 #endif  // DYNTRACE_INTERPRETER_TRACER_H_

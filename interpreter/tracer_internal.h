@@ -35,7 +35,7 @@
 #include "interpreter/symbolic.h"
 #include "interpreter/tracer.h"
 
-namespace dt::trace {
+namespace dt::interpreter::trace {
 
 using guards::LeafGuard;
 using guards::Provenance;
@@ -309,6 +309,6 @@ class Tracer {
                                          std::vector<ValueId>& outputs);
 };
 
-}  // namespace dt::trace
+}  // namespace dt::interpreter::trace
 
 #endif  // DYNTRACE_INTERPRETER_TRACER_INTERNAL_H_

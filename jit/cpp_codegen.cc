@@ -10,7 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 
-namespace dt::backend {
+namespace dt::jit {
 namespace {
 
 // Below this many elements a kernel runs on one thread: waking the pool costs more.
@@ -351,4 +351,4 @@ std::string EmitCpp(const Program& program, bool with_prelude) {
   return out;
 }
 
-}  // namespace dt::backend
+}  // namespace dt::jit

@@ -14,7 +14,7 @@
 #include "jit/kernel_ir.h"
 #include "jit/kernel_printer.h"
 
-namespace dt::backend {
+namespace dt::jit {
 
 // outer_sizes: outer_rank sizes; inner: the innermost size; data: one pointer per operand;
 // strides: per operand, outer_rank + 1 element strides (outer dims, then inner).
@@ -27,6 +27,6 @@ std::string EmitCpp(const Program& program, bool with_prelude = true);
 // The runtime headers pasted into every generated translation unit (built from runtime/).
 const char* KernelPrelude();
 
-}  // namespace dt::backend
+}  // namespace dt::jit
 
 #endif  // DYNTRACE_JIT_CPP_CODEGEN_H_

@@ -13,7 +13,7 @@
 #include "runtime/log.h"
 #include "runtime/storage.h"
 
-namespace dt::backend {
+namespace dt::jit {
 namespace {
 
 // A fresh CPU tensor with `meta`'s sizes and (dense) strides.
@@ -131,4 +131,4 @@ absl::StatusOr<std::vector<Tensor>> CpuExecutable::Run(const std::vector<Tensor>
   return outputs;
 }
 
-}  // namespace dt::backend
+}  // namespace dt::jit

@@ -20,7 +20,7 @@
 #include "jit/kernel_ir.h"
 #include "jit/shape_plans.h"
 
-namespace dt::backend {
+namespace dt::jit {
 
 class CpuExecutable {
  public:
@@ -58,6 +58,6 @@ class CpuExecutable {
   std::unique_ptr<ShapePlans> plans_;
 };
 
-}  // namespace dt::backend
+}  // namespace dt::jit
 
 #endif  // DYNTRACE_JIT_CPU_EXECUTABLE_H_

@@ -11,7 +11,7 @@
 #include "jit/cuda_launch_abi.h"
 #include "jit/kernel_printer.h"
 
-namespace dt::backend {
+namespace dt::jit {
 namespace {
 
 // Widest access of the vector paths: 16-byte loads and stores.
@@ -685,4 +685,4 @@ absl::StatusOr<CudaProgram> EmitCuda(const Program& program) {
   return out;
 }
 
-}  // namespace dt::backend
+}  // namespace dt::jit

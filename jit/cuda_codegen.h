@@ -35,7 +35,7 @@
 #include "absl/status/statusor.h"
 #include "jit/kernel_ir.h"
 
-namespace dt::backend {
+namespace dt::jit {
 
 // What a launcher needs to know about one generated kernel, besides its run-time geometry.
 struct CudaKernelInfo {
@@ -63,6 +63,6 @@ struct CudaProgram {
 // The launch ABI header as pasted into every CUDA translation unit (built from jit/).
 const char* CudaLaunchAbiSource();
 
-}  // namespace dt::backend
+}  // namespace dt::jit
 
 #endif  // DYNTRACE_JIT_CUDA_CODEGEN_H_

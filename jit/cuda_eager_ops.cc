@@ -22,7 +22,7 @@
 #include "runtime/log.h"
 #include "runtime/nvrtc.h"
 
-namespace dt::backend {
+namespace dt::jit {
 namespace {
 
 Tensor MetaOf(const Tensor& t) {
@@ -240,4 +240,4 @@ void InstallCudaEagerOps() {
   SetDeviceCopyKernel(&CopyKernel);
 }
 
-}  // namespace dt::backend
+}  // namespace dt::jit

@@ -17,16 +17,16 @@
 // without a device form) or can't be compiled or loaded (no NVRTC, a driver that refuses
 // modules) runs through host mirrors and is counted in `stats()["cuda_host_ops"]`.
 //
-//   dt::backend::InstallCudaEagerOps();   // once, at module start-up
+//   dt::jit::InstallCudaEagerOps();   // once, at module start-up
 //   dt::CallOp(*exp, OpArgs({cuda_tensor}));  // now one NVRTC kernel, no host round trip
 #ifndef DYNTRACE_JIT_CUDA_EAGER_OPS_H_
 #define DYNTRACE_JIT_CUDA_EAGER_OPS_H_
 
-namespace dt::backend {
+namespace dt::jit {
 
 // Idempotent and thread-safe.
 void InstallCudaEagerOps();
 
-}  // namespace dt::backend
+}  // namespace dt::jit
 
 #endif  // DYNTRACE_JIT_CUDA_EAGER_OPS_H_

@@ -14,7 +14,7 @@
 #include "runtime/errors.h"
 #include "runtime/log.h"
 
-namespace dt::backend {
+namespace dt::jit {
 namespace {
 
 // Shape sets that hold a captured graph at once, per executable; further shapes run directly.
@@ -505,4 +505,4 @@ absl::StatusOr<std::vector<Tensor>> CudaExecutable::RunLocked(const std::vector<
   return outputs();
 }
 
-}  // namespace dt::backend
+}  // namespace dt::jit

@@ -26,7 +26,7 @@
 #include "jit/shape_plans.h"
 #include "runtime/cuda_driver.h"
 
-namespace dt::backend {
+namespace dt::jit {
 
 class CudaExecutable {
  public:
@@ -118,6 +118,6 @@ class CudaExecutable {
   int graphs_held_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
-}  // namespace dt::backend
+}  // namespace dt::jit
 
 #endif  // DYNTRACE_JIT_CUDA_EXECUTABLE_H_

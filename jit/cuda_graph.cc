@@ -3,7 +3,7 @@
 #include "absl/strings/str_format.h"
 #include "runtime/errors.h"
 
-namespace dt::backend {
+namespace dt::jit {
 
 absl::StatusOr<CudaGraphMode> ParseCudaGraphMode(absl::string_view text) {
   if (text == "auto") return CudaGraphMode::kAuto;
@@ -40,4 +40,4 @@ std::vector<int64_t> LayoutOf(const Tensor& t) {
   return layout;
 }
 
-}  // namespace dt::backend
+}  // namespace dt::jit

@@ -29,7 +29,7 @@
 #include "runtime/cuda_allocator.h"
 #include "runtime/cuda_driver.h"
 
-namespace dt::backend {
+namespace dt::jit {
 
 // dyntrace.jit(..., cuda_graphs=...): "auto" replays programs of more than one launch; True
 // replays every program that can be captured; False never captures.
@@ -89,6 +89,6 @@ class CudaGraphRecord {
 // The layout fingerprint of `t` that CapturedCall compares.
 std::vector<int64_t> LayoutOf(const Tensor& t);
 
-}  // namespace dt::backend
+}  // namespace dt::jit
 
 #endif  // DYNTRACE_JIT_CUDA_GRAPH_H_

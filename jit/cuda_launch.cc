@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_format.h"
 
-namespace dt::backend {
+namespace dt::jit {
 namespace {
 
 // Blocks per SM worth launching for a grid-stride loop: enough to hide latency.
@@ -83,4 +83,4 @@ absl::StatusOr<CudaKernelArgs> PackCudaArgs(const LaunchGeometry& geometry, absl
   return args;
 }
 
-}  // namespace dt::backend
+}  // namespace dt::jit

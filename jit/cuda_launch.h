@@ -36,7 +36,7 @@
 #include "jit/cuda_launch_abi.h"
 #include "jit/launch_geometry.h"
 
-namespace dt::backend {
+namespace dt::jit {
 
 inline constexpr int kPointwiseBlock = 256;
 inline constexpr int kMaxRowBlock = 256;
@@ -67,6 +67,6 @@ CudaLaunchPlan PlanCudaLaunch(const CudaKernelInfo& kernel, int64_t rows, int64_
                                                           const CudaLaunchPlan& plan, char* workspace,
                                                           absl::Span<const int64_t> itemsizes = {});
 
-}  // namespace dt::backend
+}  // namespace dt::jit
 
 #endif  // DYNTRACE_JIT_CUDA_LAUNCH_H_

@@ -21,7 +21,7 @@
 
 extern char** environ;
 
-namespace dt::backend {
+namespace dt::jit {
 namespace {
 
 std::optional<std::string> ResolveOnPath(const std::string& name) {
@@ -113,4 +113,4 @@ absl::Status CompileSharedLibrary(const HostCompiler& compiler, const std::strin
   return absl::OkStatus();
 }
 
-}  // namespace dt::backend
+}  // namespace dt::jit

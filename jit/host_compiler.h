@@ -8,7 +8,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace dt::backend {
+namespace dt::jit {
 
 struct HostCompiler {
   std::string path;                // resolved executable
@@ -28,6 +28,6 @@ struct HostCompiler {
                                                 const std::string& source_path,
                                                 const std::string& output_path);
 
-}  // namespace dt::backend
+}  // namespace dt::jit
 
 #endif  // DYNTRACE_JIT_HOST_COMPILER_H_

@@ -22,7 +22,7 @@
 #include "runtime/nvrtc.h"
 #include "runtime/log.h"
 
-namespace dt::backend {
+namespace dt::jit {
 namespace {
 
 constexpr char kMetaMagic[] = "dyntrace-kernel 1";
@@ -354,4 +354,4 @@ void KernelCache::Reset() {
   (void)FindHostCompiler(/*refresh=*/true);
 }
 
-}  // namespace dt::backend
+}  // namespace dt::jit

@@ -22,7 +22,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 
-namespace dt::backend {
+namespace dt::jit {
 
 // A dlopen'ed library; never closed (kernels may still run from it).
 struct LoadedLibrary {
@@ -96,6 +96,6 @@ class KernelCache {
   absl::flat_hash_map<std::string, std::shared_ptr<const std::string>> cubins_;
 };
 
-}  // namespace dt::backend
+}  // namespace dt::jit
 
 #endif  // DYNTRACE_JIT_KERNEL_CACHE_H_

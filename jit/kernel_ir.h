@@ -17,7 +17,7 @@
 
 #include "graph/graph.h"
 
-namespace dt::backend {
+namespace dt::jit {
 
 // How an operand's tensor lies over the kernel's domain.
 enum class Mapping : uint8_t {
@@ -83,6 +83,6 @@ struct Program {
   std::vector<Step> steps;
 };
 
-}  // namespace dt::backend
+}  // namespace dt::jit
 
 #endif  // DYNTRACE_JIT_KERNEL_IR_H_

@@ -9,7 +9,7 @@
 #include "graph/reduction.h"
 #include "runtime/copy.h"
 
-namespace dt::backend {
+namespace dt::jit {
 namespace {
 
 std::string FloatLiteral(double v, bool single) {
@@ -194,4 +194,4 @@ void KernelPrinter::EmitFullStores(const std::string& j, const std::string& inde
   }
 }
 
-}  // namespace dt::backend
+}  // namespace dt::jit

@@ -19,7 +19,7 @@
 
 #include "jit/kernel_ir.h"
 
-namespace dt::backend {
+namespace dt::jit {
 
 // The C++ spelling of a dtype's element type in generated code ("float", "dt::Half" ...).
 const char* CppType(DType dtype);
@@ -79,6 +79,6 @@ class KernelPrinter {
   std::string out_;
 };
 
-}  // namespace dt::backend
+}  // namespace dt::jit
 
 #endif  // DYNTRACE_JIT_KERNEL_PRINTER_H_

@@ -3,7 +3,7 @@
 #include "absl/strings/str_format.h"
 #include "runtime/errors.h"
 
-namespace dt::backend {
+namespace dt::jit {
 namespace {
 
 // One loop dim: its size and each operand's stride along it.
@@ -100,4 +100,4 @@ absl::StatusOr<LaunchGeometry> PrepareLaunch(const Kernel& kernel, DimsView doma
   return g;
 }
 
-}  // namespace dt::backend
+}  // namespace dt::jit

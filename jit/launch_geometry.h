@@ -14,7 +14,7 @@
 #include "jit/kernel_ir.h"
 #include "runtime/tensor.h"
 
-namespace dt::backend {
+namespace dt::jit {
 
 struct LaunchGeometry {
   Dims outer_sizes;
@@ -34,6 +34,6 @@ struct LaunchGeometry {
 [[nodiscard]] absl::StatusOr<LaunchGeometry> PrepareLaunch(const Kernel& kernel, DimsView domain,
                                                            absl::Span<const Tensor> tensors);
 
-}  // namespace dt::backend
+}  // namespace dt::jit
 
 #endif  // DYNTRACE_JIT_LAUNCH_GEOMETRY_H_

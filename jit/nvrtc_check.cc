@@ -12,7 +12,7 @@
 #include "runtime/log.h"
 #include "runtime/nvrtc.h"
 
-namespace dt::backend {
+namespace dt::jit {
 namespace {
 
 constexpr char kVariable[] = "DYNTRACE_NVRTC_CHECK";
@@ -69,4 +69,4 @@ NvrtcCheckTotals NvrtcCheckCounters() {
   return totals;
 }
 
-}  // namespace dt::backend
+}  // namespace dt::jit

@@ -20,7 +20,7 @@
 #include "absl/strings/string_view.h"
 #include "jit/kernel_ir.h"
 
-namespace dt::backend {
+namespace dt::jit {
 
 // Process-lifetime totals (dyntrace.stats() reports them since the last reset()).
 struct NvrtcCheckTotals {
@@ -36,6 +36,6 @@ struct NvrtcCheckTotals {
 
 NvrtcCheckTotals NvrtcCheckCounters();
 
-}  // namespace dt::backend
+}  // namespace dt::jit
 
 #endif  // DYNTRACE_JIT_NVRTC_CHECK_H_

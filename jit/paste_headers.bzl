@@ -10,7 +10,7 @@ def paste_headers(name, function, headers, declared_in):
 
     Args:
       name: the genrule's name; its output is `<name>.cc` (name without a trailing "_cc").
-      function: the function's name in namespace dt::backend.
+      function: the function's name in namespace dt::jit.
       headers: labels of the headers, in the order they are pasted.
       declared_in: the project header declaring `function`, included by the output.
     """
@@ -20,7 +20,7 @@ def paste_headers(name, function, headers, declared_in):
         srcs = headers,
         outs = [name.replace("_cc", "") + ".cc"],
         cmd = ("(echo '#include \"%s\"'; " % declared_in) +
-              ("echo 'namespace dt::backend { const char* %s() { return'; " % function) +
+              ("echo 'namespace dt::jit { const char* %s() { return'; " % function) +
               ("for f in %s; do " % locations) +
               "echo 'R\"DTPRELUDE('; grep -v '^#include \"\\(runtime\\|jit\\)/' $$f; echo ')DTPRELUDE\"'; done; " +
               "echo '; } }') > $@",

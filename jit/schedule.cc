@@ -10,7 +10,7 @@
 #include "graph/reduction.h"
 #include "jit/launch_geometry.h"
 
-namespace dt::backend {
+namespace dt::jit {
 namespace {
 
 enum class Fusion : uint8_t { kNone, kPointwise, kCast, kReduce };
@@ -457,4 +457,4 @@ absl::StatusOr<Program> Schedule(const Graph& graph) {
   return program;
 }
 
-}  // namespace dt::backend
+}  // namespace dt::jit

@@ -12,10 +12,10 @@
 #include "absl/status/statusor.h"
 #include "jit/kernel_ir.h"
 
-namespace dt::backend {
+namespace dt::jit {
 
 [[nodiscard]] absl::StatusOr<Program> Schedule(const Graph& graph);
 
-}  // namespace dt::backend
+}  // namespace dt::jit
 
 #endif  // DYNTRACE_JIT_SCHEDULE_H_

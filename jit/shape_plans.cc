@@ -2,7 +2,7 @@
 
 #include "runtime/storage.h"
 
-namespace dt::backend {
+namespace dt::jit {
 namespace {
 
 // Plans kept per executable; a program called with ever-new shapes recomputes instead of growing.
@@ -51,4 +51,4 @@ absl::StatusOr<std::shared_ptr<const ShapePlans::Plan>> ShapePlans::For(const st
   return plan;
 }
 
-}  // namespace dt::backend
+}  // namespace dt::jit

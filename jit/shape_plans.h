@@ -16,7 +16,7 @@
 #include "absl/status/statusor.h"
 #include "graph/graph.h"
 
-namespace dt::backend {
+namespace dt::jit {
 
 class ShapePlans {
  public:
@@ -38,6 +38,6 @@ class ShapePlans {
 // A meta tensor with `t`'s sizes, strides and dtype.
 Tensor MetaLike(const Tensor& t);
 
-}  // namespace dt::backend
+}  // namespace dt::jit
 
 #endif  // DYNTRACE_JIT_SHAPE_PLANS_H_

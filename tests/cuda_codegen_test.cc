@@ -10,7 +10,7 @@
 #include "runtime/copy.h"
 #include "runtime/nvrtc.h"
 
-namespace dt::backend {
+namespace dt::jit {
 namespace {
 
 Tensor Meta(Dims sizes, DType dtype = DType::kFloat32) {
@@ -245,4 +245,4 @@ TEST(CudaLaunch, PacksGeometryIntoTheAbiStruct) {
 }
 
 }  // namespace
-}  // namespace dt::backend
+}  // namespace dt::jit

@@ -6,7 +6,7 @@
 
 namespace dt::testing {
 
-using py::PyRef;
+using interpreter::py::PyRef;
 
 std::string StartEmbeddedPython() {
   if (PyImport_AppendInittab("dyntrace", PyInit_dyntrace) < 0) return "could not register dyntrace";

@@ -24,7 +24,7 @@ constexpr const char* kCorpus[] = {"test_cpu_backend.py", "test_cuda_codegen.py"
 class CorpusTotals : public ::testing::Test {
  public:
   void TestBody() override {
-  const dt::backend::NvrtcCheckTotals totals = dt::backend::NvrtcCheckCounters();
+  const dt::jit::NvrtcCheckTotals totals = dt::jit::NvrtcCheckCounters();
   std::printf("NVRTC corpus: %lld graph(s) compiled to CUBIN for %s, %lld failure(s), %lld skipped\n",
               static_cast<long long>(totals.checked), std::getenv("DYNTRACE_NVRTC_CHECK"),
               static_cast<long long>(totals.failures), static_cast<long long>(totals.skipped));

@@ -12,7 +12,7 @@
 namespace dt::testing {
 namespace {
 
-using dt::py::PyRef;
+using dt::interpreter::py::PyRef;
 
 class PythonCase : public ::testing::Test {
  public:

@@ -33,7 +33,7 @@ class PythonCases {
   bool Register(const std::string& dir, const std::vector<std::string>& files);
 
  private:
-  std::vector<dt::py::PyRef> keep_alive_;
+  std::vector<dt::interpreter::py::PyRef> keep_alive_;
 };
 
 }  // namespace dt::testing

@@ -9,7 +9,7 @@
 #include "tests/embedded_python.h"
 
 int main(int argc, char** argv) {
-  using dt::py::PyRef;
+  using dt::interpreter::py::PyRef;
   if (argc < 2) {
     std::fprintf(stderr, "usage: script_test SCRIPT [ARGS...]\n");
     return 2;
