@@ -1,49 +1,15 @@
 #include "interpreter/cpython_frame.h"
 
+#include "interpreter/cpython_frame_layout.h"
+
 #include <cstdio>
 #include <cstdlib>
 
 namespace dt::interpreter::cpython {
 namespace {
 
-// Mirrors of _PyInterpreterFrame's leading fields; see the header for the layouts.
-#if PY_VERSION_HEX >= 0x030D0000
-#error "dyntrace supports CPython 3.11 and 3.12"
-#elif PY_VERSION_HEX >= 0x030C0000
-struct Frame {
-  PyCodeObject* f_code;
-  Frame* previous;
-  PyObject* f_funcobj;
-  PyObject* f_globals;
-  PyObject* f_builtins;
-  PyObject* f_locals;
-  PyFrameObject* frame_obj;
-  _Py_CODEUNIT* prev_instr;
-  int stacktop;
-  uint16_t return_offset;
-  char owner;
-  PyObject* localsplus[1];
-};
-PyObject* FunctionOf(Frame* f) { return f->f_funcobj; }
-#elif PY_VERSION_HEX >= 0x030B0000
-struct Frame {
-  PyFunctionObject* f_func;
-  PyObject* f_globals;
-  PyObject* f_builtins;
-  PyObject* f_locals;
-  PyCodeObject* f_code;
-  PyFrameObject* frame_obj;
-  Frame* previous;
-  _Py_CODEUNIT* prev_instr;
-  int stacktop;
-  bool is_entry;
-  char owner;
-  PyObject* localsplus[1];
-};
-PyObject* FunctionOf(Frame* f) { return reinterpret_cast<PyObject*>(f->f_func); }
-#else
-#error "dyntrace supports CPython 3.11 and 3.12"
-#endif
+using layout::Frame;
+using layout::FunctionOf;
 
 Frame* AsFrame(_PyInterpreterFrame* f) { return reinterpret_cast<Frame*>(f); }
 

@@ -10,14 +10,12 @@
 //     the result on the stack, so CPython itself unwinds and frees the frame;
 //   - a per-code-object slot (co_extra) for the code cache.
 //
-// Frame layout relied on (Include/internal/pycore_frame.h), per version:
-//   3.11: f_func, f_globals, f_builtins, f_locals, f_code, frame_obj, previous, prev_instr,
-//         stacktop, is_entry, owner, localsplus[]
-//   3.12: f_code, previous, f_funcobj, f_globals, f_builtins, f_locals, frame_obj, prev_instr,
-//         stacktop, return_offset, owner, localsplus[]
-// `localsplus` holds co_nlocalsplus locals/cells/free slots, then the value stack; `stacktop` is
-// the stack depth counted from localsplus; `prev_instr` points at the code unit before the next
-// instruction to run.
+// The frame fields read are mirrored in cpython_frame_layout.h, checked at build time against
+// CPython's internal pycore_frame.h (cpython_layout_check.cc). `localsplus` holds co_nlocalsplus
+// locals/cells/free slots, then the value stack; `stacktop` is the stack depth counted from
+// localsplus; `prev_instr` points at the code unit before the next instruction to run. The other
+// internals dyntrace reads (type lookup without descriptors, instance dicts, local names, the
+// trace function) are behind functions below, so nothing else in dyntrace touches them.
 #ifndef DYNTRACE_INTERPRETER_CPYTHON_FRAME_H_
 #define DYNTRACE_INTERPRETER_CPYTHON_FRAME_H_
 
