@@ -20,11 +20,6 @@
 
 namespace dt::interpreter::py {
 
-bool InitValueTypes(PyObject* module);
-bool InitTensorType(PyObject* module);
-
-bool InitTypes(PyObject* module) { return InitValueTypes(module) && InitTensorType(module); }
-
 namespace {
 
 PyObject* FnTensor(PyObject*, PyObject* args, PyObject* kwargs) {

@@ -445,6 +445,10 @@ absl::StatusOr<Tensor> TensorFromData(PyObject* data, std::optional<DType> dtype
   return out;
 }
 
+bool InitTensorType(PyObject* module);  // py_tensor.cc
+
+bool InitTypes(PyObject* module) { return InitValueTypes(module) && InitTensorType(module); }
+
 namespace {
 std::vector<PyCFunction>* process_constant_functions = new std::vector<PyCFunction>();
 }  // namespace

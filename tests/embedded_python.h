@@ -7,12 +7,12 @@
 
 #include <string>
 
+#include "tests/python_start.h"
+
 namespace dt::testing {
 
-// Initialises the interpreter chosen at configure time; returns an error message or "".
+// Registers dyntrace as a built-in module, then StartPython().
 std::string StartEmbeddedPython();
-// The current Python exception's formatted traceback (clears it), or "" when none is set.
-std::string TakePythonError();
 
 }  // namespace dt::testing
 
