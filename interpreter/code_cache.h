@@ -105,6 +105,8 @@ struct Stats {
   int64_t fallbacks = 0;
   int64_t graphs = 0;
   int64_t graph_breaks = 0;
+  // graph_breaks by BreakKind (data-dependent, unsupported, raises, limit).
+  int64_t break_kinds[4] = {0, 0, 0, 0};
   int64_t escapes = 0;
   int64_t handbacks = 0;
   // Bounded (see reason_log.h): a program can meet the same break on every call.

@@ -47,6 +47,7 @@ void RecordBreak(CodeCache& cache, const trace::BreakInfo& info, bool fallback) 
   const std::string text = absl::StrFormat("%s at %s:%d (%s, offset %d)", b.reason, b.file, b.line,
                                            b.instruction, b.offset);
   ++GlobalStats().graph_breaks;
+  ++GlobalStats().break_kinds[static_cast<int>(info.kind)];
   GlobalStats().break_reasons.Add(text);
   if (fallback) GlobalStats().fallback_reasons.Add(text);
   if (log::Enabled(log::Kind::kBreaks)) log::Write(log::Kind::kBreaks, absl::StrCat(CodeName(cache.code), ": ", text));

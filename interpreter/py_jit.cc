@@ -350,6 +350,14 @@ PyObject* FnStats(PyObject*, PyObject*) {
   put("fallbacks", PyLong_FromLongLong(s.fallbacks));
   put("graphs", PyLong_FromLongLong(s.graphs));
   put("graph_breaks", PyLong_FromLongLong(s.graph_breaks));
+  // Why graphs broke: the code depends on tensor data, uses Python the tracer does not follow,
+  // raises (CPython raises it), or hits a size limit of the tracer.
+  PyObject* kinds = PyDict_New();
+  for (BreakKind kind : {BreakKind::kDataDependent, BreakKind::kUnsupported, BreakKind::kRaises, BreakKind::kLimit}) {
+    PyRef count = PyRef::Steal(PyLong_FromLongLong(s.break_kinds[static_cast<int>(kind)]));
+    PyDict_SetItemString(kinds, std::string(BreakKindName(kind)).c_str(), count.get());
+  }
+  put("break_kinds", kinds);
   put("escapes", PyLong_FromLongLong(s.escapes));
   put("handbacks", PyLong_FromLongLong(s.handbacks));
   // Each reason list holds the most recent ReasonLog::kRecent texts; "<name>_counts" counts each

@@ -1696,3 +1696,30 @@ def test_enumerate_loop_longer_than_cache_limit_stays_compiled():
     s = break_stats()
     assert s["recompiles"] == 0 and s["handbacks"] == 0 and s["fallbacks"] == 0, s
     assert s["escapes"] >= 24, s
+
+
+def _kinds_break_on_data(x):
+    y = x * 2
+    if y.sum() > 0:
+        return y + 1
+    return y - 1
+
+
+def _kinds_break_on_raise(x):
+    y = x + 1
+    return {"a": y}["b"]
+
+
+def test_break_kinds_say_why_graphs_broke():
+    dt.reset()
+    x = dt.ones(3)
+    assert dt.jit(_kinds_break_on_data)(x).tolist() == [3.0, 3.0, 3.0]
+    try:
+        dt.jit(_kinds_break_on_raise)(x)
+        raise AssertionError("KeyError expected")
+    except KeyError as e:
+        assert e.args == ("b",)
+    kinds = dt.stats()["break_kinds"]
+    assert set(kinds) == {"data-dependent", "unsupported", "raises", "limit"}, kinds
+    assert kinds["data-dependent"] == 1 and kinds["raises"] == 1, kinds
+    assert sum(kinds.values()) == dt.stats()["graph_breaks"], (kinds, dt.stats()["graph_breaks"])
