@@ -18,8 +18,18 @@ fi
 kernel_cache="${DYNTRACE_TEST_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/dyntrace-tests}"
 mkdir -p "$kernel_cache"
 chmod 700 "$kernel_cache"
+# Where CUDA's NVRTC is installed, the NVRTC tests must run: a missing or broken NVRTC fails them
+# instead of skipping (DYNTRACE_REQUIRE_NVRTC=1).
+require_nvrtc=()
+if compgen -G "${CUDA_HOME:-/usr/local/cuda}/lib64/libnvrtc.so*" >/dev/null; then
+  require_nvrtc=(--test_env=DYNTRACE_REQUIRE_NVRTC=1)
+  echo "test.sh: NVRTC found under ${CUDA_HOME:-/usr/local/cuda}: NVRTC tests are required to run"
+fi
 for python in "${interpreters[@]}"; do
   echo "=== bazel test //... with $python"
-  bazel test --repo_env=PYTHON_BIN_PATH="$python" \
+  # Debian's python3 has numpy (install_deps.sh): tests that compare with it must not skip there.
+  require_numpy=()
+  [[ "$python" == "$python_311" ]] && require_numpy=(--test_env=DYNTRACE_REQUIRE_NUMPY=1)
+  bazel test --repo_env=PYTHON_BIN_PATH="$python" "${require_nvrtc[@]}" "${require_numpy[@]}" \
     --test_env=DYNTRACE_CACHE_DIR="$kernel_cache" --sandbox_writable_path="$kernel_cache" //...
 done

@@ -6,6 +6,7 @@ values from `tensor.tolist()` with the `math` module, so every test checks value
 interpreter.
 """
 import math
+import os
 
 import dyntrace as dt
 
@@ -360,3 +361,24 @@ class SkipTest(Exception):
 
 def skip(reason):
     raise SkipTest(reason)
+
+
+def require_numpy():
+    """numpy is the reference for the rest of the test: a loud skip where it is not importable
+    (pyenv's interpreters), a failure where it must be (tools/test.sh sets
+    DYNTRACE_REQUIRE_NUMPY=1 for Debian's python3, which install_deps gives numpy)."""
+    if np is not None:
+        return
+    if os.environ.get("DYNTRACE_REQUIRE_NUMPY") == "1":
+        raise AssertionError("numpy is required here (DYNTRACE_REQUIRE_NUMPY=1) but cannot be imported")
+    skip("numpy is not importable: the numpy half of this test did not run")
+
+
+def require_nvrtc(unavailable_reason):
+    """NVRTC is missing (`unavailable_reason`, e.g. dt._nvrtc_unavailable()): a loud skip, or a
+    failure where CI has NVRTC (tools/test.sh sets DYNTRACE_REQUIRE_NVRTC=1 when CUDA's NVRTC is
+    installed), so a broken NVRTC setup can never pass as a skip."""
+    if os.environ.get("DYNTRACE_REQUIRE_NVRTC") == "1":
+        raise AssertionError("NVRTC is required here (DYNTRACE_REQUIRE_NVRTC=1) but unavailable: %s"
+                             % unavailable_reason)
+    skip("NVRTC is not available: %s" % unavailable_reason)
