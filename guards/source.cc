@@ -14,6 +14,8 @@ std::string Source::ToString() const {
     case Kind::kItem: return absl::StrCat(parent->ToString(), "[", index, "]");
     case Kind::kDictItem: return absl::StrCat(parent->ToString(), "['", name, "']");
     case Kind::kFuncGlobals: return absl::StrCat(parent->ToString(), ".__globals__");
+    case Kind::kFuncDefaults: return absl::StrCat(parent->ToString(), ".__defaults__");
+    case Kind::kFuncKwDefaults: return absl::StrCat(parent->ToString(), ".__kwdefaults__");
     case Kind::kFuncCell: return absl::StrCat(parent->ToString(), ".__closure__[", index, "] (",
                                               name, ")");
     case Kind::kStack: return absl::StrCat("S[", index, "]");
@@ -100,6 +102,13 @@ PyObject* Source::Resolve(const FrameInputs& frame) const {
       PyObject* p = parent->Resolve(frame);
       return p != nullptr && PyFunction_Check(p) ? PyFunction_GET_GLOBALS(p) : nullptr;
     }
+    case Kind::kFuncDefaults:
+    case Kind::kFuncKwDefaults: {
+      PyObject* p = parent->Resolve(frame);
+      if (p == nullptr || !PyFunction_Check(p)) return nullptr;
+      PyObject* d = kind == Kind::kFuncDefaults ? PyFunction_GET_DEFAULTS(p) : PyFunction_GET_KW_DEFAULTS(p);
+      return d != nullptr ? d : Py_None;  // none set: Python shows None
+    }
     case Kind::kFuncCell: {
       PyObject* p = parent->Resolve(frame);
       return p != nullptr && PyFunction_Check(p) ? CellContents(PyFunction_GET_CLOSURE(p), index)
@@ -151,6 +160,12 @@ SourceRef DictItemSource(SourceRef parent, std::string key) {
 }
 SourceRef FuncGlobalsSource(SourceRef function) {
   return Make(Source::Kind::kFuncGlobals, -1, "", std::move(function));
+}
+SourceRef FuncDefaultsSource(SourceRef function) {
+  return Make(Source::Kind::kFuncDefaults, -1, "", std::move(function));
+}
+SourceRef FuncKwDefaultsSource(SourceRef function) {
+  return Make(Source::Kind::kFuncKwDefaults, -1, "", std::move(function));
 }
 SourceRef FuncCellSource(SourceRef function, int index, std::string name) {
   return Make(Source::Kind::kFuncCell, index, std::move(name), std::move(function));

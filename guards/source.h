@@ -35,6 +35,8 @@ struct Source {
     kItem,          // parent[index] of a tuple or list
     kDictItem,      // parent[name] of a dict with str keys
     kFuncGlobals,   // parent.__globals__ of a function
+    kFuncDefaults,  // parent.__defaults__ of a function (a tuple, or None)
+    kFuncKwDefaults,  // parent.__kwdefaults__ of a function (a dict, or None)
     kFuncCell,      // contents of parent's closure cell `index`
     kStack,         // value-stack slot `index` of a segment that starts mid-function
     kCellContents,  // contents of the cell object at parent
@@ -60,6 +62,8 @@ SourceRef AttrSource(SourceRef parent, std::string name);
 SourceRef ItemSource(SourceRef parent, int index);
 SourceRef DictItemSource(SourceRef parent, std::string key);
 SourceRef FuncGlobalsSource(SourceRef function);
+SourceRef FuncDefaultsSource(SourceRef function);
+SourceRef FuncKwDefaultsSource(SourceRef function);
 SourceRef FuncCellSource(SourceRef function, int index, std::string name);
 SourceRef StackSource(int index);
 SourceRef CellContentsSource(SourceRef cell);

@@ -348,7 +348,7 @@ absl::Status Tracer::BindDefaults(TFrame& f, const Sym& function, PyObject* defa
     // reassigned without changing the function's identity.
     PyObject* value = PyTuple_GET_ITEM(defaults, d);
     if (function->source != nullptr) {
-      DT_ASSIGN_OR_RETURN(f.locals[i], Wrap(value, guards::ItemSource(guards::AttrSource(function->source, "__defaults__"), d)));
+      DT_ASSIGN_OR_RETURN(f.locals[i], Wrap(value, guards::ItemSource(guards::FuncDefaultsSource(function->source), d)));
     } else if (IsPureConstType(value)) {
       f.locals[i] = ConstSym(PyRef::Borrow(value));
     } else {
@@ -360,7 +360,7 @@ absl::Status Tracer::BindDefaults(TFrame& f, const Sym& function, PyObject* defa
     PyObject* dv = nullptr;
     if (kwdefaults != nullptr) dv = PyDict_GetItemString(kwdefaults, name_at(i).c_str());
     if (dv != nullptr && function->source != nullptr) {
-      DT_ASSIGN_OR_RETURN(f.locals[i], Wrap(dv, guards::DictItemSource(guards::AttrSource(function->source, "__kwdefaults__"),
+      DT_ASSIGN_OR_RETURN(f.locals[i], Wrap(dv, guards::DictItemSource(guards::FuncKwDefaultsSource(function->source),
                                                                         name_at(i))));
     } else if (dv != nullptr) {
       if (!IsPureConstType(dv)) return Unsupported("a non-constant keyword default of a local function");

@@ -451,3 +451,37 @@ def test_tracer_survives_removed_builtin():
     assert printed.getvalue() == "break\n"
     assert abs(out.item() - (x.sum().item() + 1)) < 1e-5
     assert not sys.exc_info()[0]
+
+
+# test_bisect's precomputed cases: functions read from a list attribute and inlined, whose
+# defaults (one of them None) the trace reads through the function (`fn.__defaults__`), with a
+# break in the loop so the frame state holding them is rebuilt from those sources. Reading
+# `__defaults__` as an instance attribute found nothing and the rebuilt state "disappeared".
+def _search(a, x, lo=0, hi=None):
+    if hi is None:
+        hi = len(a)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if a[mid] <= x:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+class _Cases:
+    def __init__(self):
+        self.cases = [(_search, [1, 2, 3], 2, 2), (_search, [1, 2, 3], 0, 0), (_search, [], 5, 0)]
+
+
+def _run_cases(cases):
+    out = []
+    for fn, data, elem, want in cases.cases:
+        out.append(fn(data, elem) == want)
+        print("", end="")  # a call the tracer does not follow: a break inside the loop
+    return out
+
+
+def test_inlined_defaults_survive_a_rebuilt_frame_state():
+    assert _run_cases(_Cases()) == [True, True, True]
+    assert run_stressed(_run_cases, _Cases()) == [True, True, True]
