@@ -64,7 +64,7 @@ bool SameConstant(PyObject* a, PyObject* b) {
     int overflow_a = 0, overflow_b = 0;
     const long long x = PyLong_AsLongLongAndOverflow(a, &overflow_a);
     const long long y = PyLong_AsLongLongAndOverflow(b, &overflow_b);
-    if (overflow_a || overflow_b) return _PyLong_Sign(a) == _PyLong_Sign(b) && PyObject_RichCompareBool(a, b, Py_EQ) == 1;
+    if (overflow_a || overflow_b) return PyObject_RichCompareBool(a, b, Py_EQ) == 1;  // exact ints: no user code
     return x == y;
   }
   if (PyFloat_CheckExact(a)) {

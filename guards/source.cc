@@ -47,27 +47,26 @@ PyObject* DictLookup(PyObject* dict, const std::string& key) {
   return value;
 }
 
+ObjectAccess object_access{nullptr, nullptr};  // SetObjectAccess
+
 // An object's own attribute without running descriptors: the instance (or module, or class)
 // __dict__.
 PyObject* OwnAttr(PyObject* obj, const std::string& name) {
   if (PyModule_Check(obj)) return DictLookup(PyModule_GetDict(obj), name);
+  if (object_access.lookup_on_type == nullptr) return nullptr;  // not installed: nothing resolves
   if (PyType_Check(obj)) {
-    // _PyType_Lookup, not tp_dict: 3.12 keeps builtin types' dicts elsewhere (tp_dict is NULL).
+    // The MRO lookup, not tp_dict: 3.12 keeps builtin types' dicts elsewhere (tp_dict is NULL).
     PyObject* key = StrOf(name);
     if (key == nullptr) {
       PyErr_Clear();
       return nullptr;
     }
-    PyObject* value = _PyType_Lookup(reinterpret_cast<PyTypeObject*>(obj), key);
+    PyObject* value = object_access.lookup_on_type(reinterpret_cast<PyTypeObject*>(obj), key);
     Py_DECREF(key);
     return value;
   }
-  PyObject** dict_ptr = _PyObject_GetDictPtr(obj);
-  if (dict_ptr == nullptr || *dict_ptr == nullptr) {
-    PyErr_Clear();
-    return nullptr;
-  }
-  return DictLookup(*dict_ptr, name);
+  PyObject* dict = object_access.instance_dict(obj);
+  return dict != nullptr ? DictLookup(dict, name) : nullptr;
 }
 
 PyObject* CellContents(PyObject* closure, int index) {
@@ -79,6 +78,8 @@ PyObject* CellContents(PyObject* closure, int index) {
 }
 
 }  // namespace
+
+void SetObjectAccess(ObjectAccess access) { object_access = access; }
 
 PyObject* Source::Resolve(const FrameInputs& frame) const {
   switch (kind) {

@@ -14,6 +14,15 @@
 namespace dt::guards {
 
 // The frame values a guard set reads. All borrowed; valid while the frame runs.
+// The two CPython internals attribute sources need (a lookup on a type's MRO without running
+// descriptors, and an object's instance dict) live behind interpreter/'s CPython boundary, which
+// installs them once at module start-up; guards/ itself touches no CPython internals.
+struct ObjectAccess {
+  PyObject* (*lookup_on_type)(PyTypeObject* type, PyObject* name);  // borrowed or null
+  PyObject* (*instance_dict)(PyObject* obj);                         // borrowed or null
+};
+void SetObjectAccess(ObjectAccess access);
+
 struct FrameInputs {
   PyObject* const* locals = nullptr;  // the frame's fast locals (arguments at entry)
   int num_locals = 0;

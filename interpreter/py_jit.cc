@@ -7,6 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "guards/guard_set.h"
 #include "interpreter/code_cache.h"
+#include "interpreter/cpython_frame.h"
 #include "interpreter/graphviz.h"
 #include "interpreter/py_module.h"
 #include "interpreter/py_str.h"
@@ -514,6 +515,7 @@ const Tensor* RecogniseTensor(PyObject* obj) { return IsTensor(obj) ? &Unwrap(ob
 
 bool AddJitBindings(PyObject* module) {
   guards::SetTensorRecogniser(&RecogniseTensor);
+  guards::SetObjectAccess({&cpython::LookupOnType, &cpython::InstanceDict});
   JitDecoratorType.tp_basicsize = sizeof(PyJitDecorator);
   JitDecoratorType.tp_flags = Py_TPFLAGS_DEFAULT;
   JitDecoratorType.tp_dealloc = JitDecoratorDealloc;
