@@ -3,11 +3,15 @@
 #include "interpreter/code_cache.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <tuple>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "interpreter/cpython_frame.h"
@@ -20,23 +24,38 @@ namespace {
 
 using py::PyRef;
 
-Stats stats;
-absl::flat_hash_set<CodeCache*>* all_caches = new absl::flat_hash_set<CodeCache*>();
-std::vector<JitOptions>* tracing_modes = new std::vector<JitOptions>();
-JitOptions* global_mode = nullptr;
+absl::flat_hash_set<CodeCaches*>* all_caches = new absl::flat_hash_set<CodeCaches*>();
+// How many modes all threads have entered and not left: the hook stays while any is active.
+int64_t active_modes = 0;
+JitOptions* global_options = nullptr;
+ActiveMode global_mode;  // enable(); active when global_options is set
+CacheKey next_key = 1;
+// The code objects with a cache under each key, so ResetKey (every compiled callable's end)
+// touches only those.
+absl::flat_hash_map<CacheKey, std::vector<CodeCaches*>>* codes_by_key =
+    new absl::flat_hash_map<CacheKey, std::vector<CodeCaches*>>();
 TraceLog* trace_log = nullptr;
 bool hook_installed = false;
-thread_local bool inside_dyntrace = false;
 std::vector<std::string>* excluded_prefixes = nullptr;
 // Stress mode (DYNTRACE_STRESS=1, enable(stress=True)): every frame of every module is traced and
 // run through segments, the standard library included, and frames without tensor work keep their
 // entries instead of being skipped, so the interpreter's semantics meet code nobody wrote for it.
 bool stress_mode = false;
 
-void FreeCodeCache(void* extra) {
-  auto* cache = static_cast<CodeCache*>(extra);
-  all_caches->erase(cache);
-  delete cache;
+void ForgetCodeForKey(CacheKey key, CodeCaches* caches) {
+  auto it = codes_by_key->find(key);
+  if (it == codes_by_key->end()) return;
+  std::erase(it->second, caches);
+  if (it->second.empty()) codes_by_key->erase(it);
+}
+
+void FreeCodeCaches(void* extra) {
+  auto* caches = static_cast<CodeCaches*>(extra);
+  RecentCaches::Slot& slot = recent_caches.slots[RecentCaches::SlotOf(caches->code)];
+  if (slot.caches == caches) slot = RecentCaches::Slot{};
+  for (const auto& cache : caches->by_key) ForgetCodeForKey(cache->key, caches);
+  all_caches->erase(caches);
+  delete caches;
 }
 
 // dyntrace's own Python helpers (the prelude) run inside dyntrace's bookkeeping: never traced.
@@ -48,16 +67,17 @@ bool IsDyntraceInternal(PyCodeObject* code) {
 
 }  // namespace
 
-InsideDyntrace::InsideDyntrace() : saved_(inside_dyntrace) { inside_dyntrace = true; }
-InsideDyntrace::~InsideDyntrace() { inside_dyntrace = saved_; }
-bool InsideDyntrace::Active() { return inside_dyntrace; }
+Stats global_stats;
+RecentCaches recent_caches;
+thread_local HookThreadState hook_thread;
+
+InsideDyntrace::InsideDyntrace() : saved_(hook_thread.inside_dyntrace) { hook_thread.inside_dyntrace = true; }
+InsideDyntrace::~InsideDyntrace() { hook_thread.inside_dyntrace = saved_; }
+bool InsideDyntrace::Active() { return hook_thread.inside_dyntrace; }
 
 TraceLog* ActiveTraceLog() { return trace_log; }
 
-const JitOptions* ActiveMode() {
-  if (!tracing_modes->empty()) return &tracing_modes->back();
-  return global_mode;
-}
+const ActiveMode* GlobalMode() { return global_options != nullptr ? &global_mode : nullptr; }
 
 bool IsGeneratorLike(PyCodeObject* code) {
   return (code->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR)) != 0;
@@ -94,115 +114,144 @@ std::string CodeName(PyCodeObject* code) {
                          py::Utf8Or(code->co_filename), code->co_firstlineno);
 }
 
-Stats& GlobalStats() { return stats; }
 
-CodeCache* FindCache(PyCodeObject* code) {
-  cpython::InitCodeExtra(&FreeCodeCache);
-  return static_cast<CodeCache*>(cpython::GetCodeExtra(code));
-}
-
-namespace {
-
-// Whether entries compiled under `a` serve calls made under `b` (cache_limit only bounds them).
-bool SameCompileOptions(const JitOptions& a, const JitOptions& b) {
-  return a.backend == b.backend && a.backend_callable.get() == b.backend_callable.get() &&
-         a.fullgraph == b.fullgraph && a.cuda_graphs == b.cuda_graphs;
-}
-
-}  // namespace
-
-CodeCache* GetOrCreateCache(PyCodeObject* code, const JitOptions& options, bool explicit_jit) {
-  cpython::InitCodeExtra(&FreeCodeCache);
-  auto* cache = static_cast<CodeCache*>(cpython::GetCodeExtra(code));
-  if (cache == nullptr) {
-    cache = new CodeCache();
-    cache->code = code;
-    cpython::SetCodeExtra(code, cache);
-    all_caches->insert(cache);
-  }
-  if (explicit_jit) {
-    // dt.jit again with other compile options: the entries compiled under the old ones would
-    // otherwise keep serving the frame, so they go (as torch.compile recompiles for another
-    // backend). Running entries stay alive through their shared_ptr.
-    if (!cache->segments.empty() && !SameCompileOptions(cache->options, options)) {
-      cache->segments.clear();
-      cache->breaks.clear();
-    }
-    cache->options = options;
-    cache->explicit_jit = true;
-    cache->skip = false;
-    cache->warned = false;
-  } else if (!cache->explicit_jit && cache->segments.empty()) {
-    cache->options = options;
-  }
-  return cache;
-}
-
-std::vector<const CodeCache*> AllCaches() {
-  std::vector<const CodeCache*> caches(all_caches->begin(), all_caches->end());
-  auto key = [](const CodeCache* c) {
-    return std::pair(py::Utf8Or(c->code->co_filename), c->code->co_firstlineno);
-  };
-  std::sort(caches.begin(), caches.end(), [&](const CodeCache* a, const CodeCache* b) { return key(a) < key(b); });
+CodeCaches* FindCaches(PyCodeObject* code) {
+  cpython::InitCodeExtra(&FreeCodeCaches);
+  auto* caches = static_cast<CodeCaches*>(cpython::GetCodeExtra(code));
+  if (caches != nullptr) recent_caches.slots[RecentCaches::SlotOf(code)] = {code, caches};
   return caches;
 }
 
-void ResetAll() {
-  for (CodeCache* cache : *all_caches) {
-    cache->segments.clear();
-    cache->recompile_reasons.clear();
-    cache->breaks.clear();
-    cache->warned = false;
-    cache->skip = cache->excluded;
-  }
-  stats = Stats();
-  stats.kernel_baseline = jit::KernelCache::Global().counters();
-  stats.nvrtc_baseline = jit::NvrtcCheckCounters();
-  const jit::CudaGraphCounters& graphs = jit::GlobalCudaGraphCounters();
-  stats.cuda_graph_baseline[0] = graphs.captures;
-  stats.cuda_graph_baseline[1] = graphs.replays;
-  stats.cuda_graph_baseline[2] = graphs.patches;
-  stats.cuda_graph_baseline[3] = graphs.refusals;
-  stats.cuda_graph_baseline[4] = graphs.kernel_launches;
-  stats.cuda_host_ops_baseline = CudaHostOps();
+CodeCaches* GetOrCreateCaches(PyCodeObject* code) {
+  cpython::InitCodeExtra(&FreeCodeCaches);
+  if (CodeCaches* found = FindCaches(code)) return found;
+  auto* caches = new CodeCaches();
+  caches->code = code;
+  caches->generator = IsGeneratorLike(code);
+  caches->excluded = Excluded(code);
+  cpython::SetCodeExtra(code, caches);
+  all_caches->insert(caches);
+  recent_caches.slots[RecentCaches::SlotOf(code)] = {code, caches};
+  return caches;
 }
 
-void PushTracingMode(const JitOptions& options) {
-  InstallHook();
-  tracing_modes->push_back(options);
+const std::shared_ptr<CodeCache>& CodeCaches::For(const ActiveMode& mode) {
+  // The most recent key first: a loop calls the same compiled callable over and over.
+  for (auto it = by_key.rbegin(); it != by_key.rend(); ++it) {
+    if ((*it)->key == mode.key) return *it;
+  }
+  auto cache = std::make_shared<CodeCache>();
+  cache->code = code;
+  cache->key = mode.key;
+  cache->options = *mode.options;
+  cache->explicit_jit = mode.root == code;
+  (*codes_by_key)[mode.key].push_back(this);
+  by_key.push_back(std::move(cache));
+  return by_key.back();
+}
+
+CodeCache* CodeCaches::Find(CacheKey key) const {
+  for (const auto& cache : by_key) {
+    if (cache->key == key) return cache.get();
+  }
+  return nullptr;
+}
+
+std::vector<const CodeCache*> AllCaches() {
+  std::vector<const CodeCache*> caches;
+  for (const CodeCaches* per_code : *all_caches) {
+    for (const auto& cache : per_code->by_key) caches.push_back(cache.get());
+  }
+  auto order = [](const CodeCache* c) {
+    return std::tuple(py::Utf8Or(c->code->co_filename), c->code->co_firstlineno, c->key);
+  };
+  std::sort(caches.begin(), caches.end(), [&](const CodeCache* a, const CodeCache* b) { return order(a) < order(b); });
+  return caches;
+}
+
+void ResetKey(CacheKey key) {
+  auto it = codes_by_key->find(key);
+  if (it == codes_by_key->end()) return;
+  for (CodeCaches* per_code : it->second) {
+    std::erase_if(per_code->by_key, [&](const std::shared_ptr<CodeCache>& c) { return c->key == key; });
+    if (per_code->skip_key == key) per_code->skip_key = 0;
+  }
+  codes_by_key->erase(it);
+}
+
+CacheKey NewCacheKey() { return next_key++; }
+
+CacheKey KeyForOptions(const JitOptions& options) {
+  // Options that change what is compiled; cache_limit only bounds the entries.
+  static auto* keys = new absl::flat_hash_map<std::string, CacheKey>();
+  const std::string text = absl::StrCat(options.backend, "|", options.fullgraph, "|", options.cuda_graphs, "|",
+                                        reinterpret_cast<uintptr_t>(options.backend_callable.get()));
+  auto [it, added] = keys->try_emplace(text, 0);
+  if (added) it->second = NewCacheKey();
+  return it->second;
+}
+
+void ResetAll() {
+  for (CodeCaches* per_code : *all_caches) {
+    per_code->by_key.clear();
+    per_code->skip_key = 0;
+  }
+  codes_by_key->clear();
+  global_stats = Stats();
+  global_stats.kernel_baseline = jit::KernelCache::Global().counters();
+  global_stats.nvrtc_baseline = jit::NvrtcCheckCounters();
+  const jit::CudaGraphCounters& graphs = jit::GlobalCudaGraphCounters();
+  global_stats.cuda_graph_baseline[0] = graphs.captures;
+  global_stats.cuda_graph_baseline[1] = graphs.replays;
+  global_stats.cuda_graph_baseline[2] = graphs.patches;
+  global_stats.cuda_graph_baseline[3] = graphs.refusals;
+  global_stats.cuda_graph_baseline[4] = graphs.kernel_launches;
+  global_stats.cuda_host_ops_baseline = CudaHostOps();
 }
 
 namespace {
 
+void InstallHook() {
+  if (hook_installed) return;
+  cpython::InitCodeExtra(&FreeCodeCaches);
+  cpython::SetEvalFrame(&EvalFrame);
+  hook_installed = true;
+}
+
 // With the hook installed CPython stops inlining Python-to-Python calls, which costs call-heavy
-// code far more than the hook itself: take it out whenever nothing needs it.
+// code far more than the hook itself: it is taken out whenever nothing needs it.
 void UninstallHookIfUnused() {
-  if (!hook_installed || !tracing_modes->empty() || global_mode != nullptr) return;
-  for (CodeCache* cache : *all_caches) {
-    if (cache->explicit_jit) return;
-  }
+  if (!hook_installed || active_modes > 0 || global_options != nullptr) return;
   cpython::SetEvalFrame(nullptr);
   hook_installed = false;
 }
+
 }  // namespace
 
-void PopTracingMode() {
-  if (!tracing_modes->empty()) tracing_modes->pop_back();
+bool HookInstalled() { return hook_installed; }
+
+void EnterMode(const ActiveMode& mode) {
+  InstallHook();
+  hook_thread.modes.push_back(mode);
+  ++active_modes;
+}
+
+void ExitMode() {
+  if (hook_thread.modes.empty()) return;
+  hook_thread.modes.pop_back();
+  --active_modes;
   UninstallHookIfUnused();
 }
 
 void SetGlobalMode(const JitOptions* options) {
-  delete global_mode;
-  global_mode = options != nullptr ? new JitOptions(*options) : nullptr;
-  if (options != nullptr) InstallHook();
-  else UninstallHookIfUnused();
-}
-
-void InstallHook() {
-  if (hook_installed) return;
-  cpython::InitCodeExtra(&FreeCodeCache);
-  cpython::SetEvalFrame(&EvalFrame);
-  hook_installed = true;
+  delete global_options;
+  global_options = options != nullptr ? new JitOptions(*options) : nullptr;
+  if (global_options != nullptr) {
+    global_mode = ActiveMode{global_options, KeyForOptions(*global_options), nullptr};
+    InstallHook();
+  } else {
+    UninstallHookIfUnused();
+  }
 }
 
 void SetTraceLog(TraceLog* log) { trace_log = log; }
@@ -211,10 +260,11 @@ void SetStressMode(bool on) {
   stress_mode = on;
   if (!on) return;
   // Code seen before stress mode began may have been excluded as standard library.
-  for (CodeCache* cache : *all_caches) {
-    if (cache->excluded && !IsGeneratorLike(cache->code) && !IsDyntraceInternal(cache->code)) {
-      cache->excluded = false;
-      cache->skip = false;
+  for (CodeCaches* per_code : *all_caches) {
+    if (per_code->excluded && !IsDyntraceInternal(per_code->code)) {
+      per_code->excluded = false;
+      per_code->skip_key = 0;
+      for (const auto& cache : per_code->by_key) cache->skip = false;
     }
   }
 }

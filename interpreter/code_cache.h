@@ -1,7 +1,8 @@
 // interpreter/code_cache.h: what dyntrace remembers about each code object, and its counters.
 //
-// A CodeCache hangs off a code object's co_extra slot. It holds the options the code is compiled
-// with, and one entry per guard set: a compiled graph with its return recipe, or a "fallback"
+// CodeCaches hang off a code object's co_extra slot: one CodeCache per key (a compiled callable,
+// or tracing()/enable() options). A CodeCache holds the options the code is compiled with, and
+// one entry per guard set: a compiled graph with its return recipe, or a "fallback"
 // entry saying that, for frames passing these guards, the trace stops (so CPython runs the frame
 // without re-tracing). Tracing is deterministic given values that pass the guards, which is why a
 // failed trace can be cached like a successful one.
@@ -10,6 +11,7 @@
 
 #include <Python.h>
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <optional>
@@ -75,12 +77,25 @@ struct BreakRecord {
   int offset = -1;
 };
 
+// Which compiled callable (dt.jit) or which tracing()/enable() options entries belong to: a code
+// object has entries per key, so several compiled versions of one function coexist.
+using CacheKey = uint64_t;
+
+// What the hook does with the frames of the running thread: set while a compiled callable runs
+// (its function is `root`) or inside tracing(), and for every thread after enable().
+struct ActiveMode {
+  const JitOptions* options = nullptr;
+  CacheKey key = 0;
+  PyCodeObject* root = nullptr;  // a compiled callable's function: traced even without tensor work
+};
+
+// A code object's entries under one key.
 struct CodeCache {
   PyCodeObject* code = nullptr;  // borrowed: the cache dies with the code
+  CacheKey key = 0;
   JitOptions options;
-  bool explicit_jit = false;  // marked by dyntrace.jit (vs. seen under tracing()/enable())
+  bool explicit_jit = false;  // the root of a compiled callable (vs. reached under its call)
   bool skip = false;          // run under CPython without looking at entries
-  bool excluded = false;      // standard library, generator, ...: never traced in tracing mode
   bool warned = false;
   // Entries per segment start offset (0: the frame's entry). shared_ptr: a running entry stays
   // alive even if reset() clears the cache meanwhile.
@@ -93,6 +108,22 @@ struct CodeCache {
   }
   std::vector<std::string> recompile_reasons;
   std::vector<BreakRecord> breaks;
+};
+
+// What hangs off a code object's co_extra slot: its caches by key.
+struct CodeCaches {
+  PyCodeObject* code = nullptr;  // borrowed
+  bool excluded = false;   // standard library, installed packages: traced only as a callable's root
+  bool generator = false;  // generators and coroutines run under CPython
+  // shared_ptr: a frame running segments keeps its cache alive even if the key is dropped.
+  std::vector<std::shared_ptr<CodeCache>> by_key;
+  // The key whose cache skips this code (0: none known): the hook's fast path for the frames of
+  // code without tensor work, which under tracing() is most frames.
+  CacheKey skip_key = 0;
+  // The cache for `mode`, made on first use.
+  const std::shared_ptr<CodeCache>& For(const ActiveMode& mode);
+  // Null when the code has no entries under `key`.
+  CodeCache* Find(CacheKey key) const;
 };
 
 struct Stats {
@@ -122,22 +153,64 @@ struct Stats {
 };
 
 // ---- global state (all under the GIL) ----
-Stats& GlobalStats();
-// The cache of `code`, or null.
-CodeCache* FindCache(PyCodeObject* code);
-// The cache of `code`, created with `options` when missing.
-CodeCache* GetOrCreateCache(PyCodeObject* code, const JitOptions& options, bool explicit_jit);
-// Every code object's cache alive now (reports walk them), ordered by file name and first line.
+extern Stats global_stats;
+inline Stats& GlobalStats() { return global_stats; }
+// The caches of `code`, or null.
+CodeCaches* FindCaches(PyCodeObject* code);
+// A direct-mapped memo of co_extra lookups for the hook's fast path: a load and a compare instead
+// of a call per frame. Entries are cleared when their code object dies.
+struct RecentCaches {
+  static constexpr int kSlots = 512;
+  struct Slot {
+    PyCodeObject* code = nullptr;
+    CodeCaches* caches = nullptr;
+  };
+  Slot slots[kSlots];
+  static int SlotOf(PyCodeObject* code) {
+    return static_cast<int>((reinterpret_cast<uintptr_t>(code) >> 6) & (kSlots - 1));
+  }
+};
+extern RecentCaches recent_caches;
+inline CodeCaches* FindCachesFast(PyCodeObject* code) {
+  const RecentCaches::Slot& slot = recent_caches.slots[RecentCaches::SlotOf(code)];
+  return slot.code == code ? slot.caches : nullptr;
+}
+// The caches of `code`, created (with its exclusion decided) when missing.
+CodeCaches* GetOrCreateCaches(PyCodeObject* code);
+// Every code object's caches under every key alive now (reports walk them), ordered by file name
+// and first line.
 std::vector<const CodeCache*> AllCaches();
 // Forgets every entry and counter (dyntrace.reset()).
 void ResetAll();
+// Forgets the entries under `key` (a compiled callable's reset(), or its end).
+void ResetKey(CacheKey key);
 
-// Modes: options for frames not marked by jit, when tracing()/enable() is active.
-void PushTracingMode(const JitOptions& options);
-void PopTracingMode();
+// Keys: a fresh one per compiled callable (and per explain()), one per distinct options for
+// tracing()/enable().
+CacheKey NewCacheKey();
+CacheKey KeyForOptions(const JitOptions& options);
+
+// Per thread: whether dyntrace itself runs Python code now (InsideDyntrace), and the modes the
+// thread entered, innermost last. Initial-exec TLS: the hook reads it for every frame.
+struct HookThreadState {
+  bool inside_dyntrace = false;
+  std::vector<ActiveMode> modes;
+};
+extern thread_local HookThreadState hook_thread __attribute__((tls_model("initial-exec")));
+// enable()'s mode, or null.
+const ActiveMode* GlobalMode();
+// Modes. The running thread's innermost mode, else enable()'s; null when neither.
+inline const ActiveMode* CurrentMode() {
+  const HookThreadState& thread = hook_thread;
+  return thread.modes.empty() ? GlobalMode() : &thread.modes.back();
+}
+// Enters a mode on this thread (installing the hook); ExitMode leaves the innermost one (taking
+// the hook out when no thread has a mode and enable() is off).
+void EnterMode(const ActiveMode& mode);
+void ExitMode();
 void SetGlobalMode(const JitOptions* options);  // enable(): options; disable(): null
-// Makes sure the eval-frame hook is installed.
-void InstallHook();
+// Whether the frame evaluator is installed now (tests: it is only while something needs it).
+bool HookInstalled();
 
 // Collects what each trace produced while set (dyntrace.explain).
 struct TraceLog {
@@ -164,14 +237,16 @@ class InsideDyntrace {
   bool saved_;
 };
 TraceLog* ActiveTraceLog();
-// The options of tracing()/enable() in effect, or null.
-const JitOptions* ActiveMode();
 bool IsGeneratorLike(PyCodeObject* code);
 // Not traced in tracing()/enable() mode: the standard library, installed packages, dyntrace's
 // own helpers (stress mode excludes only the latter).
 bool Excluded(PyCodeObject* code);
 // "qualname (file:line)" for logs and reasons.
 std::string CodeName(PyCodeObject* code);
+// A compiled callable whose function is a generator or coroutine: the call only makes the
+// generator, whose frame runs when it is iterated, under CPython. Recorded as a fallback with
+// that reason (eval_hook.cc).
+void RecordGeneratorRoot(const ActiveMode& mode);
 // The PEP 523 frame evaluator (eval_hook.cc).
 PyObject* EvalFrame(PyThreadState* tstate, struct _PyInterpreterFrame* frame, int throwflag);
 

@@ -15,10 +15,6 @@ Frame* AsFrame(_PyInterpreterFrame* f) { return reinterpret_cast<Frame*>(f); }
 
 }  // namespace
 
-FrameView View(_PyInterpreterFrame* raw) {
-  Frame* f = AsFrame(raw);
-  return FrameView{f->f_code, FunctionOf(f), f->f_globals, f->f_builtins, f->localsplus};
-}
 
 void SetEvalFrame(EvalFrameFn fn) {
   _PyInterpreterState_SetEvalFrameFunc(PyInterpreterState_Get(),
@@ -29,9 +25,10 @@ EvalFrameFn GetEvalFrame() {
   return _PyInterpreterState_GetEvalFrameFunc(PyInterpreterState_Get());
 }
 
-PyObject* EvalDefault(PyThreadState* tstate, _PyInterpreterFrame* frame, int throwflag) {
+PyObject* NullEvalFrame(PyThreadState* tstate, _PyInterpreterFrame* frame, int throwflag) {
   return _PyEval_EvalFrameDefault(tstate, frame, throwflag);
 }
+
 
 namespace {
 // Puts `stack` on the frame's value stack (stealing references) and points the frame at the
@@ -97,6 +94,8 @@ freefunc code_extra_free = nullptr;
 
 void InitCodeExtra(freefunc free_fn) { code_extra_free = free_fn; }
 
+Py_ssize_t code_extra_index = -1;
+
 Py_ssize_t CodeExtraIndex() {
   static Py_ssize_t index = [] {
     Py_ssize_t i = _PyEval_RequestCodeExtraIndex(code_extra_free);
@@ -106,16 +105,8 @@ Py_ssize_t CodeExtraIndex() {
     }
     return i;
   }();
+  code_extra_index = index;
   return index;
-}
-
-void* GetCodeExtra(PyCodeObject* code) {
-  void* extra = nullptr;
-  if (_PyCode_GetExtra(reinterpret_cast<PyObject*>(code), CodeExtraIndex(), &extra) < 0) {
-    PyErr_Clear();
-    return nullptr;
-  }
-  return extra;
 }
 
 void SetCodeExtra(PyCodeObject* code, void* value) {

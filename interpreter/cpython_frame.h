@@ -22,6 +22,7 @@
 #include <Python.h>
 
 #include "absl/types/span.h"
+#include "interpreter/cpython_frame_layout.h"
 
 struct _PyInterpreterFrame;
 
@@ -37,14 +38,25 @@ struct FrameView {
   PyObject** localsplus; // the fast locals; at entry, the arguments
 };
 
-FrameView View(_PyInterpreterFrame* frame);
+// Inline: the hook calls it for every frame.
+inline FrameView View(_PyInterpreterFrame* raw) {
+  auto* f = reinterpret_cast<layout::Frame*>(raw);
+  return FrameView{f->f_code, layout::FunctionOf(f), f->f_globals, f->f_builtins, f->localsplus};
+}
 
 // Installs `fn` as the interpreter's frame evaluator (null restores CPython's).
 void SetEvalFrame(EvalFrameFn fn);
 EvalFrameFn GetEvalFrame();
 
+// A frame evaluator that only calls CPython's: the floor any PEP 523 hook pays (CPython stops
+// inlining Python-to-Python calls while one is installed). bench/jit_overhead.py measures
+// dyntrace's hook against it.
+PyObject* NullEvalFrame(PyThreadState* tstate, _PyInterpreterFrame* frame, int throwflag);
+
 // Runs the frame from where it is with CPython's evaluator.
-PyObject* EvalDefault(PyThreadState* tstate, _PyInterpreterFrame* frame, int throwflag);
+inline PyObject* EvalDefault(PyThreadState* tstate, _PyInterpreterFrame* frame, int throwflag) {
+  return _PyEval_EvalFrameDefault(tstate, frame, throwflag);
+}
 
 // Resumes the frame at the instruction starting at byte `offset` with `stack` pushed on its value
 // stack (references are stolen). REQUIRES: the frame has not started running, and `stack` is what
@@ -91,7 +103,18 @@ bool TraceFunctionSet(PyThreadState* tstate, bool profile);
 // co_extra: one index for dyntrace, requested once; `free_fn` runs when a code object dies.
 void InitCodeExtra(freefunc free_fn);
 Py_ssize_t CodeExtraIndex();
-void* GetCodeExtra(PyCodeObject* code);
+// Set by the first CodeExtraIndex() (InitCodeExtra's callers make it before any frame is seen).
+extern Py_ssize_t code_extra_index;
+// Inline: the hook calls it for every frame.
+inline void* GetCodeExtra(PyCodeObject* code) {
+  void* extra = nullptr;
+  if (_PyCode_GetExtra(reinterpret_cast<PyObject*>(code), code_extra_index >= 0 ? code_extra_index : CodeExtraIndex(),
+                       &extra) < 0) {
+    PyErr_Clear();
+    return nullptr;
+  }
+  return extra;
+}
 void SetCodeExtra(PyCodeObject* code, void* value);
 
 }  // namespace dt::interpreter::cpython

@@ -461,37 +461,70 @@ PyObject* SegmentRun::Run() {
   }
 }
 
-// Kept out of line so that EvalFrame stays small.
+// Kept out of line so that EvalFrame stays small. The shared_ptr keeps the cache alive while the
+// frame's segments run user code (which may reset() its key).
 __attribute__((noinline)) PyObject* RunSegmentsOutOfLine(PyThreadState* tstate, _PyInterpreterFrame* frame,
-                                                         const cpython::FrameView& view, CodeCache* cache) {
-  return SegmentRun(tstate, frame, view, cache).Run();
+                                                         const cpython::FrameView& view,
+                                                         std::shared_ptr<CodeCache> cache) {
+  return SegmentRun(tstate, frame, view, cache.get()).Run();
+}
+
+}  // namespace
+
+void RecordGeneratorRoot(const ActiveMode& mode) {
+  const std::shared_ptr<CodeCache>& cache = GetOrCreateCaches(mode.root)->For(mode);
+  trace::BreakInfo info;
+  info.reason = "generator and coroutine functions run under CPython (the frame runs when the generator is "
+                "iterated, after the compiled call returned)";
+  info.file = py::Utf8Or(mode.root->co_filename);
+  info.line = mode.root->co_firstlineno;
+  RecordBreak(*cache, info, /*fallback=*/true);
+  ++GlobalStats().fallbacks;
+}
+
+namespace {
+
+// Everything past the fast path (kept out of line so EvalFrame compiles to a few loads and a
+// tail call).
+__attribute__((noinline)) PyObject* EvalFrameSlow(PyThreadState* tstate, _PyInterpreterFrame* frame,
+                                                  const ActiveMode* mode, CodeCaches* caches) {
+  // Under sys.settrace (debuggers, coverage) every line must run in CPython to be reported; in
+  // stress mode sys.setprofile's call events must also be those of plain CPython.
+  if (cpython::TraceFunctionSet(tstate, /*profile=*/StressMode())) return cpython::EvalDefault(tstate, frame, 0);
+  const cpython::FrameView view = cpython::View(frame);
+  if (caches == nullptr) caches = GetOrCreateCaches(view.code);
+  // Generator frames are resumed through here too: they always run under CPython. Excluded code
+  // (the standard library ...) runs under CPython unless it is what the compiled callable wraps.
+  if (caches->generator || (caches->excluded && view.code != mode->root)) {
+    ++global_stats.frames_skipped;
+    return cpython::EvalDefault(tstate, frame, 0);
+  }
+  const std::shared_ptr<CodeCache>& cache = caches->For(*mode);
+  if (cache->skip) {
+    caches->skip_key = mode->key;
+    ++global_stats.frames_skipped;
+    return cpython::EvalDefault(tstate, frame, 0);
+  }
+  return RunSegmentsOutOfLine(tstate, frame, view, cache);
 }
 
 }  // namespace
 
 PyObject* EvalFrame(PyThreadState* tstate, _PyInterpreterFrame* frame, int throwflag) {
-  if (throwflag || InsideDyntrace::Active()) return cpython::EvalDefault(tstate, frame, throwflag);
-  // Under sys.settrace (debuggers, coverage) every line must run in CPython to be reported; in
-  // stress mode sys.setprofile's call events must also be those of plain CPython.
-  if (cpython::TraceFunctionSet(tstate, /*profile=*/StressMode())) return cpython::EvalDefault(tstate, frame, 0);
-  const cpython::FrameView view = cpython::View(frame);
-  auto* cache = static_cast<CodeCache*>(cpython::GetCodeExtra(view.code));
-  if (cache == nullptr) {
-    const JitOptions* mode = ActiveMode();
-    if (mode == nullptr) return cpython::EvalDefault(tstate, frame, 0);
-    cache = GetOrCreateCache(view.code, *mode, false);
-    if (Excluded(view.code) || IsGeneratorLike(view.code)) {
-      cache->excluded = true;
-      cache->skip = true;
-    }
-  }
-  if (cache->skip) {
-    ++GlobalStats().frames_skipped;
+  const HookThreadState& thread = hook_thread;
+  if (throwflag || thread.inside_dyntrace) return cpython::EvalDefault(tstate, frame, throwflag);
+  const ActiveMode* mode = thread.modes.empty() ? GlobalMode() : &thread.modes.back();
+  // No mode on this thread (the hook is installed while another thread runs compiled code).
+  if (mode == nullptr) return cpython::EvalDefault(tstate, frame, 0);
+  PyCodeObject* code = cpython::View(frame).code;
+  CodeCaches* caches = FindCachesFast(code);
+  if (caches == nullptr) caches = FindCaches(code);
+  // Code seen before without tensor work: most frames under tracing() end here.
+  if (caches != nullptr && caches->skip_key == mode->key) {
+    ++global_stats.frames_skipped;
     return cpython::EvalDefault(tstate, frame, 0);
   }
-  // Out of line: every Python call passes through the fast path above, and a large stack frame
-  // there would cost even the frames dyntrace skips.
-  return RunSegmentsOutOfLine(tstate, frame, view, cache);
+  return EvalFrameSlow(tstate, frame, mode, caches);
 }
 
 }  // namespace dt::interpreter

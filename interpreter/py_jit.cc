@@ -1,5 +1,6 @@
 // The Python surface of the frame evaluator: dyntrace.jit, tracing(), enable()/disable(),
 // guards(), graphs(), explain(), stats(), reset(), and the Graph objects Python backends receive.
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -9,6 +10,7 @@
 #include "interpreter/code_cache.h"
 #include "interpreter/cpython_frame.h"
 #include "interpreter/graphviz.h"
+#include "interpreter/py_compiled.h"
 #include "interpreter/py_module.h"
 #include "interpreter/py_str.h"
 #include "interpreter/py_types.h"
@@ -82,28 +84,31 @@ bool ParseOptions(PyObject* kwargs, JitOptions& options, const char* who) {
 }
 
 PyCodeObject* CodeOf(PyObject* fn, const char* who) {
+  if (IsCompiledFunction(fn)) return RootOf(fn);
   PyObject* target = fn;
   if (PyMethod_Check(target)) target = PyMethod_GET_FUNCTION(target);
   if (!PyFunction_Check(target)) {
-    PyErr_Format(PyExc_TypeError, "%s() expects a Python function, got %s", who, Py_TYPE(fn)->tp_name);
+    PyErr_Format(PyExc_TypeError, "%s() expects a Python function or what dyntrace.jit returned, got %s", who,
+                 Py_TYPE(fn)->tp_name);
     return nullptr;
   }
   return reinterpret_cast<PyCodeObject*>(PyFunction_GET_CODE(target));
 }
 
-PyObject* MarkForJit(PyObject* fn, const JitOptions& options) {
-  if (!PyCallable_Check(fn)) {
-    PyErr_Format(PyExc_TypeError, "jit() expects a callable Python function, got %s", Py_TYPE(fn)->tp_name);
-    return nullptr;
+// The caches whose entries guards()/graphs()/kernels() show: a compiled function's own, or,
+// for a plain function, every cache of its code (each compiled function of it, tracing()).
+std::optional<std::vector<const interpreter::CodeCache*>> CachesOf(PyObject* fn, const char* who) {
+  PyCodeObject* code = CodeOf(fn, who);
+  if (code == nullptr) return std::nullopt;
+  std::vector<const interpreter::CodeCache*> out;
+  const interpreter::CodeCaches* caches = interpreter::FindCaches(code);
+  if (caches == nullptr) return out;
+  if (IsCompiledFunction(fn)) {
+    if (const interpreter::CodeCache* own = caches->Find(KeyOf(fn))) out.push_back(own);
+    return out;
   }
-  PyCodeObject* code = CodeOf(fn, "jit");
-  if (code == nullptr) return nullptr;
-  interpreter::InstallHook();
-  // Generators and coroutines are accepted: the tracer declines them with a reason and their
-  // frames run under CPython.
-  interpreter::GetOrCreateCache(code, options, /*explicit_jit=*/true);
-  Py_INCREF(fn);
-  return fn;
+  for (const auto& cache : caches->by_key) out.push_back(cache.get());
+  return out;
 }
 
 // The decorator jit(**options) returns: a callable holding the options.
@@ -121,7 +126,7 @@ void JitDecoratorDealloc(PyObject* self) {
 PyObject* JitDecoratorCall(PyObject* self, PyObject* args, PyObject* kwargs) {
   PyObject* fn;
   if (!PyArg_ParseTuple(args, "O:jit", &fn)) return nullptr;
-  return MarkForJit(fn, *reinterpret_cast<PyJitDecorator*>(self)->options);
+  return NewCompiledFunction(fn, *reinterpret_cast<PyJitDecorator*>(self)->options);
 }
 
 PyObject* FnJit(PyObject*, PyObject* args, PyObject* kwargs) {
@@ -132,7 +137,7 @@ PyObject* FnJit(PyObject*, PyObject* args, PyObject* kwargs) {
     return nullptr;
   }
   if (PyTuple_GET_SIZE(args) == 1 && PyTuple_GET_ITEM(args, 0) != Py_None) {
-    return MarkForJit(PyTuple_GET_ITEM(args, 0), options);
+    return NewCompiledFunction(PyTuple_GET_ITEM(args, 0), options);
   }
   auto* d = PyObject_New(PyJitDecorator, &JitDecoratorType);
   d->options = new JitOptions(std::move(options));
@@ -152,13 +157,14 @@ void TracingDealloc(PyObject* self) {
 }
 
 PyObject* TracingEnter(PyObject* self, PyObject*) {
-  interpreter::PushTracingMode(*reinterpret_cast<PyTracing*>(self)->options);
+  const JitOptions* options = reinterpret_cast<PyTracing*>(self)->options;
+  interpreter::EnterMode(interpreter::ActiveMode{options, interpreter::KeyForOptions(*options), nullptr});
   Py_INCREF(self);
   return self;
 }
 
 PyObject* TracingExit(PyObject*, PyObject*) {
-  interpreter::PopTracingMode();
+  interpreter::ExitMode();
   Py_RETURN_FALSE;
 }
 
@@ -209,6 +215,18 @@ PyObject* FnDisable(PyObject*, PyObject*) {
 }
 
 PyObject* FnIsStress(PyObject*, PyObject*) { return PyBool_FromLong(interpreter::StressMode()); }
+PyObject* FnHookInstalled(PyObject*, PyObject*) { return PyBool_FromLong(interpreter::HookInstalled()); }
+
+// _null_hook(on): installs (or removes) an evaluator that only calls CPython's, for the
+// benchmark's floor. Refused while dyntrace's own hook is installed.
+PyObject* FnNullHook(PyObject*, PyObject* on) {
+  if (interpreter::HookInstalled()) {
+    PyErr_SetString(PyExc_RuntimeError, "_null_hook(): dyntrace's frame evaluator is installed");
+    return nullptr;
+  }
+  cpython::SetEvalFrame(PyObject_IsTrue(on) == 1 ? &cpython::NullEvalFrame : nullptr);
+  Py_RETURN_NONE;
+}
 
 // {text: count} for each distinct reason a ReasonLog kept, in first-seen order.
 PyObject* ReasonCounts(const interpreter::ReasonLog& log) {
@@ -234,10 +252,10 @@ PyObject* StringList(const std::vector<std::string>& items) {
 }
 
 PyObject* FnGuards(PyObject*, PyObject* fn) {
-  PyCodeObject* code = CodeOf(fn, "guards");
-  if (code == nullptr) return nullptr;
+  auto caches = CachesOf(fn, "guards");
+  if (!caches) return nullptr;
   std::vector<std::string> out;
-  if (interpreter::CodeCache* cache = interpreter::FindCache(code)) {
+  for (const interpreter::CodeCache* cache : *caches) {
     for (const auto& e : cache->AllEntries()) {
       std::string text = absl::StrJoin(e->guards.Lines(), "\n");
       if (e->start_offset > 0) text = absl::StrCat("# segment starting at offset ", e->start_offset, "\n", text);
@@ -260,10 +278,11 @@ PyObject* FnGraphs(PyObject*, PyObject* args, PyObject* kwargs) {
     PyErr_Format(PyExc_ValueError, "graphs(): format must be 'text', 'dot' or 'svg' (got '%s')", format);
     return nullptr;
   }
+  auto caches = CachesOf(fn, "graphs");
+  if (!caches) return nullptr;
   PyCodeObject* code = CodeOf(fn, "graphs");
-  if (code == nullptr) return nullptr;
   std::vector<std::string> out;
-  if (interpreter::CodeCache* cache = interpreter::FindCache(code)) {
+  for (const interpreter::CodeCache* cache : *caches) {
     for (const auto& e : cache->AllEntries()) {
       if (!e->graph()) continue;
       const std::string name = e->start_offset == 0 ? py::Utf8Or(code->co_name)
@@ -303,10 +322,10 @@ PyObject* FnKernels(PyObject*, PyObject* args, PyObject* kwargs) {
     PyErr_Format(PyExc_ValueError, "kernels(): target must be 'cpu' or 'cuda', not '%s'", target);
     return nullptr;
   }
-  PyCodeObject* code = CodeOf(fn, "kernels");
-  if (code == nullptr) return nullptr;
+  auto caches = CachesOf(fn, "kernels");
+  if (!caches) return nullptr;
   std::vector<std::string> out;
-  if (interpreter::CodeCache* cache = interpreter::FindCache(code)) {
+  for (const interpreter::CodeCache* cache : *caches) {
     for (const auto& e : cache->AllEntries()) {
       if (e->kernel_source.empty()) continue;
       if ((target_name == "cpu") == (e->cpu() != nullptr)) {  // this backend's own source
@@ -416,8 +435,19 @@ PyObject* FnStats(PyObject*, PyObject*) {
   return d;
 }
 
-PyObject* FnReset(PyObject*, PyObject*) {
-  interpreter::ResetAll();
+// reset(): forget everything; reset(compiled): what one compiled function compiled.
+PyObject* FnReset(PyObject*, PyObject* args) {
+  PyObject* compiled = nullptr;
+  if (!PyArg_ParseTuple(args, "|O:reset", &compiled)) return nullptr;
+  if (compiled == nullptr || compiled == Py_None) {
+    interpreter::ResetAll();
+    Py_RETURN_NONE;
+  }
+  if (!IsCompiledFunction(compiled)) {
+    PyErr_Format(PyExc_TypeError, "reset() expects what dyntrace.jit returned, got %s", Py_TYPE(compiled)->tp_name);
+    return nullptr;
+  }
+  interpreter::ResetKey(KeyOf(compiled));
   Py_RETURN_NONE;
 }
 
@@ -452,20 +482,26 @@ PyObject* FnExplain(PyObject* module, PyObject* args, PyObject* kwargs) {
     return nullptr;
   }
   PyRef call_args = PyRef::Steal(PyTuple_GetSlice(args, 1, PyTuple_GET_SIZE(args)));
+  // A fresh look, in a cache of explain's own: a compiled function's entries are neither used
+  // (they would hide what a trace finds) nor touched.
+  JitOptions options;
+  PyObject* target = fn;
+  PyCodeObject* root = nullptr;
+  if (IsCompiledFunction(fn)) {
+    options = OptionsOf(fn);
+    target = TargetOf(fn);
+    root = RootOf(fn);
+  } else if (PyFunction_Check(fn) || (PyMethod_Check(fn) && PyFunction_Check(PyMethod_GET_FUNCTION(fn)))) {
+    root = CodeOf(fn, "explain");
+  }
+  const interpreter::CacheKey key = interpreter::NewCacheKey();
   interpreter::TraceLog log;
   interpreter::SetTraceLog(&log);
-  JitOptions options;
-  interpreter::PushTracingMode(options);
-  if (PyCodeObject* code = PyFunction_Check(fn) ? reinterpret_cast<PyCodeObject*>(PyFunction_GET_CODE(fn)) : nullptr) {
-    // A fresh look at this function: its earlier entries would hide what a trace finds.
-    if (interpreter::CodeCache* cache = interpreter::FindCache(code)) {
-      cache->segments.clear();
-      cache->skip = cache->excluded;
-    }
-  }
-  PyRef result = PyRef::Steal(PyObject_Call(fn, call_args.get(), kwargs));
-  interpreter::PopTracingMode();
+  interpreter::EnterMode(interpreter::ActiveMode{&options, key, root});
+  PyRef result = PyRef::Steal(PyObject_Call(target, call_args.get(), kwargs));
+  interpreter::ExitMode();
   interpreter::SetTraceLog(nullptr);
+  interpreter::ResetKey(key);
   if (!result) return nullptr;
   PyRef breaks = PyRef::Steal(PyList_New(0));
   for (const interpreter::BreakRecord& b : log.breaks) {
@@ -490,6 +526,8 @@ PyMethodDef jit_functions[] = {
      "enable(*, stress=False, **options): trace every frame outside the standard library from now "
      "on; stress=True traces every frame, the standard library included"},
     {"_stress_mode", FnIsStress, METH_NOARGS, "whether stress mode is on"},
+    {"_hook_installed", FnHookInstalled, METH_NOARGS, "whether the frame evaluator is installed now"},
+    {"_null_hook", FnNullHook, METH_O, nullptr},
     {"disable", FnDisable, METH_NOARGS, "disable(): stop enable()'s tracing"},
     {"guards", FnGuards, METH_O, "guards(fn) -> list of each cache entry's guard code"},
     {"graphs", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(FnGraphs)), METH_VARARGS | METH_KEYWORDS,
@@ -498,7 +536,8 @@ PyMethodDef jit_functions[] = {
     {"explain", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(FnExplain)), METH_VARARGS | METH_KEYWORDS,
      "explain(fn, *args, **kwargs): run fn under tracing and report graphs, breaks and guards"},
     {"stats", FnStats, METH_NOARGS, "stats() -> dict of counters"},
-    {"reset", FnReset, METH_NOARGS, "reset(): forget every compiled entry and counter"},
+    {"reset", FnReset, METH_VARARGS,
+     "reset(compiled=None): forget every compiled entry and counter, or only what one compiled function compiled"},
     {"_set_logs", FnSetLogs, METH_O, nullptr},
     {"_reset_kernel_cache", FnResetKernelCache, METH_NOARGS, nullptr},
     {"_op_names", FnOpNames, METH_NOARGS, nullptr},
@@ -524,7 +563,8 @@ bool AddJitBindings(PyObject* module) {
   TracingType.tp_flags = Py_TPFLAGS_DEFAULT;
   TracingType.tp_dealloc = TracingDealloc;
   TracingType.tp_methods = tracing_methods;
-  if (!InitGraphType(module) || PyType_Ready(&JitDecoratorType) < 0 || PyType_Ready(&TracingType) < 0) {
+  if (!InitGraphType(module) || !InitCompiledFunctionType(module) || PyType_Ready(&JitDecoratorType) < 0 ||
+      PyType_Ready(&TracingType) < 0) {
     return false;
   }
   return PyModule_AddFunctions(module, jit_functions) >= 0;

@@ -44,23 +44,32 @@ def _line_of(fn, text):
 # ---------------------------------------------------------------------------------------------
 # dt.jit forms and validation.
 
-def test_jit_forms_return_the_function():
+def test_jit_forms_return_a_compiled_callable_and_leave_the_function_plain():
     dt.reset()
     f = fresh_copy(_exp_plus_one)
-    assert dt.jit(f) is f
     g = fresh_copy(_exp_plus_one)
+    h = fresh_copy(_exp_plus_one)
+    lam = lambda x: x + 1  # noqa: E731
     deco = dt.jit(backend="eager")
     assert callable(deco)
-    assert deco(g) is g
-    h = fresh_copy(_exp_plus_one)
-    assert dt.jit(h, backend="auto", fullgraph=False, cuda_graphs="auto", cache_limit=3) is h
-    lam = lambda x: x + 1  # noqa: E731
-    assert dt.jit(lam) is lam
+    compiled = [dt.jit(f), deco(g), dt.jit(h, backend="auto", fullgraph=False, cuda_graphs="auto", cache_limit=3),
+                dt.jit(lam)]
+    for c, fn in zip(compiled, (f, g, h, lam)):
+        assert isinstance(c, dt.CompiledFunction) and c is not fn and c.__wrapped__ is fn
+        assert (c.__name__, c.__qualname__, c.__doc__, c.__module__) == (fn.__name__, fn.__qualname__, fn.__doc__,
+                                                                         fn.__module__)
     seed(31001)
     x = rand_tensor((3, 4))
+    for c in compiled[:3]:
+        assert_close(c(x), dt.exp(x) + 1)
+    assert_close(compiled[3](x), x + 1)
+    assert dt.stats()["frames_traced"] == 4, dt.stats()
+    # The functions themselves stay plain: no frame traced, and no hook installed between calls.
+    assert not dt._hook_installed()
+    before = dt.stats()["frames_traced"]
     for fn in (f, g, h):
         assert_close(fn(x), dt.exp(x) + 1)
-    assert_close(lam(x), x + 1)
+    assert dt.stats()["frames_traced"] == before and not dt._hook_installed()
 
 
 def test_jit_decorator_syntax():
@@ -513,10 +522,10 @@ def test_cuda_availability_is_a_trace_time_constant():
     assert ".cuda.is_available is <staticmethod" in guards, guards
 
 
-def test_jit_again_with_other_options_recompiles():
-    # Entries compiled under one set of options never serve calls made under another: jitting
-    # the same function again with another backend (or cuda_graphs / fullgraph) compiles anew,
-    # and jitting it again with the same options keeps what was compiled.
+def test_compiled_versions_of_one_function_coexist():
+    # Entries belong to the compiled callable (and so to its options): jitting a function again
+    # with another backend compiles anew without disturbing the first version, and calling a
+    # version again uses what it compiled.
     dt.reset()
     compiled = []
 
@@ -531,17 +540,17 @@ def test_jit_again_with_other_options_recompiles():
     seed(7102)
     x = rand_tensor((3, 4))
     want = _exp_plus_one(x)
-    dt.jit(f, backend=first)
-    assert_close(f(x), want)
-    dt.jit(f, backend=first)
-    assert_close(f(x), want)
+    jf1 = dt.jit(f, backend=first)
+    assert_close(jf1(x), want)
+    assert_close(jf1(x), want)
     assert compiled == ["first"], compiled
-    dt.jit(f, backend=second)
-    assert_close(f(x), want)
+    jf2 = dt.jit(f, backend=second)
+    assert_close(jf2(x), want)
     assert compiled == ["first", "second"], compiled
-    dt.jit(f, backend="eager")
-    assert_close(f(x), want)
-    dt.jit(f, backend=second)
-    assert_close(f(x), want)
-    assert compiled == ["first", "second", "second"], compiled
-    assert dt.stats()["graphs"] == 4, dt.stats()
+    je = dt.jit(f, backend="eager")
+    for c in (je, jf1, jf2, je):
+        assert_close(c(x), want)
+    assert compiled == ["first", "second"], compiled
+    assert_close(f(x), want)  # plain
+    assert dt.stats()["graphs"] == 3 and dt.stats()["recompiles"] == 0, dt.stats()
+    assert len(dt.guards(jf1)) == len(dt.guards(jf2)) == 1 and len(dt.guards(f)) == 3

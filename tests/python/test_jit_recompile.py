@@ -167,28 +167,40 @@ def test_global_rebound_recompiles():
 
 
 def test_closure_value_change_recompiles():
+    # Two closures of one code object, run under tracing(): they share that mode's entries, so
+    # the second one's closure value is a guard failure and a recompile. (Each dt.jit(...) of
+    # them would have entries of its own.)
     dt.reset()
     seed(21007)
     f2 = make_fn(2)
     f3 = make_fn(3)
     assert f2.__code__ is f3.__code__
-    assert dt.jit(f2) is f2
-    assert dt.jit(f3) is f3
     x = rand_tensor((4, 5))
-    assert_close(f2(x), x * 2)
+
+    def traced(f):
+        with dt.tracing():
+            return f(x)
+
+    assert_close(traced(f2), x * 2)
     before = stats()
-    assert_close(f3(x), x * 3)
+    assert_close(traced(f3), x * 3)
     reason = _last_reason(before, stats())
     assert_reason(reason, "C['k']", 2, 3)
     # Both cache entries serve later calls.
     before = stats()
-    assert_close(f2(x), x * 2)
-    assert_close(f3(x), x * 3)
+    assert_close(traced(f2), x * 2)
+    assert_close(traced(f3), x * 3)
     after = stats()
     assert after["recompiles"] == before["recompiles"], after["recompile_reasons"]
     assert after["cache_hits"] == before["cache_hits"] + 2, after
     guards = "\n".join(dt.guards(f2))
     assert "C['k']" in guards, guards
+    # Compiled separately, each closure has entries of its own: no recompile at all.
+    dt.reset()
+    j2, j3 = dt.jit(make_fn(2)), dt.jit(make_fn(3))
+    assert_close(j2(x), x * 2)
+    assert_close(j3(x), x * 3)
+    assert stats()["recompiles"] == 0, stats()["recompile_reasons"]
 
 
 def test_int_argument_value_change_recompiles():

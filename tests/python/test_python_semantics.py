@@ -326,10 +326,14 @@ def test_dropping_jitted_closures_keeps_memory_flat():
 
     def churn_quietly(count, start):
         for i in range(start, start + count):
-            # Every 50th closure has a code object of its own (traced, decoded, compiled);
-            # the rest share one code object, whose cache reaches cache_limit and then records
-            # a fallback reason (a distinct text each time) on every call.
-            jf = dt.jit(_make_closure(i, fresh_code=(i % 50 == 0)), backend="eager")
+            # Every 50th closure has a code object of its own (traced, decoded, compiled). Each
+            # compiled closure has entries of its own, dropped with it. With cache_limit=1, a
+            # second call with another closure value (a guard failure) records a fallback
+            # reason (a distinct text each time).
+            closure = _make_closure(i, fresh_code=(i % 50 == 0))
+            jf = dt.jit(closure, backend="eager", cache_limit=1)
+            jf(x)
+            jf.__wrapped__.__closure__[0].cell_contents = float(i + 1)
             jf(x)
 
     dt.reset()

@@ -255,10 +255,11 @@ def traced_body(x):
 
 def line_events(fn, *args):
     lines = []
+    code = getattr(fn, "__wrapped__", fn).__code__
 
     def tracer(frame, event, arg):
-        if event == "line" and frame.f_code.co_name == fn.__name__:
-            lines.append(frame.f_lineno - fn.__code__.co_firstlineno)
+        if event == "line" and frame.f_code is code:
+            lines.append(frame.f_lineno - code.co_firstlineno)
         return tracer
 
     old = sys.gettrace()

@@ -1,0 +1,169 @@
+"""dt.jit returns a compiled callable with torch.compile's semantics (issue 18): the function
+stays plain, versions with different options coexist, models compile per instance, inspection
+accepts either form, reset() clears one callable or all. References are plain CPython on
+unmarked functions."""
+import dyntrace as dt
+from jitlib import fresh_copy
+from testlib import assert_close, assert_raises, rand_tensor, seed
+
+
+def _affine(x, w, b):
+    return dt.tanh(x @ w + b)
+
+
+class Model:
+    """A model the way people write them: weights as attributes, forward and __call__."""
+
+    def __init__(self, d_in, d_out):
+        self.w = rand_tensor((d_in, d_out))
+        self.b = rand_tensor((d_out,))
+        self.scale = 0.5
+
+    def forward(self, x):
+        return dt.relu(x @ self.w + self.b) * self.scale
+
+    def __call__(self, x):
+        return self.forward(x)
+
+
+class ForwardOnly:
+    def __init__(self):
+        self.w = rand_tensor((4, 4))
+
+    def forward(self, x):
+        return x @ self.w
+
+
+def reference_forward(model, x):
+    return dt.relu(x @ model.w + model.b) * model.scale
+
+
+def test_plain_function_keeps_running_plain_while_a_compiled_version_exists():
+    dt.reset()
+    seed(18001)
+    f = fresh_copy(_affine)
+    jf = dt.jit(f)
+    x, w, b = rand_tensor((5, 4)), rand_tensor((4, 3)), rand_tensor((3,))
+    assert_close(jf(x, w, b), _affine(x, w, b))
+    traced = dt.stats()["frames_traced"]
+    seen = dt.stats()["frames_seen"]
+    for _ in range(3):
+        assert_close(f(x, w, b), _affine(x, w, b))
+    assert dt.stats()["frames_traced"] == traced and dt.stats()["frames_seen"] == seen
+    assert not dt._hook_installed()
+    # The compiled version is used again, from its cache.
+    hits = dt.stats()["cache_hits"]
+    jf(x, w, b)
+    assert dt.stats()["cache_hits"] == hits + 1
+
+
+def test_model_compiles_through_call_and_reads_weights_at_call_time():
+    dt.reset()
+    seed(18002)
+    model = Model(6, 3)
+    compiled = dt.jit(model)
+    x = rand_tensor((4, 6))
+    assert_close(compiled(x), reference_forward(model, x))
+    # Weights updated in place or rebound to a new tensor of the same kind: no recompile, and
+    # the new values are used (they are graph inputs, not constants).
+    model.w.mul_(2.0)
+    assert_close(compiled(x), reference_forward(model, x))
+    model.b = rand_tensor((3,))
+    assert_close(compiled(x), reference_forward(model, x))
+    assert dt.stats()["recompiles"] == 0, dt.stats()["recompile_reasons"]
+    # A Python attribute the trace read is guarded: changing it recompiles with that reason.
+    model.scale = 2.0
+    assert_close(compiled(x), reference_forward(model, x))
+    reasons = dt.stats()["recompile_reasons"]
+    assert len(reasons) == 1 and "scale" in reasons[0], reasons
+
+
+def test_bound_forward_compiles_for_that_instance_only():
+    dt.reset()
+    seed(18003)
+    a, other = Model(4, 4), Model(4, 4)
+    fwd = dt.jit(a.forward)
+    x = rand_tensor((2, 4))
+    assert_close(fwd(x), reference_forward(a, x))
+    traced = dt.stats()["frames_traced"]
+    assert_close(other.forward(x), reference_forward(other, x))  # plain: not under the callable
+    assert_close(a.forward(x), reference_forward(a, x))          # the method itself stays plain
+    assert dt.stats()["frames_traced"] == traced
+    only = dt.jit(ForwardOnly())  # no __call__: its forward is what the callable calls
+    m = only.__wrapped__
+    assert_close(only(x), x @ m.w)
+
+
+def test_decorated_method_binds_like_a_function():
+    dt.reset()
+    seed(18004)
+
+    class Layer:
+        def __init__(self):
+            self.w = rand_tensor((3, 3))
+
+        @dt.jit
+        def forward(self, x):
+            return dt.sigmoid(x @ self.w)
+
+    layer = Layer()
+    x = rand_tensor((2, 3))
+    assert isinstance(Layer.__dict__["forward"], dt.CompiledFunction)
+    assert_close(layer.forward(x), dt.sigmoid(x @ layer.w))
+    assert dt.stats()["graphs"] == 1
+
+
+def test_inspection_accepts_the_callable_or_the_function_and_explain_leaves_entries_alone():
+    dt.reset()
+    seed(18005)
+    f = fresh_copy(_affine)
+    j1, j2 = dt.jit(f, backend="eager"), dt.jit(f, backend="cpu")
+    x, w, b = rand_tensor((3, 4)), rand_tensor((4, 2)), rand_tensor((2,))
+    j1(x, w, b)
+    j2(x, w, b)
+    assert len(dt.guards(j1)) == len(dt.graphs(j2)) == 1
+    assert len(dt.guards(f)) == len(dt.graphs(f)) == 2  # every compiled version of f
+    assert dt.kernels(j1) == [] and len(dt.kernels(j2)) == 1
+    before = dt.guards(j1)
+    e1 = dt.explain(j1, x, w, b)
+    e2 = dt.explain(j1, x, w, b)
+    assert len(e1.graphs) == len(e2.graphs) == 1 and e1.graphs == e2.graphs
+    assert dt.guards(j1) == before  # explain traced into a cache of its own
+    hits = dt.stats()["cache_hits"]
+    j1(x, w, b)
+    assert dt.stats()["cache_hits"] == hits + 1
+
+
+def test_reset_of_one_callable_leaves_the_others():
+    dt.reset()
+    seed(18006)
+    f = fresh_copy(_affine)
+    j1, j2 = dt.jit(f), dt.jit(f)
+    x, w, b = rand_tensor((3, 4)), rand_tensor((4, 2)), rand_tensor((2,))
+    j1(x, w, b)
+    j2(x, w, b)
+    j1.reset()
+    assert dt.guards(j1) == [] and len(dt.guards(j2)) == 1
+    dt.reset(j2)
+    assert dt.guards(j2) == []
+    j1(x, w, b)
+    assert len(dt.guards(j1)) == 1
+    dt.reset()
+    assert dt.guards(j1) == [] and dt.guards(f) == []
+    assert_raises(TypeError, dt.reset, f, match="dyntrace.jit")
+
+
+def test_jit_rejects_what_has_no_python_code():
+    assert_raises(TypeError, dt.jit, len, match="Python function")
+    assert_raises(TypeError, dt.jit, 3, match="Python function")
+    assert_raises(TypeError, dt.jit, Model, match="Python function")  # a class, not an instance
+
+
+def test_dropped_callables_free_their_entries():
+    dt.reset()
+    seed(18007)
+    f = fresh_copy(_affine)
+    x, w, b = rand_tensor((3, 4)), rand_tensor((4, 2)), rand_tensor((2,))
+    for _ in range(50):
+        dt.jit(f, backend="eager")(x, w, b)
+    assert dt.guards(f) == [], len(dt.guards(f))
