@@ -46,6 +46,8 @@ std::vector<InstructionRow>* BuildTable() {
       {Op::kLoadAttr, {"LOAD_ATTR"}, {"LOAD_ATTR"}, F::kNext, X::kHandBack,
        [](int arg, bool) { return Fixed(1, kPython312 ? 1 + (arg & 1) : 1); }},
       {Op::kLoadMethod, {"LOAD_METHOD"}, {}, F::kNext, X::kHandBack, [](int, bool) { return Fixed(1, 2); }},
+      // obj.name = value: [value, obj] -> []
+      {Op::kStoreAttr, {"STORE_ATTR"}, {"STORE_ATTR"}, F::kNext, X::kHandBack, [](int, bool) { return Fixed(2, 0); }},
       {Op::kBinaryOp, {"BINARY_OP"}, {"BINARY_OP"}, F::kNext, X::kHandBack, [](int, bool) { return Fixed(2, 1); }},
       {Op::kUnaryNegative, {"UNARY_NEGATIVE"}, {"UNARY_NEGATIVE"}, F::kNext, X::kHandBack, [](int, bool) { return Fixed(1, 1); }},
       {Op::kUnaryNot, {"UNARY_NOT"}, {"UNARY_NOT"}, F::kNext, X::kHandBack, [](int, bool) { return Fixed(1, 1); }},

@@ -28,7 +28,7 @@ inline constexpr bool kPython312 = PY_VERSION_HEX >= 0x030C0000;
 enum class Op : uint8_t {
   kNop, kPrecall, kPushNull, kPopTop, kCopy, kSwap, kLoadConst, kLoadFast, kLoadFastAndClear,
   kStoreFast, kDeleteFast, kLoadGlobal, kLoadDeref, kLoadClosure, kStoreDeref, kMakeCell,
-  kCopyFreeVars, kLoadAttr, kLoadMethod, kBinaryOp, kUnaryNegative, kUnaryNot, kUnaryInvert,
+  kCopyFreeVars, kLoadAttr, kLoadMethod, kStoreAttr, kBinaryOp, kUnaryNegative, kUnaryNot, kUnaryInvert,
   kUnaryPositive, kCallIntrinsic1, kCompareOp, kIsOp, kContainsOp, kPopJumpIfFalse,
   kPopJumpIfTrue, kPopJumpIfNone, kPopJumpIfNotNone, kJump, kJumpIfFalseOrPop, kJumpIfTrueOrPop,
   kCall, kKwNames, kCallFunctionEx, kBuildTuple, kBuildList, kBuildMap, kBuildConstKeyMap,

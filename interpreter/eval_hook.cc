@@ -151,8 +151,7 @@ class SegmentRun {
   void LogTrace(const trace::TraceResult& result, const std::string& name);
   std::shared_ptr<CacheEntry> Publish(std::shared_ptr<CacheEntry> entry, const guards::FrameInputs& inputs);
   Finished RunEntry(const CacheEntry& entry, const guards::FrameInputs& inputs);
-  PyObject* Return(const trace::ReturnExit& exit, std::vector<Tensor>& outputs,
-                   const guards::FrameInputs& inputs, const CacheEntry& entry, const std::vector<PyRef>& numbers);
+  PyObject* Return(const trace::ReturnExit& exit, PyObject* result);
   Finished Exit(const trace::SegmentExit& exit);
   Finished EscapeJump(const trace::EscapeJumpExit& exit);
   Finished EscapeCall(const trace::EscapeCallExit& exit);
@@ -311,15 +310,9 @@ std::variant<std::shared_ptr<CacheEntry>, PyObject*> SegmentRun::TraceAndCompile
   return Publish(std::move(entry), inputs);
 }
 
-PyObject* SegmentRun::Return(const trace::ReturnExit& exit, std::vector<Tensor>& outputs,
-                             const guards::FrameInputs& inputs, const CacheEntry& entry,
-                             const std::vector<PyRef>& numbers) {
-  PyObject* result;
-  {
-    Builder builder(outputs, inputs, entry.trace.num_memo, numbers);
-    result = builder.Build(exit.output);
-    if (!builder.ok()) return RaiseHere();
-  }
+// `result`: the return value (a new reference), built after the builder's other references
+// are released, so nothing of the segment is kept alive while CPython finishes the frame.
+PyObject* SegmentRun::Return(const trace::ReturnExit& exit, PyObject* result) {
   state_.Clear();
   if (exit.pushes_value) {
     PyObject* stack[1] = {result};
@@ -329,7 +322,26 @@ PyObject* SegmentRun::Return(const trace::ReturnExit& exit, std::vector<Tensor>&
   return cpython::ResumeAt(tstate_, frame_, exit.return_offset, {});
 }
 
-// Replays the segment's Python-number arithmetic, runs its graph, and exits.
+// The attribute stores the traced code made, on the real objects, in program order. The values
+// come from the same builder as the return value or frame state, so shared objects stay shared.
+bool ApplyAttrStores(const std::vector<trace::AttrStore>& stores, Builder& builder, const guards::FrameInputs& inputs) {
+  for (const trace::AttrStore& store : stores) {
+    PyObject* target = store.object->Resolve(inputs);
+    PyObject* value = builder.Build(store.value);
+    if (target == nullptr || value == nullptr) {
+      Py_XDECREF(value);
+      if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "dyntrace: an attribute store lost its object");
+      return false;
+    }
+    const int failed = PyObject_SetAttr(target, store.name.get(), value);
+    Py_DECREF(value);
+    if (failed < 0) return false;
+  }
+  return true;
+}
+
+// Replays the segment's Python-number arithmetic, runs its graph, replays its attribute stores,
+// and exits.
 SegmentRun::Finished SegmentRun::RunEntry(const CacheEntry& entry, const guards::FrameInputs& inputs) {
   std::vector<PyRef> numbers;
   std::vector<Scalar> number_scalars;
@@ -343,17 +355,24 @@ SegmentRun::Finished SegmentRun::RunEntry(const CacheEntry& entry, const guards:
     py::RaiseStatus(outputs.status());
     return RaiseHere();
   }
-  if (const auto* ret = std::get_if<trace::ReturnExit>(&entry.trace.exit)) {
-    return Return(*ret, *outputs, inputs, entry, numbers);
-  }
-  // A break: rebuild the frame state, then escape or hand back.
+  const auto* ret = std::get_if<trace::ReturnExit>(&entry.trace.exit);
+  PyObject* result = nullptr;
   SegmentState next;
   {
     Builder builder(*outputs, inputs, entry.trace.num_memo, numbers);
-    for (const trace::OutputSpec& spec : entry.trace.locals_state) next.locals.push_back(builder.Build(spec));
-    for (const trace::OutputSpec& spec : entry.trace.stack_state) next.stack.push_back(builder.Build(spec));
-    if (!builder.ok()) return RaiseHere();
+    if (!ApplyAttrStores(entry.trace.attr_stores, builder, inputs)) return RaiseHere();
+    if (ret != nullptr) {
+      result = builder.Build(ret->output);
+    } else {  // a break: rebuild the frame state, then escape or hand back
+      for (const trace::OutputSpec& spec : entry.trace.locals_state) next.locals.push_back(builder.Build(spec));
+      for (const trace::OutputSpec& spec : entry.trace.stack_state) next.stack.push_back(builder.Build(spec));
+    }
+    if (!builder.ok()) {
+      Py_XDECREF(result);
+      return RaiseHere();
+    }
   }
+  if (ret != nullptr) return Return(*ret, result);
   state_ = std::move(next);
   at_entry_ = false;
   return Exit(entry.trace.exit);

@@ -29,7 +29,8 @@ enum class SymKind : uint8_t {
   kBoundMethod,  // obj: the function; items[0]: self
   kOpMethod,     // obj: a dyntrace op function; items[0]: the bound tensor (if any)
   kFunction,     // a user function: obj = function object, or code when made by MAKE_FUNCTION
-  kObject,       // obj: an object from the frame whose attributes the trace reads
+  kObject,       // obj: an object from the frame whose attributes the trace reads; keys + items:
+                 // attributes the trace stored on it (names, values), replayed after the graph
   kSlice,        // items: start, stop, step
   kShape,        // items[0]: the tensor whose .shape this is
   kNumber,       // a Python number known only at run time: scalar slot `value`, obj: trace-time value

@@ -74,6 +74,9 @@ absl::StatusOr<Sym> Tracer::ContainerAttr(const Sym& obj, const std::string& nam
 // object.__getattribute__ for a plain object: the instance dict, unless a data descriptor of the
 // class wins; methods found on the class are bound.
 absl::StatusOr<Sym> Tracer::ObjectAttr(const Sym& obj, const std::string& name) {
+  for (size_t i = 0; i < obj->keys.size(); ++i) {  // stored earlier in this trace
+    if (PyUnicode_CompareWithASCIIString(obj->keys[i].get(), name.c_str()) == 0) return obj->items[i];
+  }
   PyObject* o = obj->obj.get();
   PyObject* own = nullptr;
   if (PyObject* dict = cpython::InstanceDict(o); dict != nullptr) own = PyDict_GetItemString(dict, name.c_str());

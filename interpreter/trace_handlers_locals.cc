@@ -139,4 +139,54 @@ absl::Status Tracer::DoLoadAttr(TFrame& f, const Instr& in) {
   return absl::OkStatus();
 }
 
+// obj.name = value on an object of the caller: recorded on its Sym (later reads in the trace see
+// it) and replayed on the real object after the graph runs. Only plain attribute stores qualify:
+// the class keeps object.__setattr__, has no data descriptor (property, slot) of that name, and
+// the instance has a __dict__; anything else could run user code, so CPython runs it.
+absl::Status Tracer::DoStoreAttr(TFrame& f, const Instr& in) {
+  DT_RETURN_IF_ERROR(f.Need(2, in));
+  const Sym& obj = f.stack.back();
+  if (obj->kind != SymKind::kObject || obj->source == nullptr) {
+    return Unsupported(absl::StrCat("storing an attribute on a ", Describe(obj)));
+  }
+  DT_ASSIGN_OR_RETURN(const std::string name, NameText(in.argval.get()));
+  PyObject* o = obj->obj.get();
+  PyTypeObject* type = Py_TYPE(o);
+  PyObject* cls_attr = cpython::LookupOnType(type, in.argval.get());
+  if (type->tp_setattro != PyBaseObject_Type.tp_setattro || cpython::InstanceDict(o) == nullptr ||
+      (cls_attr != nullptr && Py_TYPE(cls_attr)->tp_descr_set != nullptr)) {
+    return Unsupported(absl::StrCat("storing attribute '", name, "' on a ", type->tp_name,
+                                    " (a custom __setattr__, a descriptor or no __dict__)"));
+  }
+  if (objects_[o].sources > 1) {
+    return Unsupported(absl::StrCat("storing attribute '", name, "' on an object reached two ways"));
+  }
+  Sym target = f.Pop();
+  Sym value = f.Pop();
+  if (value->kind == SymKind::kNull) return Unsupported("storing NULL");
+  Mutating(target);
+  if (target->keys.empty()) stored_objects_.push_back(target);
+  for (size_t i = 0; i < target->keys.size(); ++i) {
+    if (PyUnicode_Compare(target->keys[i].get(), in.argval.get()) == 0) {
+      target->items[i] = value;
+      return absl::OkStatus();
+    }
+  }
+  target->keys.push_back(in.argval);
+  target->items.push_back(value);
+  return absl::OkStatus();
+}
+
+// The stores to replay, one per (object, name), with the value last stored.
+absl::StatusOr<std::vector<AttrStore>> Tracer::AttrStores(std::vector<ValueId>& outputs) {
+  std::vector<AttrStore> stores;
+  for (const Sym& obj : stored_objects_) {
+    for (size_t i = 0; i < obj->keys.size(); ++i) {  // empty when a break rolled the stores back
+      DT_ASSIGN_OR_RETURN(OutputSpec value, ToOutput(obj->items[i], outputs));
+      stores.push_back(AttrStore{obj->source, obj->keys[i], std::move(value)});
+    }
+  }
+  return stores;
+}
+
 }  // namespace dt::interpreter::trace

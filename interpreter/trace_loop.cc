@@ -141,6 +141,7 @@ absl::Status Tracer::Step(TFrame& f, const Instr& in) {
     case Op::kStoreDeref: return DoStoreDeref(f, in);
     case Op::kLoadAttr:
     case Op::kLoadMethod: return DoLoadAttr(f, in);
+    case Op::kStoreAttr: return DoStoreAttr(f, in);
     case Op::kBinaryOp: return DoBinaryOp(f, in);
     case Op::kUnaryNegative:
     case Op::kUnaryPositive:

@@ -313,9 +313,17 @@ absl::StatusOr<Sym> Tracer::Wrap(PyObject* obj, SourceRef source) {
     return WithSource(s, source);
   }
   // A plain object: its class is fixed by a guard; attributes are read (and guarded) on use.
+  // An object the trace stored attributes on, reached again another way, could alias or not in
+  // a later call passing the same guards: CPython runs that part.
+  SeenObject& seen = objects_[obj];
+  if (seen.sym != nullptr && !seen.sym->keys.empty()) {
+    return Unsupported("an object the traced code stored an attribute on, reached a second way");
+  }
   guards_.Add(LeafGuard::Type(source, Py_TYPE(obj), where));
   Sym s = MakeSym(SymKind::kObject);
   s->obj = PyRef::Borrow(obj);
+  if (seen.sym == nullptr) seen.sym = s;
+  ++seen.sources;
   return WithSource(s, source);
 }
 

@@ -83,6 +83,9 @@ std::variant<TraceResult, TraceFailure> Tracer::Break(TFrame& root, const interp
   r.exit = ExitAt(root, in);
   std::vector<ValueId> outputs;
   if (absl::Status built = BuildFrameState(root, r, outputs); !built.ok()) return Fail(built);
+  auto stores = AttrStores(outputs);
+  if (!stores.ok()) return Fail(stores.status());
+  r.attr_stores = *std::move(stores);
   r.num_memo = num_memo_;
   r.scalars = scalar_program_;
   graph_->SetOutputs(outputs);
@@ -217,6 +220,8 @@ std::variant<TraceResult, TraceFailure> Tracer::Run() {
   std::vector<ValueId> outputs;
   auto spec = ToOutput(*result, outputs);
   if (!spec.ok()) return Fail(spec.status());
+  auto stores = AttrStores(outputs);
+  if (!stores.ok()) return Fail(stores.status());
   graph_->SetOutputs(outputs);
   graph_->EliminateDeadCode();
   TraceResult r;
@@ -226,6 +231,7 @@ std::variant<TraceResult, TraceFailure> Tracer::Run() {
   r.num_memo = num_memo_;
   r.scalars = scalar_program_;
   r.exit = ReturnExit{*std::move(spec), return_offset_, return_pushes_value_};
+  r.attr_stores = *std::move(stores);
   r.touched_tensors = touched_tensors_;
   return r;
 }

@@ -110,8 +110,17 @@ struct BreakInfo {
   interpreter::BreakKind kind = interpreter::BreakKind::kUnsupported;
 };
 
+// An attribute store on an object of the caller, made by the traced code: replayed on the real
+// object (in program order) after the segment's graph ran, before the segment exits.
+struct AttrStore {
+  guards::SourceRef object;
+  py::PyRef name;
+  OutputSpec value;
+};
+
 struct TraceResult {
   SegmentExit exit;
+  std::vector<AttrStore> attr_stores;
   std::optional<BreakInfo> break_info;  // set unless the segment returns
   // Frame state at a break: one spec per local slot and per stack slot.
   std::vector<OutputSpec> locals_state;

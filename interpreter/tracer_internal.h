@@ -112,6 +112,14 @@ class Tracer {
   int instructions_run_ = 0;
   TFrame* current_ = nullptr;
   absl::flat_hash_map<std::string, Sym> inputs_by_source_;
+  // Objects of the caller, by identity: one Sym per object, so an attribute stored through one
+  // name is seen through another; `sources` counts the ways the trace reached it.
+  struct SeenObject {
+    Sym sym;
+    int sources = 0;
+  };
+  absl::flat_hash_map<PyObject*, SeenObject> objects_;
+  std::vector<Sym> stored_objects_;  // objects with attribute stores, in first-store order
   // The device each tensor value lives on when the graph runs. Tracing runs every op on meta
   // tensors, so a meta tensor cannot say; inputs' devices are guarded, and an op's results live
   // where its operands (or a creation op's device argument) say.
@@ -236,6 +244,8 @@ class Tracer {
   absl::Status DoLoadDeref(TFrame& f, const Instr& in);
   absl::Status DoStoreDeref(TFrame& f, const Instr& in);
   absl::Status DoLoadAttr(TFrame& f, const Instr& in);
+  absl::Status DoStoreAttr(TFrame& f, const Instr& in);
+  absl::StatusOr<std::vector<AttrStore>> AttrStores(std::vector<ValueId>& outputs);
   // operators
   absl::Status DoBinaryOp(TFrame& f, const Instr& in);
   absl::Status DoUnary(TFrame& f, const Instr& in);

@@ -167,3 +167,120 @@ def test_dropped_callables_free_their_entries():
     for _ in range(50):
         dt.jit(f, backend="eager")(x, w, b)
     assert dt.guards(f) == [], len(dt.guards(f))
+
+
+# ---------------------------------------------------------------------------------------------
+# Attribute stores on the caller's objects are recorded and replayed after the graph (issue 18):
+# the frame compiles whole, later reads in the trace see the stored value, and the objects end
+# up exactly as plain CPython leaves them.
+
+class State:
+    def __init__(self):
+        self.h = dt.zeros(3)
+        self.steps = 0
+
+
+def _state_step(s, x):
+    s.h = s.h * 0.5 + x
+    s.total = s.h.sum()     # a new attribute
+    return s.h + s.total    # reads see the stores made above
+
+
+def _state_step_with_break(s, x, log):
+    s.h = s.h * 2.0 + x
+    log.append(s.h.sum().item())  # a break after the store: the escape sees the new value
+    s.h = s.h - 1.0
+    return s.h
+
+
+class Slotted:
+    __slots__ = ("h",)
+
+    def __init__(self):
+        self.h = dt.zeros(3)
+
+
+class Guarded:
+    def __init__(self):
+        self._h = dt.zeros(3)
+
+    @property
+    def h(self):
+        return self._h
+
+    @h.setter
+    def h(self, value):
+        self._h = value * 1.0
+
+
+def _assert_same_state(a, b):
+    assert a.__dict__.keys() == b.__dict__.keys(), (a.__dict__.keys(), b.__dict__.keys())
+    for k in a.__dict__:
+        va, vb = a.__dict__[k], b.__dict__[k]
+        if isinstance(va, dt.Tensor):
+            assert va.tolist() == vb.tolist(), k
+        else:
+            assert va == vb, k
+
+
+def test_attribute_stores_compile_whole_and_replay_in_order():
+    dt.reset()
+    seed(18101)
+    plain = fresh_copy(_state_step)
+    compiled = dt.jit(_state_step)
+    s_plain, s_jit = State(), State()
+    for _ in range(3):
+        x = rand_tensor((3,))
+        assert compiled(s_jit, x).tolist() == plain(s_plain, x).tolist()
+        _assert_same_state(s_plain, s_jit)
+    s = dt.stats()
+    assert s["graph_breaks"] == 0 and s["fallbacks"] == 0 and s["graphs"] == 1, s["break_reasons"]
+
+
+def test_attribute_store_before_a_break_is_visible_to_the_escape():
+    dt.reset()
+    seed(18102)
+    plain = fresh_copy(_state_step_with_break)
+    compiled = dt.jit(_state_step_with_break)
+    s_plain, s_jit = State(), State()
+    log_plain, log_jit = [], []
+    for _ in range(2):
+        x = rand_tensor((3,))
+        assert compiled(s_jit, x, log_jit).tolist() == plain(s_plain, x, log_plain).tolist()
+        assert log_jit == log_plain
+        _assert_same_state(s_plain, s_jit)
+    assert dt.stats()["fallbacks"] == 0
+
+
+def test_stores_that_could_run_user_code_run_under_cpython():
+    dt.reset()
+    seed(18103)
+    for cls in (Slotted, Guarded):
+        plain = fresh_copy(_state_step_with_break)
+        compiled = dt.jit(_state_step_with_break)
+        a, b = cls(), cls()
+        x = rand_tensor((3,))
+        assert compiled(a, x, []).tolist() == plain(b, x, []).tolist()
+        assert a.h.tolist() == b.h.tolist()
+    reasons = " ".join(dt.stats()["break_reasons"])
+    assert "descriptor" in reasons, reasons
+
+
+def _store_through_two_names(a, b, x):
+    a.h = x * 2
+    return b.h + 1  # b may be a: then it must see the store
+
+
+def test_a_stored_object_reached_two_ways_is_not_guessed():
+    dt.reset()
+    seed(18104)
+    plain = fresh_copy(_store_through_two_names)
+    compiled = dt.jit(_store_through_two_names)
+    x = rand_tensor((3,))
+    for same in (True, False, True):
+        s1, s2 = State(), State()
+        t1, t2 = State(), State()
+        got = compiled(s1, s1 if same else s2, x)
+        want = plain(t1, t1 if same else t2, x)
+        assert got.tolist() == want.tolist(), same
+        _assert_same_state(s1, t1)

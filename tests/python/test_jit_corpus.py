@@ -1036,8 +1036,9 @@ def fb_mutate_input_list(xs, x):
     return len(xs)
 
 
-@case(lambda i: Call(Params(T(3), T(3)), T(ODD[i], 3)), fallback=True)
-def fb_mutate_input_object(obj, x):
+# Attribute stores on the caller's object are replayed after the graph: no break.
+@case(lambda i: Call(Params(T(3), T(3)), T(ODD[i], 3)))
+def mutate_input_object(obj, x):
     obj.cache = x * 2
     obj.scale = obj.scale + 1
     return obj.cache + 1
