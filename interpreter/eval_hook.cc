@@ -359,15 +359,16 @@ SegmentRun::Finished SegmentRun::RunEntry(const CacheEntry& entry, const guards:
   PyObject* result = nullptr;
   SegmentState next;
   {
+    // Built in the order the trace described them (memo slots refer back to earlier ones); the
+    // stores come last, before anything runs that could see them.
     Builder builder(*outputs, inputs, entry.trace.num_memo, numbers);
-    if (!ApplyAttrStores(entry.trace.attr_stores, builder, inputs)) return RaiseHere();
     if (ret != nullptr) {
       result = builder.Build(ret->output);
     } else {  // a break: rebuild the frame state, then escape or hand back
       for (const trace::OutputSpec& spec : entry.trace.locals_state) next.locals.push_back(builder.Build(spec));
       for (const trace::OutputSpec& spec : entry.trace.stack_state) next.stack.push_back(builder.Build(spec));
     }
-    if (!builder.ok()) {
+    if (!builder.ok() || !ApplyAttrStores(entry.trace.attr_stores, builder, inputs)) {
       Py_XDECREF(result);
       return RaiseHere();
     }

@@ -284,3 +284,28 @@ def test_a_stored_object_reached_two_ways_is_not_guessed():
         want = plain(t1, t1 if same else t2, x)
         assert got.tolist() == want.tolist(), same
         _assert_same_state(s1, t1)
+
+
+class Box:
+    pass
+
+
+def _store_shared_list_then_break(b, x):
+    items = []
+    b.items = items             # the stored value is also a local at the break below
+    items.append(x + 1)
+    print("", end="")           # a break: the frame state and the store share the list
+    return b.items[0] * 2, b.items is items
+
+
+def test_a_stored_value_shared_with_the_frame_state_stays_one_object():
+    dt.reset()
+    seed(18105)
+    plain = fresh_copy(_store_shared_list_then_break)
+    compiled = dt.jit(_store_shared_list_then_break)
+    for _ in range(2):
+        x = rand_tensor((3,))
+        b1, b2 = Box(), Box()
+        (got, same_got), (want, same_want) = compiled(b1, x), plain(b2, x)
+        assert got.tolist() == want.tolist() and same_got is same_want is True
+        assert b1.items[0].tolist() == b2.items[0].tolist()
