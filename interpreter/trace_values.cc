@@ -312,6 +312,14 @@ absl::StatusOr<Sym> Tracer::Wrap(PyObject* obj, SourceRef source) {
     s->obj = PyRef::Borrow(obj);
     return WithSource(s, source);
   }
+  // An iterator of the caller (a comprehension's `.0` when its frame is traced on its own, a
+  // zip or enumerate passed in): FOR_ITER advances it at run time (an escape per item).
+  if (PyIter_Check(obj)) {
+    guards_.Add(LeafGuard::Type(source, Py_TYPE(obj), where));
+    Sym it = MakeSym(SymKind::kRunIter);
+    it->obj = PyRef::Borrow(obj);
+    return WithSource(it, source);
+  }
   // A plain object: its class is fixed by a guard; attributes are read (and guarded) on use.
   // An object the trace stored attributes on, reached again another way, could alias or not in
   // a later call passing the same guards: CPython runs that part.
