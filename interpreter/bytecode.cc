@@ -119,6 +119,13 @@ std::vector<InstructionRow>* BuildTable() {
        [](int arg, bool) { return Fixed(1 + std::popcount(static_cast<unsigned>(arg & 0x0f)), 1); }},
       {Op::kReturnValue, {"RETURN_VALUE"}, {"RETURN_VALUE"}, F::kReturn, X::kHandBack, [](int, bool) { return Fixed(1, 0); }},
       {Op::kReturnConst, {}, {"RETURN_CONST"}, F::kReturn, X::kHandBack, [](int, bool) { return Fixed(0, 0); }},
+      // A generator consumed inside the trace runs straight through: RETURN_GENERATOR pushes the
+      // value its first resumption receives (None, from next()), which the POP_TOP after it pops
+      // (dis counts 0: CPython pushes it when resuming). YIELD_VALUE hands a value to the
+      // consumer and pushes what next() sends back (None).
+      {Op::kReturnGenerator, {"RETURN_GENERATOR"}, {"RETURN_GENERATOR"}, F::kNext, X::kHandBack,
+       [](int, bool) { return Fixed(0, 1); }},
+      {Op::kYieldValue, {"YIELD_VALUE"}, {"YIELD_VALUE"}, F::kNext, X::kHandBack, [](int, bool) { return Fixed(1, 1); }},
   };
   return t;
 }

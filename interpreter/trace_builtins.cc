@@ -208,13 +208,19 @@ absl::StatusOr<Sym> Tracer::CallFollowedBuiltin(PyObject* fn, const std::vector<
     return it;
   }
   if (is("abs") && args.size() == 1 && args[0]->kind == SymKind::kTensor) return EmitNamed("abs", args);
-  if (is("sum") && args.size() == 1 && (args[0]->kind == SymKind::kTuple || args[0]->kind == SymKind::kList)) {
-    if (args[0]->items.empty()) return ConstSym(PyRef::Steal(PyLong_FromLong(0)));
-    Sym acc = args[0]->items[0];
-    for (size_t i = 1; i < args[0]->items.size(); ++i) {
-      DT_ASSIGN_OR_RETURN(acc, BinaryOp("+", acc, args[0]->items[i]));
+  if (is("sum") && args.size() == 1 && kwargs.empty() &&
+      (args[0]->kind == SymKind::kTuple || args[0]->kind == SymKind::kList || args[0]->kind == SymKind::kIter)) {
+    // Python's order: ((0 + a) + b) + ...
+    Sym acc = ConstSym(PyRef::Steal(PyLong_FromLong(0)));
+    DT_ASSIGN_OR_RETURN(std::vector<Sym> items, Iterate(args[0]));
+    for (const Sym& item : items) {
+      DT_ASSIGN_OR_RETURN(acc, BinaryOp("+", acc, item));
     }
-    return BinaryOp("+", ConstSym(PyRef::Steal(PyLong_FromLong(0))), acc);
+    if (args[0]->kind == SymKind::kIter) {  // sum() consumed the iterator
+      Mutating(args[0]);
+      args[0]->items.clear();
+    }
+    return acc;
   }
   return Sym();
 }

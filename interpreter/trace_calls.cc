@@ -397,11 +397,12 @@ absl::StatusOr<Sym> Tracer::Inline(const Sym& function, std::vector<Sym> args,
   } else {
     return Unsupported("calling an unknown function object");
   }
-  if (code->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR | CO_ITERABLE_COROUTINE)) {
-    return Unsupported("calling a generator or coroutine function");
+  if (code->co_flags & (CO_COROUTINE | CO_ASYNC_GENERATOR | CO_ITERABLE_COROUTINE)) {
+    return Unsupported("calling a coroutine function");
   }
   TFrame f;
   f.code = code;
+  f.generator = (code->co_flags & CO_GENERATOR) != 0;
   DT_ASSIGN_OR_RETURN(f.decoded, Decode(code));
   f.locals.assign(code->co_nlocalsplus, nullptr);
   f.globals = globals;
@@ -419,9 +420,31 @@ absl::StatusOr<Sym> Tracer::Inline(const Sym& function, std::vector<Sym> args,
   DT_RETURN_IF_ERROR(BindDefaults(f, function, defaults, kwdefaults));
   TFrame* saved = current_;
   current_ = &f;
-  auto result = RunFrame(f);
+  auto result = f.generator ? RunGenerator(f) : RunFrame(f);
   current_ = saved;
   return result;
+}
+
+// A generator called in the trace runs to its end at once; the consumer iterates what it
+// yielded. That keeps the program's meaning only while the body has no effects the consumer
+// could observe in between (container or attribute mutations, in-place tensor ops); such a
+// body, or one that breaks (print, .item()), leaves the call to CPython. A generator that never
+// ends hits the trace's length limit the same way.
+absl::StatusOr<Sym> Tracer::RunGenerator(TFrame& f) {
+  const size_t journal_before = journal_.size();
+  const size_t nodes_before = graph_->nodes().size();
+  DT_RETURN_IF_ERROR(RunFrame(f).status());
+  bool effects = false;
+  for (size_t i = nodes_before; i < graph_->nodes().size(); ++i) effects |= graph_->nodes()[i].inplace;
+  // Advancing iterators (its own loops, the iterator a generator expression is given) is the
+  // generator's own business; anything else it mutates is an effect.
+  for (size_t i = journal_before; i < journal_.size(); ++i) effects |= journal_[i].sym->kind != SymKind::kIter;
+  if (effects) {
+    return Unsupported("a generator whose body mutates state, run ahead of its consumer, could reorder effects");
+  }
+  Sym it = MakeSym(SymKind::kIter);  // not a loop's own iterator: it cannot cross a break
+  it->items = std::move(f.yields);
+  return it;
 }
 
 }  // namespace dt::interpreter::trace

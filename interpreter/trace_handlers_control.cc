@@ -67,6 +67,14 @@ absl::Status Tracer::DoForIter(TFrame& f, const Instr& in) {
   return absl::OkStatus();
 }
 
+absl::Status Tracer::DoYieldValue(TFrame& f, const Instr& in) {
+  if (!f.generator) return Unsupported("YIELD_VALUE outside a generator run by the trace");
+  DT_RETURN_IF_ERROR(f.Need(1, in));
+  f.yields.push_back(f.Pop());
+  f.stack.push_back(ConstSym(PyRef::Borrow(Py_None)));  // what next() sends
+  return absl::OkStatus();
+}
+
 absl::Status Tracer::DoReturn(TFrame& f, const Instr& in) {
   if (in.op == Op::kReturnConst) {
     f.result = ConstSym(in.argval);

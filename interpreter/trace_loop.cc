@@ -190,6 +190,11 @@ absl::Status Tracer::Step(TFrame& f, const Instr& in) {
     case Op::kMakeFunction: return DoMakeFunction(f, in);
     case Op::kReturnValue:
     case Op::kReturnConst: return DoReturn(f, in);
+    case Op::kReturnGenerator:
+      if (!f.generator) return Unsupported("RETURN_GENERATOR outside a generator run by the trace");
+      st.push_back(ConstSym(PyRef::Borrow(Py_None)));
+      return absl::OkStatus();
+    case Op::kYieldValue: return DoYieldValue(f, in);
     case Op::kUnsupported:
       return Unsupported(absl::StrCat("instruction ", in.opname, " is not supported by the tracer"));
   }

@@ -86,6 +86,9 @@ struct TFrame {
   // Set by a RETURN instruction's handler.
   bool returned = false;
   Sym result;
+  // A generator's body run straight through for a consumer in the trace: what it yields.
+  bool generator = false;
+  std::vector<Sym> yields;
 
   Sym Pop() {
     Sym s = std::move(stack.back());
@@ -227,6 +230,7 @@ class Tracer {
   absl::StatusOr<Sym> CallOpFunction(PyObject* fn, const Sym& bound_self, const std::vector<Sym>& args,
                                      const Kwargs& kwargs);
   absl::StatusOr<Sym> Inline(const Sym& function, std::vector<Sym> args, Kwargs kwargs);
+  absl::StatusOr<Sym> RunGenerator(TFrame& f);
   absl::Status BindArguments(TFrame& f, std::vector<Sym> args, Kwargs kwargs);
   absl::Status BindDefaults(TFrame& f, const Sym& function, PyObject* defaults, PyObject* kwdefaults);
   absl::StatusOr<Sym> RunFrame(TFrame& f);
@@ -279,6 +283,7 @@ class Tracer {
   absl::Status DoGetIter(TFrame& f, const Instr& in);
   absl::Status DoForIter(TFrame& f, const Instr& in);
   absl::Status DoReturn(TFrame& f, const Instr& in);
+  absl::Status DoYieldValue(TFrame& f, const Instr& in);
   // calls
   absl::Status DoKwNames(TFrame& f, const Instr& in);
   absl::Status DoCall(TFrame& f, const Instr& in);

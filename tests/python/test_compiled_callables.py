@@ -309,3 +309,83 @@ def test_a_stored_value_shared_with_the_frame_state_stays_one_object():
         (got, same_got), (want, same_want) = compiled(b1, x), plain(b2, x)
         assert got.tolist() == want.tolist() and same_got is same_want is True
         assert b1.items[0].tolist() == b2.items[0].tolist()
+
+
+# ---------------------------------------------------------------------------------------------
+# Generators consumed inside the trace run straight through (issue 18): sum() of a generator
+# expression, list() of a generator, a for loop over one. Bodies with effects the consumer could
+# observe (mutations, in-place ops, prints) stay with CPython.
+
+def _gen_double(xs):
+    for x in xs:
+        yield x * 2
+
+
+def _consume_generators(x, ys):
+    a = sum(t.sin() for t in ys)
+    b = list(_gen_double(ys))
+    c = [v for v in _gen_double([x, x + 1])]
+    total = 0
+    for v in _gen_double(ys):
+        total = total + v
+    return a + b[0] + c[1] + total + x
+
+
+def _gen_with_effect(xs, log):
+    for x in xs:
+        log.append(len(log))  # interleaves with the consumer's appends
+        yield x
+
+
+def _consume_effectful(x, ys):
+    log = []
+    out = []
+    for v in _gen_with_effect(ys, log):
+        log.append("consumer")
+        out.append(v + x)
+    return out[0] + out[-1], log
+
+
+def _gen_printing(xs):
+    for x in xs:
+        print("yield")
+        yield x
+
+
+def _consume_printing(x, ys):
+    return sum(_gen_printing(ys)) + x
+
+
+def test_generators_consumed_in_the_trace_compile_whole():
+    dt.reset()
+    seed(18201)
+    plain = fresh_copy(_consume_generators)
+    compiled = dt.jit(_consume_generators)
+    for n in (3, 5):
+        x = rand_tensor((4,))
+        ys = [rand_tensor((4,)) for _ in range(n)]
+        assert_close(compiled(x, ys), plain(x, ys))
+    s = dt.stats()
+    assert s["graph_breaks"] == 0 and s["fallbacks"] == 0, s["break_reasons"]
+
+
+def test_generators_with_effects_or_breaks_keep_cpythons_order():
+    import contextlib
+    import io
+    dt.reset()
+    seed(18202)
+    x = rand_tensor((2,))
+    ys = [rand_tensor((2,)) for _ in range(3)]
+    got, log_got = dt.jit(_consume_effectful)(x, ys)
+    want, log_want = fresh_copy(_consume_effectful)(x, ys)
+    assert_close(got, want)
+    assert log_got == log_want, (log_got, log_want)
+    out_got, out_want = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out_got):
+        got = dt.jit(_consume_printing)(x, ys)
+    with contextlib.redirect_stdout(out_want):
+        want = fresh_copy(_consume_printing)(x, ys)
+    assert_close(got, want)
+    assert out_got.getvalue() == out_want.getvalue() == "yield\n" * 3
+    reasons = " ".join(dt.stats()["break_reasons"])
+    assert "generator" in reasons or "print" in reasons, reasons

@@ -5,7 +5,9 @@ Every row names instructions of this version, and the stack effect the tracer's 
 `dis.stack_effect`, for every argument the instruction's encoding allows that matters. Where the
 tracer's handler does the work of two CPython instructions, the two effects are added up:
 - 3.11's CALL also does PRECALL's part (PRECALL itself is a no-op for the tracer);
-- 3.12's FOR_ITER, when the loop ends, also does the END_FOR it skips.
+- 3.12's FOR_ITER, when the loop ends, also does the END_FOR it skips;
+- RETURN_GENERATOR pushes the None a generator's first resumption receives (CPython pushes it
+  when resuming the frame; the tracer runs a consumed generator's body straight through).
 """
 import dis
 import sys
@@ -48,6 +50,8 @@ def expected_effect(name, arg, jump):
         effect += dis_effect("PRECALL", arg, jump)
     if name == "FOR_ITER" and PY312 and jump:
         effect += dis_effect("END_FOR", 0, False)
+    if name == "RETURN_GENERATOR":
+        effect += 1
     return effect
 
 
