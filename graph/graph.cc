@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "graph/pointwise.h"
@@ -87,38 +88,54 @@ std::string ArgToString(const GraphArg& arg) {
 
 }  // namespace
 
+// One node as a Python statement: `v3 = dyntrace.op(v0, 2, dim=1)`, or the op's own form
+// (subscripts). Arguments equal to their defaults are left out, like a person would write the
+// call; once one argument needs its keyword (a default left out before it, a keyword-only
+// parameter, a constant after the tensors), the rest are keywords too, so the line parses.
+std::string Graph::NodeStatement(const Node& n, const std::vector<std::string>& outs) const {
+  const auto& params_def = n.op->schema.params;
+  std::vector<std::string> texts;
+  std::vector<const ArgValue*> constants;
+  for (const GraphArg& a : n.args) {
+    texts.push_back(ArgToString(a));
+    constants.push_back(std::get_if<ArgValue>(&a.content));
+  }
+  if (n.op->print_statement != nullptr) {
+    if (std::optional<std::string> own = n.op->print_statement(outs, texts, constants)) return *own;
+  }
+  std::vector<std::string> args;
+  bool keywords = false;
+  for (size_t i = 0; i < n.args.size(); ++i) {
+    if (params_def[i].default_value.has_value() && constants[i] != nullptr &&
+        ArgValueToString(*constants[i]) == ArgValueToString(*params_def[i].default_value)) {
+      keywords = true;  // later arguments no longer sit at their positions
+      continue;
+    }
+    keywords |= params_def[i].keyword_only || (i > 0 && !std::holds_alternative<ValueId>(n.args[i].content));
+    args.push_back(keywords ? absl::StrCat(params_def[i].name, "=", texts[i]) : texts[i]);
+  }
+  const std::string call = absl::StrCat("dyntrace.", n.op->name(), n.inplace ? "_" : "", "(",
+                                        absl::StrJoin(args, ", "), ")");
+  return outs.empty() ? call : absl::StrCat(absl::StrJoin(outs, ", "), " = ", call);
+}
+
 std::string Graph::ToString(absl::string_view name) const {
   std::string out;
   std::vector<std::string> params;
   for (size_t i = 0; i < inputs_.size(); ++i) {
-    params.push_back(absl::StrFormat("%s: %s", ValueName(inputs_[i]),
-                                     DescribeMeta(values_[inputs_[i]].meta)));
+    std::string annotation = DescribeMeta(values_[inputs_[i]].meta);
+    // A 0-d tensor's "f32[]" is not an expression; "f32[()]" is.
+    if (absl::EndsWith(annotation, "[]")) annotation.insert(annotation.size() - 1, "()");
+    params.push_back(absl::StrFormat("%s: %s", ValueName(inputs_[i]), annotation));
   }
   absl::StrAppend(&out, "def ", name, "(", absl::StrJoin(params, ", "), "):\n");
   for (size_t i = 0; i < inputs_.size(); ++i) {
     absl::StrAppendFormat(&out, "    # %s = %s\n", ValueName(inputs_[i]), input_sources_[i]);
   }
   for (const Node& n : nodes_) {
-    std::vector<std::string> args;
-    const auto& params_def = n.op->schema.params;
-    for (size_t i = 0; i < n.args.size(); ++i) {
-      const std::string text = ArgToString(n.args[i]);
-      // Arguments equal to their defaults are left out, like a person would write the call.
-      if (params_def[i].default_value.has_value() &&
-          std::holds_alternative<ArgValue>(n.args[i].content) &&
-          ArgValueToString(std::get<ArgValue>(n.args[i].content)) ==
-              ArgValueToString(*params_def[i].default_value)) {
-        continue;
-      }
-      args.push_back(params_def[i].keyword_only || i > 0 && !std::holds_alternative<ValueId>(n.args[i].content)
-                         ? absl::StrCat(params_def[i].name, "=", text)
-                         : text);
-    }
     std::vector<std::string> outs;
     for (ValueId v : n.outputs) outs.push_back(ValueName(v));
-    const std::string call = absl::StrCat("dyntrace.", n.op->name(), n.inplace ? "_" : "", "(",
-                                          absl::StrJoin(args, ", "), ")");
-    std::string line = n.outputs.empty() ? call : absl::StrCat(absl::StrJoin(outs, ", "), " = ", call);
+    std::string line = NodeStatement(n, outs);
     std::string type_note;
     if (n.outputs.size() == 1) type_note = DescribeMeta(values_[n.outputs[0]].meta);
     absl::StrAppendFormat(&out, "    %-48s # %s", line, type_note);

@@ -85,6 +85,7 @@ class Graph {
 
   // Python-like code: one line per node, with the source line that produced it.
   std::string ToString(absl::string_view name = "graph") const;
+  std::string NodeStatement(const Node& n, const std::vector<std::string>& outputs) const;
   // The same graph as a Graphviz digraph (graph_dot.cc): one box per node (op, non-tensor
   // arguments, result dtype/shape, source line), one edge per value use labelled with the value,
   // inputs as ellipses naming where they come from, outputs gathered into a "return" node.

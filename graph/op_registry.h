@@ -86,6 +86,12 @@ struct ReductionInfo {
 class OpDef;
 using OpResult = std::vector<Tensor>;
 using EagerFn = absl::StatusOr<OpResult> (*)(const OpDef& op, const OpArgs& args);
+// How a node of the op reads in a printed graph, when not as a call: the statement, given the
+// output names, the argument texts, and each argument's constant value (null where it is a
+// graph value or run-time number). Null when the constants do not allow that form.
+using StatementPrinter = std::optional<std::string> (*)(absl::Span<const std::string> outputs,
+                                                       absl::Span<const std::string> args,
+                                                       absl::Span<const ArgValue* const> constants);
 
 class OpDef {
  public:
@@ -96,6 +102,7 @@ class OpDef {
   PointwiseInfo pointwise;
   ReductionInfo reduction;
   std::string doc;  // one line, shown by help()
+  StatementPrinter print_statement = nullptr;  // null: printed as dyntrace.<name>(args)
 
   const std::string& name() const { return schema.name; }
   bool has(OpProperty p) const { return (properties & p) != 0; }

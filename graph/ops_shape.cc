@@ -2,6 +2,8 @@
 // Views share the input's storage, as in PyTorch; reshape copies only when no view exists.
 #include <algorithm>
 #include <numeric>
+#include <optional>
+#include <string>
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -388,6 +390,37 @@ absl::StatusOr<OpResult> SetItemEager(const OpDef&, const OpArgs& args) {
 
 }  // namespace
 
+namespace {
+
+// The subscript an encoded index argument reads as, e.g. "1:, :50".
+std::optional<std::string> SubscriptText(const ArgValue* encoded) {
+  const Dims* dims = encoded != nullptr ? std::get_if<Dims>(encoded) : nullptr;
+  if (dims == nullptr) return std::nullopt;
+  absl::StatusOr<std::vector<IndexItem>> items = DecodeIndex(*dims);
+  if (!items.ok()) return std::nullopt;
+  if (items->empty()) return std::string("()");
+  return IndexToString(*items);
+}
+
+std::optional<std::string> PrintGetItem(absl::Span<const std::string> outputs, absl::Span<const std::string> args,
+                                        absl::Span<const ArgValue* const> constants) {
+  std::optional<std::string> index = SubscriptText(constants[1]);
+  if (!index || outputs.size() != 1) return std::nullopt;
+  return absl::StrCat(outputs[0], " = ", args[0], "[", *index, "]");
+}
+
+// In place: the statement, then the result (the input itself) named.
+std::optional<std::string> PrintSetItem(absl::Span<const std::string> outputs, absl::Span<const std::string> args,
+                                        absl::Span<const ArgValue* const> constants) {
+  std::optional<std::string> index = SubscriptText(constants[1]);
+  if (!index) return std::nullopt;
+  std::string text = absl::StrCat(args[0], "[", *index, "] = ", args[2]);
+  if (outputs.size() == 1) absl::StrAppend(&text, "; ", outputs[0], " = ", args[0]);
+  return text;
+}
+
+}  // namespace
+
 void RegisterShapeOps(OpRegistry& registry) {
   constexpr uint32_t kBoth = kMethod | kFunction;
   registry.Add("reshape(Tensor input, int... shape) -> Tensor", OpKind::kView, kBoth, &ReshapeEager);
@@ -425,11 +458,12 @@ void RegisterShapeOps(OpRegistry& registry) {
   // x.float(), x.to(dtype): a copy in the new dtype, or x itself when it already has it.
   registry.Add("_to(Tensor input, DType dtype) -> Tensor", OpKind::kData, kCudaNative,
                &ToDTypeEager);
-  // Basic indexing as graph ops; `index` is EncodeIndex()'s flat form.
+  // Basic indexing as graph ops; `index` is EncodeIndex()'s flat form. They print as Python's
+  // subscripts: `v1 = v0[1:, :50]`, `v0[0] = v2`.
   registry.Add("_getitem(Tensor input, int[] index) -> Tensor", OpKind::kView, kNoProperty,
-               &GetItemEager);
+               &GetItemEager).print_statement = &PrintGetItem;
   registry.Add("_setitem(Tensor input, int[] index, Operand value) -> Tensor", OpKind::kData,
-               kCudaNative, &SetItemEager);
+               kCudaNative, &SetItemEager).print_statement = &PrintSetItem;
   registry.Add("chunk(Tensor input, int chunks, int dim=0) -> Tensor[]", OpKind::kView, kBoth,
                &ChunkEager);
 }

@@ -7,6 +7,7 @@ Entries made with `case(...)` are things the tracer captures: they must not fall
 Entries made with `case(..., fallback=True)` must run the frame under CPython (stats()['fallbacks']
 grows, with a reason). `fallback=None` accepts either.
 """
+import ast
 import math
 
 import dyntrace as dt
@@ -1081,6 +1082,12 @@ def _make_test(name, fn, factory, fallback, calls, reason, seed_base):
             assert after["fallbacks"] == 0 and after["graph_breaks"] == 0, (
                 "%s broke the graph: %r" % (name, after["break_reasons"]))
             assert after["frames_traced"] >= 1, "%s was never traced: %r" % (name, after)
+        # Every printed graph is Python a user could paste (and parse).
+        for graph in dt.graphs(jfn):
+            try:
+                ast.parse(graph)
+            except SyntaxError as e:
+                raise AssertionError("%s: a graph that does not parse (%s):\n%s" % (name, e, graph))
     test.__name__ = "test_corpus_" + name
     return test
 
