@@ -85,6 +85,9 @@ bool IsGeneratorLike(PyCodeObject* code) {
 
 bool Excluded(PyCodeObject* code) {
   if (stress_mode) return IsDyntraceInternal(code);
+  // Module and class bodies (name-based locals, run once): nothing to compile, and under the
+  // command they would be what --fullgraph rejects and what --stats counts.
+  if ((code->co_flags & CO_OPTIMIZED) == 0) return true;
   if (excluded_prefixes == nullptr) {
     excluded_prefixes = new std::vector<std::string>();
     InsideDyntrace guard;

@@ -284,7 +284,8 @@ PyObject* FnGraphs(PyObject*, PyObject* args, PyObject* kwargs) {
   std::vector<std::string> out;
   for (const interpreter::CodeCache* cache : *caches) {
     for (const auto& e : cache->AllEntries()) {
-      if (!e->graph()) continue;
+      // Segments without tensor work have no graph to show (stats()["graphs"] does not count them).
+      if (!e->graph() || e->graph()->nodes().empty()) continue;
       const std::string name = e->start_offset == 0 ? py::Utf8Or(code->co_name)
                                                     : absl::StrCat(py::Utf8Or(code->co_name), "_at_", e->start_offset);
       if (kind == "text") {

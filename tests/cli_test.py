@@ -240,6 +240,16 @@ class CommandLineTest(CommandTestCase):
         result = self.dyntrace("--fullgraph", script)
         self.assertEqual(result.returncode, 1, result.stderr)
         self.assertIn("fullgraph=True", result.stderr)
+        self.assertIn("scale_and_shift", result.stderr)  # the function's break, not the module's
+
+    def test_fullgraph_leaves_module_level_code_alone(self):
+        # Module (and class) bodies are not traced: --fullgraph applies to the functions a
+        # script calls, and --stats does not count the module's frame.
+        script = self.write("tiny.py", "x = 1 + 2\nclass K:\n    y = x\nprint(x + K.y)\n")
+        result = self.dyntrace("--fullgraph", "--stats", script)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertEqual(result.stdout.strip(), "6")
+        self.assertRegex(result.stderr, r"frames traced\s+0\b")
 
     def test_examples_run_and_check_themselves(self):
         names = ["mlp_inference", "gelu_layernorm", "attention", "data_dependent_loop"]
