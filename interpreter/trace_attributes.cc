@@ -1,6 +1,8 @@
 // interpreter/trace_attributes.cc: attribute reads on traced values.
 #include <Python.h>
 
+#include "absl/container/flat_hash_set.h"
+
 #include <algorithm>
 #include <optional>
 #include <string>
@@ -57,16 +59,19 @@ absl::StatusOr<Sym> Tracer::TensorAttr(const Sym& obj, const std::string& name) 
     return outs[0];
   }
   PyObject* attr = PyDict_GetItemString(py::TensorType.tp_dict, name.c_str());
-  if (attr == nullptr) return Raises(absl::StrCat("the traced code raises: Tensor has no attribute ", name));
+  if (attr == nullptr) return Raises(absl::StrCat("the traced code raises AttributeError: Tensor has no attribute ", name));
   return BoundTo(py::IsOpFunction(attr) ? SymKind::kOpMethod : SymKind::kBoundMethod, PyRef::Borrow(attr), obj);
 }
 
 // The methods of containers the trace follows (trace_calls.cc CallContainerMethod).
 absl::StatusOr<Sym> Tracer::ContainerAttr(const Sym& obj, const std::string& name) {
-  const bool followed =
-      (obj->kind == SymKind::kDict && (name == "get" || name == "items" || name == "keys" || name == "values")) ||
-      (obj->kind == SymKind::kList && (name == "append" || name == "extend" || name == "index" || name == "count")) ||
-      (obj->kind == SymKind::kTuple && (name == "index" || name == "count"));
+  static const auto* dict_methods = new absl::flat_hash_set<std::string>{
+      "get", "items", "keys", "values", "pop", "setdefault", "update", "copy", "clear"};
+  static const auto* list_methods = new absl::flat_hash_set<std::string>{
+      "append", "extend", "index", "count", "pop", "insert", "clear", "reverse", "copy"};
+  const bool followed = (obj->kind == SymKind::kDict && dict_methods->contains(name)) ||
+                        (obj->kind == SymKind::kList && list_methods->contains(name)) ||
+                        (obj->kind == SymKind::kTuple && (name == "index" || name == "count"));
   if (!followed) return Unsupported(absl::StrCat("attribute '", name, "' of a ", Describe(obj)));
   return BoundTo(SymKind::kBoundMethod, PyRef::Steal(py::FromUtf8(name)), obj);
 }

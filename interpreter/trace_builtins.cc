@@ -208,6 +208,30 @@ absl::StatusOr<Sym> Tracer::CallFollowedBuiltin(PyObject* fn, const std::vector<
     return it;
   }
   if (is("abs") && args.size() == 1 && args[0]->kind == SymKind::kTensor) return EmitNamed("abs", args);
+  if (is("dict")) {
+    if (args.size() > 1) return Raises("the traced code raises: dict() takes at most 1 positional argument");
+    Sym d = MakeSym(SymKind::kDict);
+    if (!args.empty()) DT_RETURN_IF_ERROR(UpdateDict(*d, args[0]));
+    for (const auto& [k, v] : kwargs) DT_RETURN_IF_ERROR(DictInsert(*d, PyRef::Steal(py::FromUtf8(k)), v));
+    return d;
+  }
+  if ((is("getattr") || is("hasattr")) && (args.size() == 2 || (is("getattr") && args.size() == 3)) && kwargs.empty()) {
+    return BuiltinGetattr(args, is("hasattr"));
+  }
+  // min(), max(), any(), all(), sorted() of an iterator the trace holds (a generator, zip ...)
+  // or of a dict's keys: the items as a tuple (an iterator is consumed), then folded like any
+  // constant arguments.
+  if ((is("min") || is("max") || is("any") || is("all") || is("sorted")) && args.size() == 1 &&
+      (args[0]->kind == SymKind::kIter || args[0]->kind == SymKind::kDict)) {
+    Sym items = MakeSym(SymKind::kTuple);
+    DT_ASSIGN_OR_RETURN(items->items, Iterate(args[0]));
+    if (args[0]->kind == SymKind::kIter) {
+      Mutating(args[0]);
+      args[0]->items.clear();
+    }
+    std::vector<Sym> folded = {items};
+    return FoldPureCall(fn, folded, kwargs);
+  }
   if (is("sum") && args.size() == 1 && kwargs.empty() &&
       (args[0]->kind == SymKind::kTuple || args[0]->kind == SymKind::kList || args[0]->kind == SymKind::kIter)) {
     // Python's order: ((0 + a) + b) + ...
@@ -223,6 +247,25 @@ absl::StatusOr<Sym> Tracer::CallFollowedBuiltin(PyObject* fn, const std::vector<
     return acc;
   }
   return Sym();
+}
+
+// getattr(obj, name[, default]) and hasattr(obj, name) with a constant name: the attribute
+// read of the trace; an attribute the object lacks (a read that would raise AttributeError)
+// gives the default, or False.
+absl::StatusOr<Sym> Tracer::BuiltinGetattr(const std::vector<Sym>& args, bool has) {
+  DT_ASSIGN_OR_RETURN(PyRef name_obj, ConstValue(args[1]));
+  if (!PyUnicode_Check(name_obj.get())) return Raises("the traced code raises: attribute name must be a string");
+  DT_ASSIGN_OR_RETURN(const std::string name, NameText(name_obj.get()));
+  absl::StatusOr<Sym> attr = GetAttr(args[0], name);
+  const std::optional<interpreter::BreakReason> reason = interpreter::AsBreak(attr.status());
+  const bool missing = !attr.ok() && reason && reason->kind == interpreter::BreakKind::kRaises &&
+                       reason->message.find("AttributeError") != std::string::npos;
+  if (has) {
+    if (attr.ok() || missing) return ConstSym(PyRef::Borrow(attr.ok() ? Py_True : Py_False));
+    return attr.status();
+  }
+  if (missing && args.size() == 3) return args[2];
+  return attr;
 }
 
 // A pure builtin on run-time numbers: replayed each run, not specialised. Null when its result

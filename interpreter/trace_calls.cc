@@ -159,45 +159,173 @@ absl::StatusOr<Sym> Tracer::CallTensorMethod(const Sym& self, const std::string&
                                       : "is not supported by the tracer"));
 }
 
-absl::StatusOr<Sym> Tracer::CallContainerMethod(const Sym& self, const std::string& name,
-                                                const std::vector<Sym>& args,
-                                                const std::vector<std::pair<std::string, Sym>>& kwargs) {
-  if (!kwargs.empty()) return Unsupported(absl::StrCat(name, "() with keyword arguments"));
-  if (self->kind == SymKind::kDict) {
-    if (name == "get") {
-      if (args.empty() || args.size() > 2) return Raises("the traced code raises: dict.get() arguments");
-      DT_ASSIGN_OR_RETURN(PyRef key, ConstValue(args[0]));
-      DT_ASSIGN_OR_RETURN(std::optional<size_t> at, DictFind(*self, key.get()));
-      if (at) return self->items[*at];
-      return args.size() == 2 ? args[1] : ConstSym(PyRef::Borrow(Py_None));
-    }
-    if (self->from_frame) return Unsupported(absl::StrCat("iterating over a dict from the caller (", name, ")"));
-    Sym it = MakeSym(SymKind::kIter);
-    for (size_t i = 0; i < self->keys.size(); ++i) {
-      if (name == "keys") {
-        it->items.push_back(ConstSym(self->keys[i]));
-      } else if (name == "values") {
-        it->items.push_back(self->items[i]);
-      } else {
-        Sym pair = MakeSym(SymKind::kTuple);
-        pair->items = {ConstSym(self->keys[i]), self->items[i]};
-        it->items.push_back(pair);
+namespace {
+
+Sym None() { return ConstSym(PyRef::Borrow(Py_None)); }
+
+// A list index as Python normalises it (negative from the end); nullopt when out of range.
+std::optional<size_t> ListIndex(const Sym& list, PyObject* index) {
+  const Py_ssize_t n = static_cast<Py_ssize_t>(list->items.size());
+  Py_ssize_t i = PyLong_AsSsize_t(index);
+  if (i == -1 && PyErr_Occurred()) {
+    PyErr_Clear();
+    return std::nullopt;
+  }
+  if (i < 0) i += n;
+  if (i < 0 || i >= n) return std::nullopt;
+  return static_cast<size_t>(i);
+}
+
+}  // namespace
+
+// Methods of dicts the trace holds. Reading ones work on the caller's dicts too; mutating ones
+// only on dicts the trace built (the caller's would need the mutation replayed).
+absl::StatusOr<Sym> Tracer::CallDictMethod(const Sym& self, const std::string& name, const std::vector<Sym>& args,
+                                           const Kwargs& kwargs) {
+  if (!kwargs.empty() && name != "update") return Unsupported(absl::StrCat("dict.", name, "() with keywords"));
+  if (name == "get" || name == "pop" || name == "setdefault") {
+    if (args.empty() || args.size() > 2) return Raises(absl::StrCat("the traced code raises: dict.", name, "() arguments"));
+    DT_ASSIGN_OR_RETURN(PyRef key, ConstValue(args[0]));
+    DT_ASSIGN_OR_RETURN(std::optional<size_t> at, DictFind(*self, key.get()));
+    const Sym fallback = args.size() == 2 ? args[1] : nullptr;
+    if (name == "get") return at ? self->items[*at] : (fallback ? fallback : None());
+    if (self->from_frame) return Unsupported(absl::StrCat("dict.", name, "() on a dict of the caller"));
+    if (name == "pop") {
+      if (!at) {
+        if (fallback) return fallback;
+        return Raises("the traced code raises KeyError in dict.pop()");
       }
+      Mutating(self);
+      Sym value = self->items[*at];
+      self->items.erase(self->items.begin() + *at);
+      self->keys.erase(self->keys.begin() + *at);
+      return value;
     }
-    return it;
-  }
-  if (name == "append" || name == "extend") {
-    if (self->from_frame) return Unsupported("mutating a list that belongs to the caller");
-    if (args.size() != 1) return Raises("the traced code raises: list method arguments");
+    if (at) return self->items[*at];  // setdefault of a present key
     Mutating(self);
-    if (name == "append") {
-      self->items.push_back(args[0]);
-    } else {
-      DT_ASSIGN_OR_RETURN(std::vector<Sym> items, Iterate(args[0]));
-      self->items.insert(self->items.end(), items.begin(), items.end());
-    }
-    return ConstSym(PyRef::Borrow(Py_None));
+    DT_RETURN_IF_ERROR(DictInsert(*self, std::move(key), fallback ? fallback : None()));
+    return fallback ? fallback : None();
   }
+  if (name == "copy") {
+    Sym copy = MakeSym(SymKind::kDict);
+    copy->keys = self->keys;
+    copy->items = self->items;
+    return copy;
+  }
+  if (name == "update" || name == "clear") {
+    if (self->from_frame) return Unsupported(absl::StrCat("dict.", name, "() on a dict of the caller"));
+    if (name == "clear") {
+      if (!args.empty()) return Raises("the traced code raises: dict.clear() takes no arguments");
+      Mutating(self);
+      self->keys.clear();
+      self->items.clear();
+      return None();
+    }
+    if (args.size() > 1) return Raises("the traced code raises: dict.update() takes at most 1 argument");
+    Mutating(self);
+    if (!args.empty()) DT_RETURN_IF_ERROR(UpdateDict(*self, args[0]));
+    for (const auto& [k, v] : kwargs) DT_RETURN_IF_ERROR(DictInsert(*self, PyRef::Steal(py::FromUtf8(k)), v));
+    return None();
+  }
+  if (self->from_frame) return Unsupported(absl::StrCat("iterating over a dict from the caller (", name, ")"));
+  Sym it = MakeSym(SymKind::kIter);  // keys(), values(), items()
+  for (size_t i = 0; i < self->keys.size(); ++i) {
+    if (name == "keys") {
+      it->items.push_back(ConstSym(self->keys[i]));
+    } else if (name == "values") {
+      it->items.push_back(self->items[i]);
+    } else {
+      Sym pair = MakeSym(SymKind::kTuple);
+      pair->items = {ConstSym(self->keys[i]), self->items[i]};
+      it->items.push_back(pair);
+    }
+  }
+  return it;
+}
+
+// Inserts `source`'s items into `dict` (REQUIRES: the caller journaled it): another dict, or an
+// iterable of (key, value) pairs, as dict.update and dict() take them.
+absl::Status Tracer::UpdateDict(SymValue& dict, const Sym& source) {
+  if (source->kind == SymKind::kDict) {
+    if (source->from_frame) return Unsupported("iterating over a dict from the caller (update)");
+    for (size_t i = 0; i < source->keys.size(); ++i) DT_RETURN_IF_ERROR(DictInsert(dict, source->keys[i], source->items[i]));
+    return absl::OkStatus();
+  }
+  DT_ASSIGN_OR_RETURN(std::vector<Sym> pairs, Iterate(source));
+  for (const Sym& pair : pairs) {
+    DT_ASSIGN_OR_RETURN(std::vector<Sym> kv, Iterate(pair));
+    if (kv.size() != 2) return Raises("the traced code raises: a dict update sequence element is not a pair");
+    DT_ASSIGN_OR_RETURN(PyRef key, ConstValue(kv[0]));
+    DT_RETURN_IF_ERROR(DictInsert(dict, std::move(key), kv[1]));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Sym> Tracer::CallListMethod(const Sym& self, const std::string& name, const std::vector<Sym>& args) {
+  if (name == "copy") {
+    Sym copy = MakeSym(SymKind::kList);
+    copy->items = self->items;
+    return copy;
+  }
+  if (self->from_frame) return Unsupported("mutating a list that belongs to the caller");
+  if (name == "append" || name == "extend") {
+    if (args.size() != 1) return Raises("the traced code raises: list method arguments");
+    std::vector<Sym> items = {args[0]};
+    if (name == "extend") {
+      DT_ASSIGN_OR_RETURN(items, Iterate(args[0]));
+    }
+    Mutating(self);
+    self->items.insert(self->items.end(), items.begin(), items.end());
+    return None();
+  }
+  if (name == "pop") {
+    if (args.size() > 1) return Raises("the traced code raises: list.pop() takes at most 1 argument");
+    if (self->items.empty()) return Raises("the traced code raises IndexError: pop from empty list");
+    size_t at = self->items.size() - 1;
+    if (!args.empty()) {
+      DT_ASSIGN_OR_RETURN(PyRef index, ConstValue(args[0]));
+      if (!PyLong_Check(index.get())) return Raises("the traced code raises TypeError in list.pop()");
+      std::optional<size_t> i = ListIndex(self, index.get());
+      if (!i) return Raises("the traced code raises IndexError: pop index out of range");
+      at = *i;
+    }
+    Mutating(self);
+    Sym value = self->items[at];
+    self->items.erase(self->items.begin() + at);
+    return value;
+  }
+  if (name == "insert") {
+    if (args.size() != 2) return Raises("the traced code raises: list.insert() takes 2 arguments");
+    DT_ASSIGN_OR_RETURN(PyRef index, ConstValue(args[0]));
+    if (!PyLong_Check(index.get())) return Raises("the traced code raises TypeError in list.insert()");
+    const Py_ssize_t n = static_cast<Py_ssize_t>(self->items.size());
+    Py_ssize_t i = PyLong_AsSsize_t(index.get());
+    if (i == -1 && PyErr_Occurred()) {  // beyond Py_ssize_t: clamped like any out-of-range index
+      PyErr_Clear();
+      PyRef zero = PyRef::Steal(PyLong_FromLong(0));
+      i = PyObject_RichCompareBool(index.get(), zero.get(), Py_LT) == 1 ? -n : n;
+    }
+    if (i < 0) i = std::max<Py_ssize_t>(i + n, 0);
+    i = std::min(i, n);
+    Mutating(self);
+    self->items.insert(self->items.begin() + i, args[1]);
+    return None();
+  }
+  if ((name == "clear" || name == "reverse") && args.empty()) {
+    Mutating(self);
+    if (name == "clear") self->items.clear();
+    else std::reverse(self->items.begin(), self->items.end());
+    return None();
+  }
+  return Unsupported(absl::StrCat("list.", name, "() here"));
+}
+
+absl::StatusOr<Sym> Tracer::CallContainerMethod(const Sym& self, const std::string& name, const std::vector<Sym>& args,
+                                                const Kwargs& kwargs) {
+  if (self->kind == SymKind::kDict) return CallDictMethod(self, name, args, kwargs);
+  if (!kwargs.empty()) return Unsupported(absl::StrCat(name, "() with keyword arguments"));
+  if (self->kind == SymKind::kList && name != "index" && name != "count") return CallListMethod(self, name, args);
+  // index() and count(): on the values, folded.
   DT_ASSIGN_OR_RETURN(PyRef seq, ConstValue(self));
   PyRef method = PyRef::Steal(PyObject_GetAttrString(seq.get(), name.c_str()));
   if (!method) {

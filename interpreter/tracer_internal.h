@@ -215,15 +215,19 @@ class Tracer {
   absl::StatusOr<Sym> CallTensorMethod(const Sym& self, const std::string& name,
                                        const std::vector<Sym>& args,
                                        const Kwargs& kwargs);
-  absl::StatusOr<Sym> CallContainerMethod(const Sym& self, const std::string& name,
-                                          const std::vector<Sym>& args,
+  absl::StatusOr<Sym> CallContainerMethod(const Sym& self, const std::string& name, const std::vector<Sym>& args,
                                           const Kwargs& kwargs);
+  absl::StatusOr<Sym> CallDictMethod(const Sym& self, const std::string& name, const std::vector<Sym>& args,
+                                     const Kwargs& kwargs);
+  absl::StatusOr<Sym> CallListMethod(const Sym& self, const std::string& name, const std::vector<Sym>& args);
+  absl::Status UpdateDict(SymValue& dict, const Sym& source);
   absl::StatusOr<Sym> CallBuiltin(PyObject* fn, const std::vector<Sym>& args, const Kwargs& kwargs);
   absl::StatusOr<Sym> CallTensorConstructor(PyObject* fn, const std::vector<Sym>& args, const Kwargs& kwargs);
   absl::StatusOr<Sym> CallFollowedBuiltin(PyObject* fn, const std::vector<Sym>& args, const Kwargs& kwargs);
   absl::StatusOr<Sym> BuiltinLen(const Sym& a);
   absl::StatusOr<Sym> BuiltinIsinstance(const Sym& value, const Sym& classes);
   absl::StatusOr<Sym> BuiltinZip(const std::vector<Sym>& args, bool enumerate);
+  absl::StatusOr<Sym> BuiltinGetattr(const std::vector<Sym>& args, bool has);
   absl::StatusOr<Sym> CallPureOnNumbers(PyObject* fn, const std::vector<Sym>& args);
   absl::StatusOr<Sym> FoldPureCall(PyObject* fn, const std::vector<Sym>& args, const Kwargs& kwargs);
   absl::StatusOr<PyRef> ConstKeywords(const Kwargs& kwargs);

@@ -403,3 +403,44 @@ def test_reassigned_defaults_are_seen_by_compiled_callers():
                 assert calls_with_defaults(x).tolist() == want
     finally:
         scaled.__defaults__, scaled.__kwdefaults__ = saved
+
+
+# ---------------------------------------------------------------------------------------------
+# Everyday container and builtin work compiles whole: dict(), dict and list methods on
+# containers the trace built, getattr/hasattr with defaults, min/max/any/all of a generator.
+
+def container_methods(x, n):
+    d = dict(a=x, b=n)
+    d.update({"c": x * 2}, e=3)
+    d.setdefault("f", 4)
+    d.setdefault("a", None)
+    popped = d.pop("b")
+    missing = d.pop("zzz", 10)
+    e = dict([("p", 1), ("q", 2)])
+    c = d.copy()
+    c.clear()
+    xs = [x, x + 1, x + 2]
+    last = xs.pop()
+    first = xs.pop(0)
+    xs.insert(0, x * 3)
+    xs.insert(-100, x * 4)
+    xs.reverse()
+    ys = xs.copy()
+    ys.append(first)
+    return (sum(ys) + last + d["c"] + popped + missing + e["q"], len(d), len(c), list(d), sorted(d),
+            getattr(x, "shape"), getattr(x, "no_such", 7), hasattr(x, "dtype"), hasattr(x, "nope"),
+            max(v * 2 for v in (1, 5, 3)), any(v > 4 for v in (1, 5)), all(v > 0 for v in (1, 0)))
+
+
+def test_container_methods_and_builtins_compile_whole():
+    check(container_methods, lambda i: (T(), 2 + i), captured=True)
+
+
+def list_pop_errors(x, k):
+    xs = [x]
+    xs.pop()
+    return xs.pop() if k else x
+
+
+def test_container_method_errors_raise_like_cpython():
+    check(list_pop_errors, lambda i: (T(), i % 2))
