@@ -327,6 +327,13 @@ std::optional<std::string> GuardSet::Explain(const FrameInputs& frame) const {
   return std::nullopt;
 }
 
+const LeafGuard* GuardSet::FirstFailing(const FrameInputs& frame) const {
+  for (const LeafGuard& guard : guards_) {
+    if (!guard.Check(frame)) return &guard;
+  }
+  return nullptr;
+}
+
 std::vector<std::string> GuardSet::Lines() const { return texts_; }
 
 void GuardSet::RollBack(size_t n) {

@@ -104,6 +104,8 @@ class GuardSet {
   // The first failing guard: its failure ("L['x'].dtype: expected float32, actual float64"),
   // then "; failed guard: " and the guard's line with its provenance. nullopt when all pass.
   std::optional<std::string> Explain(const FrameInputs& frame) const;
+  // The first guard that fails, or null.
+  const LeafGuard* FirstFailing(const FrameInputs& frame) const;
   std::vector<std::string> Lines() const;
   size_t size() const { return guards_.size(); }
   // Drops guards added after the first `n`, except tensor guards (their tensors stay graph inputs).

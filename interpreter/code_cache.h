@@ -19,6 +19,7 @@
 #include <variant>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "graph/graph.h"
 #include "guards/guard_set.h"
 #include "interpreter/py_ref.h"
@@ -108,6 +109,9 @@ struct CodeCache {
   }
   std::vector<std::string> recompile_reasons;
   std::vector<BreakRecord> breaks;
+  // Sources of numbers that changed between calls (automatic dynamic): traced as run-time
+  // numbers from then on.
+  absl::flat_hash_set<std::string> dynamic_numbers;
 };
 
 // What hangs off a code object's co_extra slot: its caches by key.

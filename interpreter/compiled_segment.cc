@@ -191,14 +191,9 @@ bool ComputeNumbers(const CacheEntry& entry, const guards::FrameInputs& inputs,
       case trace::ScalarInstr::Kind::kNegate:
         r = PyNumber_Negative(operand(in.a, in.const_a));
         break;
-      case trace::ScalarInstr::Kind::kCompare: {
-        static const std::pair<const char*, int> codes[] = {{"<", Py_LT}, {"<=", Py_LE}, {"==", Py_EQ},
-                                                            {"!=", Py_NE}, {">", Py_GT}, {">=", Py_GE}};
-        for (const auto& [name, code] : codes) {
-          if (in.op == name) r = PyObject_RichCompare(operand(in.a, in.const_a), operand(in.b, in.const_b), code);
-        }
+      case trace::ScalarInstr::Kind::kCompare:
+        r = trace::ApplyNumberOp(in.op, operand(in.a, in.const_a), operand(in.b, in.const_b));
         break;
-      }
       case trace::ScalarInstr::Kind::kCall: {
         PyObject* args = PyTuple_New(static_cast<Py_ssize_t>(in.arg_slots.size()));
         if (args == nullptr) break;
@@ -209,18 +204,9 @@ bool ComputeNumbers(const CacheEntry& entry, const guards::FrameInputs& inputs,
         Py_DECREF(args);
         break;
       }
-      case trace::ScalarInstr::Kind::kBinary: {
-        PyObject* x = operand(in.a, in.const_a);
-        PyObject* y = operand(in.b, in.const_b);
-        if (in.op == "+") r = PyNumber_Add(x, y);
-        else if (in.op == "-") r = PyNumber_Subtract(x, y);
-        else if (in.op == "*") r = PyNumber_Multiply(x, y);
-        else if (in.op == "/") r = PyNumber_TrueDivide(x, y);
-        else if (in.op == "//") r = PyNumber_FloorDivide(x, y);
-        else if (in.op == "%") r = PyNumber_Remainder(x, y);
-        else if (in.op == "**") r = PyNumber_Power(x, y, Py_None);
+      case trace::ScalarInstr::Kind::kBinary:
+        r = trace::ApplyNumberOp(in.op, operand(in.a, in.const_a), operand(in.b, in.const_b));
         break;
-      }
     }
     if (r == nullptr) {
       PyErr_Clear();

@@ -145,6 +145,7 @@ class SegmentRun {
   guards::FrameInputs Inputs();
   std::shared_ptr<CacheEntry> Lookup(const guards::FrameInputs& inputs);
   Finished ApplyRecompilePolicy(const guards::FrameInputs& inputs);
+  void NoteDynamicNumber(const CacheEntry& last, const guards::FrameInputs& inputs);
   std::variant<std::shared_ptr<CacheEntry>, PyObject*> TraceAndCompile(const guards::FrameInputs& inputs);
   std::variant<trace::TraceResult, trace::TraceFailure> Trace(const guards::FrameInputs& inputs);
   PyObject* FallBack(trace::TraceFailure& failure);
@@ -202,6 +203,7 @@ SegmentRun::Finished SegmentRun::ApplyRecompilePolicy(const guards::FrameInputs&
   }
   Stats& stats = GlobalStats();
   if (static_cast<int>(list.size()) < cache_->options.cache_limit) {
+    NoteDynamicNumber(*list.back(), inputs);
     ++stats.recompiles;
     if (cache_->recompile_reasons.size() < kMaxRecordsPerCode) cache_->recompile_reasons.push_back(reason);
     const std::string text = absl::StrCat(Where(), ": ", reason);
@@ -225,10 +227,22 @@ SegmentRun::Finished SegmentRun::ApplyRecompilePolicy(const guards::FrameInputs&
   return HandBackHere();
 }
 
+// Automatic dynamic: when the guard that failed compares an int or float with its value at
+// trace time and the value now is another number of the same type, that source is traced as a
+// run-time number from now on, so the next new value does not recompile.
+void SegmentRun::NoteDynamicNumber(const CacheEntry& last, const guards::FrameInputs& inputs) {
+  const guards::LeafGuard* failed = last.guards.FirstFailing(inputs);
+  if (failed == nullptr || failed->kind() != guards::LeafGuard::Kind::kEquals) return;
+  PyObject* now = failed->source().Resolve(inputs);
+  if (now == nullptr || !(PyLong_CheckExact(now) || PyFloat_CheckExact(now))) return;
+  cache_->dynamic_numbers.insert(failed->source().ToString());
+}
+
 std::variant<trace::TraceResult, trace::TraceFailure> SegmentRun::Trace(const guards::FrameInputs& inputs) {
   ++GlobalStats().frames_traced;
   InsideDyntrace guard;
-  auto traced = trace::TraceFrame({view_.code, view_.function, inputs, offset_, cache_->options.fullgraph});
+  auto traced = trace::TraceFrame(
+      {view_.code, view_.function, inputs, offset_, cache_->options.fullgraph, &cache_->dynamic_numbers});
   // Tracing never raises into the traced program: a Python error left by the Python code it runs
   // (dis, after user code removed a builtin) is a failed trace, reported as such.
   if (PyErr_Occurred()) {

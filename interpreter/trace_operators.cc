@@ -163,6 +163,17 @@ absl::StatusOr<Sym> Tracer::MaterializeShape(const Sym& shape) {
 
 // ---------------------------------------------------------------------------------------------
 
+// Whether a run-time number comes only from the frame's arguments made dynamic (not from the
+// state of a segment that starts mid-function, whose numbers change every iteration).
+bool Tracer::FromDynamicArguments(const Sym& number) const {
+  if (frame_.dynamic_numbers == nullptr) return false;
+  for (int input : slot_inputs_[number->value]) {
+    const ScalarInstr& in = scalar_program_[input];
+    if (in.source == nullptr || !frame_.dynamic_numbers->contains(in.source->ToString())) return false;
+  }
+  return true;
+}
+
 absl::StatusOr<bool> Tracer::Truth(const Sym& s) {
   switch (s->kind) {
     case SymKind::kConst: {
@@ -189,6 +200,12 @@ absl::StatusOr<bool> Tracer::Truth(const Sym& s) {
     case SymKind::kBoundMethod:
     case SymKind::kOpMethod: return true;
     case SymKind::kNumber:
+      if (FromDynamicArguments(s)) {
+        // Control flow on a number that is a run-time scalar elsewhere: this trace specialises
+        // on its value (guarded), so each value taking the branch recompiles as before.
+        DT_ASSIGN_OR_RETURN(Sym value, Specialize(s));
+        return Truth(value);
+      }
       return DataDependent(absl::StrFormat(
           "data-dependent branch: the truth value of a Python number (s%d) is only known at run "
           "time", s->value));

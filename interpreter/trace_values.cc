@@ -137,21 +137,8 @@ bool IsNumber(const Sym& s) {
 absl::StatusOr<Sym> Tracer::NumberOp(const std::string& op, bool compare, const Sym& a, const Sym& b) {
   PyObject* x = a->obj.get();
   PyObject* y = b->obj.get();
-  PyObject* r = nullptr;
-  if (compare) {
-    static const auto* codes = new absl::flat_hash_map<std::string, int>{
-        {"<", Py_LT}, {"<=", Py_LE}, {"==", Py_EQ}, {"!=", Py_NE}, {">", Py_GT}, {">=", Py_GE}};
-    auto it = codes->find(op);
-    if (it == codes->end()) return Unsupported(absl::StrCat("comparison ", op));
-    r = PyObject_RichCompare(x, y, it->second);
-  } else if (op == "+") r = PyNumber_Add(x, y);
-  else if (op == "-") r = PyNumber_Subtract(x, y);
-  else if (op == "*") r = PyNumber_Multiply(x, y);
-  else if (op == "/") r = PyNumber_TrueDivide(x, y);
-  else if (op == "//") r = PyNumber_FloorDivide(x, y);
-  else if (op == "%") r = PyNumber_Remainder(x, y);
-  else if (op == "**") r = PyNumber_Power(x, y, Py_None);
-  else return Unsupported(absl::StrCat("operator ", op, " on a run-time number"));
+  if (!IsNumberOp(op)) return Unsupported(absl::StrCat("operator ", op, " on a run-time number"));
+  PyObject* r = ApplyNumberOp(op, x, y);
   if (r == nullptr) {
     PyErr_Clear();
     return Raises(absl::StrCat("the traced code raises on ", op));
@@ -296,6 +283,17 @@ absl::StatusOr<Sym> Tracer::Wrap(PyObject* obj, SourceRef source) {
   if (py::IsTensor(obj)) return TensorInput(obj, source);
   DT_ASSIGN_OR_RETURN(Sym iterator_or_cell, WrapIteratorOrCell(obj, source));
   if (iterator_or_cell != nullptr) return iterator_or_cell;
+  if ((PyLong_CheckExact(obj) || PyFloat_CheckExact(obj)) && frame_.dynamic_numbers != nullptr &&
+      frame_.dynamic_numbers->contains(source->ToString())) {
+    // A number whose value changed between calls: its type is guarded, its value is read each
+    // run (a run-time scalar of the graph), so new values do not recompile.
+    guards_.Add(LeafGuard::Type(source, Py_TYPE(obj), where));
+    ScalarInstr input;
+    input.kind = ScalarInstr::Kind::kInput;
+    input.source = source;
+    const int slot = static_cast<int>(scalar_program_.size());
+    return NumberSlot(std::move(input), PyRef::Borrow(obj), {slot});
+  }
   if (PyLong_CheckExact(obj) || PyFloat_CheckExact(obj) || PyUnicode_CheckExact(obj) ||
       PyBytes_CheckExact(obj)) {
     guards_.Add(LeafGuard::Type(source, Py_TYPE(obj), where));

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "interpreter/cpython_frame.h"
 #include "interpreter/py_str.h"
@@ -234,6 +235,40 @@ std::variant<TraceResult, TraceFailure> Tracer::Run() {
   r.attr_stores = *std::move(stores);
   r.touched_tensors = touched_tensors_;
   return r;
+}
+
+namespace {
+
+using NumberFn = PyObject* (*)(PyObject*, PyObject*);
+
+PyObject* Power(PyObject* x, PyObject* y) { return PyNumber_Power(x, y, Py_None); }
+
+const absl::flat_hash_map<std::string, NumberFn>& NumberOps() {
+  static const auto* ops = new absl::flat_hash_map<std::string, NumberFn>{
+      {"+", &PyNumber_Add},         {"-", &PyNumber_Subtract}, {"*", &PyNumber_Multiply},
+      {"/", &PyNumber_TrueDivide},  {"//", &PyNumber_FloorDivide}, {"%", &PyNumber_Remainder},
+      {"**", &Power},               {"<<", &PyNumber_Lshift},  {">>", &PyNumber_Rshift},
+      {"&", &PyNumber_And},         {"|", &PyNumber_Or},       {"^", &PyNumber_Xor}};
+  return *ops;
+}
+
+const absl::flat_hash_map<std::string, int>& Comparisons() {
+  static const auto* codes = new absl::flat_hash_map<std::string, int>{
+      {"<", Py_LT}, {"<=", Py_LE}, {"==", Py_EQ}, {"!=", Py_NE}, {">", Py_GT}, {">=", Py_GE}};
+  return *codes;
+}
+
+}  // namespace
+
+bool IsNumberOp(absl::string_view op) {
+  return NumberOps().contains(std::string(op)) || Comparisons().contains(std::string(op));
+}
+
+PyObject* ApplyNumberOp(absl::string_view op, PyObject* x, PyObject* y) {
+  const std::string key(op);
+  if (auto it = NumberOps().find(key); it != NumberOps().end()) return it->second(x, y);
+  if (auto it = Comparisons().find(key); it != Comparisons().end()) return PyObject_RichCompare(x, y, it->second);
+  return nullptr;
 }
 
 std::variant<TraceResult, TraceFailure> TraceFrame(const FrameToTrace& frame) {

@@ -16,6 +16,7 @@
 #include <string>
 #include <variant>
 
+#include "absl/container/flat_hash_set.h"
 #include "graph/graph.h"
 #include "guards/guard_set.h"
 #include "interpreter/break_reason.h"
@@ -150,9 +151,19 @@ struct FrameToTrace {
   guards::FrameInputs inputs;  // at entry: the frame; mid-function: the segment's start state
   int start_offset = 0;
   bool fullgraph = false;      // fail at the first break instead of ending a segment there
+  // Sources (by text, "L['lr']") of int and float values that changed between calls: read as
+  // run-time numbers instead of specialised (automatic dynamic). May be null.
+  const absl::flat_hash_set<std::string>* dynamic_numbers = nullptr;
 };
 
 std::variant<TraceResult, TraceFailure> TraceFrame(const FrameToTrace& frame);
+
+// The number program's operators, with CPython's own number protocol (so results are exactly
+// Python's): "+", "-", "*", "/", "//", "%", "**", "<<", ">>", "&", "|", "^" and the
+// comparisons "<", "<=", "==", "!=", ">", ">=". A new reference, or null with a Python error set
+// when Python raises; null without an error for an operator not in the list.
+PyObject* ApplyNumberOp(absl::string_view op, PyObject* x, PyObject* y);
+bool IsNumberOp(absl::string_view op);
 
 }  // namespace dt::interpreter::trace
 

@@ -305,6 +305,7 @@ class Tracer {
   absl::StatusOr<PyObject*> ToPython(const Sym& s);  // borrowed (kept alive by wrappers_)
   absl::StatusOr<PyRef> ConstValue(const Sym& s);    // a fully constant Sym as a Python object
   absl::StatusOr<bool> Truth(const Sym& s);
+  bool FromDynamicArguments(const Sym& number) const;
   absl::StatusOr<Sym> BinaryOp(const std::string& nb_name, const Sym& a, const Sym& b);
   absl::StatusOr<Sym> Compare(const std::string& op, const Sym& a, const Sym& b);
   absl::StatusOr<Sym> Subscript(const Sym& container, const Sym& index);

@@ -61,9 +61,11 @@ absl::StatusOr<HostCompiler> FindHostCompiler(bool refresh) {
   HostCompiler compiler;
   compiler.path = *path;
   // -fno-math-errno and -fno-trapping-math let sqrt, exp_f32 and selects vectorise; nothing that changes results (no
-  // -ffast-math): compiled kernels must agree with eager ones. -fwrapv: integers wrap, as in eager.
+  // -ffast-math): compiled kernels must agree with eager ones. -ffp-contract=off: GCC's default for C++ fuses a
+  // multiply and an add into one FMA (one rounding where eager rounds twice), so `w - lr * g` differed from eager in
+  // the last bit. -fwrapv: integers wrap, as in eager.
   compiler.flags = {"-std=c++17", "-O3", "-march=native", "-fopenmp", "-fPIC", "-shared",
-                    "-fno-math-errno", "-fno-trapping-math", "-fwrapv", "-w"};
+                    "-fno-math-errno", "-fno-trapping-math", "-ffp-contract=off", "-fwrapv", "-w"};
   struct stat st;
   char resolved[4096];
   std::string real = ::realpath(path->c_str(), resolved) != nullptr ? resolved : *path;

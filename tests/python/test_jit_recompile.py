@@ -35,6 +35,13 @@ def _scaled(x, n):
     return x * n
 
 
+def _scaled_by_parity(x, n):
+    # A branch on n: each value is specialised (and recompiles), even once n is dynamic.
+    if n % 2:
+        return x * n
+    return x * n
+
+
 def _loop_list(xs):
     acc = xs[0]
     for t in xs[1:]:
@@ -284,7 +291,7 @@ def test_size_one_dim_recompiles():
 def test_cache_limit_warns_once_and_stays_correct():
     dt.reset()
     seed(21013)
-    f = jitted_copy(_scaled, cache_limit=2)
+    f = jitted_copy(_scaled_by_parity, cache_limit=2)
     x = rand_tensor((3, 4))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -303,7 +310,7 @@ def test_cache_limit_warns_once_and_stays_correct():
 def test_cache_limit_default_is_eight():
     dt.reset()
     seed(21014)
-    f = jitted_copy(_scaled)
+    f = jitted_copy(_scaled_by_parity)
     x = rand_tensor((2, 2))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -316,3 +323,24 @@ def test_cache_limit_default_is_eight():
     assert len(runtime) == 1 and "cache_limit" in str(runtime[0].message), (
         [str(w.message) for w in caught])
     assert len(dt.guards(f)) == 8
+
+
+def _sgd_step(w, g, lr, k):
+    return w - lr * g * k
+
+
+def test_changing_numbers_become_run_time_scalars_after_one_recompile():
+    # A learning-rate schedule and an int argument: the first change recompiles (with the
+    # reason), and from then on both are run-time numbers of the graph, on every backend.
+    for backend in ("eager", "cpu"):
+        dt.reset()
+        seed(21020)
+        f = jitted_copy(_sgd_step, backend=backend)
+        w, g = rand_tensor((8,)), rand_tensor((8,))
+        for i in range(12):
+            lr, k = 0.1 / (i + 1), 1 + i % 3
+            assert f(w, g, lr, k).tolist() == _sgd_step(w, g, lr, k).tolist(), (backend, i)
+        s = stats()
+        assert s["recompiles"] <= 2 and s["graphs"] <= 3, (backend, s["recompile_reasons"])
+        assert any("L['lr']" in r for r in s["recompile_reasons"]), s["recompile_reasons"]
+        assert s["cache_hits"] >= 9, (backend, s)
