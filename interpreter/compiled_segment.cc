@@ -72,27 +72,33 @@ bool GraphHasInplace(const Graph& g) {
   return false;
 }
 
-// The cpu backend: fused kernels from the host compiler. When that fails (no compiler, a
-// compiler error) the graph runs eagerly and the reason is logged: never a wrong result.
-void CompileForCpu(CacheEntry& entry, const std::string& name) {
-  absl::StatusOr<std::shared_ptr<jit::CpuExecutable>> built =
-      jit::CpuExecutable::Build(*entry.graph(), name);
+// What a compiling backend built becomes the entry's graph; when it failed (no compiler or
+// NVRTC, a compile error, a module the driver rejects) the graph runs eagerly and the reason is
+// logged: never a wrong result. The kernel cache's warning (an unusable cache directory) is
+// shown once; one turned into an error by a filter can't stop compilation here: it is printed.
+template <typename Executable>
+void Adopt(CacheEntry& entry, const std::string& name, const char* backend,
+           absl::StatusOr<std::shared_ptr<Executable>> built) {
   if (std::string warning = jit::KernelCache::Global().TakeWarning(); !warning.empty()) {
-    // A warning turned into an error by a filter can't stop compilation here: it is printed.
     if (PyErr_WarnEx(PyExc_RuntimeWarning, warning.c_str(), 1) < 0) PyErr_WriteUnraisable(nullptr);
   }
   if (!built.ok()) {
-    const std::string reason = absl::StrCat(name, ": the cpu backend could not compile the graph (",
+    const std::string reason = absl::StrCat(name, ": the ", backend, " backend could not compile the graph (",
                                             built.status().message(), "); it runs eagerly");
     GlobalStats().compile_failures.Add(reason);
     if (log::Enabled(log::Kind::kKernels)) log::Write(log::Kind::kKernels, reason);
     entry.backend_used = "eager";
     return;
   }
-  entry.compiled = *built;
-  entry.backend_used = "cpu";
+  entry.backend_used = backend;
   entry.kernel_source = (*built)->kernel_source();
   entry.compile_seconds += (*built)->build_seconds();
+  entry.compiled = *std::move(built);
+}
+
+// The cpu backend: fused kernels from the host compiler.
+void CompileForCpu(CacheEntry& entry, const std::string& name) {
+  Adopt(entry, name, "cpu", jit::CpuExecutable::Build(*entry.graph(), name));
 }
 
 // The CUDA device a graph reads or creates tensors on, if any.
@@ -110,29 +116,12 @@ std::optional<Device> CudaDeviceRead(const CacheEntry& entry, const guards::Fram
   return std::nullopt;
 }
 
-// The cuda backend: NVRTC-compiled kernels on the graph's device. Like the cpu backend, a
-// failure (no NVRTC, a module the driver rejects) runs the graph eagerly with the reason logged.
+// The cuda backend: NVRTC-compiled kernels on the graph's device.
 void CompileForCuda(CacheEntry& entry, const std::string& name, Device device, const JitOptions& options) {
   // jit() validated the option; a bad value can only come from a caller inside dyntrace.
   const jit::CudaGraphMode graphs =
       jit::ParseCudaGraphMode(options.cuda_graphs).value_or(jit::CudaGraphMode::kAuto);
-  absl::StatusOr<std::shared_ptr<jit::CudaExecutable>> built =
-      jit::CudaExecutable::Build(*entry.graph(), name, device, graphs);
-  if (std::string warning = jit::KernelCache::Global().TakeWarning(); !warning.empty()) {
-    if (PyErr_WarnEx(PyExc_RuntimeWarning, warning.c_str(), 1) < 0) PyErr_WriteUnraisable(nullptr);
-  }
-  if (!built.ok()) {
-    const std::string reason = absl::StrCat(name, ": the cuda backend could not compile the graph (",
-                                            built.status().message(), "); it runs eagerly");
-    GlobalStats().compile_failures.Add(reason);
-    if (log::Enabled(log::Kind::kKernels)) log::Write(log::Kind::kKernels, reason);
-    entry.backend_used = "eager";
-    return;
-  }
-  entry.compiled = *built;
-  entry.backend_used = "cuda";
-  entry.kernel_source = (*built)->kernel_source();
-  entry.compile_seconds += (*built)->build_seconds();
+  Adopt(entry, name, "cuda", jit::CudaExecutable::Build(*entry.graph(), name, device, graphs));
 }
 
 }  // namespace
