@@ -113,8 +113,9 @@ def _tensors_in(obj, out):
 
 
 def assert_same(actual, expected, pairs=None, jit_inputs=frozenset(), path="result", memo=None,
-                identity=True):
-    """Structure, types, tensor dtype/shape/values (tight tolerance) and tensor identity:
+                identity=True, exact=False):
+    """Structure, types, tensor dtype/shape/values (tight tolerance; bit for bit, NaN equal to
+    NaN, with `exact`) and tensor identity:
     an input tensor returned by the plain run must be the corresponding input object in the jit
     run; a new tensor must not be one of the jit run's inputs; a tensor returned twice must be
     returned twice."""
@@ -137,7 +138,7 @@ def assert_same(actual, expected, pairs=None, jit_inputs=frozenset(), path="resu
                                                                         expected.dtype)
         assert tuple(actual.shape) == tuple(expected.shape), "%s: shape %s != %s" % (
             path, actual.shape, expected.shape)
-        rtol, atol = default_tol(expected.dtype)
+        rtol, atol = (0.0, 0.0) if exact else default_tol(expected.dtype)
         assert_close(actual, expected, rtol=rtol, atol=atol, dtype=expected.dtype, msg=path)
         return
     assert type(actual) is type(expected), "%s: type %s != %s (%r vs %r)" % (
@@ -146,13 +147,13 @@ def assert_same(actual, expected, pairs=None, jit_inputs=frozenset(), path="resu
         assert len(actual) == len(expected), "%s: length %d != %d" % (path, len(actual),
                                                                       len(expected))
         for i, (a, e) in enumerate(zip(actual, expected)):
-            assert_same(a, e, pairs, jit_inputs, "%s[%d]" % (path, i), memo, identity)
+            assert_same(a, e, pairs, jit_inputs, "%s[%d]" % (path, i), memo, identity, exact)
     elif isinstance(expected, dict):
         assert list(actual.keys()) == list(expected.keys()), "%s: keys %r != %r" % (
             path, list(actual.keys()), list(expected.keys()))
         for k in expected:
             assert_same(actual[k], expected[k], pairs, jit_inputs, "%s[%r]" % (path, k), memo,
-                        identity)
+                        identity, exact)
     elif isinstance(expected, float):
         assert (math.isnan(actual) and math.isnan(expected)) or actual == expected, (
             "%s: %r != %r" % (path, actual, expected))
@@ -160,7 +161,7 @@ def assert_same(actual, expected, pairs=None, jit_inputs=frozenset(), path="resu
         assert actual == expected, "%s: %r != %r" % (path, actual, expected)
     elif hasattr(expected, "__dict__") and not isinstance(expected, (types.FunctionType, type)):
         assert_same(dict(vars(actual)), dict(vars(expected)), pairs, jit_inputs,
-                    path + ".__dict__", memo, identity)
+                    path + ".__dict__", memo, identity, exact)
     else:
         assert actual == expected, "%s: %r != %r" % (path, actual, expected)
 
@@ -178,9 +179,10 @@ def assert_same_exception(actual, expected, path="exception"):
                                                                      str(expected))
 
 
-def run_differential(fn, jfn, factory, calls, seed_base):
+def run_differential(fn, jfn, factory, calls, seed_base, exact=False):
     """For i in range(calls): builds inputs twice from factory(i) under the same seed, runs fn
-    (plain) and jfn (jit), and compares results, exceptions, stdout and the inputs afterwards."""
+    (plain) and jfn (jit), and compares results, exceptions, stdout and the inputs afterwards.
+    `exact`: tensors must be equal bit for bit (where the backend promises eager's results)."""
     for i in range(calls):
         dt.manual_seed(seed_base + 1000 * i)
         call_plain = as_call(factory(i))
@@ -199,12 +201,12 @@ def run_differential(fn, jfn, factory, calls, seed_base):
             out_plain += out2_plain
             out_jit += out2_jit
             assert_same_exception(e_jit, e_plain, where + " generator exception")
-        assert_same(r_jit, r_plain, pairs, jit_inputs, where + " result")
+        assert_same(r_jit, r_plain, pairs, jit_inputs, where + " result", exact=exact)
         assert out_jit == out_plain, "%s stdout %r != %r" % (where, out_jit, out_plain)
         assert_same(call_jit.args, call_plain.args, path=where + " inputs after the call",
-                    identity=False)
+                    identity=False, exact=exact)
         assert_same(call_jit.kwargs, call_plain.kwargs, path=where + " kwargs after the call",
-                    identity=False)
+                    identity=False, exact=exact)
 
 
 # ---------------------------------------------------------------------------------------------

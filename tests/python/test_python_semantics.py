@@ -20,12 +20,13 @@ def T(n=3):
     return rand_tensor((n,), dt.float32, -2.0, 2.0)
 
 
-def check(fn, factory, captured=None, calls=2):
-    """fn under jit (each backend) matches an unmarked copy on equal inputs from factory(i)."""
+def check(fn, factory, captured=None, calls=2, exact=False):
+    """fn under jit (each backend) matches an unmarked copy on equal inputs from factory(i);
+    tensors bit for bit with `exact`."""
     for backend in BACKENDS:
         dt.reset()
         jfn = jitted_copy(fn, backend=backend)
-        run_differential(fn, jfn, factory, calls, seed_base=16)
+        run_differential(fn, jfn, factory, calls, seed_base=16, exact=exact)
         s = stats()
         if captured:
             assert s["fallbacks"] == 0 and s["graph_breaks"] == 0, (fn.__name__, backend,
@@ -249,6 +250,15 @@ def test_random_streams_match_plain_python_element_for_element():
             dt.manual_seed(seed)
             got = [t.tolist() for t in jfn(x)]
             assert got == expected, (backend, seed, got, expected)
+
+
+def multiply_then_add(x, y):
+    return x * 3 - x, x * y + 0.1, dt.tanh(x) * 1.7 + y
+
+
+def test_fused_multiply_add_rounds_like_eager():
+    # The host compiler must not contract a*b+c into one FMA: eager rounds the product first.
+    check(multiply_then_add, lambda i: (T(37), T(37)), captured=True, exact=True)
 
 
 # ---------------------------------------------------------------------------------------------
