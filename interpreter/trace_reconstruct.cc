@@ -123,9 +123,9 @@ absl::StatusOr<OutputSpec> Tracer::ContainerOutput(const Sym& s, OutputSpec out,
 absl::StatusOr<OutputSpec> Tracer::ToOutput(const Sym& s, std::vector<ValueId>& outputs) {
   OutputSpec out;
   if (HasIdentity(s) && s->source == nullptr) {
-    if (auto it = memo_.find(s.get()); it != memo_.end()) return OfKind(OutputSpec::Kind::kMemo, it->second);
+    if (auto it = memo_.find(s); it != memo_.end()) return OfKind(OutputSpec::Kind::kMemo, it->second);
     out.memo = num_memo_++;
-    memo_[s.get()] = out.memo;
+    memo_[s] = out.memo;
   }
   switch (s->kind) {
     case SymKind::kTensor: return TensorOutput(s, outputs);

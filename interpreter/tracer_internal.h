@@ -164,8 +164,10 @@ class Tracer {
   absl::StatusOr<Sym> Specialize(const Sym& number);
   absl::StatusOr<Sym> NumberOp(const std::string& op, bool compare, const Sym& a, const Sym& b);
   void Mutating(const Sym& sym) { journal_.push_back(Undo{sym, sym->items, sym->keys}); }
-  // Built once per distinct Sym when the frame state is rebuilt at a break.
-  absl::flat_hash_map<const SymValue*, int> memo_;
+  // Built once per distinct Sym when the frame state is rebuilt at a break. Keyed by the Sym
+  // itself, which keeps it alive: a temporary (a shape materialised into a tuple) freed while
+  // keyed by its address let the next temporary at that address hit its entry.
+  absl::flat_hash_map<Sym, int> memo_;
   int num_memo_ = 0;
   // Where the trace stopped.
   std::string fail_file_;

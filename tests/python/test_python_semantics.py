@@ -123,6 +123,18 @@ def test_keywords_from_two_mappings():
     check(kwargs_merge_ok, lambda i: Call(T(), {"k": 1}, {"j": 2}))
 
 
+def shapes_of_a_tensor_and_its_transpose(x):
+    a = x.shape
+    b = x.T.shape
+    return a, b, {a, b, x.shape}
+
+
+def test_two_shape_tuples_in_one_frame_state_stay_distinct():
+    # Each .shape is materialised into a new tuple when the frame state is rebuilt; the second
+    # must not be taken for the first (it once reused the first's memo entry: (3, 4) twice).
+    check(shapes_of_a_tensor_and_its_transpose, lambda i: rand_tensor((3, 4 + i)))
+
+
 # ---------------------------------------------------------------------------------------------
 # 2. Strings: never through a char*; what the tracer cannot handle goes back to CPython.
 
