@@ -71,11 +71,13 @@ def capture(fn, call):
 # Deep comparison.
 
 def _pair_inputs(plain, jit, pairs):
-    """Records id(plain object) -> jit object for everything reachable from the inputs."""
+    """Records id(plain object) -> (plain object, jit object) for everything reachable from the
+    inputs. The plain object is held so that its id stays its own: an input the call drops (an
+    attribute it rebinds) would otherwise free its id for the result."""
     if id(plain) in pairs:
         return
     if isinstance(plain, (dt.Tensor, list, tuple, dict)) or hasattr(plain, "__dict__"):
-        pairs[id(plain)] = jit
+        pairs[id(plain)] = (plain, jit)
     if isinstance(plain, (list, tuple)) and isinstance(jit, (list, tuple)):
         for a, b in zip(plain, jit):
             _pair_inputs(a, b, pairs)
@@ -101,8 +103,9 @@ def input_pairs(call_plain, call_jit):
 
 
 def _tensors_in(obj, out):
+    """id -> tensor for the tensors in obj (held, so their ids stay theirs during the call)."""
     if isinstance(obj, dt.Tensor):
-        out.add(id(obj))
+        out[id(obj)] = obj
     elif isinstance(obj, (list, tuple)):
         for v in obj:
             _tensors_in(v, out)
@@ -128,7 +131,7 @@ def assert_same(actual, expected, pairs=None, jit_inputs=frozenset(), path="resu
                 assert actual is memo[id(expected)], "%s: aliasing differs" % path
             memo[id(expected)] = actual
             if id(expected) in pairs:
-                assert actual is pairs[id(expected)], (
+                assert actual is pairs[id(expected)][1], (
                     "%s: plain Python returned the input tensor itself; jit returned a different "
                     "object" % path)
             elif actual is not expected:
@@ -189,7 +192,7 @@ def run_differential(fn, jfn, factory, calls, seed_base, exact=False):
         dt.manual_seed(seed_base + 1000 * i)
         call_jit = as_call(factory(i))
         pairs = input_pairs(call_plain, call_jit)
-        jit_inputs = _tensors_in(call_jit.kwargs, _tensors_in(call_jit.args, set()))
+        jit_inputs = _tensors_in(call_jit.kwargs, _tensors_in(call_jit.args, {}))
         r_plain, e_plain, out_plain = capture(fn, call_plain)
         r_jit, e_jit, out_jit = capture(jfn, call_jit)
         where = "call %d" % i

@@ -12,7 +12,7 @@ import math
 
 import dyntrace as dt
 from jitlib import Call, jitted_copy, run_differential, stats
-from testlib import rand_tensor
+from testlib import positive, uniform
 
 CASES = []
 
@@ -30,13 +30,8 @@ def case(factory, fallback=False, calls=3, reason=None, name=None):
     return deco
 
 
-def T(*shape, dtype=dt.float32, low=-2.0, high=2.0):
-    return rand_tensor(shape, dtype, low, high)
-
-
-def P(*shape, dtype=dt.float32):
-    """Strictly positive values (safe for division, log, sqrt, pow)."""
-    return rand_tensor(shape, dtype, 0.5, 2.0)
+T = uniform
+P = positive
 
 
 def x1(i):

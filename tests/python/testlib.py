@@ -331,6 +331,16 @@ def rand_tensor(shape, dtype=dt.float32, low=-2.0, high=2.0):
     return x.to(dtype)
 
 
+def uniform(*shape, dtype=dt.float32, low=-2.0, high=2.0):
+    """rand_tensor with the shape as separate arguments: `uniform(3, 4)`."""
+    return rand_tensor(shape, dtype, low, high)
+
+
+def positive(*shape, dtype=dt.float32):
+    """Strictly positive values (safe for division, log, sqrt, pow)."""
+    return rand_tensor(shape, dtype, 0.5, 2.0)
+
+
 def noncontig(shape, dtype=dt.float32, kind="transposed", low=-2.0, high=2.0):
     """A non-contiguous tensor of `shape`: 'transposed' (last two dims swapped storage),
     'strided' (every other element of the last dim) or 'expanded' (dim 0 broadcast)."""
