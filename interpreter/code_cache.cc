@@ -41,6 +41,7 @@ std::vector<std::string>* excluded_prefixes = nullptr;
 // run through segments, the standard library included, and frames without tensor work keep their
 // entries instead of being skipped, so the interpreter's semantics meet code nobody wrote for it.
 bool stress_mode = false;
+bool stress_by_environment = false;  // DYNTRACE_STRESS at import: enable()'s default
 
 void ForgetCodeForKey(CacheKey key, CodeCaches* caches) {
   auto it = codes_by_key->find(key);
@@ -273,5 +274,9 @@ void SetStressMode(bool on) {
 }
 
 bool StressMode() { return stress_mode; }
+
+void SetStressByEnvironment(bool on) { stress_by_environment = on; }
+
+bool StressByEnvironment() { return stress_by_environment; }
 
 }  // namespace dt::interpreter

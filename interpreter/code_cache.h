@@ -259,6 +259,10 @@ PyObject* EvalFrame(PyThreadState* tstate, struct _PyInterpreterFrame* frame, in
 // enable(stress=True); enable(stress=False) and disable() turn it off.
 void SetStressMode(bool on);
 bool StressMode();
+// Whether DYNTRACE_STRESS asked for stress mode when dyntrace was imported: enable() without
+// `stress=` keeps it, so a program (or the command) calling enable() does not turn it off.
+void SetStressByEnvironment(bool on);
+bool StressByEnvironment();
 
 }  // namespace dt::interpreter
 

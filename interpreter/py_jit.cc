@@ -193,9 +193,11 @@ PyObject* FnEnable(PyObject*, PyObject* args, PyObject* kwargs) {
     return nullptr;
   }
   // `stress` belongs to enable() alone, so it is taken out before the options shared with jit().
+  // Left out, it is what the process was started with: DYNTRACE_STRESS=1 (`dyntrace --stress`)
+  // stays on through a plain enable(), the command's own included.
   PyRef options_kwargs = PyRef::Steal(kwargs != nullptr ? PyDict_Copy(kwargs) : PyDict_New());
   if (!options_kwargs) return nullptr;
-  bool stress = false;
+  bool stress = interpreter::StressByEnvironment();
   if (PyObject* value = PyDict_GetItemString(options_kwargs.get(), "stress")) {  // borrowed
     const int truth = PyObject_IsTrue(value);
     if (truth < 0) return nullptr;
@@ -524,8 +526,8 @@ PyMethodDef jit_functions[] = {
     {"tracing", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(FnTracing)), METH_VARARGS | METH_KEYWORDS,
      "with tracing(backend='auto'): trace every Python frame called inside the block"},
     {"enable", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(FnEnable)), METH_VARARGS | METH_KEYWORDS,
-     "enable(*, stress=False, **options): trace every frame outside the standard library from now "
-     "on; stress=True traces every frame, the standard library included"},
+     "enable(*, stress=None, **options): trace every frame outside the standard library from now "
+     "on; stress=True traces every frame, the standard library included (None: as DYNTRACE_STRESS)"},
     {"_stress_mode", FnIsStress, METH_NOARGS, "whether stress mode is on"},
     {"_hook_installed", FnHookInstalled, METH_NOARGS, "whether the frame evaluator is installed now"},
     {"_null_hook", FnNullHook, METH_O, nullptr},

@@ -233,6 +233,7 @@ extern "C" PyObject* PyInit_dyntrace() {
   // DYNTRACE_STRESS=1 (what `dyntrace --stress` sets): enable() in stress mode from import on.
   if (const char* stress = std::getenv("DYNTRACE_STRESS"); stress != nullptr && *stress != '\0' &&
                                                             std::string_view(stress) != "0") {
+    dt::interpreter::SetStressByEnvironment(true);
     dt::interpreter::SetStressMode(true);
     const dt::interpreter::JitOptions options;
     dt::interpreter::SetGlobalMode(&options);

@@ -223,6 +223,18 @@ class CommandLineTest(CommandTestCase):
         self.assertEqual(self.dyntrace(script).stdout.strip(), "None")
         self.assertEqual(self.dyntrace("--stress", script).stdout.strip(), "1")
 
+    def test_stress_reaches_the_standard_library(self):
+        # The command's own enable() once turned stress mode off again, leaving the standard
+        # library excluded: under 1% of frames ran through dyntrace.
+        script = self.write("stdlib.py", """\
+            import json, dyntrace
+            def main():
+                json.loads(json.dumps({"a": [1, 2]}))
+            main()
+            print(dyntrace._stress_mode(), dyntrace.stats()["frames_seen"] > 20)
+            """)
+        self.assertEqual(self.dyntrace("--stress", script).stdout.split(), ["True", "True"])
+
     def test_hook_is_on_for_script_frames_but_not_the_standard_library(self):
         script = self.write("plain.py", TENSOR_SCRIPT)
         result = self.dyntrace("--log", "graph", script)
