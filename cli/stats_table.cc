@@ -44,6 +44,23 @@ std::vector<std::string> StringsAt(PyObject* stats, const char* key) {
   return out;
 }
 
+// {reason: count} with its non-zero counts, in the dict's order.
+std::vector<std::pair<std::string, int64_t>> CountsAt(PyObject* stats, const char* key) {
+  std::vector<std::pair<std::string, int64_t>> out;
+  PyObject* d = PyDict_GetItemString(stats, key);  // borrowed
+  if (d == nullptr || !PyDict_Check(d)) return out;
+  PyObject* k;
+  PyObject* v;
+  Py_ssize_t pos = 0;
+  while (PyDict_Next(d, &pos, &k, &v)) {  // borrowed
+    const char* text = PyUnicode_Check(k) ? PyUnicode_AsUTF8(k) : nullptr;
+    const long long n = PyLong_Check(v) ? PyLong_AsLongLong(v) : 0;
+    if (PyErr_Occurred()) PyErr_Clear();
+    if (text != nullptr && n > 0) out.emplace_back(text, n);
+  }
+  return out;
+}
+
 void AppendRow(std::string& out, absl::string_view label, absl::string_view value) {
   absl::StrAppendFormat(&out, "  %-26s %12s\n", label, value);
 }
@@ -61,6 +78,10 @@ StatsSummary SummaryFromDict(PyObject* stats) {
   s.frames_seen = IntAt(stats, "frames_seen");
   s.frames_traced = IntAt(stats, "frames_traced");
   s.frames_skipped = IntAt(stats, "frames_skipped");
+  s.skipped_by = CountsAt(stats, "frames_skipped_by");
+  s.frames_generator = IntAt(stats, "frames_generator");
+  PyObject* coverage = PyDict_GetItemString(stats, "coverage");  // borrowed
+  s.coverage = coverage != nullptr && PyFloat_Check(coverage) ? PyFloat_AS_DOUBLE(coverage) : -1;
   s.cache_hits = IntAt(stats, "cache_hits");
   s.cache_misses = IntAt(stats, "cache_misses");
   s.recompiles = IntAt(stats, "recompiles");
@@ -99,6 +120,10 @@ std::string FormatStatsTable(const StatsSummary& s) {
   AppendRow(out, "frames seen", absl::StrCat(s.frames_seen));
   AppendRow(out, "frames traced", absl::StrCat(s.frames_traced));
   AppendRow(out, "frames skipped", absl::StrCat(s.frames_skipped));
+  for (const auto& [reason, count] : s.skipped_by) AppendRow(out, absl::StrCat("  ", reason), absl::StrCat(count));
+  AppendRow(out, "generator/coroutine frames", absl::StrCat(s.frames_generator));
+  // Frames seen over the frames dyntrace could run (generator frames are not among them).
+  if (s.coverage >= 0) AppendRow(out, "coverage", absl::StrFormat("%.3f", s.coverage));
   AppendRow(out, "cache hits", absl::StrCat(s.cache_hits));
   AppendRow(out, "cache misses", absl::StrCat(s.cache_misses));
   AppendRow(out, "graphs captured", absl::StrCat(s.graphs));

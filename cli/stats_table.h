@@ -20,6 +20,9 @@ namespace dt::cli {
 
 struct StatsSummary {
   int64_t frames_seen = 0, frames_traced = 0, frames_skipped = 0;
+  std::vector<std::pair<std::string, int64_t>> skipped_by;  // reason, frames (reasons with none left out)
+  int64_t frames_generator = 0;  // generators and coroutines: not in frames_skipped
+  double coverage = -1;          // frames seen / (seen + skipped); -1: no frame
   int64_t cache_hits = 0, cache_misses = 0;
   int64_t recompiles = 0, graphs = 0, graph_breaks = 0, fallbacks = 0;
   int64_t kernels_compiled = 0, kernels_cached = 0;

@@ -119,6 +119,31 @@ std::string CodeName(PyCodeObject* code) {
 }
 
 
+const char* SkipReasonName(SkipReason reason) {
+  switch (reason) {
+    case SkipReason::kNone: return "";
+    case SkipReason::kExcluded: return "excluded";
+    case SkipReason::kGenerator: return "generator";
+    case SkipReason::kNoTensorWork: return "no tensor work";
+    case SkipReason::kCacheLimit: return "cache_limit";
+    case SkipReason::kTraceHook: return "sys.settrace/setprofile";
+  }
+  return "";
+}
+
+int64_t FramesSkipped(const Stats& s) {
+  int64_t skipped = 0;
+  for (int r = 0; r < kNumSkipReasons; ++r) {
+    if (r != static_cast<int>(SkipReason::kGenerator)) skipped += s.frames_skipped_by[r];
+  }
+  return skipped;
+}
+
+double Coverage(const Stats& s) {
+  const int64_t runnable = s.frames_seen + FramesSkipped(s);
+  return runnable == 0 ? -1 : static_cast<double>(s.frames_seen) / static_cast<double>(runnable);
+}
+
 CodeCaches* FindCaches(PyCodeObject* code) {
   cpython::InitCodeExtra(&FreeCodeCaches);
   auto* caches = static_cast<CodeCaches*>(cpython::GetCodeExtra(code));
@@ -261,15 +286,15 @@ void SetGlobalMode(const JitOptions* options) {
 void SetTraceLog(TraceLog* log) { trace_log = log; }
 
 void SetStressMode(bool on) {
+  if (stress_mode == on) return;
   stress_mode = on;
-  if (!on) return;
-  // Code seen before stress mode began may have been excluded as standard library.
+  // What is excluded depends on the mode: code seen in one is decided again for the other. Stress
+  // mode also takes back what was given up (no tensor work, cache_limit).
   for (CodeCaches* per_code : *all_caches) {
-    if (per_code->excluded && !IsDyntraceInternal(per_code->code)) {
-      per_code->excluded = false;
-      per_code->skip_key = 0;
-      for (const auto& cache : per_code->by_key) cache->skip = false;
-    }
+    per_code->excluded = Excluded(per_code->code);
+    if (!on) continue;
+    per_code->skip_key = 0;
+    for (const auto& cache : per_code->by_key) cache->skip = SkipReason::kNone;
   }
 }
 

@@ -90,13 +90,28 @@ struct ActiveMode {
   PyCodeObject* root = nullptr;  // a compiled callable's function: traced even without tensor work
 };
 
+// Why the hook leaves a frame to CPython without looking at entries (Stats::frames_skipped_by).
+// Generator and coroutine frames are not frames dyntrace can run: they are counted apart from
+// the skips (see FramesSkipped).
+enum class SkipReason : uint8_t {
+  kNone,
+  kExcluded,      // the standard library and installed packages (outside stress mode), dyntrace's own
+  kGenerator,     // generators, coroutines, async generators
+  kNoTensorWork,  // its first trace met no tensor (outside stress mode and compiled callables)
+  kCacheLimit,    // its entries at entry reached cache_limit (outside stress mode)
+  kTraceHook,     // sys.settrace (in stress mode also sys.setprofile) is set: checked per frame
+};
+inline constexpr int kNumSkipReasons = 6;
+// "excluded", "generator", "no tensor work", "cache_limit", "sys.settrace/setprofile" ("" for kNone).
+const char* SkipReasonName(SkipReason reason);
+
 // A code object's entries under one key.
 struct CodeCache {
   PyCodeObject* code = nullptr;  // borrowed: the cache dies with the code
   CacheKey key = 0;
   JitOptions options;
   bool explicit_jit = false;  // the root of a compiled callable (vs. reached under its call)
-  bool skip = false;          // run under CPython without looking at entries
+  SkipReason skip = SkipReason::kNone;  // not kNone: run under CPython without looking at entries
   bool warned = false;
   // Entries per segment start offset (0: the frame's entry). shared_ptr: a running entry stays
   // alive even if reset() clears the cache meanwhile.
@@ -124,6 +139,7 @@ struct CodeCaches {
   // The key whose cache skips this code (0: none known): the hook's fast path for the frames of
   // code without tensor work, which under tracing() is most frames.
   CacheKey skip_key = 0;
+  SkipReason skip_reason = SkipReason::kNone;  // why skip_key's cache skips
   // The cache for `mode`, made on first use.
   const std::shared_ptr<CodeCache>& For(const ActiveMode& mode);
   // Null when the code has no entries under `key`.
@@ -131,12 +147,15 @@ struct CodeCaches {
 };
 
 struct Stats {
-  int64_t frames_seen = 0;
+  int64_t frames_seen = 0;    // frames the hook ran as segments (what coverage counts as run)
   int64_t frames_traced = 0;
-  int64_t frames_skipped = 0;
+  int64_t frames_whole_in_cpython = 0;  // of frames_seen: no segment ran (a fallback at entry)
+  // Frames left to CPython by reason (kGenerator's are not skips: see FramesSkipped).
+  int64_t frames_skipped_by[kNumSkipReasons] = {};
   int64_t cache_hits = 0;
   int64_t cache_misses = 0;
   int64_t recompiles = 0;
+  int64_t entries_evicted = 0;  // stress mode: oldest entries dropped at cache_limit
   int64_t fallbacks = 0;
   int64_t graphs = 0;
   int64_t graph_breaks = 0;
@@ -156,9 +175,16 @@ struct Stats {
   int64_t cuda_host_ops_baseline = 0;
 };
 
+// Frames dyntrace could have run but left to CPython (every reason but kGenerator).
+int64_t FramesSkipped(const Stats& s);
+// frames_seen / (frames_seen + FramesSkipped): the share of the frames dyntrace could run that it
+// ran; -1 before any frame.
+double Coverage(const Stats& s);
+
 // ---- global state (all under the GIL) ----
 extern Stats global_stats;
 inline Stats& GlobalStats() { return global_stats; }
+inline void CountSkip(SkipReason reason) { ++global_stats.frames_skipped_by[static_cast<int>(reason)]; }
 // The caches of `code`, or null.
 CodeCaches* FindCaches(PyCodeObject* code);
 // A direct-mapped memo of co_extra lookups for the hook's fast path: a load and a compare instead

@@ -112,7 +112,10 @@ class EscapeScope {
 // Continues the frame under CPython at `offset` with `state` (or from the start, at entry).
 PyObject* HandBack(PyThreadState* tstate, _PyInterpreterFrame* frame, bool at_entry,
                    SegmentState& state, int offset) {
-  if (at_entry) return cpython::EvalDefault(tstate, frame, 0);
+  if (at_entry) {
+    ++GlobalStats().frames_whole_in_cpython;
+    return cpython::EvalDefault(tstate, frame, 0);
+  }
   ++GlobalStats().handbacks;
   std::vector<PyObject*> locals = state.TakeLocals();
   std::vector<PyObject*> stack = state.TakeStack();
@@ -145,6 +148,7 @@ class SegmentRun {
   guards::FrameInputs Inputs();
   std::shared_ptr<CacheEntry> Lookup(const guards::FrameInputs& inputs);
   Finished ApplyRecompilePolicy(const guards::FrameInputs& inputs);
+  Finished GiveUp(const std::string& reason);
   void NoteDynamicNumber(const CacheEntry& last, const guards::FrameInputs& inputs);
   std::variant<std::shared_ptr<CacheEntry>, PyObject*> TraceAndCompile(const guards::FrameInputs& inputs);
   std::variant<trace::TraceResult, trace::TraceFailure> Trace(const guards::FrameInputs& inputs);
@@ -191,10 +195,12 @@ std::shared_ptr<CacheEntry> SegmentRun::Lookup(const guards::FrameInputs& inputs
   return nullptr;
 }
 
-// A miss where entries exist is a recompile, up to cache_limit; past it CPython runs the frame
-// from here (outside stress mode, with one warning per code object).
+// A miss where entries exist is a recompile, up to cache_limit. Past it, CPython runs the frame
+// from here (GiveUp), except in stress mode, which must keep running frames through the tracer:
+// there the oldest entry of the list goes, so each list stays within cache_limit (memory stays
+// bounded), and the frame is traced anew.
 SegmentRun::Finished SegmentRun::ApplyRecompilePolicy(const guards::FrameInputs& inputs) {
-  const std::vector<std::shared_ptr<CacheEntry>>& list = cache_->segments[offset_];
+  std::vector<std::shared_ptr<CacheEntry>>& list = cache_->segments[offset_];
   if (list.empty()) return std::nullopt;
   std::string reason;
   {
@@ -202,26 +208,34 @@ SegmentRun::Finished SegmentRun::ApplyRecompilePolicy(const guards::FrameInputs&
     reason = list.back()->guards.Explain(inputs).value_or("no guard failed (retrace)");
   }
   Stats& stats = GlobalStats();
-  if (static_cast<int>(list.size()) < cache_->options.cache_limit) {
-    NoteDynamicNumber(*list.back(), inputs);
-    ++stats.recompiles;
-    if (cache_->recompile_reasons.size() < kMaxRecordsPerCode) cache_->recompile_reasons.push_back(reason);
-    const std::string text = absl::StrCat(Where(), ": ", reason);
-    stats.recompile_reasons.Add(text);
-    if (log::Enabled(log::Kind::kRecompiles)) log::Write(log::Kind::kRecompiles, text);
-    return std::nullopt;
+  const bool full = static_cast<int>(list.size()) >= cache_->options.cache_limit;
+  if (full && !StressMode()) return GiveUp(reason);
+  NoteDynamicNumber(*list.back(), inputs);
+  if (full) {
+    list.erase(list.begin());  // a running entry stays alive through its shared_ptr
+    ++stats.entries_evicted;
   }
-  if (offset_ == 0) cache_->skip = true;
-  // Stress mode stays silent: a warning would change what the programs under test see.
-  if (!cache_->warned && !StressMode()) {
+  ++stats.recompiles;
+  if (cache_->recompile_reasons.size() < kMaxRecordsPerCode) cache_->recompile_reasons.push_back(reason);
+  const std::string text = absl::StrCat(Where(), ": ", reason);
+  stats.recompile_reasons.Add(text);
+  if (log::Enabled(log::Kind::kRecompiles)) log::Write(log::Kind::kRecompiles, text);
+  return std::nullopt;
+}
+
+// Past cache_limit (outside stress mode, whose programs must not see a warning): CPython runs
+// the frame from here, and from its entry on when offset 0 is full, with one warning per code.
+SegmentRun::Finished SegmentRun::GiveUp(const std::string& reason) {
+  if (offset_ == 0) cache_->skip = SkipReason::kCacheLimit;
+  if (!cache_->warned) {
     cache_->warned = true;
     const std::string msg = absl::StrFormat(
         "dyntrace: %s reached cache_limit=%d; it runs without compilation from now on. Last recompile reason: %s",
         Where(), cache_->options.cache_limit, reason);
     if (PyErr_WarnEx(PyExc_RuntimeWarning, msg.c_str(), 1) < 0) return RaiseHere();
   }
-  ++stats.fallbacks;
-  stats.fallback_reasons.Add(absl::StrFormat(
+  ++GlobalStats().fallbacks;
+  GlobalStats().fallback_reasons.Add(absl::StrFormat(
       "%s: cache_limit=%d reached; CPython runs it from here (last recompile reason: %s)", Where(),
       cache_->options.cache_limit, reason));
   return HandBackHere();
@@ -270,7 +284,7 @@ PyObject* SegmentRun::FallBack(trace::TraceFailure& failure) {
   }
   ++GlobalStats().fallbacks;
   if (at_entry_ && !failure.touched_tensors && !cache_->explicit_jit && !StressMode()) {
-    cache_->skip = true;
+    cache_->skip = SkipReason::kNoTensorWork;
   } else {
     auto fallback = std::make_shared<CacheEntry>();
     fallback->start_offset = offset_;
@@ -313,8 +327,8 @@ std::variant<std::shared_ptr<CacheEntry>, PyObject*> SegmentRun::TraceAndCompile
   auto& result = std::get<trace::TraceResult>(traced);
   if (result.break_info) RecordBreak(*cache_, *result.break_info, false);
   if (at_entry_ && !result.touched_tensors && !cache_->explicit_jit && !StressMode()) {
-    cache_->skip = true;  // no tensor work here: not worth looking at again
-    return cpython::EvalDefault(tstate_, frame_, 0);
+    cache_->skip = SkipReason::kNoTensorWork;  // not worth looking at again
+    return HandBackHere();
   }
   const std::string name = offset_ == 0 ? py::Utf8Or(view_.code->co_name)
                                         : absl::StrCat(py::Utf8Or(view_.code->co_name), "_at_", offset_);
@@ -522,21 +536,26 @@ namespace {
 // tail call).
 __attribute__((noinline)) PyObject* EvalFrameSlow(PyThreadState* tstate, _PyInterpreterFrame* frame,
                                                   const ActiveMode* mode, CodeCaches* caches) {
-  // Under sys.settrace (debuggers, coverage) every line must run in CPython to be reported; in
-  // stress mode sys.setprofile's call events must also be those of plain CPython.
-  if (cpython::TraceFunctionSet(tstate, /*profile=*/StressMode())) return cpython::EvalDefault(tstate, frame, 0);
   const cpython::FrameView view = cpython::View(frame);
   if (caches == nullptr) caches = GetOrCreateCaches(view.code);
-  // Generator frames are resumed through here too: they always run under CPython. Excluded code
-  // (the standard library ...) runs under CPython unless it is what the compiled callable wraps.
+  // Generator frames are resumed through here too (each resumption counts): they always run
+  // under CPython. Excluded code (the standard library ...) runs under CPython unless it is what
+  // the compiled callable wraps.
   if (caches->generator || (caches->excluded && view.code != mode->root)) {
-    ++global_stats.frames_skipped;
+    CountSkip(caches->generator ? SkipReason::kGenerator : SkipReason::kExcluded);
+    return cpython::EvalDefault(tstate, frame, 0);
+  }
+  // Under sys.settrace (debuggers, coverage) every line must run in CPython to be reported; in
+  // stress mode sys.setprofile's call events must also be those of plain CPython.
+  if (cpython::TraceFunctionSet(tstate, /*profile=*/StressMode())) {
+    CountSkip(SkipReason::kTraceHook);
     return cpython::EvalDefault(tstate, frame, 0);
   }
   const std::shared_ptr<CodeCache>& cache = caches->For(*mode);
-  if (cache->skip) {
+  if (cache->skip != SkipReason::kNone) {
     caches->skip_key = mode->key;
-    ++global_stats.frames_skipped;
+    caches->skip_reason = cache->skip;
+    CountSkip(cache->skip);
     return cpython::EvalDefault(tstate, frame, 0);
   }
   return RunSegmentsOutOfLine(tstate, frame, view, cache);
@@ -555,7 +574,7 @@ PyObject* EvalFrame(PyThreadState* tstate, _PyInterpreterFrame* frame, int throw
   if (caches == nullptr) caches = FindCaches(code);
   // Code seen before without tensor work: most frames under tracing() end here.
   if (caches != nullptr && caches->skip_key == mode->key) {
-    ++global_stats.frames_skipped;
+    CountSkip(caches->skip_reason);
     return cpython::EvalDefault(tstate, frame, 0);
   }
   return EvalFrameSlow(tstate, frame, mode, caches);

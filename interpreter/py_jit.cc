@@ -366,7 +366,23 @@ PyObject* FnStats(PyObject*, PyObject*) {
   };
   put("frames_seen", PyLong_FromLongLong(s.frames_seen));
   put("frames_traced", PyLong_FromLongLong(s.frames_traced));
-  put("frames_skipped", PyLong_FromLongLong(s.frames_skipped));
+  // Coverage: frames run as segments over the frames dyntrace could run. Skips count by reason;
+  // generator and coroutine frames are counted apart (not frames dyntrace can run).
+  put("frames_skipped", PyLong_FromLongLong(interpreter::FramesSkipped(s)));
+  PyObject* by_reason = PyDict_New();
+  for (int r = 0; r < interpreter::kNumSkipReasons; ++r) {
+    const auto reason = static_cast<interpreter::SkipReason>(r);
+    if (reason == interpreter::SkipReason::kNone || reason == interpreter::SkipReason::kGenerator) continue;
+    PyRef count = PyRef::Steal(PyLong_FromLongLong(s.frames_skipped_by[r]));
+    PyDict_SetItemString(by_reason, interpreter::SkipReasonName(reason), count.get());
+  }
+  put("frames_skipped_by", by_reason);
+  put("frames_generator",
+      PyLong_FromLongLong(s.frames_skipped_by[static_cast<int>(interpreter::SkipReason::kGenerator)]));
+  put("frames_whole_in_cpython", PyLong_FromLongLong(s.frames_whole_in_cpython));
+  const double coverage = interpreter::Coverage(s);
+  put("coverage", coverage < 0 ? Py_NewRef(Py_None) : PyFloat_FromDouble(coverage));
+  put("entries_evicted", PyLong_FromLongLong(s.entries_evicted));
   put("cache_hits", PyLong_FromLongLong(s.cache_hits));
   put("cache_misses", PyLong_FromLongLong(s.cache_misses));
   put("recompiles", PyLong_FromLongLong(s.recompiles));

@@ -86,6 +86,10 @@ TEST(StatsTable, CountsReasonsMostFrequentFirst) {
 TEST(StatsTable, RowsAndReasons) {
   StatsSummary s;
   s.frames_seen = 12;
+  s.frames_skipped = 4;
+  s.skipped_by = {{"excluded", 3}, {"cache_limit", 1}};
+  s.frames_generator = 5;
+  s.coverage = 0.75;
   s.cache_hits = 7;
   s.recompiles = 2;
   s.recompile_reasons = {"f: L['x'].dtype: expected float32, actual float64",
@@ -94,6 +98,13 @@ TEST(StatsTable, RowsAndReasons) {
   s.compile_seconds = 1.25;
   const std::string table = FormatStatsTable(s);
   EXPECT_NE(table.find("  frames seen                          12\n"), std::string::npos) << table;
+  EXPECT_NE(table.find("  frames skipped                        4\n"
+                       "    excluded                            3\n"
+                       "    cache_limit                         1\n"
+                       "  generator/coroutine frames            5\n"
+                       "  coverage                          0.750\n"),
+            std::string::npos)
+      << table;
   EXPECT_NE(table.find("  recompiles                            2\n"
                        "         2x  f: L['x'].dtype: expected float32, actual float64\n"),
             std::string::npos)

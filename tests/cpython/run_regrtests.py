@@ -5,13 +5,19 @@ Each module of CPython's `test` package runs twice in fresh subprocesses of the 
 interpreter: once plain (dyntrace imported, hook off) and once in stress mode (every frame of
 every module traced, the standard library included). Every test's outcome (pass, fail, error,
 skip, expected failure, unexpected success) must be the same in both runs; a crash, a hang or a
-different outcome is a mismatch and makes the script exit with status 1.
+different outcome is a mismatch and makes the script exit with status 1. Each module's line is
+followed by its coverage in stress mode (frames run by dyntrace over the frames it could run, skips
+by reason, generator and coroutine frames apart), and the run ends with the total.
 
     python3 tests/cpython/run_regrtests.py                 # the full list (MODULES)
     python3 tests/cpython/run_regrtests.py --quick         # the subset CI runs (QUICK)
     python3 tests/cpython/run_regrtests.py test_grammar test_with   # chosen modules
     --module-dir DIR   where dyntrace.so is (default: bazel-bin next to this checkout)
+    --command          run the stressed side as `DIR/dyntrace --stress` (the command) rather
+                       than enable(stress=True) in-process (bazel-bin has it as cli/dyntrace:
+                       use dist/pythonX.Y, where tools/build_module.sh puts both)
     --jobs N           modules run side by side (default 1)
+    --min-coverage F   fail when the total stress coverage is below F (default 0.8)
 
 On Debian, CPython 3.11's test package is the `libpython3.11-testsuite` package.
 """
@@ -66,10 +72,13 @@ TIMING_DEPENDENT = {
 # every test's outcome, and writes them as JSON to the file named by argv[2].
 CHILD = r"""
 import json, sys, unittest
-module, out_path, stress = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
+module, out_path, how = sys.argv[1], sys.argv[2], sys.argv[3]
+stress = how != "plain"
 import dyntrace
-if stress:
+if how == "stress":
     dyntrace.enable(stress=True)
+elif how == "command" and not dyntrace._stress_mode():  # `dyntrace --stress` enabled it
+    raise SystemExit("dyntrace --stress did not turn stress mode on")
 
 class Recorder(unittest.TestResult):
     def __init__(self):
@@ -98,21 +107,32 @@ except BaseException as e:  # an error outside any test (import, module fixtures
 if stress:
     dyntrace.disable()
 details = [f"{t.id()}\n{text}" for t, text in recorder.failures + recorder.errors]
+stats = dyntrace.stats()
+frames = {k: stats[k] for k in ("frames_seen", "frames_skipped", "frames_skipped_by", "frames_generator")}
 with open(out_path, "w") as f:
-    json.dump({"outcomes": recorder.outcomes, "details": details[:20]}, f)
+    json.dump({"outcomes": recorder.outcomes, "details": details[:20], "frames": frames}, f)
 """
 
 
-def run_module(python, module_dir, module, stress, timeout):
+def run_module(python, module_dir, module, how, timeout):
+    """Runs one module's tests in a subprocess; `how` is "plain", "stress" (enable(stress=True)
+    in-process) or "command" (the program run by `dyntrace --stress`)."""
     env = dict(os.environ)
     env["PYTHONPATH"] = module_dir + os.pathsep + env.get("PYTHONPATH", "")
     env.pop("DYNTRACE_STRESS", None)
     env.pop("DYNTRACE_LOGS", None)
     with tempfile.TemporaryDirectory() as tmp:
         out_path = os.path.join(tmp, "outcomes.json")
+        if how == "command":
+            child = os.path.join(tmp, "regrtest_child.py")
+            with open(child, "w") as f:
+                f.write(CHILD)
+            argv = [os.path.join(module_dir, "dyntrace"), "--stress", child]
+        else:
+            argv = [python, "-c", CHILD]
         start = time.monotonic()
         try:
-            proc = subprocess.run([python, "-c", CHILD, module, out_path, "1" if stress else "0"],
+            proc = subprocess.run(argv + [module, out_path, how],
                                   cwd=tmp, env=env, capture_output=True, text=True, timeout=timeout,
                                   errors="replace")
         except subprocess.TimeoutExpired:
@@ -125,6 +145,27 @@ def run_module(python, module_dir, module, stress, timeout):
             result = json.load(f)
         result["seconds"] = seconds
         return result
+
+
+def add_frames(total, frames):
+    """Adds one stressed run's frame counts to `total` (the same keys, reasons summed)."""
+    for key, value in frames.items():
+        if isinstance(value, dict):
+            for reason, n in value.items():
+                total.setdefault(key, {})[reason] = total.get(key, {}).get(reason, 0) + n
+        else:
+            total[key] = total.get(key, 0) + value
+
+
+def coverage_line(frames):
+    """Coverage: frames run by dyntrace over the frames it could run; skips by reason, generator
+    and coroutine frames apart (dyntrace does not run them)."""
+    seen, skipped = frames.get("frames_seen", 0), frames.get("frames_skipped", 0)
+    if seen + skipped == 0:
+        return "coverage n/a (no frames)"
+    reasons = ", ".join(f"{r} {n}" for r, n in frames.get("frames_skipped_by", {}).items() if n)
+    return (f"coverage {seen / (seen + skipped):.3f}: {seen} frames run, {skipped} skipped"
+            f"{f' ({reasons})' if reasons else ''}; {frames.get('frames_generator', 0)} generator/coroutine frames")
 
 
 def compare(module, plain, stressed):
@@ -158,20 +199,27 @@ def main():
     parser.add_argument("--python", default=sys.executable)
     parser.add_argument("--module-dir", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bazel-bin"))
     parser.add_argument("--jobs", type=int, default=1)
+    parser.add_argument("--command", action="store_true",
+                        help="stressed runs go through `dyntrace --stress` (the command in --module-dir)")
+    parser.add_argument("--min-coverage", type=float, default=0.8,
+                        help="fail when the stressed runs' total coverage is lower (default 0.8)")
     parser.add_argument("--timeout", type=int, default=900, help="seconds per module and run")
     args = parser.parse_args()
     modules = args.modules or (QUICK if args.quick else MODULES)
     module_dir = os.path.abspath(args.module_dir)
     version = subprocess.run([args.python, "-c", "import sys; print(sys.version.split()[0])"],
                              capture_output=True, text=True).stdout.strip()
-    print(f"CPython {version}: {len(modules)} test modules, plain vs DYNTRACE stress mode", flush=True)
+    stressed = "`dyntrace --stress`" if args.command else "enable(stress=True)"
+    print(f"CPython {version}: {len(modules)} test modules, plain vs {stressed}", flush=True)
 
     def both(module):
-        return (run_module(args.python, module_dir, module, False, args.timeout),
-                run_module(args.python, module_dir, module, True, args.timeout))
+        return (run_module(args.python, module_dir, module, "plain", args.timeout),
+                run_module(args.python, module_dir, module, "command" if args.command else "stress",
+                           args.timeout))
 
     failed = []
     totals = {"tests": 0, "plain_s": 0.0, "stress_s": 0.0}
+    frames = {}
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         for module, (plain, stressed) in zip(modules, pool.map(both, modules)):
             problems = compare(module, plain, stressed)
@@ -185,15 +233,23 @@ def main():
             status = "MISMATCH" if problems else "same"
             print(f"{module:32} {status:8} {summary}  ({plain['seconds']:.1f}s plain, "
                   f"{stressed['seconds']:.1f}s stress)", flush=True)
+            if "frames" in stressed:
+                add_frames(frames, stressed["frames"])
+                print("    " + coverage_line(stressed["frames"]), flush=True)
             for p in problems[:12]:
                 print("    " + p, flush=True)
             if problems:
                 failed.append(module)
     print(f"{len(modules) - len(failed)}/{len(modules)} modules identical, {totals['tests']} tests; "
           f"{totals['plain_s']:.0f}s plain, {totals['stress_s']:.0f}s stress")
+    print("all modules: " + coverage_line(frames))
+    seen, skipped = frames.get("frames_seen", 0), frames.get("frames_skipped", 0)
+    low = seen + skipped > 0 and seen / (seen + skipped) < args.min_coverage
+    if low:
+        print(f"coverage below --min-coverage {args.min_coverage}")
     if failed:
         print("mismatches: " + " ".join(failed))
-    return 1 if failed else 0
+    return 1 if failed or low else 0
 
 
 if __name__ == "__main__":

@@ -83,6 +83,81 @@ def test_stress_option_belongs_to_enable_only():
         raise AssertionError("jit(stress=True) must be a TypeError")
 
 
+# --- coverage: frames run, skips by reason, generator frames apart -------------------------------
+
+def numbered(n):
+    yield from range(n)
+
+
+def describe(value):
+    return f"{type(value).__name__}:{value!r}"
+
+
+def tagged(x, value):
+    return x + 1, value == value  # tensor work, then a guard on type(value)
+
+
+def test_stress_coverage_counts_skips_by_reason():
+    dt.reset()
+    dt.enable(stress=True)
+    try:
+        json.dumps({"a": 1})  # the standard library's frames run through dyntrace ...
+    finally:
+        dt.disable()
+    dt.reset()
+    dt.enable()  # ... and are excluded again outside stress mode, though seen in it
+    try:
+        json.dumps({"a": 1})
+    finally:
+        dt.disable()
+    plain = dt.stats()
+    assert plain["frames_skipped_by"]["excluded"] > 0, plain
+    assert plain["frames_skipped"] == sum(plain["frames_skipped_by"].values()), plain
+    dt.reset()
+    dt.enable(stress=True)
+    try:
+        json.dumps({"a": 1})
+        assert list(numbered(3)) == [0, 1, 2]
+    finally:
+        dt.disable()
+    s = dt.stats()
+    assert s["frames_skipped_by"]["excluded"] == 0, s
+    assert s["frames_generator"] >= 1 and s["frames_skipped"] == 0, s  # generators stay apart
+    assert s["coverage"] == 1.0 and s["frames_seen"] >= 3, s
+
+
+def test_stress_never_gives_a_frame_up_at_cache_limit():
+    """Outside stress mode a code object past cache_limit runs under CPython from then on, with a
+    warning; stress mode drops its oldest entry instead and stays silent."""
+    import warnings
+    values = [1, "a", 2.5, None, (1,), [2], {3}, b"x", 3j, True]
+    expected = [describe(v) for v in values]
+    dt.reset()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a cache_limit warning would fail the test
+        dt.enable(stress=True, cache_limit=2)
+        try:
+            actual = [describe(v) for v in values]
+        finally:
+            dt.disable()
+    s = dt.stats()
+    assert actual == expected, actual
+    assert s["frames_skipped_by"]["cache_limit"] == 0 and s["entries_evicted"] >= len(values) - 2, s
+    assert not any("cache_limit" in r for r in s["fallback_reasons"]), s["fallback_reasons"]
+    dt.reset()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        dt.enable(cache_limit=2)
+        try:
+            [tagged(T(2), v) for v in values]
+        finally:
+            dt.disable()
+    s = dt.stats()
+    dt.reset()  # later tests must not meet these entries under cache_limit=2
+    assert s["frames_skipped_by"]["cache_limit"] > 0 and s["entries_evicted"] == 0, s
+    assert any("cache_limit" in str(w.message) for w in caught), [str(w.message) for w in caught]
+
+
 # --- zero-argument super() and sys._getframe() in a call the trace escapes -----------------------
 
 class Base:
