@@ -4,12 +4,13 @@ kernel cache across restarts, corrupt and badly-permissioned entries; and the fa
 compiler exists."""
 import json
 import os
+import shutil
 import stat
 import tempfile
 import textwrap
 
 import dyntrace as dt
-from cpulib import ALL_DTYPES, FLOAT_DTYPES, check, compiled, kernel_count, run_child, compare
+from cpulib import ALL_DTYPES, FLOAT_DTYPES, check, compiled, kernel_count, module_dir, run_child, compare
 from testlib import noncontig, rand_tensor, seed, skip
 
 UNARY = ["neg", "abs", "exp", "exp2", "log", "log2", "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos",
@@ -338,6 +339,27 @@ def _child(cache_dir, salt, **env):
     return json.loads(out.strip().splitlines()[-1])
 
 
+def _child_as_nobody(cache_dir, salt):
+    """_child's program run as uid/gid 65534 (REQUIRES: root), for conditions root's privileges
+    hide: permission bits do not stop root. The child starts as root, moves to a directory of its
+    own with a copy of the module (the test's own folders may be private to root), then drops its
+    privileges before importing dyntrace."""
+    home = tempfile.mkdtemp(dir="/tmp")
+    os.chmod(home, 0o755)
+    shutil.copy(os.path.join(module_dir(), "dyntrace.so"), home)
+    drop = "import os\nos.chdir(%r)\nos.setgroups([])\nos.setgid(65534)\nos.setuid(65534)\n" % home
+    env = {"DYNTRACE_CACHE_DIR": cache_dir, "PYTHONPATH": home, "HOME": home, "TMPDIR": home,
+           "XDG_CACHE_HOME": ""}
+    # An interpreter installed in root's private home (pyenv under /root) cannot run as nobody.
+    rc, _, err = run_child(drop + "import json, textwrap, warnings\n", env)
+    if rc != 0:
+        skip("this interpreter's standard library is not readable by uid 65534, so the unwritable "
+             "directory case cannot run as another user: " + err.strip().splitlines()[-1])
+    rc, out, err = run_child(drop + CHILD % {"salt": salt}, env)
+    assert rc == 0, err
+    return json.loads(out.strip().splitlines()[-1])
+
+
 def _entries(cache_dir):
     return sorted(os.path.join(cache_dir, n) for n in os.listdir(cache_dir) if n.endswith(".so"))
 
@@ -408,14 +430,17 @@ def test_unusable_cache_directory_degrades_to_memory_with_one_warning():
     open(blocker, "w").close()
     r = _child(os.path.join(blocker, "cache"), 5.0)  # can't be created: a file is in the way
     assert r["ok"] and r["compiled"] == 1 and len(r["warnings"]) == 1, r
-    # A directory this user cannot write: mode 0500 stops everyone but root.
-    if os.geteuid() == 0:
-        skip("root writes into a mode-0500 directory, so an unwritable cache directory cannot be "
-             "made here (the two cases above ran)")
-    ro = tempfile.mkdtemp()
+    # A directory its owner cannot write: mode 0500 stops everyone but root, so as root the child
+    # runs as another user (nobody) who owns the directory.
+    ro = tempfile.mkdtemp(dir="/tmp" if os.geteuid() == 0 else None)
     os.chmod(ro, 0o500)
-    r = _child(ro, 5.0)
-    assert r["ok"] and len(r["warnings"]) == 1, r
+    if os.geteuid() == 0:
+        os.chown(ro, 65534, 65534)
+        r = _child_as_nobody(ro, 5.0)
+    else:
+        r = _child(ro, 5.0)
+    assert r["ok"] and len(r["warnings"]) == 1 and "memory only" in r["warnings"][0], r
+    assert not _entries(ro)
 
 
 def test_missing_compiler_falls_back_to_eager():
