@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 
+#include "interpreter/cpython_frame.h"
 #include "interpreter/py_str.h"
 #include "runtime/errors.h"
 
@@ -166,41 +167,25 @@ const InstructionRow& RowOf(Op op) {
 namespace {
 
 // Decoded code, cached per code object: a trace of a loop body decodes each inlined function
-// once. The cache holds a weak reference, never the code object itself, so a dropped code object
-// is freed (and its co_extra free callback runs); entries whose code died are swept whenever the
-// cache has doubled since the last sweep, so it stays within twice the live code objects.
+// once. It hangs off a co_extra slot of its own, so it neither keeps the code object alive nor
+// outlives it: the slot's free function drops it with the code. (A weak reference per code object
+// was one more object in gc.get_objects(), which CPython's test_descr counts.)
 class DecodeCache {
  public:
   std::shared_ptr<const DecodedCode> Find(PyCodeObject* code) const {
-    auto it = entries_.find(code);
-    // A dead weak reference means another code object now has this address.
-    if (it == entries_.end() || !Alive(it->second.code, code)) return nullptr;
-    return it->second.decoded;
+    const auto* held = static_cast<const Held*>(slot_.Get(code));
+    return held != nullptr ? *held : nullptr;
   }
   void Put(PyCodeObject* code, std::shared_ptr<const DecodedCode> decoded) {
-    PyRef ref = PyRef::Steal(PyWeakref_NewRef(reinterpret_cast<PyObject*>(code), nullptr));
-    if (!ref) {
-      PyErr_Clear();  // not weakly referenceable: not cached
-      return;
-    }
-    entries_[code] = Entry{std::move(ref), std::move(decoded)};
-    if (entries_.size() >= 2 * live_after_sweep_) Sweep();
+    if (slot_.Get(code) != nullptr) return;  // decoded meanwhile (Set would leak the old one)
+    auto* held = new Held(std::move(decoded));
+    if (!slot_.Set(code, held)) delete held;  // not cached
   }
 
  private:
-  struct Entry {
-    PyRef code;  // a weak reference
-    std::shared_ptr<const DecodedCode> decoded;
-  };
-  static bool Alive(const PyRef& weak, PyCodeObject* code) {
-    return PyWeakref_GetObject(weak.get()) == reinterpret_cast<PyObject*>(code);
-  }
-  void Sweep() {
-    absl::erase_if(entries_, [](const auto& kv) { return !Alive(kv.second.code, kv.first); });
-    live_after_sweep_ = std::max<size_t>(entries_.size(), 64);
-  }
-  absl::flat_hash_map<PyCodeObject*, Entry> entries_;
-  size_t live_after_sweep_ = 64;
+  using Held = std::shared_ptr<const DecodedCode>;
+  static void Free(void* held) { delete static_cast<Held*>(held); }
+  cpython::CodeExtraSlot slot_{&Free};
 };
 
 }  // namespace

@@ -50,7 +50,10 @@ void ForgetCodeForKey(CacheKey key, CodeCaches* caches) {
   if (it->second.empty()) codes_by_key->erase(it);
 }
 
+// CPython calls every slot's free function when a code object dies, set or not: a code object
+// with only the decoded-bytecode slot set (bytecode.cc) has a null here.
 void FreeCodeCaches(void* extra) {
+  if (extra == nullptr) return;
   auto* caches = static_cast<CodeCaches*>(extra);
   RecentCaches::Slot& slot = recent_caches.slots[RecentCaches::SlotOf(caches->code)];
   if (slot.caches == caches) slot = RecentCaches::Slot{};

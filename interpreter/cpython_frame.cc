@@ -115,6 +115,30 @@ void SetCodeExtra(PyCodeObject* code, void* value) {
   }
 }
 
+CodeExtraSlot::CodeExtraSlot(freefunc free_fn) : index_(_PyEval_RequestCodeExtraIndex(free_fn)) {
+  if (index_ < 0) {
+    std::fprintf(stderr, "dyntrace: no co_extra index available\n");
+    std::abort();
+  }
+}
+
+void* CodeExtraSlot::Get(PyCodeObject* code) const {
+  void* extra = nullptr;
+  if (_PyCode_GetExtra(reinterpret_cast<PyObject*>(code), index_, &extra) < 0) {
+    PyErr_Clear();
+    return nullptr;
+  }
+  return extra;
+}
+
+bool CodeExtraSlot::Set(PyCodeObject* code, void* value) const {
+  if (_PyCode_SetExtra(reinterpret_cast<PyObject*>(code), index_, value) < 0) {
+    PyErr_Clear();
+    return false;
+  }
+  return true;
+}
+
 PyObject* LookupOnType(PyTypeObject* type, PyObject* name) {
   PyObject* found = _PyType_Lookup(type, name);
   PyErr_Clear();  // 3.11 may leave an error from a failed hash

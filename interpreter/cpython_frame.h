@@ -117,6 +117,22 @@ inline void* GetCodeExtra(PyCodeObject* code) {
 }
 void SetCodeExtra(PyCodeObject* code, void* value);
 
+// Another co_extra slot, for data that must die with its code object without keeping it alive
+// or creating Python objects (a weak reference per code object would be one more object the
+// traced program's gc.get_objects() sees). REQUIRES: the GIL.
+class CodeExtraSlot {
+ public:
+  // Aborts when CPython has no index left. CPython calls `free_fn` for every slot of a dying code
+  // object, with null where that slot was never set (this slot's and the hook's alike).
+  explicit CodeExtraSlot(freefunc free_fn);
+  void* Get(PyCodeObject* code) const;       // null when unset
+  // False (nothing stored, no error left) when CPython refused.
+  [[nodiscard]] bool Set(PyCodeObject* code, void* value) const;
+
+ private:
+  Py_ssize_t index_;
+};
+
 }  // namespace dt::interpreter::cpython
 
 #endif  // DYNTRACE_INTERPRETER_CPYTHON_FRAME_H_

@@ -158,6 +158,42 @@ def test_stress_never_gives_a_frame_up_at_cache_limit():
     assert any("cache_limit" in str(w.message) for w in caught), [str(w.message) for w in caught]
 
 
+def test_tracing_new_code_adds_no_python_objects():
+    """CPython's test_descr counts gc.get_objects() around `g == g` with a class made in the test:
+    the tracer's decoded-bytecode cache made a weak reference per new code object."""
+    import gc
+
+    def count_around_compares():
+        class G:
+            def __eq__(self, other):
+                return False
+        g = G()
+        before = len(gc.get_objects())
+        for _ in range(10):
+            g == g
+        return len(gc.get_objects()) - before
+
+    plain = count_around_compares()
+    assert run_stressed(count_around_compares) == plain
+
+
+def test_code_objects_die_cleanly_with_only_the_decoded_slot_set():
+    """CPython calls every co_extra free function of a dying code object, set or not: an inner
+    function decoded for inlining but never run by the hook had a null hook slot, and freeing it
+    crashed at exit (3.12, CPython's test_scope)."""
+    from cpulib import run_child
+    rc, out, err = run_child(textwrap.dedent("""
+        import dyntrace
+        def g():
+            def h():
+                return 1
+            return h()
+        dyntrace.enable(stress=True)
+        print(g())
+    """), {})
+    assert rc == 0 and out.strip() == "1", (rc, out, err)
+
+
 # --- zero-argument super() and sys._getframe() in a call the trace escapes -----------------------
 
 class Base:
