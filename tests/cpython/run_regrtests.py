@@ -108,7 +108,8 @@ if stress:
     dyntrace.disable()
 details = [f"{t.id()}\n{text}" for t, text in recorder.failures + recorder.errors]
 stats = dyntrace.stats()
-frames = {k: stats[k] for k in ("frames_seen", "frames_skipped", "frames_skipped_by", "frames_generator")}
+frames = {k: stats[k] for k in ("frames_seen", "frames_whole_in_cpython", "frames_skipped",
+                                 "frames_skipped_by", "frames_generator")}
 with open(out_path, "w") as f:
     json.dump({"outcomes": recorder.outcomes, "details": details[:20], "frames": frames}, f)
 """
@@ -164,7 +165,9 @@ def coverage_line(frames):
     if seen + skipped == 0:
         return "coverage n/a (no frames)"
     reasons = ", ".join(f"{r} {n}" for r, n in frames.get("frames_skipped_by", {}).items() if n)
-    return (f"coverage {seen / (seen + skipped):.3f}: {seen} frames run, {skipped} skipped"
+    whole = frames.get("frames_whole_in_cpython", 0)
+    return (f"coverage {seen / (seen + skipped):.3f}: {seen} frames run ({whole} handed to CPython at "
+            f"entry), {skipped} skipped"
             f"{f' ({reasons})' if reasons else ''}; {frames.get('frames_generator', 0)} generator/coroutine frames")
 
 
