@@ -99,7 +99,7 @@ struct DecodedCode {
   absl::flat_hash_set<int> protected_offsets;
 };
 
-// Decoded once per live code object (the cache holds weak references).
+// Decoded once per live code object (held in a co_extra slot of its own, freed with the code).
 absl::StatusOr<std::shared_ptr<const DecodedCode>> Decode(PyCodeObject* code);
 
 }  // namespace dt::interpreter
