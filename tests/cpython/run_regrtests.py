@@ -13,9 +13,9 @@ by reason, generator and coroutine frames apart), and the run ends with the tota
     python3 tests/cpython/run_regrtests.py --quick         # the subset CI runs (QUICK)
     python3 tests/cpython/run_regrtests.py test_grammar test_with   # chosen modules
     --module-dir DIR   where dyntrace.so is (default: bazel-bin next to this checkout)
-    --command          run the stressed side as `DIR/dyntrace --stress` (the command) rather
-                       than enable(stress=True) in-process (bazel-bin has it as cli/dyntrace:
-                       use dist/pythonX.Y, where tools/build_module.sh puts both)
+    --command [PATH]   run the stressed side as `PATH --stress` (the dyntrace command; default
+                       DIR/dyntrace, as in dist/pythonX.Y) rather than enable(stress=True)
+                       in-process
     --jobs N           modules run side by side (default 1)
     --min-coverage F   fail when the total stress coverage is below F (default 0.8)
 
@@ -115,9 +115,9 @@ with open(out_path, "w") as f:
 """
 
 
-def run_module(python, module_dir, module, how, timeout):
+def run_module(python, module_dir, module, how, timeout, command=None):
     """Runs one module's tests in a subprocess; `how` is "plain", "stress" (enable(stress=True)
-    in-process) or "command" (the program run by `dyntrace --stress`)."""
+    in-process) or "command" (the program run by `command --stress`)."""
     env = dict(os.environ)
     env["PYTHONPATH"] = module_dir + os.pathsep + env.get("PYTHONPATH", "")
     env.pop("DYNTRACE_STRESS", None)
@@ -128,7 +128,7 @@ def run_module(python, module_dir, module, how, timeout):
             child = os.path.join(tmp, "regrtest_child.py")
             with open(child, "w") as f:
                 f.write(CHILD)
-            argv = [os.path.join(module_dir, "dyntrace"), "--stress", child]
+            argv = [command, "--stress", child]
         else:
             argv = [python, "-c", CHILD]
         start = time.monotonic()
@@ -202,23 +202,26 @@ def main():
     parser.add_argument("--python", default=sys.executable)
     parser.add_argument("--module-dir", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bazel-bin"))
     parser.add_argument("--jobs", type=int, default=1)
-    parser.add_argument("--command", action="store_true",
-                        help="stressed runs go through `dyntrace --stress` (the command in --module-dir)")
+    parser.add_argument("--command", nargs="?", const="", default=None, metavar="PATH",
+                        help="stressed runs go through `PATH --stress` (default: the dyntrace command in --module-dir)")
     parser.add_argument("--min-coverage", type=float, default=0.8,
                         help="fail when the stressed runs' total coverage is lower (default 0.8)")
     parser.add_argument("--timeout", type=int, default=900, help="seconds per module and run")
     args = parser.parse_args()
     modules = args.modules or (QUICK if args.quick else MODULES)
     module_dir = os.path.abspath(args.module_dir)
+    command = None
+    if args.command is not None:
+        command = os.path.abspath(args.command or os.path.join(module_dir, "dyntrace"))
     version = subprocess.run([args.python, "-c", "import sys; print(sys.version.split()[0])"],
                              capture_output=True, text=True).stdout.strip()
-    stressed = "`dyntrace --stress`" if args.command else "enable(stress=True)"
+    stressed = "enable(stress=True)" if command is None else f"`{command} --stress`"
     print(f"CPython {version}: {len(modules)} test modules, plain vs {stressed}", flush=True)
 
     def both(module):
         return (run_module(args.python, module_dir, module, "plain", args.timeout),
-                run_module(args.python, module_dir, module, "command" if args.command else "stress",
-                           args.timeout))
+                run_module(args.python, module_dir, module, "stress" if command is None else "command",
+                           args.timeout, command))
 
     failed = []
     totals = {"tests": 0, "plain_s": 0.0, "stress_s": 0.0}
