@@ -195,7 +195,7 @@ bool LeafGuard::CheckValue(PyObject* value) const {
       {
         RemainingItems remaining;
         if (ReadRemainingItems(value, &remaining)) {
-          return PyTuple_GET_SIZE(remaining.items) - remaining.start == length_;
+          return PySequence_Fast_GET_SIZE(remaining.items) - remaining.start == length_;
         }
       }
       return false;
@@ -243,7 +243,7 @@ std::optional<std::string> LeafGuard::Explain(const FrameInputs& frame) const {
       Py_ssize_t actual = -1;
       RemainingItems remaining;
       if (ReadRemainingItems(value, &remaining)) {
-        actual = PyTuple_GET_SIZE(remaining.items) - remaining.start;
+        actual = PySequence_Fast_GET_SIZE(remaining.items) - remaining.start;
       } else if (PyTuple_Check(value) || PyList_Check(value) || PyDict_Check(value)) {
         actual = PyObject_Length(value);
       }

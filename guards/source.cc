@@ -130,7 +130,7 @@ PyObject* Source::Resolve(const FrameInputs& frame) const {
       RemainingItems remaining;
       if (p == nullptr || !ReadRemainingItems(p, &remaining)) return nullptr;
       const Py_ssize_t i = remaining.start + index;
-      return i < PyTuple_GET_SIZE(remaining.items) ? PyTuple_GET_ITEM(remaining.items, i) : nullptr;
+      return i < PySequence_Fast_GET_SIZE(remaining.items) ? PySequence_Fast_GET_ITEM(remaining.items, i) : nullptr;
     }
   }
   __builtin_unreachable();

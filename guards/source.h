@@ -82,7 +82,7 @@ SourceRef IterItemSource(SourceRef iterator, int index);
 // The iterators dyntrace makes when a loop's state crosses a graph break expose their remaining
 // items without running Python code; the interpreter layer registers how to read them.
 struct RemainingItems {
-  PyObject* items = nullptr;  // borrowed tuple
+  PyObject* items = nullptr;  // borrowed: a tuple or list (the items from `start` on are left)
   Py_ssize_t start = 0;
 };
 using IteratorReader = bool (*)(PyObject* obj, RemainingItems* out);

@@ -50,6 +50,21 @@ PyObject* Builder::BuildSequence(const trace::OutputSpec& spec) {
   return it != nullptr ? it : Fail();
 }
 
+PyObject* Builder::BuildIterator(const trace::OutputSpec& spec) {
+  PyObject* base = Build(spec.children[0]);
+  if (base == nullptr) return Fail();
+  if (spec.kind == Kind::kLiveIterator) {
+    PyObject* it = py::NewLiveResumeIterator(base, spec.index);
+    Py_DECREF(base);
+    return it != nullptr ? it : Fail();
+  }
+  // The loop's own iterator from the segment's start: its items were read (and guarded) then,
+  // and nothing but this segment's loop advanced it since.
+  PyObject* it = py::AdvancedResumeIterator(base, spec.index);
+  Py_DECREF(base);
+  return it != nullptr ? it : Fail();
+}
+
 PyObject* Builder::BuildDict(const trace::OutputSpec& spec) {
   PyObject* d = PyDict_New();
   if (d == nullptr) return Fail();
@@ -146,6 +161,8 @@ PyObject* Builder::BuildUnmemoised(const trace::OutputSpec& spec) {
     case Kind::kTuple:
     case Kind::kList:
     case Kind::kIterator: return BuildSequence(spec);
+    case Kind::kLiveIterator:
+    case Kind::kAdvancedIterator: return BuildIterator(spec);
     case Kind::kDict: return BuildDict(spec);
     case Kind::kCell: return BuildCell(spec);
     case Kind::kSlice: {

@@ -34,6 +34,7 @@ class Builder {
   PyObject* Fail();
   PyObject* BuildUnmemoised(const trace::OutputSpec& spec);
   PyObject* BuildSequence(const trace::OutputSpec& spec);
+  PyObject* BuildIterator(const trace::OutputSpec& spec);
   PyObject* BuildDict(const trace::OutputSpec& spec);
   PyObject* BuildCell(const trace::OutputSpec& spec);
   PyObject* BuildBoundMethod(const trace::OutputSpec& spec);

@@ -60,6 +60,17 @@ struct SymValue {
   // break it may be rebuilt as a resume iterator. Iterators user code holds (zip(), enumerate(),
   // reversed() results) must keep their type, so they cannot cross a break.
   bool loop_iterator = false;
+  // A loop's iterator over a list or dict reads its container live, as CPython's do: `over` is
+  // the container, `position` the index of the next item (a list that grows while it is iterated
+  // yields the new items; one that shrinks ends early). For a dict, `keys_at_start` are its keys
+  // when iteration began: CPython raises once its size changes.
+  Sym over;
+  size_t position = 0;
+  std::vector<py::PyRef> keys_at_start;
+  // A loop iterator read back from the frame (a ResumeIterator): how many items this segment
+  // consumed, so a break hands on that very object advanced as far (keeping it live).
+  bool resumed = false;
+  size_t consumed = 0;
 };
 
 inline Sym MakeSym(SymKind kind) {

@@ -41,13 +41,41 @@ absl::Status Tracer::DoJumpIfOrPop(TFrame& f, const Instr& in) {
 
 absl::Status Tracer::DoGetIter(TFrame& f, const Instr& in) {
   DT_RETURN_IF_ERROR(f.Need(1, in));
-  DT_ASSIGN_OR_RETURN(std::vector<Sym> items, Iterate(f.stack.back()));
-  f.Pop();
+  Sym iterable = f.stack.back();
   Sym it = MakeSym(SymKind::kIter);
   it->loop_iterator = true;
-  it->items = std::move(items);
+  if (iterable->kind == SymKind::kList || (iterable->kind == SymKind::kDict && !iterable->from_frame)) {
+    // Read live: the body may change the container (see SymValue::over).
+    it->over = iterable;
+    it->keys_at_start = iterable->keys;
+  } else {
+    DT_ASSIGN_OR_RETURN(it->items, Iterate(iterable));
+  }
+  f.Pop();
   f.stack.push_back(it);
   return absl::OkStatus();
+}
+
+// The next item of a loop iterator that reads its container live, or null when it is exhausted
+// (CPython's list and dict iterators, item for item).
+absl::StatusOr<Sym> Tracer::NextLiveItem(const Sym& it) {
+  const Sym& over = it->over;
+  if (over->kind == SymKind::kDict) {
+    if (over->keys.size() != it->keys_at_start.size()) {
+      return Raises("the traced code raises RuntimeError: dictionary changed size during iteration");
+    }
+    for (size_t i = 0; i < over->keys.size(); ++i) {
+      if (over->keys[i].get() != it->keys_at_start[i].get()) {
+        return Unsupported("a dict's keys changed (at the same size) while a loop iterates it");
+      }
+    }
+  }
+  const size_t size = over->kind == SymKind::kDict ? over->keys.size() : over->items.size();
+  if (it->position >= size) return Sym();
+  Sym next = over->kind == SymKind::kDict ? ConstSym(over->keys[it->position]) : over->items[it->position];
+  Mutating(it);
+  ++it->position;
+  return next;
 }
 
 absl::Status Tracer::DoForIter(TFrame& f, const Instr& in) {
@@ -55,14 +83,20 @@ absl::Status Tracer::DoForIter(TFrame& f, const Instr& in) {
   Sym it = f.stack.back();
   if (it->kind == SymKind::kRunIter) return DataDependent("the next loop item is only known at run time");
   if (it->kind != SymKind::kIter) return Unsupported("FOR_ITER on a non-iterator");
-  if (it->items.empty()) {
+  Sym next;
+  if (it->over != nullptr) {
+    DT_ASSIGN_OR_RETURN(next, NextLiveItem(it));
+  } else if (!it->items.empty()) {
+    next = it->items.front();
+    Mutating(it);
+    it->items.erase(it->items.begin());
+    ++it->consumed;
+  }
+  if (next == nullptr) {
     f.Pop();
     // 3.12 jumps past the END_FOR its argument names; 3.11 jumps straight to the target.
     return f.JumpTo(JumpTarget(in), interpreter::kPython312 ? 1 : 0);
   }
-  Sym next = it->items.front();
-  Mutating(it);
-  it->items.erase(it->items.begin());
   f.stack.push_back(next);
   return absl::OkStatus();
 }

@@ -120,6 +120,28 @@ absl::StatusOr<OutputSpec> Tracer::ContainerOutput(const Sym& s, OutputSpec out,
   return out;
 }
 
+// A loop's iterator: the object read from the frame, advanced past what this segment consumed;
+// live over its list or dict; or over the items left.
+absl::StatusOr<OutputSpec> Tracer::IteratorOutput(const Sym& s, OutputSpec out, std::vector<ValueId>& outputs) {
+  if (s->resumed && s->source != nullptr) {
+    OutputSpec advanced = OfKind(OutputSpec::Kind::kAdvancedIterator, static_cast<int>(s->consumed));
+    advanced.children.push_back(FromSource(s->source));
+    return advanced;
+  }
+  if (s->over == nullptr) return ContainerOutput(s, std::move(out), outputs);
+  auto same_key = [](const PyRef& a, const PyRef& b) { return a.get() == b.get(); };
+  if (s->over->kind == SymKind::kDict &&
+      !std::equal(s->over->keys.begin(), s->over->keys.end(), s->keys_at_start.begin(), s->keys_at_start.end(), same_key)) {
+    // CPython's iterator would raise at its next step, which a new iterator would not.
+    return Unsupported("a loop over a dict the body changed crosses a graph break");
+  }
+  DT_ASSIGN_OR_RETURN(OutputSpec container, ToOutput(s->over, outputs));
+  out.kind = OutputSpec::Kind::kLiveIterator;
+  out.index = static_cast<int>(s->position);
+  out.children.push_back(std::move(container));
+  return out;
+}
+
 absl::StatusOr<OutputSpec> Tracer::ToOutput(const Sym& s, std::vector<ValueId>& outputs) {
   OutputSpec out;
   if (HasIdentity(s) && s->source == nullptr) {
@@ -158,7 +180,7 @@ absl::StatusOr<OutputSpec> Tracer::ToOutput(const Sym& s, std::vector<ValueId>& 
       // `is` (`ex is exc_info` after `ex = exc_info`).
       if (s->from_frame && s->source != nullptr) return FromSource(s->source);
       return ContainerOutput(s, std::move(out), outputs);
-    case SymKind::kIter:
+    case SymKind::kIter: return IteratorOutput(s, std::move(out), outputs);
     case SymKind::kSlice: return ContainerOutput(s, std::move(out), outputs);
   }
   return Unsupported(absl::StrCat("rebuilding a ", Describe(s)));

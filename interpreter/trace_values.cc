@@ -212,12 +212,13 @@ absl::StatusOr<Sym> Tracer::WrapIteratorOrCell(PyObject* obj, const SourceRef& s
   guards::RemainingItems remaining;
   if (guards::ReadRemainingItems(obj, &remaining)) {
     guards_.Add(LeafGuard::Type(source, Py_TYPE(obj), where));
-    const Py_ssize_t n = PyTuple_GET_SIZE(remaining.items) - remaining.start;
+    const Py_ssize_t n = PySequence_Fast_GET_SIZE(remaining.items) - remaining.start;
     guards_.Add(LeafGuard::Length(source, n, where));
     Sym it = WithSource(MakeSym(SymKind::kIter), source);
     it->loop_iterator = true;
+    it->resumed = true;
     for (Py_ssize_t k = 0; k < n; ++k) {
-      DT_ASSIGN_OR_RETURN(Sym item, Wrap(PyTuple_GET_ITEM(remaining.items, remaining.start + k),
+      DT_ASSIGN_OR_RETURN(Sym item, Wrap(PySequence_Fast_GET_ITEM(remaining.items, remaining.start + k),
                                          guards::IterItemSource(source, static_cast<int>(k))));
       it->items.push_back(item);
     }

@@ -25,6 +25,8 @@ void Tracer::RollBackToSnapshot() {
     Undo& undo = journal_.back();
     undo.sym->items = std::move(undo.items);
     undo.sym->keys = std::move(undo.keys);
+    undo.sym->position = undo.position;
+    undo.sym->consumed = undo.consumed;
     journal_.pop_back();
   }
 }

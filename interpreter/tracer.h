@@ -35,6 +35,8 @@ struct OutputSpec {
     kFunction,     // a function made by the trace: obj = code; children: defaults, kwdefaults, closure
     kBoundMethod,  // children[0] bound to children[1] (obj: a descriptor, when not a function)
     kIterator,     // an iterator over children
+    kLiveIterator,      // an iterator over the list or dict children[0], `index` items in
+    kAdvancedIterator,  // a copy of the resume iterator children[0] (a source), `index` items on
     kSlice,        // children: start, stop, step
     kMemo,         // the object built for memo slot `index`
     kScalarSlot,   // the runtime Python number in scalar slot `index`

@@ -153,6 +153,7 @@ class Tracer {
     Sym sym;
     std::vector<Sym> items;
     std::vector<PyRef> keys;
+    size_t position, consumed;  // iterators
   };
   std::vector<Undo> journal_;
   // Runtime Python numbers (see ScalarInstr): the program, each slot's trace-time value, and the
@@ -163,7 +164,9 @@ class Tracer {
   absl::StatusOr<Sym> NumberSlot(ScalarInstr instr, PyRef sample, std::vector<int> deps);
   absl::StatusOr<Sym> Specialize(const Sym& number);
   absl::StatusOr<Sym> NumberOp(const std::string& op, bool compare, const Sym& a, const Sym& b);
-  void Mutating(const Sym& sym) { journal_.push_back(Undo{sym, sym->items, sym->keys}); }
+  void Mutating(const Sym& sym) {
+    journal_.push_back(Undo{sym, sym->items, sym->keys, sym->position, sym->consumed});
+  }
   // Built once per distinct Sym when the frame state is rebuilt at a break. Keyed by the Sym
   // itself, which keeps it alive: a temporary (a shape materialised into a tuple) freed while
   // keyed by its address let the next temporary at that address hit its entry.
@@ -288,6 +291,7 @@ class Tracer {
   absl::Status DoJumpIfOrPop(TFrame& f, const Instr& in);
   absl::Status DoGetIter(TFrame& f, const Instr& in);
   absl::Status DoForIter(TFrame& f, const Instr& in);
+  absl::StatusOr<Sym> NextLiveItem(const Sym& it);
   absl::Status DoReturn(TFrame& f, const Instr& in);
   absl::Status DoYieldValue(TFrame& f, const Instr& in);
   // calls
@@ -318,6 +322,7 @@ class Tracer {
   absl::StatusOr<OutputSpec> ChildOutput(const Sym& parent, const Sym& c, std::vector<ValueId>& outputs);
   OutputSpec TensorOutput(const Sym& s, std::vector<ValueId>& outputs);
   absl::StatusOr<OutputSpec> CallableOutput(const Sym& s, OutputSpec out, std::vector<ValueId>& outputs);
+  absl::StatusOr<OutputSpec> IteratorOutput(const Sym& s, OutputSpec out, std::vector<ValueId>& outputs);
   absl::StatusOr<OutputSpec> ContainerOutput(const Sym& s, OutputSpec out, std::vector<ValueId>& outputs);
   // The trace as a failure: what was traced up to `status` is discarded.
   TraceFailure Fail(const absl::Status& status) const;

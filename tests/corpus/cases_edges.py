@@ -4,16 +4,10 @@ text, tensors used as Python numbers, views updated in place, and the error mess
 import dyntrace as dt
 from corpus import Call, I, P, T, case, n_of
 
-# GET_ITER unrolls a loop over a snapshot of the list or dict (Tracer::Iterate), so changes the
-# body makes to the container are not seen by the loop. Fixing it means an iterator that reads its
-# container live (a position, journaled for undo) and, at a break, is rebuilt as CPython's own
-# iterator at that position (listiterator.__setstate__), and a dict iterator that raises when the
-# size changed: larger than a corpus fix.
-SNAPSHOT_ITERATION = ("the tracer iterates over a snapshot of a list or dict: a body that "
-                      "changes the container it loops over sees the old contents")
+# Loops over a list or dict the body changes: the loop reads its container live, as CPython's
+# iterators do (a dict that changes size raises RuntimeError).
 
-
-@case(lambda i: Call(T(3)), xfail=SNAPSHOT_ITERATION)
+@case(lambda i: Call(T(3)))
 def list_grows_while_iterated(x):
     xs = [x, x * 2]
     for t in xs:
@@ -22,7 +16,7 @@ def list_grows_while_iterated(x):
     return len(xs), xs[-1]
 
 
-@case(lambda i: Call(T(3)), xfail=SNAPSHOT_ITERATION)
+@case(lambda i: Call(T(3)))
 def list_remove_while_iterated(x):
     vals = [1, 2, 2, 3, 4]
     for v in vals:
@@ -31,7 +25,7 @@ def list_remove_while_iterated(x):
     return x * len(vals), vals
 
 
-@case(lambda i: Call(T(3)), xfail=SNAPSHOT_ITERATION)
+@case(lambda i: Call(T(3)))
 def dict_changes_size_while_iterated(x):
     d = {"a": x}
     for k in d:

@@ -135,6 +135,73 @@ def test_two_shape_tuples_in_one_frame_state_stay_distinct():
     check(shapes_of_a_tensor_and_its_transpose, lambda i: rand_tensor((3, 4 + i)))
 
 
+# Loops read the list or dict they iterate live, as CPython's iterators do, within a segment and
+# across graph breaks in the body (the .item() below is a break; what runs after it is CPython
+# code between segments, which may change the container again).
+
+def list_grows_with_a_break_in_the_body(x):
+    xs = [x, x * 2]
+    for t in xs:
+        if len(xs) < 6:
+            xs.append(t + float(t.sum().item() > 100.0))
+    return len(xs), xs
+
+
+def list_shrinks_with_a_break_in_the_body(x):
+    vals = [1, 2, 2, 3, 4, 6, 7]
+    seen = []
+    for v in vals:
+        seen.append(v)
+        if (x.sum() * 0).item() == 0 and v % 2 == 0:
+            vals.remove(v)
+    return x * len(vals), vals, seen
+
+
+def frame_list_changed_between_segments(x, xs):
+    out = x
+    for t in xs:
+        out = out + t
+        if out.sum().item() < 1e9 and len(xs) < 5:
+            xs.append(t * 2)  # runs in CPython between segments: the frame's own list grows
+    return out, len(xs)
+
+
+def dict_grows_while_iterated(x):
+    d = {"a": x}
+    for k in d:
+        d[k + "2"] = x * 2
+    return d
+
+
+def dict_grows_after_a_break(x):
+    d = {"a": x, "b": x + 1}
+    for k in d:
+        if d[k].sum().item() > -1e9:
+            d[k + "2"] = x * 2
+    return d
+
+
+def dict_values_change_while_iterated(x):
+    d = {"a": x, "b": x + 1}
+    for k in d:
+        d[k] = d[k] * 2  # a value, not a key: no error
+        if d[k].sum().item() > 1e9:
+            break
+    return d
+
+
+def test_loops_see_their_list_grow_and_shrink():
+    check(list_grows_with_a_break_in_the_body, lambda i: Call(T()))
+    check(list_shrinks_with_a_break_in_the_body, lambda i: Call(T()))
+    check(frame_list_changed_between_segments, lambda i: Call(T(), [T(), T()]))
+
+
+def test_a_dict_changing_size_in_its_loop_raises_like_cpython():
+    check(dict_grows_while_iterated, lambda i: Call(T()))
+    check(dict_grows_after_a_break, lambda i: Call(T()))
+    check(dict_values_change_while_iterated, lambda i: Call(T()))
+
+
 # ---------------------------------------------------------------------------------------------
 # 2. Strings: never through a char*; what the tracer cannot handle goes back to CPython.
 
