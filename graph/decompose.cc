@@ -66,7 +66,7 @@ class Recorder final : public CallRecorder {
 bool Expandable(const Node& node) {
   if (node.op->kind != OpKind::kComposite || !node.op->has(kDecomposable) || node.inplace) return false;
   for (const GraphArg& a : node.args) {
-    if (std::holds_alternative<ScalarRef>(a.content)) return false;
+    if (a.ReadsNumbers()) return false;
   }
   return true;
 }

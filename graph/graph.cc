@@ -71,6 +71,14 @@ int Graph::EliminateDeadCode() {
   return removed;
 }
 
+Dims ResolveDims(const DimsRef& dims, const std::vector<Scalar>& scalars) {
+  Dims out = dims.sizes;
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (dims.slots[i] >= 0) out[i] = scalars[dims.slots[i]].ToInt();
+  }
+  return out;
+}
+
 namespace {
 
 std::string ValueName(ValueId v) { return absl::StrCat("v", v); }
@@ -78,6 +86,13 @@ std::string ValueName(ValueId v) { return absl::StrCat("v", v); }
 std::string ArgToString(const GraphArg& arg) {
   if (auto* v = std::get_if<ValueId>(&arg.content)) return ValueName(*v);
   if (auto* s = std::get_if<ScalarRef>(&arg.content)) return absl::StrCat("s", s->slot);
+  if (auto* d = std::get_if<DimsRef>(&arg.content)) {
+    std::vector<std::string> sizes;
+    for (size_t i = 0; i < d->sizes.size(); ++i) {
+      sizes.push_back(d->slots[i] >= 0 ? absl::StrCat("s", d->slots[i]) : absl::StrCat(d->sizes[i]));
+    }
+    return absl::StrCat("(", absl::StrJoin(sizes, ", "), sizes.size() == 1 ? ",)" : ")");
+  }
   if (auto* vs = std::get_if<std::vector<ValueId>>(&arg.content)) {
     std::vector<std::string> names;
     for (ValueId v : *vs) names.push_back(ValueName(v));
@@ -179,6 +194,11 @@ absl::Status Graph::RunNode(size_t index, std::vector<Tensor>& env,
         return Error(ErrorKind::kRuntime, "graph: missing runtime scalar");
       }
       values.push_back(scalars[s->slot]);
+    } else if (auto* d = std::get_if<DimsRef>(&a.content)) {
+      for (int slot : d->slots) {
+        if (slot >= static_cast<int>(scalars.size())) return Error(ErrorKind::kRuntime, "graph: missing runtime size");
+      }
+      values.push_back(ResolveDims(*d, scalars));
     } else {
       values.push_back(std::get<ArgValue>(a.content));
     }

@@ -32,12 +32,26 @@ struct ScalarRef {
   int slot;
 };
 
-struct GraphArg {
-  // A tensor value, a list of tensor values (cat/stack), a non-tensor constant, or a runtime
-  // Python number.
-  std::variant<ValueId, std::vector<ValueId>, ArgValue, ScalarRef> content;
-  static GraphArg Value(ValueId v) { return GraphArg{v}; }
+// A shape some of whose sizes are only known when the graph runs (symbolic sizes: `x.view(s0,
+// 4)` where s0 is `x.size(0)`): size i is scalars[slots[i]] where slots[i] >= 0, else sizes[i].
+struct DimsRef {
+  Dims sizes;
+  std::vector<int> slots;
 };
+
+struct GraphArg {
+  // A tensor value, a list of tensor values (cat/stack), a non-tensor constant, a runtime
+  // Python number, or a shape holding some.
+  std::variant<ValueId, std::vector<ValueId>, ArgValue, ScalarRef, DimsRef> content;
+  static GraphArg Value(ValueId v) { return GraphArg{v}; }
+  // Whether the argument's value is only known when the graph runs (a ScalarRef or DimsRef).
+  bool ReadsNumbers() const {
+    return std::holds_alternative<ScalarRef>(content) || std::holds_alternative<DimsRef>(content);
+  }
+};
+
+// A DimsRef's sizes for one run. REQUIRES: every slot indexes `scalars`.
+Dims ResolveDims(const DimsRef& dims, const std::vector<Scalar>& scalars);
 
 struct SourceLocation {
   int line = -1;

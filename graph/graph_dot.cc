@@ -40,6 +40,14 @@ std::string ConstantArgs(const Node& n) {
       parts.push_back(absl::StrCat(params[i].name, "=s", scalar->slot));
       continue;
     }
+    if (auto* dims = std::get_if<DimsRef>(&n.args[i].content)) {
+      std::vector<std::string> sizes;
+      for (size_t k = 0; k < dims->sizes.size(); ++k) {
+        sizes.push_back(dims->slots[k] >= 0 ? absl::StrCat("s", dims->slots[k]) : absl::StrCat(dims->sizes[k]));
+      }
+      parts.push_back(absl::StrCat(params[i].name, "=(", absl::StrJoin(sizes, ", "), ")"));
+      continue;
+    }
     const auto* constant = std::get_if<ArgValue>(&n.args[i].content);
     if (constant == nullptr) continue;
     const std::string text = ArgValueToString(*constant);

@@ -99,7 +99,8 @@ LeafGuard::LeafGuard(const LeafGuard& other)
       length_(other.length_),
       tensor_(other.tensor_),
       dim_(other.dim_),
-      size_(other.size_) {
+      size_(other.size_),
+      at_least_(other.at_least_) {
   Py_XINCREF(weak_expected_ != nullptr ? weak_expected_ : expected_);
 }
 
@@ -117,6 +118,7 @@ LeafGuard& LeafGuard::operator=(const LeafGuard& other) {
   tensor_ = other.tensor_;
   dim_ = other.dim_;
   size_ = other.size_;
+  at_least_ = other.at_least_;
   return *this;
 }
 
@@ -176,6 +178,12 @@ LeafGuard LeafGuard::TensorSize(SourceRef source, int64_t dim, int64_t size, Pro
   return g;
 }
 
+LeafGuard LeafGuard::TensorSizeAtLeast(SourceRef source, int64_t dim, int64_t min, Provenance where) {
+  LeafGuard g = TensorSize(std::move(source), dim, min, std::move(where));
+  g.at_least_ = true;
+  return g;
+}
+
 LeafGuard LeafGuard::Absent(SourceRef source, Provenance where) {
   return LeafGuard(Kind::kAbsent, std::move(source), std::move(where));
 }
@@ -212,7 +220,7 @@ bool LeafGuard::CheckValue(PyObject* value) const {
     }
     case Kind::kTensorSize: {
       const Tensor* t = tensor_recogniser ? tensor_recogniser(value) : nullptr;
-      return t != nullptr && dim_ < t->ndim() && t->size(dim_) == size_;
+      return t != nullptr && dim_ < t->ndim() && (at_least_ ? t->size(dim_) >= size_ : t->size(dim_) == size_);
     }
     case Kind::kAbsent: return false;
   }
@@ -276,7 +284,7 @@ std::optional<std::string> LeafGuard::Explain(const FrameInputs& frame) const {
     }
     case Kind::kTensorSize: {
       const Tensor* t = tensor_recogniser ? tensor_recogniser(value) : nullptr;
-      return absl::StrFormat("%s.size(%d): expected %d, actual %s", src, dim_, size_,
+      return absl::StrFormat("%s.size(%d): expected %s%d, actual %s", src, dim_, at_least_ ? ">= " : "", size_,
                              t != nullptr && dim_ < t->ndim() ? absl::StrCat(t->size(dim_)) : "none");
     }
   }
@@ -292,7 +300,9 @@ std::string LeafGuard::ToString() const {
     case Kind::kEquals: code = absl::StrFormat("%s == %s", src, Repr(expected_)); break;
     case Kind::kLength: code = absl::StrFormat("len(%s) == %d", src, length_); break;
     case Kind::kTensor: code = absl::StrFormat("%s is a %s", src, Describe(tensor_)); break;
-    case Kind::kTensorSize: code = absl::StrFormat("%s.size(%d) == %d", src, dim_, size_); break;
+    case Kind::kTensorSize:
+      code = absl::StrFormat("%s.size(%d) %s %d", src, dim_, at_least_ ? ">=" : "==", size_);
+      break;
     case Kind::kAbsent: code = absl::StrFormat("%s does not exist", src); break;
   }
   if (where_.line >= 0 || !where_.instruction.empty()) {
@@ -332,6 +342,14 @@ const LeafGuard* GuardSet::FirstFailing(const FrameInputs& frame) const {
     if (!guard.Check(frame)) return &guard;
   }
   return nullptr;
+}
+
+std::vector<const LeafGuard*> GuardSet::Failing(const FrameInputs& frame) const {
+  std::vector<const LeafGuard*> failing;
+  for (const LeafGuard& guard : guards_) {
+    if (!guard.Check(frame)) failing.push_back(&guard);
+  }
+  return failing;
 }
 
 std::vector<std::string> GuardSet::Lines() const { return texts_; }

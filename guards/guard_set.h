@@ -56,6 +56,9 @@ class LeafGuard {
   static LeafGuard Length(SourceRef source, Py_ssize_t length, Provenance where);
   static LeafGuard TensorMatch(SourceRef source, const Tensor& example, Provenance where);
   static LeafGuard TensorSize(SourceRef source, int64_t dim, int64_t size, Provenance where);
+  // A size that is a run-time value of the trace (a dynamic size): only its lower bound is
+  // guarded (sizes 0 and 1 stay specialised, as in PyTorch).
+  static LeafGuard TensorSizeAtLeast(SourceRef source, int64_t dim, int64_t min, Provenance where);
   // Passes when the source does not exist (no global shadows a builtin).
   static LeafGuard Absent(SourceRef source, Provenance where);
 
@@ -67,6 +70,7 @@ class LeafGuard {
   std::string ToString() const;
   const Source& source() const { return *source_; }
   Kind kind() const { return kind_; }
+  int64_t dim() const { return dim_; }  // kTensorSize
 
  private:
   LeafGuard(Kind kind, SourceRef source, Provenance where)
@@ -89,6 +93,7 @@ class LeafGuard {
   Py_ssize_t length_ = 0;
   TensorProperties tensor_{};
   int64_t dim_ = 0, size_ = 0;
+  bool at_least_ = false;  // kTensorSize: size(dim) >= size_
 
  public:
   LeafGuard(const LeafGuard& other);
@@ -106,6 +111,7 @@ class GuardSet {
   std::optional<std::string> Explain(const FrameInputs& frame) const;
   // The first guard that fails, or null.
   const LeafGuard* FirstFailing(const FrameInputs& frame) const;
+  std::vector<const LeafGuard*> Failing(const FrameInputs& frame) const;
   std::vector<std::string> Lines() const;
   size_t size() const { return guards_.size(); }
   // Drops guards added after the first `n`, except tensor guards (their tensors stay graph inputs).

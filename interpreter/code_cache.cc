@@ -217,6 +217,7 @@ CacheKey KeyForOptions(const JitOptions& options) {
   // Options that change what is compiled; cache_limit only bounds the entries.
   static auto* keys = new absl::flat_hash_map<std::string, CacheKey>();
   const std::string text = absl::StrCat(options.backend, "|", options.fullgraph, "|", options.cuda_graphs, "|",
+                                        options.dynamic.has_value() ? int{*options.dynamic} : -1, "|",
                                         reinterpret_cast<uintptr_t>(options.backend_callable.get()));
   auto [it, added] = keys->try_emplace(text, 0);
   if (added) it->second = NewCacheKey();

@@ -35,6 +35,10 @@ struct JitOptions {
   std::string backend = "auto";  // "auto" | "eager" | "cpu"; or a Python callable in backend_callable
   py::PyRef backend_callable;
   bool fullgraph = false;
+  // Sizes Python reads and int/float arguments: std::nullopt (automatic: specialised first,
+  // run-time values after one change), true (run-time values from the first trace), false
+  // (always specialised).
+  std::optional<bool> dynamic;
   int cache_limit = 8;
   std::string cuda_graphs = "auto";
 };

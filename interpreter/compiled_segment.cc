@@ -59,7 +59,7 @@ absl::StatusOr<std::vector<Tensor>> RunPythonBackend(const CacheEntry& entry, Py
 bool GraphReadsNumbers(const Graph& g) {
   for (const Node& n : g.nodes()) {
     for (const GraphArg& a : n.args) {
-      if (std::holds_alternative<ScalarRef>(a.content)) return true;
+      if (a.ReadsNumbers()) return true;
     }
   }
   return false;
@@ -177,6 +177,13 @@ bool ComputeNumbers(const CacheEntry& entry, const guards::FrameInputs& inputs,
       case trace::ScalarInstr::Kind::kInput:
         r = Py_XNewRef(in.source->Resolve(inputs));
         break;
+      case trace::ScalarInstr::Kind::kTensorSize: {
+        PyObject* t = in.source->Resolve(inputs);
+        if (t != nullptr && py::IsTensor(t) && in.a < py::Unwrap(t).ndim()) {
+          r = PyLong_FromLongLong(py::Unwrap(t).size(in.a));
+        }
+        break;
+      }
       case trace::ScalarInstr::Kind::kNegate:
         r = PyNumber_Negative(operand(in.a, in.const_a));
         break;

@@ -149,7 +149,8 @@ class SegmentRun {
   std::shared_ptr<CacheEntry> Lookup(const guards::FrameInputs& inputs);
   Finished ApplyRecompilePolicy(const guards::FrameInputs& inputs);
   Finished GiveUp(const std::string& reason);
-  void NoteDynamicNumber(const CacheEntry& last, const guards::FrameInputs& inputs);
+  void NoteDynamicValues(const CacheEntry& last, const guards::FrameInputs& inputs);
+  void LogDynamic(const std::string& what) const;
   std::variant<std::shared_ptr<CacheEntry>, PyObject*> TraceAndCompile(const guards::FrameInputs& inputs);
   std::variant<trace::TraceResult, trace::TraceFailure> Trace(const guards::FrameInputs& inputs);
   PyObject* FallBack(trace::TraceFailure& failure);
@@ -210,7 +211,7 @@ SegmentRun::Finished SegmentRun::ApplyRecompilePolicy(const guards::FrameInputs&
   Stats& stats = GlobalStats();
   const bool full = static_cast<int>(list.size()) >= cache_->options.cache_limit;
   if (full && !StressMode()) return GiveUp(reason);
-  NoteDynamicNumber(*list.back(), inputs);
+  NoteDynamicValues(*list.back(), inputs);
   if (full) {
     list.erase(list.begin());  // a running entry stays alive through its shared_ptr
     ++stats.entries_evicted;
@@ -241,22 +242,41 @@ SegmentRun::Finished SegmentRun::GiveUp(const std::string& reason) {
   return HandBackHere();
 }
 
-// Automatic dynamic: when the guard that failed compares an int or float with its value at
-// trace time and the value now is another number of the same type, that source is traced as a
-// run-time number from now on, so the next new value does not recompile.
-void SegmentRun::NoteDynamicNumber(const CacheEntry& last, const guards::FrameInputs& inputs) {
-  const guards::LeafGuard* failed = last.guards.FirstFailing(inputs);
-  if (failed == nullptr || failed->kind() != guards::LeafGuard::Kind::kEquals) return;
-  PyObject* now = failed->source().Resolve(inputs);
-  if (now == nullptr || !(PyLong_CheckExact(now) || PyFloat_CheckExact(now))) return;
-  cache_->dynamic_numbers.insert(failed->source().ToString());
+// Automatic dynamic: each failing guard that compares an int or float with its value at trace
+// time (the value now another number of the same type), or a tensor size read by Python (both
+// sizes at least 2: 0 and 1 stay specialised), names a value that is traced as a run-time value
+// from now on, so the next new value does not recompile. dynamic=False turns this off.
+void SegmentRun::NoteDynamicValues(const CacheEntry& last, const guards::FrameInputs& inputs) {
+  if (cache_->options.dynamic == false) return;
+  for (const guards::LeafGuard* failed : last.guards.Failing(inputs)) {
+    PyObject* now = failed->source().Resolve(inputs);
+    if (now == nullptr) continue;
+    if (failed->kind() == guards::LeafGuard::Kind::kEquals &&
+        (PyLong_CheckExact(now) || PyFloat_CheckExact(now))) {
+      if (cache_->dynamic_numbers.insert(failed->source().ToString()).second) {
+        LogDynamic(absl::StrCat(failed->source().ToString(), " changed between calls: a run-time number from now on"));
+      }
+    } else if (failed->kind() == guards::LeafGuard::Kind::kTensorSize) {
+      const Tensor* t = py::IsTensor(now) ? &py::Unwrap(now) : nullptr;
+      if (t == nullptr || failed->dim() >= t->ndim() || t->size(failed->dim()) < 2) continue;
+      const std::string key = trace::DynamicSizeKey(failed->source(), failed->dim());
+      if (cache_->dynamic_numbers.insert(key).second) {
+        LogDynamic(absl::StrCat(key, " changed between calls: a symbolic size from now on"));
+      }
+    }
+  }
+}
+
+void SegmentRun::LogDynamic(const std::string& what) const {
+  if (log::Enabled(log::Kind::kDynamic)) log::Write(log::Kind::kDynamic, absl::StrCat(Where(), ": ", what));
 }
 
 std::variant<trace::TraceResult, trace::TraceFailure> SegmentRun::Trace(const guards::FrameInputs& inputs) {
   ++GlobalStats().frames_traced;
   InsideDyntrace guard;
   auto traced = trace::TraceFrame(
-      {view_.code, view_.function, inputs, offset_, cache_->options.fullgraph, &cache_->dynamic_numbers});
+      {view_.code, view_.function, inputs, offset_, cache_->options.fullgraph, &cache_->dynamic_numbers,
+       cache_->options.dynamic == true});
   // Tracing never raises into the traced program: a Python error left by the Python code it runs
   // (dis, after user code removed a builtin) is a failed trace, reported as such.
   if (PyErr_Occurred()) {

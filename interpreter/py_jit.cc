@@ -55,6 +55,13 @@ bool ParseOptions(PyObject* kwargs, JitOptions& options, const char* who) {
       }
     } else if (name == "fullgraph") {
       options.fullgraph = PyObject_IsTrue(value);
+    } else if (name == "dynamic") {
+      if (value != Py_None && value != Py_True && value != Py_False) {
+        PyErr_Format(PyExc_TypeError, "%s(): dynamic must be None, True or False, not %s", who,
+                     Py_TYPE(value)->tp_name);
+        return false;
+      }
+      options.dynamic = value == Py_None ? std::nullopt : std::optional<bool>(value == Py_True);
     } else if (name == "cache_limit") {
       if (!PyLong_Check(value) || PyBool_Check(value)) {
         PyErr_Format(PyExc_TypeError, "%s(): cache_limit must be an int", who);
@@ -538,7 +545,7 @@ PyObject* FnExplain(PyObject* module, PyObject* args, PyObject* kwargs) {
 
 PyMethodDef jit_functions[] = {
     {"jit", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(FnJit)), METH_VARARGS | METH_KEYWORDS,
-     "jit(fn=None, *, backend='auto', fullgraph=False, cuda_graphs='auto', cache_limit=8)"},
+     "jit(fn=None, *, backend='auto', fullgraph=False, dynamic=None, cuda_graphs='auto', cache_limit=8)"},
     {"tracing", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(FnTracing)), METH_VARARGS | METH_KEYWORDS,
      "with tracing(backend='auto'): trace every Python frame called inside the block"},
     {"enable", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(FnEnable)), METH_VARARGS | METH_KEYWORDS,

@@ -122,7 +122,7 @@ absl::StatusOr<ArgValue> ConvertArg(const OpDef& op, const Param& p, PyObject* o
 
 // Binds Python positional and keyword arguments to `op`'s schema.
 absl::StatusOr<OpArgs> BindArgs(const OpDef& op, PyObject* const* args, Py_ssize_t nargs,
-                                PyObject* kwnames, std::vector<PyObject*>* supplied = nullptr) {
+                                PyObject* kwnames, std::vector<PyRef>* supplied = nullptr) {
   const auto& params = op.schema.params;
   std::vector<PyObject*> slots(params.size(), nullptr);
   PyRef shape_tuple;  // keeps a varargs shape alive
@@ -165,7 +165,9 @@ absl::StatusOr<OpArgs> BindArgs(const OpDef& op, PyObject* const* args, Py_ssize
     }
     slots[index] = args[nargs + k];
   }
-  if (supplied != nullptr) *supplied = slots;
+  if (supplied != nullptr) {
+    for (PyObject* slot : slots) supplied->push_back(PyRef::Borrow(slot));
+  }
   std::vector<ArgValue> values;
   values.reserve(params.size());
   for (size_t i = 0; i < params.size(); ++i) {
@@ -311,7 +313,7 @@ absl::StatusOr<BoundCall> BindOpCall(PyObject* op_function, PyObject* const* arg
   auto* fn = reinterpret_cast<PyOpFunction*>(op_function);
   absl::Status first_error;
   for (const OpDef* op : *fn->overloads) {
-    std::vector<PyObject*> supplied;
+    std::vector<PyRef> supplied;
     auto bound = BindArgs(*op, args, nargs, kwnames, &supplied);
     if (bound.ok()) return BoundCall{op, *std::move(bound), std::move(supplied), fn->inplace};
     if (first_error.ok()) first_error = bound.status();

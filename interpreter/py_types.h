@@ -69,7 +69,7 @@ absl::StatusOr<std::vector<IndexItem>> ParseIndex(PyObject* key);
 struct BoundCall {
   const OpDef* op;
   OpArgs args;
-  std::vector<PyObject*> supplied;
+  std::vector<PyRef> supplied;  // owned: a varargs shape is a tuple made by the binding
   bool inplace;
 };
 bool IsOpFunction(PyObject* obj);

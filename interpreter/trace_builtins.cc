@@ -101,8 +101,7 @@ absl::StatusOr<Sym> Tracer::BuiltinLen(const Sym& a) {
     case SymKind::kShape: return ConstSym(PyRef::Steal(PyLong_FromLongLong(a->items[0]->meta.ndim())));
     case SymKind::kTensor:
       if (a->meta.ndim() == 0) return Raises("the traced code raises: len() of a 0-d tensor");
-      DT_RETURN_IF_ERROR(GuardSizes(a, 0));
-      return ConstSym(PyRef::Steal(PyLong_FromLongLong(a->meta.size(0))));
+      return SizeOf(a, 0);
     case SymKind::kConst:
     case SymKind::kNull:
     case SymKind::kIter:

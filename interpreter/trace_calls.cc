@@ -23,6 +23,13 @@ namespace dt::interpreter::trace {
 absl::StatusOr<Sym> Tracer::CallOpFunction(PyObject* fn, const Sym& bound_self,
                                            const std::vector<Sym>& args,
                                            const std::vector<std::pair<std::string, Sym>>& kwargs) {
+  // Run-time ints reach the op's parser as TracedInts (see traced_int.h), found again below.
+  absl::flat_hash_map<PyObject*, Sym> traced;
+  traced_ints_ = &traced;
+  struct Reset {
+    absl::flat_hash_map<PyObject*, Sym>*& ptr;
+    ~Reset() { ptr = nullptr; }
+  } reset{traced_ints_};
   std::vector<PyObject*> flat;
   if (bound_self != nullptr) {
     DT_ASSIGN_OR_RETURN(PyObject* s, ToPython(bound_self));
@@ -48,7 +55,7 @@ absl::StatusOr<Sym> Tracer::CallOpFunction(PyObject* fn, const Sym& bound_self,
   std::vector<GraphArg> gargs;
   for (size_t i = 0; i < bound->args.size(); ++i) {
     metas.push_back(bound->args[i]);
-    PyObject* from = bound->supplied[i];
+    PyObject* from = bound->supplied[i].get();
     if (bound->args.is_tensor(i)) {
       auto it = sym_of_wrapper_.find(from);
       if (it == sym_of_wrapper_.end()) return Unsupported("a tensor argument of unknown origin");
@@ -63,12 +70,13 @@ absl::StatusOr<Sym> Tracer::CallOpFunction(PyObject* fn, const Sym& bound_self,
       }
       gargs.push_back(GraphArg{std::move(ids)});
     } else {
-      gargs.push_back(GraphArg{bound->args[i]});
+      DT_ASSIGN_OR_RETURN(GraphArg arg, NumberArgument(bound->op->schema.params[i], from, bound->args[i], traced));
+      gargs.push_back(std::move(arg));
     }
   }
   DT_ASSIGN_OR_RETURN(std::vector<Sym> outs, Emit(bound->op, std::move(metas), std::move(gargs), bound->inplace));
   if (bound->inplace) {
-    auto it = sym_of_wrapper_.find(bound->supplied[0]);
+    auto it = sym_of_wrapper_.find(bound->supplied[0].get());
     return it->second;  // x.add_(y) returns x itself
   }
   if (bound->op->schema.returns_list) {
@@ -77,6 +85,38 @@ absl::StatusOr<Sym> Tracer::CallOpFunction(PyObject* fn, const Sym& bound_self,
     return tuple;
   }
   return outs[0];
+}
+
+// A non-tensor argument of an op call: a shape holding run-time sizes becomes a DimsRef, a
+// run-time number given as a scalar a ScalarRef; a run-time number anywhere else (a dim, a
+// flag) is specialised (its value guarded), since the op's meaning depends on it.
+absl::StatusOr<GraphArg> Tracer::NumberArgument(const Param& param, PyObject* from, const ArgValue& value,
+                                                const absl::flat_hash_map<PyObject*, Sym>& traced) {
+  if (traced.empty() || from == nullptr) return GraphArg{value};
+  std::vector<PyObject*> parts = {from};
+  if (PyTuple_Check(from) || PyList_Check(from)) {
+    parts.assign(PySequence_Fast_ITEMS(from), PySequence_Fast_ITEMS(from) + PySequence_Fast_GET_SIZE(from));
+  }
+  std::vector<int> slots;
+  bool any = false;
+  for (PyObject* part : parts) {
+    auto it = traced.find(part);
+    slots.push_back(it != traced.end() ? it->second->value : -1);
+    any |= it != traced.end();
+  }
+  if (!any) return GraphArg{value};
+  if (param.type == ParamType::kShape && std::holds_alternative<Dims>(value) &&
+      std::get<Dims>(value).size() == slots.size()) {
+    return GraphArg{DimsRef{std::get<Dims>(value), std::move(slots)}};
+  }
+  if ((param.type == ParamType::kScalar || param.type == ParamType::kOperand) && parts.size() == 1 &&
+      parts[0] == from) {
+    return GraphArg{ScalarRef{slots[0]}};
+  }
+  for (PyObject* part : parts) {
+    if (auto it = traced.find(part); it != traced.end()) DT_RETURN_IF_ERROR(Specialize(it->second).status());
+  }
+  return GraphArg{value};
 }
 
 absl::StatusOr<Sym> Tracer::CallTensorMethod(const Sym& self, const std::string& name,
@@ -97,16 +137,12 @@ absl::StatusOr<Sym> Tracer::CallTensorMethod(const Sym& self, const std::string&
     if (!d) return Unsupported("size() with a non-constant dim");
     auto nd = NormalizeDim(*d, m.ndim());
     if (!nd.ok()) return Raises("the traced code raises: size() dim out of range");
-    DT_RETURN_IF_ERROR(GuardSizes(self, *nd));
-    return ConstSym(PyRef::Steal(PyLong_FromLongLong(m.size(*nd))));
+    return SizeOf(self, *nd);
   }
   if ((name == "dim" || name == "ndimension") && args.empty()) {
     return ConstSym(PyRef::Steal(PyLong_FromLongLong(m.ndim())));
   }
-  if (name == "numel" && args.empty()) {
-    DT_RETURN_IF_ERROR(GuardSizes(self, std::nullopt));
-    return ConstSym(PyRef::Steal(PyLong_FromLongLong(m.numel())));
-  }
+  if (name == "numel" && args.empty()) return NumelOf(self);
   if (name == "is_floating_point" && args.empty()) return ConstSym(PyRef::Borrow(IsFloating(m.dtype()) ? Py_True : Py_False));
   if (name == "element_size" && args.empty()) return ConstSym(PyRef::Steal(PyLong_FromLongLong(m.itemsize())));
   if (name == "cpu" && args.empty()) {

@@ -153,11 +153,49 @@ absl::Status Tracer::GuardSizes(const Sym& tensor, std::optional<int64_t> dim) {
   return absl::OkStatus();
 }
 
+bool Tracer::IsDynamicSize(const guards::Source& tensor, int64_t dim) const {
+  return frame_.all_dynamic ||
+         (frame_.dynamic_numbers != nullptr && frame_.dynamic_numbers->contains(DynamicSizeKey(tensor, dim)));
+}
+
+absl::StatusOr<Sym> Tracer::SizeOf(const Sym& tensor, int64_t dim) {
+  const int64_t size = tensor->meta.size(dim);
+  if (tensor->source == nullptr || size < 2 || !IsDynamicSize(*tensor->source, dim)) {
+    DT_RETURN_IF_ERROR(GuardSizes(tensor, dim));
+    return ConstSym(PyRef::Steal(PyLong_FromLongLong(size)));
+  }
+  // One run-time number per size, however often it is read, so `B == B` holds symbolically.
+  // The guard is added again on a repeat read: a rolled-back instruction may have dropped it.
+  guards_.Add(LeafGuard::TensorSizeAtLeast(tensor->source, dim, 2, Here()));
+  auto key = std::make_pair(tensor.get(), dim);
+  if (auto it = size_numbers_.find(key); it != size_numbers_.end()) return it->second;
+  ScalarInstr read;
+  read.kind = ScalarInstr::Kind::kTensorSize;
+  read.source = tensor->source;
+  read.a = static_cast<int>(dim);
+  const int slot = static_cast<int>(scalar_program_.size());
+  DT_ASSIGN_OR_RETURN(Sym number, NumberSlot(std::move(read), PyRef::Steal(PyLong_FromLongLong(size)), {slot}));
+  size_numbers_[key] = number;
+  size_number_tensors_.push_back(tensor);  // keeps the key's address unique while the trace runs
+  return number;
+}
+
+absl::StatusOr<Sym> Tracer::NumelOf(const Sym& tensor) {
+  Sym numel = ConstSym(PyRef::Steal(PyLong_FromLong(1)));
+  for (int64_t d = 0; d < tensor->meta.ndim(); ++d) {
+    DT_ASSIGN_OR_RETURN(Sym size, SizeOf(tensor, d));
+    DT_ASSIGN_OR_RETURN(numel, BinaryOp("*", numel, size));
+  }
+  return numel;
+}
+
 absl::StatusOr<Sym> Tracer::MaterializeShape(const Sym& shape) {
   const Sym& t = shape->items[0];
-  DT_RETURN_IF_ERROR(GuardSizes(t, std::nullopt));
   Sym tuple = MakeSym(SymKind::kTuple);
-  for (int64_t s : t->meta.sizes()) tuple->items.push_back(ConstSym(PyRef::Steal(PyLong_FromLongLong(s))));
+  for (int64_t d = 0; d < t->meta.ndim(); ++d) {
+    DT_ASSIGN_OR_RETURN(Sym size, SizeOf(t, d));
+    tuple->items.push_back(size);
+  }
   return tuple;
 }
 
@@ -166,10 +204,13 @@ absl::StatusOr<Sym> Tracer::MaterializeShape(const Sym& shape) {
 // Whether a run-time number comes only from the frame's arguments made dynamic (not from the
 // state of a segment that starts mid-function, whose numbers change every iteration).
 bool Tracer::FromDynamicArguments(const Sym& number) const {
-  if (frame_.dynamic_numbers == nullptr) return false;
   for (int input : slot_inputs_[number->value]) {
     const ScalarInstr& in = scalar_program_[input];
-    if (in.source == nullptr || !frame_.dynamic_numbers->contains(in.source->ToString())) return false;
+    if (in.kind == ScalarInstr::Kind::kTensorSize) continue;  // symbolic sizes are only made dynamic
+    if (in.source == nullptr || !(frame_.all_dynamic || (frame_.dynamic_numbers != nullptr &&
+                                                         frame_.dynamic_numbers->contains(in.source->ToString())))) {
+      return false;
+    }
   }
   return true;
 }
@@ -367,8 +408,7 @@ absl::StatusOr<Sym> Tracer::Subscript(const Sym& container, const Sym& index) {
       const int64_t nd = t->meta.ndim();
       if (i < -nd || i >= nd) return Raises("the traced code raises: shape index out of range");
       if (i < 0) i += nd;
-      DT_RETURN_IF_ERROR(GuardSizes(t, i));
-      return ConstSym(PyRef::Steal(PyLong_FromLongLong(t->meta.size(i))));
+      return SizeOf(t, i);
     }
     DT_ASSIGN_OR_RETURN(Sym tuple, MaterializeShape(container));
     return Subscript(tuple, index);

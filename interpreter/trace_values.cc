@@ -14,6 +14,7 @@
 #include "interpreter/py_str.h"
 #include "interpreter/py_types.h"
 #include "interpreter/sym_dict.h"
+#include "interpreter/traced_int.h"
 #include "interpreter/tracer_internal.h"
 #include "runtime/errors.h"
 #include "runtime/indexing.h"
@@ -124,7 +125,11 @@ absl::StatusOr<Sym> Tracer::NumberSlot(ScalarInstr instr, PyRef sample, std::vec
 absl::StatusOr<Sym> Tracer::Specialize(const Sym& number) {
   for (int input : slot_inputs_[number->value]) {
     const ScalarInstr& in = scalar_program_[input];
-    guards_.Add(LeafGuard::Equals(in.source, slot_samples_[input].get(), Here()));
+    if (in.kind == ScalarInstr::Kind::kTensorSize) {
+      guards_.Add(LeafGuard::TensorSize(in.source, in.a, PyLong_AsLongLong(slot_samples_[input].get()), Here()));
+    } else {
+      guards_.Add(LeafGuard::Equals(in.source, slot_samples_[input].get(), Here()));
+    }
   }
   return ConstSym(number->obj);
 }
@@ -284,8 +289,9 @@ absl::StatusOr<Sym> Tracer::Wrap(PyObject* obj, SourceRef source) {
   if (py::IsTensor(obj)) return TensorInput(obj, source);
   DT_ASSIGN_OR_RETURN(Sym iterator_or_cell, WrapIteratorOrCell(obj, source));
   if (iterator_or_cell != nullptr) return iterator_or_cell;
-  if ((PyLong_CheckExact(obj) || PyFloat_CheckExact(obj)) && frame_.dynamic_numbers != nullptr &&
-      frame_.dynamic_numbers->contains(source->ToString())) {
+  if ((PyLong_CheckExact(obj) || PyFloat_CheckExact(obj)) &&
+      ((frame_.all_dynamic && InSegmentState(*source)) ||
+       (frame_.dynamic_numbers != nullptr && frame_.dynamic_numbers->contains(source->ToString())))) {
     // A number whose value changed between calls: its type is guarded, its value is read each
     // run (a run-time scalar of the graph), so new values do not recompile.
     guards_.Add(LeafGuard::Type(source, Py_TYPE(obj), where));
@@ -384,6 +390,16 @@ absl::StatusOr<Sym> Tracer::LoadGlobal(TFrame& f, const std::string& name) {
 absl::StatusOr<PyObject*> Tracer::ToPython(const Sym& s) {
   switch (s->kind) {
     case SymKind::kNumber: {
+      if (traced_ints_ != nullptr && PyLong_CheckExact(s->obj.get())) {
+        PyRef marker = PyRef::Steal(py::NewTracedInt(s->obj.get()));
+        if (!marker) {
+          PyErr_Clear();
+          return Unsupported("could not pass a run-time int to an op");
+        }
+        (*traced_ints_)[marker.get()] = s;
+        wrappers_.push_back(marker);
+        return marker.get();
+      }
       DT_ASSIGN_OR_RETURN(Sym c, Specialize(s));
       wrappers_.push_back(c->obj);
       return c->obj.get();

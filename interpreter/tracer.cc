@@ -273,6 +273,10 @@ PyObject* ApplyNumberOp(absl::string_view op, PyObject* x, PyObject* y) {
   return nullptr;
 }
 
+std::string DynamicSizeKey(const guards::Source& tensor, int64_t dim) {
+  return absl::StrCat(tensor.ToString(), ".size(", dim, ")");
+}
+
 std::variant<TraceResult, TraceFailure> TraceFrame(const FrameToTrace& frame) {
   Tracer tracer(frame);
   return tracer.Run();

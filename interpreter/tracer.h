@@ -56,9 +56,10 @@ struct OutputSpec {
 // input read from `source`, or an operation on earlier slots and constants, evaluated with
 // CPython's own number protocol so the results are exactly Python's.
 struct ScalarInstr {
-  enum class Kind : uint8_t { kInput, kBinary, kCompare, kNegate, kCall };
+  // kTensorSize: the size `a` of the tensor at `source` (a symbolic size).
+  enum class Kind : uint8_t { kInput, kTensorSize, kBinary, kCompare, kNegate, kCall };
   Kind kind = Kind::kInput;
-  guards::SourceRef source;  // kInput
+  guards::SourceRef source;  // kInput, kTensorSize
   std::string op;            // kBinary: "+", "-", "*", "/", "//", "%", "**"; kCompare: "<", ...
   int a = -1, b = -1;        // operand slots; -1: the operand is const_a / const_b
   py::PyRef const_a, const_b;
@@ -156,9 +157,15 @@ struct FrameToTrace {
   // Sources (by text, "L['lr']") of int and float values that changed between calls: read as
   // run-time numbers instead of specialised (automatic dynamic). May be null.
   const absl::flat_hash_set<std::string>* dynamic_numbers = nullptr;
+  // dt.jit(dynamic=True): every size Python reads, and every int or float argument, is a
+  // run-time value from the first trace on (except sizes 0 and 1, specialised as PyTorch does).
+  bool all_dynamic = false;
 };
 
 std::variant<TraceResult, TraceFailure> TraceFrame(const FrameToTrace& frame);
+
+// The key of a dynamic size in FrameToTrace::dynamic_numbers: "L['x'].size(0)".
+std::string DynamicSizeKey(const guards::Source& tensor, int64_t dim);
 
 // The number program's operators, with CPython's own number protocol (so results are exactly
 // Python's): "+", "-", "*", "/", "//", "%", "**", "<<", ">>", "&", "|", "^" and the

@@ -318,6 +318,18 @@ class Tracer {
   absl::StatusOr<std::vector<Sym>> Iterate(const Sym& s);
   absl::StatusOr<Sym> MaterializeShape(const Sym& shape);
   absl::Status GuardSizes(const Sym& tensor, std::optional<int64_t> dim);
+  // Size `dim` of `tensor` as Python reads it: a constant (its exact value guarded), or a
+  // run-time number when that size is dynamic (only `>= 2` guarded).
+  absl::StatusOr<Sym> SizeOf(const Sym& tensor, int64_t dim);
+  absl::StatusOr<Sym> NumelOf(const Sym& tensor);
+  absl::StatusOr<GraphArg> NumberArgument(const Param& param, PyObject* from, const ArgValue& value,
+                                          const absl::flat_hash_map<PyObject*, Sym>& traced);
+  // Set while an op call's arguments are converted: ToPython gives a run-time int a TracedInt,
+  // recorded here.
+  absl::flat_hash_map<PyObject*, Sym>* traced_ints_ = nullptr;
+  bool IsDynamicSize(const guards::Source& tensor, int64_t dim) const;
+  absl::flat_hash_map<std::pair<const SymValue*, int64_t>, Sym> size_numbers_;
+  std::vector<Sym> size_number_tensors_;
   absl::StatusOr<OutputSpec> ToOutput(const Sym& s, std::vector<ValueId>& outputs);
   absl::StatusOr<OutputSpec> ChildOutput(const Sym& parent, const Sym& c, std::vector<ValueId>& outputs);
   OutputSpec TensorOutput(const Sym& s, std::vector<ValueId>& outputs);

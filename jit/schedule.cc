@@ -24,7 +24,7 @@ struct Classified {
 
 bool HasScalarRef(const Node& n) {
   for (const GraphArg& a : n.args) {
-    if (std::holds_alternative<ScalarRef>(a.content)) return true;
+    if (a.ReadsNumbers()) return true;
   }
   return false;
 }

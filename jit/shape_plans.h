@@ -2,9 +2,9 @@
 //
 // A compiled program takes sizes and strides when it runs; what it needs to know before launching
 // anything is each value's sizes and strides, which a meta-device run of the graph gives (the
-// eager op definitions computing metadata only). That run is kept per input-shape set, so a
-// steady loop pays for it once. Graphs that read run-time Python numbers are replanned per call
-// (a number can change a shape).
+// eager op definitions computing metadata only). That run is kept per input-shape set and the
+// values of the run-time numbers that can change a shape (symbolic sizes in a view or creation
+// op), so a steady loop pays for it once.
 #ifndef DYNTRACE_JIT_SHAPE_PLANS_H_
 #define DYNTRACE_JIT_SHAPE_PLANS_H_
 
@@ -30,7 +30,7 @@ class ShapePlans {
 
  private:
   const Graph* graph_;
-  bool reads_scalars_ = false;
+  std::vector<int> shape_slots_;  // run-time numbers in the plan's key
   std::mutex mu_;
   absl::flat_hash_map<std::vector<int64_t>, std::shared_ptr<const Plan>> plans_;
 };

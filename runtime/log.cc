@@ -16,7 +16,7 @@ namespace {
 
 constexpr int kKinds = static_cast<int>(Kind::kCount);
 constexpr std::array<absl::string_view, kKinds> kNames = {"graph",      "guards",  "breaks",
-                                                           "recompiles", "kernels", "bytecode"};
+                                                           "recompiles", "kernels", "bytecode", "dynamic"};
 std::array<std::atomic<bool>, kKinds> enabled{};
 
 }  // namespace

@@ -10,7 +10,7 @@
 
 namespace dt::log {
 
-enum class Kind { kGraph, kGuards, kBreaks, kRecompiles, kKernels, kBytecode, kCount };
+enum class Kind { kGraph, kGuards, kBreaks, kRecompiles, kKernels, kBytecode, kDynamic, kCount };
 
 // "graph", "guards", ... (the spelling used in DYNTRACE_LOGS and --log).
 absl::string_view KindName(Kind kind);
