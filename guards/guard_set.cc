@@ -100,7 +100,10 @@ LeafGuard::LeafGuard(const LeafGuard& other)
       tensor_(other.tensor_),
       dim_(other.dim_),
       size_(other.size_),
-      at_least_(other.at_least_) {
+      at_least_(other.at_least_),
+      relation_(other.relation_),
+      expression_(other.expression_),
+      holds_(other.holds_) {
   Py_XINCREF(weak_expected_ != nullptr ? weak_expected_ : expected_);
 }
 
@@ -119,6 +122,9 @@ LeafGuard& LeafGuard::operator=(const LeafGuard& other) {
   dim_ = other.dim_;
   size_ = other.size_;
   at_least_ = other.at_least_;
+  relation_ = other.relation_;
+  expression_ = other.expression_;
+  holds_ = other.holds_;
   return *this;
 }
 
@@ -184,6 +190,15 @@ LeafGuard LeafGuard::TensorSizeAtLeast(SourceRef source, int64_t dim, int64_t mi
   return g;
 }
 
+LeafGuard LeafGuard::Relation(SourceRef source, std::string expression, bool holds,
+                              std::shared_ptr<const RelationFn> relation, Provenance where) {
+  LeafGuard g(Kind::kRelation, std::move(source), std::move(where));
+  g.expression_ = std::move(expression);
+  g.holds_ = holds;
+  g.relation_ = std::move(relation);
+  return g;
+}
+
 LeafGuard LeafGuard::Absent(SourceRef source, Provenance where) {
   return LeafGuard(Kind::kAbsent, std::move(source), std::move(where));
 }
@@ -222,21 +237,35 @@ bool LeafGuard::CheckValue(PyObject* value) const {
       const Tensor* t = tensor_recogniser ? tensor_recogniser(value) : nullptr;
       return t != nullptr && dim_ < t->ndim() && (at_least_ ? t->size(dim_) >= size_ : t->size(dim_) == size_);
     }
-    case Kind::kAbsent: return false;
+    case Kind::kAbsent:
+    case Kind::kRelation: return false;  // checked on the frame, not on one value
   }
   __builtin_unreachable();
 }
 
-bool LeafGuard::Check(const FrameInputs& frame) const { return CheckValue(source_->Resolve(frame)); }
+bool LeafGuard::Check(const FrameInputs& frame) const {
+  if (kind_ == Kind::kRelation) {
+    const std::optional<bool> now = (*relation_)(frame);
+    return now.has_value() && *now == holds_;
+  }
+  return CheckValue(source_->Resolve(frame));
+}
 
 std::optional<std::string> LeafGuard::Explain(const FrameInputs& frame) const {
+  if (kind_ == Kind::kRelation) {
+    if (Check(frame)) return std::nullopt;
+    const std::optional<bool> now = (*relation_)(frame);
+    return absl::StrFormat("%s: expected %s, actual %s", expression_, holds_ ? "True" : "False",
+                           now.has_value() ? (*now ? "True" : "False") : "not computable");
+  }
   PyObject* value = source_->Resolve(frame);
   if (CheckValue(value)) return std::nullopt;
   const std::string src = source_->ToString();
   if (kind_ == Kind::kAbsent) return absl::StrFormat("%s: expected no such name, actual %s", src, Repr(value));
   if (value == nullptr) return absl::StrCat(src, ": expected a value, actual: it no longer exists");
   switch (kind_) {
-    case Kind::kAbsent: break;
+    case Kind::kAbsent:
+    case Kind::kRelation: break;
     case Kind::kType:
       return absl::StrFormat("type(%s): expected %s, actual %s", src,
                              LiveExpected() != nullptr ? type_->tp_name : "a class that no longer exists",
@@ -304,6 +333,7 @@ std::string LeafGuard::ToString() const {
       code = absl::StrFormat("%s.size(%d) %s %d", src, dim_, at_least_ ? ">=" : "==", size_);
       break;
     case Kind::kAbsent: code = absl::StrFormat("%s does not exist", src); break;
+    case Kind::kRelation: code = holds_ ? expression_ : absl::StrCat("not (", expression_, ")"); break;
   }
   if (where_.line >= 0 || !where_.instruction.empty()) {
     absl::StrAppendFormat(&code, "  # line %d: %s (offset %d)", where_.line, where_.instruction,

@@ -15,6 +15,8 @@
 #include <Python.h>
 
 #include <optional>
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -47,7 +49,9 @@ struct TensorProperties {
 
 class LeafGuard {
  public:
-  enum class Kind : uint8_t { kType, kIdentity, kEquals, kLength, kTensor, kTensorSize, kAbsent };
+  enum class Kind : uint8_t { kType, kIdentity, kEquals, kLength, kTensor, kTensorSize, kAbsent, kRelation };
+  // Evaluates a relation on the frame's values; nullopt when it cannot (a value is gone).
+  using RelationFn = std::function<std::optional<bool>(const FrameInputs&)>;
 
   static LeafGuard Type(SourceRef source, PyTypeObject* type, Provenance where);
   static LeafGuard Identity(SourceRef source, PyObject* expected, Provenance where);
@@ -59,6 +63,10 @@ class LeafGuard {
   // A size that is a run-time value of the trace (a dynamic size): only its lower bound is
   // guarded (sizes 0 and 1 stay specialised, as in PyTorch).
   static LeafGuard TensorSizeAtLeast(SourceRef source, int64_t dim, int64_t min, Provenance where);
+  // Passes when `relation` evaluates to `holds` (a branch on symbolic sizes or dynamic numbers:
+  // `L['x'].size(1) > 64`). `source` is one of the values it reads; `expression` its code.
+  static LeafGuard Relation(SourceRef source, std::string expression, bool holds,
+                            std::shared_ptr<const RelationFn> relation, Provenance where);
   // Passes when the source does not exist (no global shadows a builtin).
   static LeafGuard Absent(SourceRef source, Provenance where);
 
@@ -94,6 +102,9 @@ class LeafGuard {
   TensorProperties tensor_{};
   int64_t dim_ = 0, size_ = 0;
   bool at_least_ = false;  // kTensorSize: size(dim) >= size_
+  std::shared_ptr<const RelationFn> relation_;  // kRelation
+  std::string expression_;
+  bool holds_ = true;
 
  public:
   LeafGuard(const LeafGuard& other);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "interpreter/number_program.h"
 #include "interpreter/py_types.h"
 #include "jit/kernel_cache.h"
 #include "runtime/errors.h"
@@ -166,56 +167,12 @@ std::shared_ptr<CacheEntry> CompileSegment(trace::TraceResult trace, const JitOp
 // would raise there, in which case CPython reruns the segment's code and raises itself.
 bool ComputeNumbers(const CacheEntry& entry, const guards::FrameInputs& inputs,
                     std::vector<PyRef>& values, std::vector<Scalar>& scalars) {
-  values.clear();
   scalars.clear();
-  for (const trace::ScalarInstr& in : entry.trace.scalars) {
-    PyObject* r = nullptr;
-    auto operand = [&](int slot, const PyRef& constant) {
-      return slot >= 0 ? values[slot].get() : constant.get();
-    };
-    switch (in.kind) {
-      case trace::ScalarInstr::Kind::kInput:
-        r = Py_XNewRef(in.source->Resolve(inputs));
-        break;
-      case trace::ScalarInstr::Kind::kTensorSize: {
-        PyObject* t = in.source->Resolve(inputs);
-        if (t != nullptr && py::IsTensor(t) && in.a < py::Unwrap(t).ndim()) {
-          r = PyLong_FromLongLong(py::Unwrap(t).size(in.a));
-        }
-        break;
-      }
-      case trace::ScalarInstr::Kind::kNegate:
-        r = PyNumber_Negative(operand(in.a, in.const_a));
-        break;
-      case trace::ScalarInstr::Kind::kCompare:
-        r = trace::ApplyNumberOp(in.op, operand(in.a, in.const_a), operand(in.b, in.const_b));
-        break;
-      case trace::ScalarInstr::Kind::kCall: {
-        PyObject* args = PyTuple_New(static_cast<Py_ssize_t>(in.arg_slots.size()));
-        if (args == nullptr) break;
-        for (size_t i = 0; i < in.arg_slots.size(); ++i) {
-          PyTuple_SET_ITEM(args, i, Py_NewRef(operand(in.arg_slots[i], in.arg_consts[i])));
-        }
-        r = PyObject_Call(in.function.get(), args, nullptr);
-        Py_DECREF(args);
-        break;
-      }
-      case trace::ScalarInstr::Kind::kBinary:
-        r = trace::ApplyNumberOp(in.op, operand(in.a, in.const_a), operand(in.b, in.const_b));
-        break;
-    }
-    if (r == nullptr) {
-      PyErr_Clear();
-      return false;
-    }
-    auto scalar = py::ToScalar(r, "a run-time number");
-    values.push_back(PyRef::Steal(r));
-    if (!scalar.ok()) {
-      // Only numbers used by tensor ops must fit a Scalar; keep a placeholder for the rest.
-      scalars.push_back(Scalar::Int(0));
-      continue;
-    }
-    scalars.push_back(*scalar);
+  if (!trace::EvaluateNumbers(entry.trace.scalars, inputs, values)) return false;
+  for (const PyRef& value : values) {
+    auto scalar = py::ToScalar(value.get(), "a run-time number");
+    // Only numbers used by tensor ops must fit a Scalar; keep a placeholder for the rest.
+    scalars.push_back(scalar.ok() ? *scalar : Scalar::Int(0));
   }
   return true;
 }

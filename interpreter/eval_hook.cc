@@ -259,6 +259,8 @@ void SegmentRun::NoteDynamicValues(const CacheEntry& last, const guards::FrameIn
     } else if (failed->kind() == guards::LeafGuard::Kind::kTensorSize) {
       const Tensor* t = py::IsTensor(now) ? &py::Unwrap(now) : nullptr;
       if (t == nullptr || failed->dim() >= t->ndim() || t->size(failed->dim()) < 2) continue;
+      const uint64_t marked_static = reinterpret_cast<const py::PyTensor*>(now)->marked_static;
+      if (failed->dim() < 64 && (marked_static & (uint64_t{1} << failed->dim()))) continue;
       const std::string key = trace::DynamicSizeKey(failed->source(), failed->dim());
       if (cache_->dynamic_numbers.insert(key).second) {
         LogDynamic(absl::StrCat(key, " changed between calls: a symbolic size from now on"));
@@ -295,6 +297,10 @@ std::variant<trace::TraceResult, trace::TraceFailure> SegmentRun::Trace(const gu
 // and later frames passing the same guards go straight to CPython (a fallback entry), unless
 // the frame has no tensor work at all (then it is skipped from now on).
 PyObject* SegmentRun::FallBack(trace::TraceFailure& failure) {
+  if (!failure.constraint_error.empty()) {
+    PyErr_SetString(PyExc_RuntimeError, failure.constraint_error.c_str());
+    return RaiseHere();
+  }
   RecordBreak(*cache_, InfoOf(failure), true);
   if (cache_->options.fullgraph) {
     PyErr_Format(PyExc_RuntimeError, "dyntrace (fullgraph=True): cannot capture %s: %s at %s:%d (%s)",

@@ -68,6 +68,41 @@ PyObject* FnManualSeed(PyObject*, PyObject* seed) {
   Py_RETURN_NONE;
 }
 
+// mark_dynamic(t, dims) / mark_static(t, dims): dims an int or a sequence of ints.
+PyObject* MarkDims(PyObject* args, bool dynamic) {
+  const char* who = dynamic ? "mark_dynamic" : "mark_static";
+  PyObject* t;
+  PyObject* dims;
+  if (!PyArg_ParseTuple(args, dynamic ? "OO:mark_dynamic" : "OO:mark_static", &t, &dims)) return nullptr;
+  if (!IsTensor(t)) {
+    return PyErr_Format(PyExc_TypeError, "%s() expects a dyntrace Tensor, not %s", who, Py_TYPE(t)->tp_name);
+  }
+  PyRef seq = PyRef::Steal(PyLong_Check(dims) ? PyTuple_Pack(1, dims) : PySequence_Tuple(dims));
+  if (!seq) return nullptr;
+  auto* tensor = reinterpret_cast<PyTensor*>(t);
+  const int64_t ndim = tensor->tensor.ndim();
+  uint64_t mask = 0;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(seq.get()); ++i) {
+    PyObject* item = PyTuple_GET_ITEM(seq.get(), i);
+    if (!PyLong_Check(item)) return PyErr_Format(PyExc_TypeError, "%s(): dims must be ints, not %s", who, Py_TYPE(item)->tp_name);
+    const long long d = PyLong_AsLongLong(item);
+    if (d < -ndim || d >= ndim || (d == -1 && PyErr_Occurred())) {
+      PyErr_Clear();
+      return PyErr_Format(PyExc_IndexError, "Dimension out of range (expected to be in range of [%lld, %lld], but got %R)",
+                          static_cast<long long>(-ndim), static_cast<long long>(ndim - 1), item);
+    }
+    const int64_t dim = d < 0 ? d + ndim : d;
+    if (dim >= 64) return PyErr_Format(PyExc_ValueError, "%s(): dims beyond 63 cannot be marked", who);
+    mask |= uint64_t{1} << dim;
+  }
+  (dynamic ? tensor->marked_dynamic : tensor->marked_static) |= mask;
+  (dynamic ? tensor->marked_static : tensor->marked_dynamic) &= ~mask;
+  Py_RETURN_NONE;
+}
+
+PyObject* FnMarkDynamic(PyObject*, PyObject* args) { return MarkDims(args, true); }
+PyObject* FnMarkStatic(PyObject*, PyObject* args) { return MarkDims(args, false); }
+
 PyObject* FnIsTensor(PyObject*, PyObject* obj) { return PyBool_FromLong(IsTensor(obj)); }
 
 PyObject* FnCudaIsAvailable(PyObject*, PyObject*) { return PyBool_FromLong(ProbeCuda().available); }
@@ -105,6 +140,11 @@ PyMethodDef module_functions[] = {
      "from_dlpack(obj): a tensor sharing memory with a DLPack producer (numpy, PyTorch, CuPy)"},
     {"manual_seed", FnManualSeed, METH_O, "manual_seed(seed): reseed rand/randn"},
     {"is_tensor", FnIsTensor, METH_O, nullptr},
+    {"mark_dynamic", FnMarkDynamic, METH_VARARGS,
+     "mark_dynamic(t, dims): compiled code treats these sizes of t as symbolic from the first trace "
+     "(RuntimeError where the code needs one's value)"},
+    {"mark_static", FnMarkStatic, METH_VARARGS,
+     "mark_static(t, dims): these sizes of t are always specialised, never made dynamic"},
     {"_cuda_is_available", FnCudaIsAvailable, METH_NOARGS, nullptr},
     {"_cuda_device_count", FnCudaDeviceCount, METH_NOARGS, nullptr},
     {"_cuda_synchronize", FnCudaSynchronize, METH_O, nullptr},

@@ -23,6 +23,8 @@ PyObject* Wrap(Tensor t) {
   if (obj == nullptr) return nullptr;
   new (&obj->tensor) Tensor(std::move(t));
   obj->weakrefs = nullptr;
+  obj->marked_dynamic = 0;
+  obj->marked_static = 0;
   return reinterpret_cast<PyObject*>(obj);
 }
 

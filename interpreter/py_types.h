@@ -23,6 +23,9 @@ struct PyTensor {
   PyObject_HEAD
   Tensor tensor;
   PyObject* weakrefs;
+  // dt.mark_dynamic / dt.mark_static: bit d set for dim d (dims beyond 63 cannot be marked).
+  uint64_t marked_dynamic;
+  uint64_t marked_static;
 };
 
 extern PyTypeObject TensorType;

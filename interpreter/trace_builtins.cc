@@ -129,6 +129,19 @@ absl::StatusOr<Sym> Tracer::BuiltinIsinstance(const Sym& value, const Sym& class
     case SymKind::kConst:
     case SymKind::kObject:
     case SymKind::kFunction: probe = value->obj.get(); break;
+    case SymKind::kNumber: {
+      // A read number's type is guarded; a computed one's may depend on the values (`n ** k`,
+      // `max(n, 0.5)`), so it is specialised.
+      const ScalarInstr::Kind made_by = scalar_program_[value->value].kind;
+      if (made_by == ScalarInstr::Kind::kInput || made_by == ScalarInstr::Kind::kTensorSize) {
+        probe = value->obj.get();
+        break;
+      }
+      DT_ASSIGN_OR_RETURN(Sym constant, Specialize(value));
+      probe = constant->obj.get();
+      holder = constant->obj;
+      break;
+    }
     case SymKind::kTuple: holder = PyRef::Steal(PyTuple_New(0)); break;
     case SymKind::kList: holder = PyRef::Steal(PyList_New(0)); break;
     case SymKind::kDict: holder = PyRef::Steal(PyDict_New()); break;
@@ -139,7 +152,6 @@ absl::StatusOr<Sym> Tracer::BuiltinIsinstance(const Sym& value, const Sym& class
     case SymKind::kOpMethod:
     case SymKind::kSlice:
     case SymKind::kShape:
-    case SymKind::kNumber:
     case SymKind::kRunIter: return Unsupported("isinstance() of an unusual value");
   }
   if (probe == nullptr) probe = holder.get();

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "graph/pointwise.h"
+#include "interpreter/number_program.h"
 #include "interpreter/py_str.h"
 #include "interpreter/py_types.h"
 #include "interpreter/sym_dict.h"
@@ -153,14 +154,25 @@ absl::Status Tracer::GuardSizes(const Sym& tensor, std::optional<int64_t> dim) {
   return absl::OkStatus();
 }
 
-bool Tracer::IsDynamicSize(const guards::Source& tensor, int64_t dim) const {
-  return frame_.all_dynamic ||
-         (frame_.dynamic_numbers != nullptr && frame_.dynamic_numbers->contains(DynamicSizeKey(tensor, dim)));
+std::pair<uint64_t, uint64_t> Tracer::MarksOf(const guards::Source& source) const {
+  PyObject* obj = source.Resolve(frame_.inputs);
+  if (obj == nullptr || !py::IsTensor(obj)) return {0, 0};
+  const auto* t = reinterpret_cast<const py::PyTensor*>(obj);
+  return {t->marked_dynamic, t->marked_static};
+}
+
+bool Tracer::IsDynamicSize(const Sym& tensor, int64_t dim) const {
+  const auto [dynamic, fixed] = MarksOf(*tensor->source);
+  const uint64_t bit = dim < 64 ? uint64_t{1} << dim : 0;
+  if (fixed & bit) return false;
+  return (dynamic & bit) || frame_.all_dynamic ||
+         (frame_.dynamic_numbers != nullptr &&
+          frame_.dynamic_numbers->contains(DynamicSizeKey(*tensor->source, dim)));
 }
 
 absl::StatusOr<Sym> Tracer::SizeOf(const Sym& tensor, int64_t dim) {
   const int64_t size = tensor->meta.size(dim);
-  if (tensor->source == nullptr || size < 2 || !IsDynamicSize(*tensor->source, dim)) {
+  if (tensor->source == nullptr || size < 2 || !IsDynamicSize(tensor, dim)) {
     DT_RETURN_IF_ERROR(GuardSizes(tensor, dim));
     return ConstSym(PyRef::Steal(PyLong_FromLongLong(size)));
   }
@@ -215,6 +227,31 @@ bool Tracer::FromDynamicArguments(const Sym& number) const {
   return true;
 }
 
+absl::StatusOr<bool> Tracer::GuardRelation(const Sym& number) {
+  const int truth = PyObject_IsTrue(number->obj.get());
+  if (truth < 0) {
+    PyErr_Clear();
+    return Raises("the traced code raises on the truth value of a number");
+  }
+  auto program = std::make_shared<const std::vector<ScalarInstr>>(scalar_program_.begin(),
+                                                                  scalar_program_.begin() + number->value + 1);
+  const int slot = number->value;
+  auto relation = std::make_shared<const LeafGuard::RelationFn>(
+      [program, slot](const guards::FrameInputs& inputs) -> std::optional<bool> {
+        PyRef value = EvaluateSlot(*program, slot, inputs);
+        const int t = value ? PyObject_IsTrue(value.get()) : -1;
+        if (t < 0) {
+          PyErr_Clear();
+          return std::nullopt;
+        }
+        return t == 1;
+      });
+  const ScalarInstr& first_input = scalar_program_[slot_inputs_[slot].front()];
+  guards_.Add(LeafGuard::Relation(first_input.source, NumberExpression(*program, slot), truth == 1,
+                                  std::move(relation), Here()));
+  return truth == 1;
+}
+
 absl::StatusOr<bool> Tracer::Truth(const Sym& s) {
   switch (s->kind) {
     case SymKind::kConst: {
@@ -241,12 +278,9 @@ absl::StatusOr<bool> Tracer::Truth(const Sym& s) {
     case SymKind::kBoundMethod:
     case SymKind::kOpMethod: return true;
     case SymKind::kNumber:
-      if (FromDynamicArguments(s)) {
-        // Control flow on a number that is a run-time scalar elsewhere: this trace specialises
-        // on its value (guarded), so each value taking the branch recompiles as before.
-        DT_ASSIGN_OR_RETURN(Sym value, Specialize(s));
-        return Truth(value);
-      }
+      // Control flow on symbolic sizes or dynamic arguments: the trace holds for every frame
+      // where the condition comes out the same, which is what it guards.
+      if (FromDynamicArguments(s)) return GuardRelation(s);
       return DataDependent(absl::StrFormat(
           "data-dependent branch: the truth value of a Python number (s%d) is only known at run "
           "time", s->value));

@@ -126,6 +126,15 @@ absl::StatusOr<Sym> Tracer::Specialize(const Sym& number) {
   for (int input : slot_inputs_[number->value]) {
     const ScalarInstr& in = scalar_program_[input];
     if (in.kind == ScalarInstr::Kind::kTensorSize) {
+      if (in.a < 64 && (MarksOf(*in.source).first & (uint64_t{1} << in.a))) {
+        const Provenance here = Here();
+        constraint_error_ = absl::StrFormat(
+            "dyntrace: %s.size(%d) was marked dynamic (dt.mark_dynamic), but line %d (%s) needs its value "
+            "(%d) to compile; unmark it, or mark it static (dt.mark_static)",
+            in.source->ToString(), in.a, here.line, here.instruction,
+            PyLong_AsLongLong(slot_samples_[input].get()));
+        return Unsupported(constraint_error_);
+      }
       guards_.Add(LeafGuard::TensorSize(in.source, in.a, PyLong_AsLongLong(slot_samples_[input].get()), Here()));
     } else {
       guards_.Add(LeafGuard::Equals(in.source, slot_samples_[input].get(), Here()));

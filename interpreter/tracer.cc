@@ -177,6 +177,7 @@ TraceFailure Tracer::Fail(const absl::Status& s) const {
   failure.instruction = fail_instruction_;
   failure.guards = guards_;
   failure.touched_tensors = touched_tensors_;
+  failure.constraint_error = constraint_error_;
   return failure;
 }
 
@@ -217,7 +218,7 @@ std::variant<TraceResult, TraceFailure> Tracer::Run() {
   current_ = nullptr;
   if (!result.ok()) {
     const std::optional<interpreter::BreakReason> reason = interpreter::AsBreak(result.status());
-    if (frame_.fullgraph || !snapshot_.valid || !reason) return Fail(result.status());
+    if (frame_.fullgraph || !snapshot_.valid || !reason || !constraint_error_.empty()) return Fail(result.status());
     return Break(root, *reason);
   }
   std::vector<ValueId> outputs;

@@ -144,6 +144,9 @@ struct TraceFailure {
   int offset = -1;
   std::string instruction;
   interpreter::BreakKind kind = interpreter::BreakKind::kUnsupported;
+  // Set: the code needs a value the user marked dynamic (dt.mark_dynamic); raised as a
+  // RuntimeError instead of running the frame uncompiled.
+  std::string constraint_error;
   guards::GuardSet guards;  // what the trace had established when it stopped
   bool touched_tensors = false;
 };

@@ -312,6 +312,7 @@ class Tracer {
   absl::StatusOr<PyRef> ConstValue(const Sym& s);    // a fully constant Sym as a Python object
   absl::StatusOr<bool> Truth(const Sym& s);
   bool FromDynamicArguments(const Sym& number) const;
+  absl::StatusOr<bool> GuardRelation(const Sym& number);
   absl::StatusOr<Sym> BinaryOp(const std::string& nb_name, const Sym& a, const Sym& b);
   absl::StatusOr<Sym> Compare(const std::string& op, const Sym& a, const Sym& b);
   absl::StatusOr<Sym> Subscript(const Sym& container, const Sym& index);
@@ -327,7 +328,10 @@ class Tracer {
   // Set while an op call's arguments are converted: ToPython gives a run-time int a TracedInt,
   // recorded here.
   absl::flat_hash_map<PyObject*, Sym>* traced_ints_ = nullptr;
-  bool IsDynamicSize(const guards::Source& tensor, int64_t dim) const;
+  bool IsDynamicSize(const Sym& tensor, int64_t dim) const;
+  // dt.mark_dynamic / mark_static bits of the frame's tensor at `source` (0 when none).
+  std::pair<uint64_t, uint64_t> MarksOf(const guards::Source& source) const;
+  std::string constraint_error_;
   absl::flat_hash_map<std::pair<const SymValue*, int64_t>, Sym> size_numbers_;
   std::vector<Sym> size_number_tensors_;
   absl::StatusOr<OutputSpec> ToOutput(const Sym& s, std::vector<ValueId>& outputs);

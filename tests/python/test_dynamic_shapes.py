@@ -117,13 +117,20 @@ def test_size_and_numel_and_len_are_symbolic_together():
         assert s["frames_traced"] <= 2, (backend, s["recompile_reasons"])
 
 
-def test_a_branch_on_a_symbolic_size_is_guarded_and_correct():
-    # The comparison decides control flow: that trace is specialised to its value (guarded), so
-    # results stay right on both sides of the threshold.
+def test_a_branch_on_a_symbolic_size_guards_the_comparison():
+    # The comparison decides control flow: the trace guards `L['x'].size(0) > 16` (or its
+    # negation), not the value, so one trace per direction serves every size.
     seed(1707)
-    calls = [(rand_tensor((b, 2)),) for b in (4, 20, 5, 30, 16, 17)]
+    calls = [(rand_tensor((b, 2)),) for b in (4, 20, 5, 30, 16, 17, 9, 40)]
     for backend in BACKENDS:
-        _run(branch_on_size, backend, calls)
+        s = _run(branch_on_size, backend, calls)
+        assert s["frames_traced"] == 3, (backend, s["recompile_reasons"])
+    dt.reset()
+    jfn = jitted_copy(branch_on_size, backend="eager")
+    for b in (4, 20, 5):
+        jfn(rand_tensor((b, 2)))
+    guards = "\n".join(dt.guards(jfn))
+    assert "not (L['x'].size(0) > 16)" in guards and "\nL['x'].size(0) > 16  #" in guards, guards
 
 
 def test_symbolic_sizes_are_printed_in_graphs_and_guards():
@@ -156,3 +163,46 @@ def test_an_impossible_symbolic_shape_raises_what_eager_raises():
         except RuntimeError as e:
             expected = str(e)
         assert_raises(RuntimeError, jfn, bad, 7, match=(expected,))
+
+
+def rows_times_two(x):
+    return x.reshape(x.shape[0], -1) * 2
+
+
+def rows_in_a_range(x):
+    acc = x[0] * 0
+    for i in range(x.shape[0]):  # unrolled: needs the size's value
+        acc = acc + x[i]
+    return acc
+
+
+def test_mark_dynamic_traces_once_and_mark_static_never_generalises():
+    seed(1710)
+    for backend in BACKENDS:
+        dt.reset()
+        jfn = jitted_copy(rows_times_two, backend=backend)
+        for b in (3, 5, 9, 17):
+            x = rand_tensor((b, 4))
+            dt.mark_dynamic(x, 0)
+            assert_same(jfn(x), rows_times_two(x), exact=True)
+        assert stats()["frames_traced"] == 1, stats()["recompile_reasons"]
+        dt.reset()
+        jfn = jitted_copy(rows_times_two, backend=backend)
+        for b in (3, 5, 9):
+            x = rand_tensor((b, 4))
+            dt.mark_static(x, [0])
+            assert_same(jfn(x), rows_times_two(x), exact=True)
+        assert stats()["frames_traced"] == 3, stats()["recompile_reasons"]
+
+
+def test_mark_dynamic_on_a_size_the_code_needs_raises_naming_it():
+    seed(1711)
+    dt.reset()
+    jfn = jitted_copy(rows_in_a_range, backend="eager")
+    x = rand_tensor((4, 3))
+    dt.mark_dynamic(x, 0)
+    assert_raises(RuntimeError, jfn, x, match=("L['x'].size(0) was marked dynamic", "line"))
+    assert_raises(IndexError, dt.mark_dynamic, x, 2, match=("Dimension out of range",))
+    assert_raises(TypeError, dt.mark_dynamic, [1], 0, match=("Tensor",))
+    y = rand_tensor((4, 3))
+    assert_same(jfn(y), rows_in_a_range(y), exact=True)  # unmarked: compiles as usual

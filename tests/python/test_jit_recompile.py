@@ -36,10 +36,19 @@ def _scaled(x, n):
 
 
 def _scaled_by_parity(x, n):
-    # A branch on n: each value is specialised (and recompiles), even once n is dynamic.
+    # A branch on n: once n is dynamic the branch's condition is guarded (`L['n'] % 2`), so one
+    # trace per direction, not per value.
     if n % 2:
         return x * n
     return x * n
+
+
+def _scaled_by_repeats(x, n):
+    # range(n) is unrolled: n shapes the graph, so each value is specialised and recompiles.
+    acc = x * 0
+    for _ in range(n):
+        acc = acc + x
+    return acc
 
 
 def _loop_list(xs):
@@ -291,7 +300,7 @@ def test_size_one_dim_recompiles():
 def test_cache_limit_warns_once_and_stays_correct():
     dt.reset()
     seed(21013)
-    f = jitted_copy(_scaled_by_parity, cache_limit=2)
+    f = jitted_copy(_scaled_by_repeats, cache_limit=2)
     x = rand_tensor((3, 4))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -307,10 +316,23 @@ def test_cache_limit_warns_once_and_stays_correct():
     assert s["frames_traced"] <= 2, s
 
 
+def test_a_branch_on_a_dynamic_int_guards_the_condition():
+    dt.reset()
+    seed(21015)
+    f = jitted_copy(_scaled_by_parity)
+    x = rand_tensor((2, 2))
+    for n in range(2, 14):
+        assert_close(f(x, n), x * n)
+    s = stats()
+    assert s["frames_traced"] == 3, s["recompile_reasons"]  # static, then one per direction
+    guards = "\n".join(dt.guards(f))
+    assert "not (L['n'] % 2)" in guards and "\nL['n'] % 2  #" in guards, guards
+
+
 def test_cache_limit_default_is_eight():
     dt.reset()
     seed(21014)
-    f = jitted_copy(_scaled_by_parity)
+    f = jitted_copy(_scaled_by_repeats)
     x = rand_tensor((2, 2))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
