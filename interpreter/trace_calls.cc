@@ -25,11 +25,7 @@ absl::StatusOr<Sym> Tracer::CallOpFunction(PyObject* fn, const Sym& bound_self,
                                            const std::vector<std::pair<std::string, Sym>>& kwargs) {
   // Run-time ints reach the op's parser as TracedInts (see traced_int.h), found again below.
   absl::flat_hash_map<PyObject*, Sym> traced;
-  traced_ints_ = &traced;
-  struct Reset {
-    absl::flat_hash_map<PyObject*, Sym>*& ptr;
-    ~Reset() { ptr = nullptr; }
-  } reset{traced_ints_};
+  TracedIntScope scope(*this, traced);
   std::vector<PyObject*> flat;
   if (bound_self != nullptr) {
     DT_ASSIGN_OR_RETURN(PyObject* s, ToPython(bound_self));

@@ -147,12 +147,14 @@ absl::Status Tracer::DoBinarySlice(TFrame& f, const Instr& in) {
 
 absl::Status Tracer::StoreIntoTensor(const Sym& tensor, const Sym& index, const Sym& value) {
   if (index->kind == SymKind::kTensor) return Unsupported("assigning through a tensor index");
-  DT_ASSIGN_OR_RETURN(PyObject* key, ToPython(index));
+  absl::flat_hash_map<PyObject*, Sym> traced;
+  DT_ASSIGN_OR_RETURN(PyObject* key, IndexKey(index, traced));
   auto items = py::ParseIndex(key);
   if (!items.ok()) return Unsupported(absl::StrCat("index: ", items.status().message()));
   const Dims encoded = EncodeIndex(*items);
+  DT_ASSIGN_OR_RETURN(GraphArg index_arg, IndexArgument(key, encoded, traced));
   std::vector<ArgValue> metas = {tensor->meta, encoded};
-  std::vector<GraphArg> gargs = {GraphArg::Value(tensor->value), GraphArg{ArgValue(encoded)}};
+  std::vector<GraphArg> gargs = {GraphArg::Value(tensor->value), std::move(index_arg)};
   if (value->kind == SymKind::kTensor) {
     metas.push_back(value->meta);
     gargs.push_back(GraphArg::Value(value->value));

@@ -425,14 +425,15 @@ absl::StatusOr<Sym> Tracer::Compare(const std::string& op, const Sym& a, const S
 absl::StatusOr<Sym> Tracer::Subscript(const Sym& container, const Sym& index) {
   if (container->kind == SymKind::kTensor) {
     if (index->kind == SymKind::kTensor) return Unsupported("indexing a tensor with a tensor");
-    DT_ASSIGN_OR_RETURN(PyObject* key, ToPython(index));
+    absl::flat_hash_map<PyObject*, Sym> traced;
+    DT_ASSIGN_OR_RETURN(PyObject* key, IndexKey(index, traced));
     auto items = py::ParseIndex(key);
     if (!items.ok()) return Unsupported(absl::StrCat("index: ", items.status().message()));
     const OpDef* op = OpRegistry::Get().Find("_getitem");
     const Dims encoded = EncodeIndex(*items);
-    DT_ASSIGN_OR_RETURN(std::vector<Sym> outs,
-                        Emit(op, {container->meta, encoded},
-                             {GraphArg::Value(container->value), GraphArg{ArgValue(encoded)}}, false));
+    DT_ASSIGN_OR_RETURN(GraphArg index_arg, IndexArgument(key, encoded, traced));
+    DT_ASSIGN_OR_RETURN(std::vector<Sym> outs, Emit(op, {container->meta, encoded},
+                                                    {GraphArg::Value(container->value), index_arg}, false));
     return outs[0];
   }
   if (container->kind == SymKind::kShape) {
@@ -484,6 +485,44 @@ absl::StatusOr<Sym> Tracer::Subscript(const Sym& container, const Sym& index) {
     return Raises("the traced code raises on indexing");
   }
   return ConstSym(PyRef::Steal(r));
+}
+
+absl::StatusOr<PyObject*> Tracer::IndexKey(const Sym& index, absl::flat_hash_map<PyObject*, Sym>& traced) {
+  TracedIntScope scope(*this, traced);
+  return ToPython(index);
+}
+
+// Index items are encoded 4 ints each (runtime/indexing.h): kind, then the int index or the
+// slice's start, stop and step. A run-time int in one of those places becomes a slot there;
+// anywhere else it is specialised.
+absl::StatusOr<GraphArg> Tracer::IndexArgument(PyObject* key, const Dims& encoded,
+                                               const absl::flat_hash_map<PyObject*, Sym>& traced) {
+  if (traced.empty()) return GraphArg{ArgValue(encoded)};
+  std::vector<PyObject*> elements = {key};
+  if (PyTuple_Check(key)) elements.assign(&PyTuple_GET_ITEM(key, 0), &PyTuple_GET_ITEM(key, 0) + PyTuple_GET_SIZE(key));
+  DimsRef ref{encoded, std::vector<int>(encoded.size(), -1)};
+  size_t placed = 0;
+  auto place = [&](PyObject* part, size_t at) {
+    auto it = part != nullptr ? traced.find(part) : traced.end();
+    if (it == traced.end() || at >= encoded.size()) return;
+    ref.slots[at] = it->second->value;
+    ++placed;
+  };
+  if (elements.size() * 4 == encoded.size()) {
+    for (size_t i = 0; i < elements.size(); ++i) {
+      if (PySlice_Check(elements[i])) {
+        auto* slice = reinterpret_cast<PySliceObject*>(elements[i]);
+        place(slice->start, 4 * i + 1);
+        place(slice->stop, 4 * i + 2);
+        place(slice->step, 4 * i + 3);
+      } else {
+        place(elements[i], 4 * i + 1);
+      }
+    }
+  }
+  if (placed == traced.size()) return GraphArg{std::move(ref)};
+  for (const auto& [marker, number] : traced) DT_RETURN_IF_ERROR(Specialize(number).status());
+  return GraphArg{ArgValue(encoded)};
 }
 
 absl::StatusOr<std::vector<Sym>> Tracer::Iterate(const Sym& s) {

@@ -328,6 +328,16 @@ class Tracer {
   // Set while an op call's arguments are converted: ToPython gives a run-time int a TracedInt,
   // recorded here.
   absl::flat_hash_map<PyObject*, Sym>* traced_ints_ = nullptr;
+  struct TracedIntScope {
+    TracedIntScope(Tracer& t, absl::flat_hash_map<PyObject*, Sym>& ints) : tracer(t) { t.traced_ints_ = &ints; }
+    ~TracedIntScope() { tracer.traced_ints_ = nullptr; }
+    Tracer& tracer;
+  };
+  // A tensor index as Python objects (run-time ints as TracedInts in `traced`), and its encoded
+  // form as a graph argument: a DimsRef where run-time ints are slice bounds or int indices.
+  absl::StatusOr<PyObject*> IndexKey(const Sym& index, absl::flat_hash_map<PyObject*, Sym>& traced);
+  absl::StatusOr<GraphArg> IndexArgument(PyObject* key, const Dims& encoded,
+                                         const absl::flat_hash_map<PyObject*, Sym>& traced);
   bool IsDynamicSize(const Sym& tensor, int64_t dim) const;
   // dt.mark_dynamic / mark_static bits of the frame's tensor at `source` (0 when none).
   std::pair<uint64_t, uint64_t> MarksOf(const guards::Source& source) const;

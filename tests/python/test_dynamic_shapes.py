@@ -26,6 +26,16 @@ def attention_like(x, w):
     return (att @ q).transpose(1, 2).reshape(B, T, D)
 
 
+def masked_attention(x, w, mask):
+    # Slices and stores bounded by symbolic sizes (`mask[:T, :T]`, `y[:, T - 1:] = 0`).
+    B, T, C = x.shape
+    q = (x @ w).view(B, T, 2, C // 2).transpose(1, 2)
+    att = (q @ q.transpose(-2, -1)) * (1.0 / math.sqrt(C // 2)) + mask[:T, :T]
+    y = (att.softmax(-1) @ q).transpose(1, 2).reshape(B, T, C)
+    y[:, T - 1:] = 0
+    return y[:, -T // 2:]
+
+
 def sgd_step(p, g, lr, momentum):
     return p - lr * (g + momentum * p)
 
@@ -93,6 +103,16 @@ def test_attention_over_batch_and_sequence_pairs():
     for backend in BACKENDS:
         s = _run(attention_like, backend, calls)
         assert s["frames_traced"] <= 2 and s["fallbacks"] == 0, (backend, s["recompile_reasons"])
+
+
+def test_slices_bounded_by_symbolic_sizes():
+    seed(1712)
+    w, mask = rand_tensor((8, 8)), rand_tensor((16, 16))
+    pairs = [(2, 3), (3, 5), (4, 7), (5, 2), (2, 9), (6, 4), (3, 3), (7, 6)]
+    calls = [(rand_tensor((b, t, 8)), w, mask) for b, t in pairs]
+    for backend in BACKENDS:
+        s = _run(masked_attention, backend, calls)
+        assert s["frames_traced"] <= 2 and s["graph_breaks"] == 0, (backend, s["recompile_reasons"])
 
 
 def test_float_hyperparameters_and_int_arguments():
