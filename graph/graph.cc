@@ -134,11 +134,40 @@ std::string Graph::NodeStatement(const Node& n, const std::vector<std::string>& 
   return outs.empty() ? call : absl::StrCat(absl::StrJoin(outs, ", "), " = ", call);
 }
 
+void Graph::NameScalar(int slot, std::string expression) {
+  if (slot >= static_cast<int>(scalar_names_.size())) scalar_names_.resize(slot + 1);
+  scalar_names_[slot] = std::move(expression);
+}
+
+void Graph::MarkSymbolicInputSize(int input, int dim, int slot) {
+  if (input >= static_cast<int>(symbolic_input_sizes_.size())) symbolic_input_sizes_.resize(input + 1);
+  std::vector<int>& dims = symbolic_input_sizes_[input];
+  if (dim >= static_cast<int>(dims.size())) dims.resize(dim + 1, -1);
+  dims[dim] = slot;
+}
+
+namespace {
+
+// "f32[s0, 4]": an input's type with its symbolic sizes named.
+std::string InputType(const Tensor& meta, const std::vector<int>* symbolic) {
+  std::string type = DescribeMeta(meta);
+  if (symbolic == nullptr || meta.ndim() == 0) return type;
+  std::vector<std::string> sizes;
+  for (int64_t d = 0; d < meta.ndim(); ++d) {
+    const int slot = d < static_cast<int64_t>(symbolic->size()) ? (*symbolic)[d] : -1;
+    sizes.push_back(slot >= 0 ? absl::StrCat("s", slot) : absl::StrCat(meta.size(d)));
+  }
+  return absl::StrCat(type.substr(0, type.find('[')), "[", absl::StrJoin(sizes, ", "), "]");
+}
+
+}  // namespace
+
 std::string Graph::ToString(absl::string_view name) const {
   std::string out;
   std::vector<std::string> params;
   for (size_t i = 0; i < inputs_.size(); ++i) {
-    std::string annotation = DescribeMeta(values_[inputs_[i]].meta);
+    std::string annotation = InputType(values_[inputs_[i]].meta,
+                                       i < symbolic_input_sizes_.size() ? &symbolic_input_sizes_[i] : nullptr);
     // A 0-d tensor's "f32[]" is not an expression; "f32[()]" is.
     if (absl::EndsWith(annotation, "[]")) annotation.insert(annotation.size() - 1, "()");
     params.push_back(absl::StrFormat("%s: %s", ValueName(inputs_[i]), annotation));
@@ -146,6 +175,9 @@ std::string Graph::ToString(absl::string_view name) const {
   absl::StrAppend(&out, "def ", name, "(", absl::StrJoin(params, ", "), "):\n");
   for (size_t i = 0; i < inputs_.size(); ++i) {
     absl::StrAppendFormat(&out, "    # %s = %s\n", ValueName(inputs_[i]), input_sources_[i]);
+  }
+  for (size_t slot = 0; slot < scalar_names_.size(); ++slot) {
+    if (!scalar_names_[slot].empty()) absl::StrAppendFormat(&out, "    # s%d = %s\n", slot, scalar_names_[slot]);
   }
   for (const Node& n : nodes_) {
     std::vector<std::string> outs;

@@ -81,6 +81,10 @@ class Graph {
                                const std::vector<Tensor>& output_metas, bool inplace,
                                SourceLocation location);
   void SetOutputs(std::vector<ValueId> outputs) { outputs_ = std::move(outputs); }
+  // For printing: what run-time number `slot` is ("L['x'].size(0)"), and which input sizes are
+  // symbolic (input `input`'s size `dim` is run-time number `slot`).
+  void NameScalar(int slot, std::string expression);
+  void MarkSymbolicInputSize(int input, int dim, int slot);
   // Drops the nodes from `num_nodes` on (a trace rolling back to the start of an instruction).
   void Truncate(size_t num_nodes) {
     if (num_nodes < nodes_.size()) nodes_.resize(num_nodes);
@@ -121,6 +125,8 @@ class Graph {
   std::vector<ValueId> inputs_;
   std::vector<std::string> input_sources_;
   std::vector<ValueId> outputs_;
+  std::vector<std::string> scalar_names_;
+  std::vector<std::vector<int>> symbolic_input_sizes_;  // per input, per dim: slot or -1
 };
 
 // "f32[?, 4]"-style type of a value for printing.

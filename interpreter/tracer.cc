@@ -11,6 +11,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "interpreter/cpython_frame.h"
+#include "interpreter/number_program.h"
 #include "interpreter/py_str.h"
 #include "interpreter/tracer_internal.h"
 #include "runtime/errors.h"
@@ -93,6 +94,7 @@ std::variant<TraceResult, TraceFailure> Tracer::Break(TFrame& root, const interp
   r.scalars = scalar_program_;
   graph_->SetOutputs(outputs);
   graph_->EliminateDeadCode();
+  NameScalars();
   r.graph = graph_;
   r.input_sources = input_sources_;
   r.guards = guards_;
@@ -228,6 +230,7 @@ std::variant<TraceResult, TraceFailure> Tracer::Run() {
   if (!stores.ok()) return Fail(stores.status());
   graph_->SetOutputs(outputs);
   graph_->EliminateDeadCode();
+  NameScalars();
   TraceResult r;
   r.graph = graph_;
   r.input_sources = input_sources_;
@@ -272,6 +275,31 @@ PyObject* ApplyNumberOp(absl::string_view op, PyObject* x, PyObject* y) {
   if (auto it = NumberOps().find(key); it != NumberOps().end()) return it->second(x, y);
   if (auto it = Comparisons().find(key); it != Comparisons().end()) return PyObject_RichCompare(x, y, it->second);
   return nullptr;
+}
+
+// What the run-time numbers the graph reads are, for its printout (`# s0 = L['x'].size(0)`),
+// and which input sizes are symbolic (`v0: f32[s0, 4]`).
+void Tracer::NameScalars() {
+  std::vector<bool> used(scalar_program_.size(), false);
+  for (const Node& n : graph_->nodes()) {
+    for (const GraphArg& a : n.args) {
+      if (const auto* s = std::get_if<ScalarRef>(&a.content)) used[s->slot] = true;
+      if (const auto* d = std::get_if<DimsRef>(&a.content)) {
+        for (int slot : d->slots) {
+          if (slot >= 0) used[slot] = true;
+        }
+      }
+    }
+  }
+  for (size_t slot = 0; slot < scalar_program_.size(); ++slot) {
+    const ScalarInstr& in = scalar_program_[slot];
+    if (used[slot]) graph_->NameScalar(static_cast<int>(slot), NumberExpression(scalar_program_, static_cast<int>(slot)));
+    if (in.kind != ScalarInstr::Kind::kTensorSize) continue;
+    const std::string source = in.source->ToString();
+    for (size_t i = 0; i < graph_->input_sources().size(); ++i) {
+      if (graph_->input_sources()[i] == source) graph_->MarkSymbolicInputSize(static_cast<int>(i), in.a, static_cast<int>(slot));
+    }
+  }
 }
 
 std::string DynamicSizeKey(const guards::Source& tensor, int64_t dim) {

@@ -339,6 +339,7 @@ class Tracer {
   absl::StatusOr<GraphArg> IndexArgument(PyObject* key, const Dims& encoded,
                                          const absl::flat_hash_map<PyObject*, Sym>& traced);
   bool IsDynamicSize(const Sym& tensor, int64_t dim) const;
+  void NameScalars();
   // dt.mark_dynamic / mark_static bits of the frame's tensor at `source` (0 when none).
   std::pair<uint64_t, uint64_t> MarksOf(const guards::Source& source) const;
   std::string constraint_error_;

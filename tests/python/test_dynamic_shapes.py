@@ -160,7 +160,8 @@ def test_symbolic_sizes_are_printed_in_graphs_and_guards():
     for b in (3, 4, 5):
         jfn(rand_tensor((b, 2)))
     graph, guards = dt.graphs(jfn)[-1], "\n".join(dt.guards(jfn))
-    assert "shape=(s0, -1)" in graph, graph
+    assert "shape=(s0, -1)" in graph and "v0: f32[s0, 2]" in graph, graph
+    assert "# s0 = L['x'].size(0)" in graph, graph
     assert "L['x'].size(0) >= 2" in guards, guards
 
 
