@@ -61,6 +61,19 @@ enum OpProperty : uint32_t {
   kCudaNative = 1u << 9,
 };
 
+// How a result's sizes follow from its operands' (the tracer follows this to write a size Python
+// reads of an intermediate in terms of the inputs' sizes, so it stays symbolic). Pointwise ops
+// broadcast and reductions fold their dims by their kind; other ops say it here.
+enum class ShapeRule : uint8_t {
+  kUnknown,      // not followed: reading a size of the result specialises the inputs' sizes
+  kSameAsFirst,  // the first operand's shape (softmax, layer_norm, contiguous ...)
+  kTranspose,    // arguments 1 and 2 name the two dims swapped
+  kPermute,      // argument 1 is the order of the dims
+  kUnsqueeze,    // argument 1 is the new dim
+  kReshape,      // argument 1 is the new shape (a -1 takes the rest of the elements)
+  kMatmul,       // batch dims broadcast, then (m, k) @ (k, n)
+};
+
 struct PointwiseInfo {
   int arity = 0;
   DTypeRule dtype_rule = DTypeRule::kPromote;
@@ -103,6 +116,7 @@ class OpDef {
   ReductionInfo reduction;
   std::string doc;  // one line, shown by help()
   StatementPrinter print_statement = nullptr;  // null: printed as dyntrace.<name>(args)
+  ShapeRule shape_rule = ShapeRule::kUnknown;
 
   const std::string& name() const { return schema.name; }
   bool has(OpProperty p) const { return (properties & p) != 0; }

@@ -127,7 +127,8 @@ absl::StatusOr<OpResult> FixedRankEager(const OpDef& op, const OpArgs& args) {
 
 void RegisterLinalgOps(OpRegistry& registry) {
   constexpr uint32_t kBoth = kMethod | kFunction | kCudaNative;
-  registry.Add("matmul(Tensor input, Tensor other) -> Tensor", OpKind::kExtern, kBoth, &MatmulEager);
+  registry.Add("matmul(Tensor input, Tensor other) -> Tensor", OpKind::kExtern, kBoth, &MatmulEager).shape_rule =
+      ShapeRule::kMatmul;
   registry.Add("mm(Tensor input, Tensor mat2) -> Tensor", OpKind::kExtern, kBoth, &FixedRankEager);
   registry.Add("bmm(Tensor input, Tensor mat2) -> Tensor", OpKind::kExtern, kBoth, &FixedRankEager);
   registry.Add("dot(Tensor input, Tensor other) -> Tensor", OpKind::kExtern, kBoth, &FixedRankEager);

@@ -423,16 +423,20 @@ std::optional<std::string> PrintSetItem(absl::Span<const std::string> outputs, a
 
 void RegisterShapeOps(OpRegistry& registry) {
   constexpr uint32_t kBoth = kMethod | kFunction;
-  registry.Add("reshape(Tensor input, int... shape) -> Tensor", OpKind::kView, kBoth, &ReshapeEager);
-  registry.Add("view(Tensor input, int... shape) -> Tensor", OpKind::kView, kMethod, &ReshapeEager);
+  registry.Add("reshape(Tensor input, int... shape) -> Tensor", OpKind::kView, kBoth, &ReshapeEager).shape_rule =
+      ShapeRule::kReshape;
+  registry.Add("view(Tensor input, int... shape) -> Tensor", OpKind::kView, kMethod, &ReshapeEager).shape_rule =
+      ShapeRule::kReshape;
   registry.Add("flatten(Tensor input, int start_dim=0, int end_dim=-1) -> Tensor", OpKind::kView,
                kBoth, &FlattenEager);
-  registry.Add("permute(Tensor input, int... dims) -> Tensor", OpKind::kView, kBoth, &PermuteEager);
+  registry.Add("permute(Tensor input, int... dims) -> Tensor", OpKind::kView, kBoth, &PermuteEager).shape_rule =
+      ShapeRule::kPermute;
   registry.Add("transpose(Tensor input, int dim0, int dim1) -> Tensor", OpKind::kView, kBoth,
-               &TransposeEager);
+               &TransposeEager).shape_rule = ShapeRule::kTranspose;
   registry.Add("swapaxes(Tensor input, int axis0, int axis1) -> Tensor", OpKind::kView, kBoth,
-               &TransposeEager);
-  registry.Add("unsqueeze(Tensor input, int dim) -> Tensor", OpKind::kView, kBoth, &UnsqueezeEager);
+               &TransposeEager).shape_rule = ShapeRule::kTranspose;
+  registry.Add("unsqueeze(Tensor input, int dim) -> Tensor", OpKind::kView, kBoth, &UnsqueezeEager).shape_rule =
+      ShapeRule::kUnsqueeze;
   registry.Add("squeeze(Tensor input, int[]? dim=None) -> Tensor", OpKind::kView, kBoth,
                &SqueezeEager);
   registry.Add("expand(Tensor input, int... size) -> Tensor", OpKind::kView, kMethod, &ExpandEager);
@@ -443,9 +447,11 @@ void RegisterShapeOps(OpRegistry& registry) {
   registry.Add("select(Tensor input, int dim, int index) -> Tensor", OpKind::kView, kBoth,
                &SelectEager);
   // Data ops copy through runtime/copy.h, which stays on a CUDA device: all are kCudaNative.
-  registry.Add("contiguous(Tensor input) -> Tensor", OpKind::kData, kMethod | kCudaNative, &ContiguousEager);
+  registry.Add("contiguous(Tensor input) -> Tensor", OpKind::kData, kMethod | kCudaNative, &ContiguousEager)
+      .shape_rule = ShapeRule::kSameAsFirst;
   // clone of a CUDA tensor copies on the device (runtime/copy.h), never through the host.
-  registry.Add("clone(Tensor input) -> Tensor", OpKind::kData, kBoth | kCudaNative, &CloneEager);
+  registry.Add("clone(Tensor input) -> Tensor", OpKind::kData, kBoth | kCudaNative, &CloneEager).shape_rule =
+      ShapeRule::kSameAsFirst;
   registry.Add("cat(Tensor[] tensors, int dim=0) -> Tensor", OpKind::kData, kFunction | kCudaNative, &CatEager);
   registry.Add("concat(Tensor[] tensors, int dim=0) -> Tensor", OpKind::kData, kFunction | kCudaNative,
                &CatEager);
@@ -457,7 +463,7 @@ void RegisterShapeOps(OpRegistry& registry) {
                kBoth, &SplitWithSizesEager);
   // x.float(), x.to(dtype): a copy in the new dtype, or x itself when it already has it.
   registry.Add("_to(Tensor input, DType dtype) -> Tensor", OpKind::kData, kCudaNative,
-               &ToDTypeEager);
+               &ToDTypeEager).shape_rule = ShapeRule::kSameAsFirst;
   // Basic indexing as graph ops; `index` is EncodeIndex()'s flat form. They print as Python's
   // subscripts: `v1 = v0[1:, :50]`, `v0[0] = v2`.
   registry.Add("_getitem(Tensor input, int[] index) -> Tensor", OpKind::kView, kNoProperty,

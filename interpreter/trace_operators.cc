@@ -172,6 +172,15 @@ bool Tracer::IsDynamicSize(const Sym& tensor, int64_t dim) const {
 
 absl::StatusOr<Sym> Tracer::SizeOf(const Sym& tensor, int64_t dim) {
   const int64_t size = tensor->meta.size(dim);
+  if (tensor->source == nullptr) {
+    // An intermediate: the same expression of the inputs' sizes the ops compute, else every
+    // input size is specialised.
+    DT_ASSIGN_OR_RETURN(Sym symbolic, SymbolicSize(tensor->value, dim));
+    // Its value now must be the size the meta run gave (a rule that disagrees is a bug: the
+    // safe answer is the specialised one).
+    if (symbolic != nullptr && PyLong_AsLongLong(symbolic->obj.get()) == size) return symbolic;
+    PyErr_Clear();
+  }
   if (tensor->source == nullptr || size < 2 || !IsDynamicSize(tensor, dim)) {
     DT_RETURN_IF_ERROR(GuardSizes(tensor, dim));
     return ConstSym(PyRef::Steal(PyLong_FromLongLong(size)));

@@ -118,6 +118,7 @@ absl::StatusOr<Sym> Tracer::NumberSlot(ScalarInstr instr, PyRef sample, std::vec
   s->obj = sample;
   scalar_program_.push_back(std::move(instr));
   slot_samples_.push_back(std::move(sample));
+  slot_syms_.push_back(s);
   slot_inputs_.push_back(std::move(deps));
   return s;
 }

@@ -339,6 +339,15 @@ class Tracer {
   absl::StatusOr<GraphArg> IndexArgument(PyObject* key, const Dims& encoded,
                                          const absl::flat_hash_map<PyObject*, Sym>& traced);
   bool IsDynamicSize(const Sym& tensor, int64_t dim) const;
+  // Size `dim` of graph value `v` in terms of the inputs' sizes, following each producer's
+  // shape rule (trace_shapes.cc); null where a rule is missing.
+  absl::StatusOr<Sym> SymbolicSize(ValueId v, int64_t dim);
+  absl::StatusOr<Sym> BroadcastSize(const std::vector<std::pair<ValueId, int64_t>>& operands, int64_t size);
+  absl::StatusOr<Sym> PointwiseSize(const Node& node, ValueId v, int64_t dim);
+  absl::StatusOr<Sym> ReducedSize(const Node& node, int64_t dim);
+  absl::StatusOr<Sym> ReshapedSize(const Node& node, int64_t dim);
+  absl::StatusOr<Sym> MatmulSize(const Node& node, ValueId v, int64_t dim);
+  std::vector<Sym> slot_syms_;  // the kNumber of each number-program slot
   void NameScalars();
   // dt.mark_dynamic / mark_static bits of the frame's tensor at `source` (0 when none).
   std::pair<uint64_t, uint64_t> MarksOf(const guards::Source& source) const;

@@ -36,6 +36,11 @@ def masked_attention(x, w, mask):
     return y[:, -T // 2:]
 
 
+def block_reading_intermediate_sizes(x, w1, w2, g, b):
+    y, shape = block(x, w1, w2, g, b)  # inlined
+    return y, shape, (y + b.unsqueeze(0)).shape[0] + dt.cat([y, y]).shape[0]
+
+
 def sgd_step(p, g, lr, momentum):
     return p - lr * (g + momentum * p)
 
@@ -113,6 +118,29 @@ def test_slices_bounded_by_symbolic_sizes():
     for backend in BACKENDS:
         s = _run(masked_attention, backend, calls)
         assert s["frames_traced"] <= 2 and s["graph_breaks"] == 0, (backend, s["recompile_reasons"])
+
+
+def test_sizes_of_intermediates_follow_the_inputs_sizes():
+    # cat has no shape rule: its size specialises the inputs' sizes (still correct, one trace
+    # per batch size there); the rest stay symbolic.
+    seed(1713)
+    w1, w2, g, b = rand_tensor((8, 8)), rand_tensor((8, 8)), rand_tensor((8,)), rand_tensor((8,))
+    pairs = [(2, 3), (3, 5), (4, 7), (5, 2), (2, 9), (6, 4), (3, 3), (7, 6)]
+    calls = [(rand_tensor((bb, t, 8)), w1, w2, g, b) for bb, t in pairs]
+    for backend in BACKENDS:
+        _run(block_reading_intermediate_sizes, backend, calls)
+        s = _run(block, backend, calls)
+        assert s["frames_traced"] <= 2 and s["graph_breaks"] == 0, (backend, s["recompile_reasons"])
+
+
+def block(x, w1, w2, g, b):
+    # nanoGPT's shape: sizes read from what the layer norm, views and matmuls made.
+    h = dt.layer_norm(x, (x.shape[-1],), g, b)
+    B, T, C = h.size()
+    q = (h @ w1).view(B, T, 2, C // 2).transpose(1, 2)
+    att = ((q @ q.transpose(-2, -1)) * (1.0 / math.sqrt(q.size(-1)))).softmax(dim=-1)
+    y = x + (att @ q).transpose(1, 2).contiguous().view(B, T, C) @ w2
+    return y.reshape(-1, C)[: B * y.sum(-1).shape[1] // 2], y.mean(1).shape
 
 
 def test_float_hyperparameters_and_int_arguments():
