@@ -239,6 +239,7 @@ void ResetAll() {
   global_stats.cuda_graph_baseline[2] = graphs.patches;
   global_stats.cuda_graph_baseline[3] = graphs.refusals;
   global_stats.cuda_graph_baseline[4] = graphs.kernel_launches;
+  global_stats.cuda_graph_baseline[5] = graphs.shape_limit;
   global_stats.cuda_host_ops_baseline = CudaHostOps();
 }
 

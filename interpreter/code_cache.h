@@ -175,7 +175,7 @@ struct Stats {
   jit::CacheCounters kernel_baseline;       // kernel cache counters at the last reset()
   jit::NvrtcCheckTotals nvrtc_baseline;     // DYNTRACE_NVRTC_CHECK totals at the last reset()
   // CUDA graph counters at the last reset(): captures, replays, patches, refusals, kernel launches.
-  int64_t cuda_graph_baseline[5] = {0, 0, 0, 0, 0};
+  int64_t cuda_graph_baseline[6] = {0, 0, 0, 0, 0, 0};
   int64_t cuda_host_ops_baseline = 0;
 };
 

@@ -449,6 +449,9 @@ PyObject* FnStats(PyObject*, PyObject*) {
   put("cuda_graph_refusals", PyLong_FromLongLong(graphs.refusals - s.cuda_graph_baseline[3]));
   // Kernels launched one at a time (those a capture records, or a replay runs, are not).
   put("cuda_kernel_launches", PyLong_FromLongLong(graphs.kernel_launches - s.cuda_graph_baseline[4]));
+  // Calls that ran without a graph because their executable held graphs for 8 shape sets
+  // already (CUDA graphs are per concrete shape set, dynamic sizes included).
+  put("cuda_graph_shape_limit", PyLong_FromLongLong(graphs.shape_limit - s.cuda_graph_baseline[5]));
   // Operations on CUDA tensors that went through host mirrors (graph/cuda_eager.h): 0 for a
   // program that stays on the device. Per op name since the process started.
   put("cuda_host_ops", PyLong_FromLongLong(CudaHostOps() - s.cuda_host_ops_baseline));

@@ -431,7 +431,10 @@ absl::StatusOr<std::vector<Tensor>> CudaExecutable::RunLocked(const std::vector<
   const std::vector<int64_t> key = InputKey(inputs);
   auto found = shapes_.find(key);
   if (found == shapes_.end()) {
-    if (shapes_.size() >= kMaxShapeStates) return run_direct();
+    if (shapes_.size() >= kMaxShapeStates) {
+      ++GlobalCudaGraphCounters().shape_limit;
+      return run_direct();
+    }
     found = shapes_.emplace(key, ShapeState()).first;
   }
   ShapeState& state = found->second;
@@ -486,7 +489,10 @@ absl::StatusOr<std::vector<Tensor>> CudaExecutable::RunLocked(const std::vector<
     state.warmup_allocations = recorder.sizes();
     return result;
   }
-  if (graphs_held_ >= kMaxGraphShapes) return run_direct();
+  if (graphs_held_ >= kMaxGraphShapes) {
+    ++GlobalCudaGraphCounters().shape_limit;
+    return run_direct();
+  }
   fresh_env();
   absl::StatusOr<std::unique_ptr<CudaGraphRecord>> captured = Capture(state, plan, env, scalars);
   if (!captured.ok()) {

@@ -43,6 +43,9 @@ struct CudaGraphCounters {
   std::atomic<int64_t> patches{0};    // kernel nodes re-pointed at new addresses
   std::atomic<int64_t> refusals{0};   // captures that failed or were refused; those calls ran directly
   std::atomic<int64_t> kernel_launches{0};  // kernels launched one by one, outside any capture
+  // Calls run without a graph because their executable already holds graphs for its limit of
+  // shape sets (8; a dynamic size that takes many values reaches it).
+  std::atomic<int64_t> shape_limit{0};
 };
 CudaGraphCounters& GlobalCudaGraphCounters();
 

@@ -442,6 +442,35 @@ def test_eager_ops_fall_back_to_the_host_exactly_when_modules_do_not_load():
     """)
 
 
+def test_dynamic_sizes_reuse_one_program_and_cuda_graphs_stop_at_eight_shape_sets():
+    # A batch size read by Python becomes symbolic: one trace and one program for every size;
+    # CUDA graphs are captured per concrete shape set, up to 8 per program, and the calls past
+    # that run their kernels directly, counted in stats().
+    out = run_with_fake_driver("""
+        unavailable = dt._nvrtc_unavailable()
+        if unavailable:
+            print("SKIP-NVRTC", unavailable)
+            raise SystemExit(0)
+        def rows(x, w):
+            B = x.shape[0]
+            return (dt.relu(x @ w) * 2.0 + 1.0).reshape(B, -1).sum(-1) + B
+        w = dt.randn(16, 16).cuda()
+        f = dt.jit(rows, backend="cuda")
+        dt.reset()
+        for b in range(2, 14):
+            x = dt.randn(b, 16).cuda()
+            for _ in range(3):
+                f(x, w)
+        s = dt.stats()
+        assert s["frames_traced"] == 2 and s["compile_failures"] == [], s
+        assert s["cuda_host_ops"] == 0, s["cuda_host_ops_by_op"]
+        # One capture by the first (static, B = 2) program, then 8 by the dynamic one.
+        assert s["cuda_graph_captures"] == 9 and s["cuda_graph_shape_limit"] > 0, s
+    """, FAKE_CUDA_ACCEPT_MODULES="1")
+    if "SKIP-NVRTC" in out:
+        require_nvrtc(out.strip())
+
+
 def test_gpt2_style_layer_stays_on_the_device_in_one_cuda_graph():
     out = run_with_fake_driver("""
         import math
