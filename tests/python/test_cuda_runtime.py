@@ -46,6 +46,23 @@ def run_with_fake_driver(body, **env):
     return out
 
 
+NEEDS_NVRTC = """
+unavailable = dt._nvrtc_unavailable()
+if unavailable:
+    print("SKIP-NVRTC", unavailable)
+    raise SystemExit(0)
+"""
+
+
+def run_compiled_with_fake_driver(body, **env):
+    """run_with_fake_driver for code that compiles CUDA kernels: without NVRTC the child stops
+    at once, and the test skips, or fails where NVRTC is required."""
+    out = run_with_fake_driver(NEEDS_NVRTC + textwrap.dedent(body), **env)
+    if "SKIP-NVRTC" in out:
+        require_nvrtc(out.strip())
+    return out
+
+
 def test_copies_round_trip_every_dtype_and_layout():
     run_with_fake_driver("""
         for dtype in (dt.bool, dt.int32, dt.int64, dt.float16, dt.float32, dt.float64):
@@ -446,11 +463,7 @@ def test_dynamic_sizes_reuse_one_program_and_cuda_graphs_stop_at_eight_shape_set
     # A batch size read by Python becomes symbolic: one trace and one program for every size;
     # CUDA graphs are captured per concrete shape set, up to 8 per program, and the calls past
     # that run their kernels directly, counted in stats().
-    out = run_with_fake_driver("""
-        unavailable = dt._nvrtc_unavailable()
-        if unavailable:
-            print("SKIP-NVRTC", unavailable)
-            raise SystemExit(0)
+    run_compiled_with_fake_driver("""
         def rows(x, w):
             B = x.shape[0]
             return (dt.relu(x @ w) * 2.0 + 1.0).reshape(B, -1).sum(-1) + B
@@ -467,17 +480,11 @@ def test_dynamic_sizes_reuse_one_program_and_cuda_graphs_stop_at_eight_shape_set
         # One capture by the first (static, B = 2) program, then 8 by the dynamic one.
         assert s["cuda_graph_captures"] == 9 and s["cuda_graph_shape_limit"] > 0, s
     """, FAKE_CUDA_ACCEPT_MODULES="1")
-    if "SKIP-NVRTC" in out:
-        require_nvrtc(out.strip())
 
 
 def test_gpt2_style_layer_stays_on_the_device_in_one_cuda_graph():
-    out = run_with_fake_driver("""
+    run_compiled_with_fake_driver("""
         import math
-        unavailable = dt._nvrtc_unavailable()
-        if unavailable:
-            print("SKIP-NVRTC", unavailable)
-            raise SystemExit(0)
         def layer(x, w_qkv, w_o, w_fc, w_proj, mask):
             B, T, D = x.shape
             H = 4
@@ -503,5 +510,3 @@ def test_gpt2_style_layer_stays_on_the_device_in_one_cuda_graph():
         assert s["graph_breaks"] == 0 and s["compile_failures"] == [], s
         assert (s["cuda_graph_captures"], s["cuda_graph_replays"], s["cuda_graph_refusals"]) == (1, 4, 0), s
     """, FAKE_CUDA_ACCEPT_MODULES="1")
-    if "SKIP-NVRTC" in out:
-        require_nvrtc(out.strip())
