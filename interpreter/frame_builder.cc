@@ -65,6 +65,25 @@ PyObject* Builder::BuildIterator(const trace::OutputSpec& spec) {
   return it != nullptr ? it : Fail();
 }
 
+PyObject* Builder::BuildNewObject(const trace::OutputSpec& spec) {
+  auto* cls = reinterpret_cast<PyTypeObject*>(spec.obj.get());
+  PyObject* empty = PyTuple_New(0);
+  PyObject* o = empty != nullptr ? PyBaseObject_Type.tp_new(cls, empty, nullptr) : nullptr;
+  Py_XDECREF(empty);
+  if (o == nullptr) return Fail();
+  if (spec.memo >= 0) memo_[spec.memo] = Py_NewRef(o);  // before its attributes: it may hold itself
+  for (size_t i = 0; i < spec.children.size(); ++i) {
+    PyObject* value = Build(spec.children[i]);
+    const int failed = value == nullptr ? -1 : PyObject_GenericSetAttr(o, spec.keys[i].get(), value);
+    Py_XDECREF(value);
+    if (failed < 0) {
+      Py_DECREF(o);
+      return Fail();
+    }
+  }
+  return o;
+}
+
 PyObject* Builder::BuildDict(const trace::OutputSpec& spec) {
   PyObject* d = PyDict_New();
   if (d == nullptr) return Fail();
@@ -164,6 +183,7 @@ PyObject* Builder::BuildUnmemoised(const trace::OutputSpec& spec) {
     case Kind::kLiveIterator:
     case Kind::kAdvancedIterator: return BuildIterator(spec);
     case Kind::kDict: return BuildDict(spec);
+    case Kind::kNewObject: return BuildNewObject(spec);
     case Kind::kCell: return BuildCell(spec);
     case Kind::kSlice: {
       PyObject* parts[3];

@@ -36,6 +36,7 @@ class Builder {
   PyObject* BuildSequence(const trace::OutputSpec& spec);
   PyObject* BuildIterator(const trace::OutputSpec& spec);
   PyObject* BuildDict(const trace::OutputSpec& spec);
+  PyObject* BuildNewObject(const trace::OutputSpec& spec);
   PyObject* BuildCell(const trace::OutputSpec& spec);
   PyObject* BuildBoundMethod(const trace::OutputSpec& spec);
   PyObject* BuildFunction(const trace::OutputSpec& spec);

@@ -71,6 +71,9 @@ struct SymValue {
   // consumed, so a break hands on that very object advanced as far (keeping it live).
   bool resumed = false;
   size_t consumed = 0;
+  // A kObject the traced code made by calling its class (trace_objects.cc): `obj` is a blank
+  // instance standing for it, `keys`/`items` its attributes; built for real when it leaves.
+  bool made_by_trace = false;
 };
 
 inline Sym MakeSym(SymKind kind) {

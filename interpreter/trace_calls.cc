@@ -410,6 +410,7 @@ absl::StatusOr<Sym> Tracer::CallSym(const Sym& callable, std::vector<Sym> args,
         return CallBuiltin(fn, args, kwargs);
       }
       if (PyCFunction_Check(fn)) return CallBuiltin(fn, args, kwargs);
+      if (PyType_Check(fn)) return ConstructObject(reinterpret_cast<PyTypeObject*>(fn), std::move(args), std::move(kwargs));
       return Unsupported(absl::StrCat("call to ", ShortRepr(fn), " is not supported by the tracer"));
     }
     case SymKind::kTensor:

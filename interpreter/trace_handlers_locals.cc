@@ -146,7 +146,7 @@ absl::Status Tracer::DoLoadAttr(TFrame& f, const Instr& in) {
 absl::Status Tracer::DoStoreAttr(TFrame& f, const Instr& in) {
   DT_RETURN_IF_ERROR(f.Need(2, in));
   const Sym& obj = f.stack.back();
-  if (obj->kind != SymKind::kObject || obj->source == nullptr) {
+  if (obj->kind != SymKind::kObject || (obj->source == nullptr && !obj->made_by_trace)) {
     return Unsupported(absl::StrCat("storing an attribute on a ", Describe(obj)));
   }
   DT_ASSIGN_OR_RETURN(const std::string name, NameText(in.argval.get()));
@@ -181,6 +181,7 @@ absl::Status Tracer::DoStoreAttr(TFrame& f, const Instr& in) {
 absl::StatusOr<std::vector<AttrStore>> Tracer::AttrStores(std::vector<ValueId>& outputs) {
   std::vector<AttrStore> stores;
   for (const Sym& obj : stored_objects_) {
+    if (obj->made_by_trace) continue;  // built with its attributes where it leaves the trace
     for (size_t i = 0; i < obj->keys.size(); ++i) {  // empty when a break rolled the stores back
       DT_ASSIGN_OR_RETURN(OutputSpec value, ToOutput(obj->items[i], outputs));
       stores.push_back(AttrStore{obj->source, obj->keys[i], std::move(value)});

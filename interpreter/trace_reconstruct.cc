@@ -41,7 +41,7 @@ OutputSpec OfKind(OutputSpec::Kind kind, int index = -1) {
 // too: `copy.copy(t) is t` of a tuple the trace built must stay true.
 bool HasIdentity(const Sym& s) {
   return s->kind == SymKind::kList || s->kind == SymKind::kDict || s->kind == SymKind::kTuple ||
-         s->kind == SymKind::kCell || s->kind == SymKind::kIter ||
+         s->kind == SymKind::kCell || s->kind == SymKind::kIter || s->kind == SymKind::kObject ||
          (s->kind == SymKind::kFunction && !PyFunction_Check(s->obj.get()));
 }
 
@@ -100,6 +100,10 @@ absl::StatusOr<OutputSpec> Tracer::ContainerOutput(const Sym& s, OutputSpec out,
     case SymKind::kList: out.kind = OutputSpec::Kind::kList; break;
     case SymKind::kDict: out.kind = OutputSpec::Kind::kDict; break;
     case SymKind::kSlice: out.kind = OutputSpec::Kind::kSlice; break;
+    case SymKind::kObject:  // made by the trace: its class, then its attributes
+      out.kind = OutputSpec::Kind::kNewObject;
+      out.obj = PyRef::Borrow(reinterpret_cast<PyObject*>(Py_TYPE(s->obj.get())));
+      break;
     case SymKind::kCell: out.kind = OutputSpec::Kind::kCell; break;
     case SymKind::kIter:
       if (!s->loop_iterator) {
@@ -155,7 +159,9 @@ absl::StatusOr<OutputSpec> Tracer::ToOutput(const Sym& s, std::vector<ValueId>& 
     case SymKind::kNumber: return OfKind(OutputSpec::Kind::kScalarSlot, s->value);
     // The same iterator object, at its current position.
     case SymKind::kRunIter: return FromSource(s->source);
-    case SymKind::kObject: return FromSource(s->source);
+    case SymKind::kObject:
+      if (!s->made_by_trace) return FromSource(s->source);
+      return ContainerOutput(s, std::move(out), outputs);
     case SymKind::kConst:
     case SymKind::kOpMethod:
     case SymKind::kFunction: return CallableOutput(s, std::move(out), outputs);

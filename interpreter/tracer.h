@@ -36,6 +36,7 @@ struct OutputSpec {
     kBoundMethod,  // children[0] bound to children[1] (obj: a descriptor, when not a function)
     kIterator,     // an iterator over children
     kLiveIterator,      // an iterator over the list or dict children[0], `index` items in
+    kNewObject,         // an instance of the class `obj` (object.__new__) with attributes keys = children
     kAdvancedIterator,  // a copy of the resume iterator children[0] (a source), `index` items on
     kSlice,        // children: start, stop, step
     kMemo,         // the object built for memo slot `index`

@@ -146,6 +146,14 @@ def assert_same(actual, expected, pairs=None, jit_inputs=frozenset(), path="resu
         return
     assert type(actual) is type(expected), "%s: type %s != %s (%r vs %r)" % (
         path, type(actual).__name__, type(expected).__name__, actual, expected)
+    if isinstance(expected, (list, dict)) or (hasattr(expected, "__dict__") and
+                                              not isinstance(expected, (types.FunctionType, type))):
+        # Objects with identity: met again, the same object must be met again (a cycle ends).
+        key = ("object", id(expected))
+        if key in memo:
+            assert actual is memo[key], "%s: aliasing of a %s differs" % (path, type(expected).__name__)
+            return
+        memo[key] = actual
     if isinstance(expected, (list, tuple)):
         assert len(actual) == len(expected), "%s: length %d != %d" % (path, len(actual),
                                                                       len(expected))

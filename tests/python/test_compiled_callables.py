@@ -2,8 +2,10 @@
 stays plain, versions with different options coexist, models compile per instance, inspection
 accepts either form, reset() clears one callable or all. References are plain CPython on
 unmarked functions."""
+import dataclasses
+
 import dyntrace as dt
-from jitlib import fresh_copy
+from jitlib import Call, fresh_copy, jitted_copy, run_differential, stats
 from testlib import assert_close, assert_raises, rand_tensor, seed
 
 
@@ -389,3 +391,85 @@ def test_generators_with_effects_or_breaks_keep_cpythons_order():
     assert out_got.getvalue() == out_want.getvalue() == "yield\n" * 3
     reasons = " ".join(dt.stats()["break_reasons"])
     assert "generator" in reasons or "print" in reasons, reasons
+
+
+# ---------------------------------------------------------------------------------------------
+# Objects made inside compiled code: a plain class or a dataclass called in the trace is built
+# with its attributes where it leaves (returned, stored, in a frame state), without a break.
+
+@dataclasses.dataclass
+class ModelOutput:
+    logits: object
+    loss: object = None
+    extras: tuple = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class FrozenOutput:
+    value: object
+
+
+class Point2:
+    def __init__(self, x, y):
+        self.x = x
+        self.y = y
+
+    def norm2(self):
+        return self.x * self.x + self.y * self.y
+
+
+class Node2:
+    pass
+
+
+class WithSlots:
+    __slots__ = ("v",)
+
+    def __init__(self, v):
+        self.v = v
+
+
+class InitReturns:
+    def __init__(self, v):
+        self.v = v
+        return 1
+
+
+def builds_objects(a, b):
+    p = Point2(a, b * 2)
+    out = ModelOutput(p.norm2(), loss=(a - b).sum())
+    n = Node2()
+    n.me = n
+    n.point = p
+    return out, p, n, isinstance(out, ModelOutput), out.loss is not None
+
+
+def builds_unusual_objects(a):
+    return FrozenOutput(a * 2).value, WithSlots(a + 1).v
+
+
+def init_returns_a_value(a):
+    return InitReturns(a)
+
+
+def test_objects_made_in_the_trace_compile_whole():
+    for backend in ("eager", "cpu"):
+        dt.reset()
+        jfn = jitted_copy(builds_objects, backend=backend)
+        run_differential(builds_objects, jfn, lambda i: Call(rand_tensor((3,)), rand_tensor((3,))), 3, seed_base=41)
+        s = stats()
+        assert s["graph_breaks"] == 0 and s["fallbacks"] == 0, s["break_reasons"]
+        out = jfn(dt.ones(2), dt.ones(2))
+        assert type(out[0]) is ModelOutput and type(out[1]) is Point2 and out[2].me is out[2]
+        assert out[2].point is out[1] and out[0] is not jfn(dt.ones(2), dt.ones(2))[0]
+
+
+def test_objects_the_trace_cannot_make_run_in_cpython_with_its_results():
+    # A frozen dataclass sets fields through object.__setattr__, a slotted class has no
+    # __dict__, an __init__ that returns a value raises TypeError: CPython runs those.
+    for backend in ("eager", "cpu"):
+        dt.reset()
+        run_differential(builds_unusual_objects, jitted_copy(builds_unusual_objects, backend=backend),
+                         lambda i: Call(rand_tensor((3,))), 2, seed_base=42)
+        run_differential(init_returns_a_value, jitted_copy(init_returns_a_value, backend=backend),
+                         lambda i: Call(rand_tensor((3,))), 2, seed_base=43)
