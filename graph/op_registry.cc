@@ -17,6 +17,7 @@ const OpRegistry& OpRegistry::Get() {
     RegisterCreationOps(*r);
     RegisterCompositeOps(*r);
     RegisterLinalgOps(*r);
+    RegisterIndexingOps(*r);
     return r;
   }();
   return *registry;

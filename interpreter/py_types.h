@@ -60,8 +60,13 @@ PyObject* DLPackCapsule(DLManagedTensor* managed);
 // dyntrace.from_dlpack(obj): zero-copy.
 absl::StatusOr<Tensor> TensorFromDLPack(PyObject* obj);
 
-// A Python index (`1`, `(slice(None), None)`, `...`) as index items.
-absl::StatusOr<std::vector<IndexItem>> ParseIndex(PyObject* key);
+// A Python index (`1`, `(slice(None), None)`, `...`, `[0, 2]`, a tensor) as index items; each
+// kTensor item names its entry of `tensors`, the index tensors, borrowed from the key.
+struct ParsedIndex {
+  std::vector<IndexItem> items;
+  std::vector<PyObject*> tensors;
+};
+absl::StatusOr<ParsedIndex> ParseIndex(PyObject* key);
 
 // A call of a dyntrace op function bound to one of its overloads. `supplied[i]` is the Python
 // object that gave parameter i (null when its default was used); the tracer maps those back to
