@@ -154,6 +154,34 @@ def test_shape_data_creation_and_linalg_ops_between_kernels():
     check(f, lambda i: (rand_tensor((4, 6)), rand_tensor((2 + i, 6)), rand_tensor((6, 5 + i))))
 
 
+def test_indexing_ops_run_between_kernels():
+    # _index, _index_put, index_put, index_select, gather, scatter (and scatter.value), scatter_add,
+    # take_along_dim, masked_fill, embedding, one_hot: nodes between fused kernels, no break.
+    def f(x, t, w):
+        a = x[:, t].exp() + x[t[0]]
+        y = x.clone()
+        y[t] = 0.5
+        p = y.index_put((t,), x[:1].expand(t.shape[0], -1), accumulate=True) * 2
+        s = x.index_select(1, t).sum(0)
+        i = t.unsqueeze(0).expand(x.shape[0], -1)
+        g = dt.gather(x, 1, i) + dt.take_along_dim(x, i, 1)
+        sc = dt.scatter_add(x, 1, i, g) - dt.scatter(x, 1, i, 2.0) + dt.scatter(x, 1, i, g)
+        m = dt.masked_fill(x, x > 0.5, -1.0).relu()
+        e = dt.embedding(t, w).tanh() + dt.one_hot(t, 5)
+        return a, p, s, sc, m, e
+    check(f, lambda i: (rand_tensor((4, 5)), dt.tensor([4, 0, 2]), rand_tensor((6, 5))))
+
+
+def test_data_dependent_ops_break_and_match_eager():
+    # nonzero, where.condition and masked_select have data-sized results: the graph breaks
+    # before each, the segments around them compile.
+    def f(x):
+        n = dt.nonzero(x > 0).sum() * 2
+        r, c = dt.where(x > 1)
+        return n, r + 1, dt.masked_select(x, x < 0).exp(), (x * 3).sum()
+    check(f, lambda i: (rand_tensor((3 + i, 4)),))
+
+
 def test_op_coverage():
     """Every registered op appears in some test of this file (a new op needs a compiled test)."""
     source = open(__file__).read()
