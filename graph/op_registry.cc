@@ -18,6 +18,7 @@ const OpRegistry& OpRegistry::Get() {
     RegisterCompositeOps(*r);
     RegisterLinalgOps(*r);
     RegisterIndexingOps(*r);
+    RegisterSortingOps(*r);
     return r;
   }();
   return *registry;

@@ -158,6 +158,7 @@ void RegisterCreationOps(OpRegistry& registry);
 void RegisterCompositeOps(OpRegistry& registry);
 void RegisterLinalgOps(OpRegistry& registry);
 void RegisterIndexingOps(OpRegistry& registry);
+void RegisterSortingOps(OpRegistry& registry);
 
 }  // namespace dt
 

@@ -71,6 +71,9 @@ struct SymValue {
   // consumed, so a break hands on that very object advanced as far (keeping it live).
   bool resumed = false;
   size_t consumed = 0;
+  // A kTuple of an op's named results (`x.max(1)`): their named-tuple type, which Python sees and
+  // whose fields (`.values`) read items; null for plain tuples.
+  py::PyRef named_type;
 };
 
 inline Sym MakeSym(SymKind kind) {
