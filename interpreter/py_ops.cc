@@ -192,18 +192,6 @@ absl::flat_hash_map<PyObject*, std::vector<std::string>>& NamedResultTypes() {
 
 PyObject* ResultToPython(const OpDef& op, OpResult result) {
   if (!op.schema.returns_list) return Wrap(std::move(result.at(0)));
-  if (!op.schema.result_names.empty()) {
-    PyObject* type = NamedResultType(op);
-    if (type == nullptr) return nullptr;
-    PyRef items = PyRef::Steal(PyTuple_New(static_cast<Py_ssize_t>(result.size())));
-    if (!items) return nullptr;
-    for (size_t i = 0; i < result.size(); ++i) {
-      PyObject* item = Wrap(std::move(result[i]));
-      if (item == nullptr) return nullptr;
-      PyTuple_SET_ITEM(items.get(), static_cast<Py_ssize_t>(i), item);
-    }
-    return PyObject_CallOneArg(type, items.get());
-  }
   PyRef tuple = PyRef::Steal(PyTuple_New(static_cast<Py_ssize_t>(result.size())));
   if (!tuple) return nullptr;
   for (size_t i = 0; i < result.size(); ++i) {
@@ -211,7 +199,9 @@ PyObject* ResultToPython(const OpDef& op, OpResult result) {
     if (item == nullptr) return nullptr;
     PyTuple_SET_ITEM(tuple.get(), static_cast<Py_ssize_t>(i), item);
   }
-  return tuple.Release();
+  if (op.schema.result_names.empty()) return tuple.Release();
+  PyObject* type = NamedResultType(op);
+  return type != nullptr ? PyObject_CallOneArg(type, tuple.get()) : nullptr;
 }
 
 // Runs an in-place form: writes the op's result into argument 0 and returns it.
