@@ -182,6 +182,18 @@ def test_data_dependent_ops_break_and_match_eager():
     check(f, lambda i: (rand_tensor((3 + i, 4)),))
 
 
+def test_sorts_scans_and_max_min_run_between_kernels():
+    # max, max.dim, max.other, min, min.dim, min.other (amax/amin fuse), sort, argsort, topk,
+    # cumsum, cumprod: nodes between the kernels around them.
+    def f(x, y):
+        v, i = x.max(1)
+        w = x.min(0).values * 2
+        s = dt.sort(x.exp(), 1, descending=True).values + 1
+        return (v + x.max() + x.min(), i, w, dt.max(x, y) - dt.min(x, y), s, x.argsort(0), dt.topk(x, 2).values,
+                dt.cumsum(x * 2, 1).tanh(), dt.cumprod(x, 0))
+    check(f, lambda i: (rand_tensor((3 + i, 5)), rand_tensor((5,))))
+
+
 def test_op_coverage():
     """Every registered op appears in some test of this file (a new op needs a compiled test)."""
     source = open(__file__).read()

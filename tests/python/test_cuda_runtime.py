@@ -370,7 +370,8 @@ EAGER_OPS_ON_DEVICE = """
         "composites": lambda: (dt.softmax(x, -1), dt.log_softmax(x, 0), dt.layer_norm(x, (5,)),
                                dt.rms_norm(x, (5,)), dt.gelu(x), dt.gelu(x, approximate="tanh"),
                                dt.clamp(x, -0.5, 0.5), dt.clip(x, max=0.1), dt.masked_fill(x, b, 0.5),
-                               x.masked_fill(b, dt.tensor(1.5).cuda())),
+                               x.masked_fill(b, dt.tensor(1.5).cuda()), dt.max(x), x.min(), dt.max(x, y),
+                               x.min(y)),
         "views and data": lambda: (x.T.contiguous(), x.T.reshape(30), x.clone(), x.T.clone(), dt.cat([x, y], 1),
                                    dt.stack([x, y]), x.to(dt.float16), i.to(dt.float32), b.to(dt.float64),
                                    x.view(30).flatten(), x.permute(1, 0).contiguous(), x.narrow(1, 1, 2).contiguous(),
@@ -443,11 +444,14 @@ def test_eager_ops_fall_back_to_the_host_exactly_when_modules_do_not_load():
     """)
 
 
-# Gathers, scatters and the indexing ops have no device kernel yet: they run through host
-# mirrors, each call counted (README "CUDA tensors"); masked_fill is a `where` and stays on the device.
+# Gathers, scatters, the indexing ops, sorts and scans have no device kernel yet: they run through
+# host mirrors, each call counted (README "CUDA tensors"); masked_fill is a `where` and max/min
+# (all, elementwise) amax/amin/maximum/minimum, which stay on the device; max/min with a dim
+# find their indices with argmax/argmin (host).
 INDEXING_THROUGH_THE_HOST = {"_index", "_index_put", "index_put", "index_select", "gather", "scatter",
                              "scatter.value", "scatter_add", "take_along_dim", "embedding", "one_hot", "nonzero",
-                             "where.condition", "masked_select"}
+                             "where.condition", "masked_select", "sort", "argsort", "topk", "cumsum", "cumprod",
+                             "max.dim", "min.dim"}
 
 
 def test_indexing_ops_on_cuda_tensors_go_through_counted_host_mirrors():
@@ -467,6 +471,13 @@ def test_indexing_ops_on_cuda_tensors_go_through_counted_host_mirrors():
             lambda a, i, j: dt.take_along_dim(a, j, 1),
             lambda a, i, j: dt.embedding(i, a),
             lambda a, i, j: dt.nonzero(a > 0),
+            lambda a, i, j: dt.sort(a, 1, descending=True).values,
+            lambda a, i, j: a.argsort(0),
+            lambda a, i, j: dt.topk(a, 2).indices,
+            lambda a, i, j: dt.cumsum(a, 1),
+            lambda a, i, j: a.cumprod(0),
+            lambda a, i, j: a.max(1).indices,
+            lambda a, i, j: a.min(0).values,
         ]
         for n, fn in enumerate(cases):
             before = dt.stats()["cuda_host_ops"]
