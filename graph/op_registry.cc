@@ -19,6 +19,7 @@ const OpRegistry& OpRegistry::Get() {
     RegisterLinalgOps(*r);
     RegisterIndexingOps(*r);
     RegisterSortingOps(*r);
+    RegisterDataOps(*r);
     return r;
   }();
   return *registry;

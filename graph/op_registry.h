@@ -159,6 +159,7 @@ void RegisterCompositeOps(OpRegistry& registry);
 void RegisterLinalgOps(OpRegistry& registry);
 void RegisterIndexingOps(OpRegistry& registry);
 void RegisterSortingOps(OpRegistry& registry);
+void RegisterDataOps(OpRegistry& registry);
 
 }  // namespace dt
 
