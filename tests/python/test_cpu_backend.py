@@ -194,6 +194,21 @@ def test_sorts_scans_and_max_min_run_between_kernels():
     check(f, lambda i: (rand_tensor((3 + i, 5)), rand_tensor((5,))))
 
 
+def test_simple_ops_compile():
+    # isnan, isinf, isfinite, nan_to_num, clamp_min, clamp_max (fused), add.alpha, sub.alpha,
+    # fill, zero, copy (in place), tril, triu, flip, roll, repeat, unbind, eye.
+    def f(x, y):
+        a = dt.nan_to_num(x / y).clamp_min(-1.0).clamp_max(1.0) + dt.isnan(x) + dt.isinf(y) + dt.isfinite(x / y)
+        c = dt.add(x, y, alpha=2) * dt.sub(x, y, alpha=0.5)
+        z = x.clone()
+        z.zero_()
+        z.fill_(2.0)
+        z.copy_(y)
+        t = dt.tril(x) - dt.triu(y, 1) + dt.eye(x.shape[0], x.shape[1])
+        return a, c, z * 2, t, dt.flip(x, [0]).roll(1, 1).repeat(1, 2), x.unbind(0)[0].exp()
+    check(f, lambda i: (rand_tensor((3 + i, 4)), rand_tensor((3 + i, 4))))
+
+
 def test_op_coverage():
     """Every registered op appears in some test of this file (a new op needs a compiled test)."""
     source = open(__file__).read()

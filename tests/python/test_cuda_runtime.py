@@ -371,7 +371,8 @@ EAGER_OPS_ON_DEVICE = """
                                dt.rms_norm(x, (5,)), dt.gelu(x), dt.gelu(x, approximate="tanh"),
                                dt.clamp(x, -0.5, 0.5), dt.clip(x, max=0.1), dt.masked_fill(x, b, 0.5),
                                x.masked_fill(b, dt.tensor(1.5).cuda()), dt.max(x), x.min(), dt.max(x, y),
-                               x.min(y)),
+                               x.min(y), dt.isnan(x), x.isinf(), dt.isfinite(x), dt.nan_to_num(x),
+                               dt.clamp_min(x, 0.1), x.clamp_max(0.2), dt.add(x, y, alpha=2), x.sub(y, alpha=0.5)),
         "views and data": lambda: (x.T.contiguous(), x.T.reshape(30), x.clone(), x.T.clone(), dt.cat([x, y], 1),
                                    dt.stack([x, y]), x.to(dt.float16), i.to(dt.float32), b.to(dt.float64),
                                    x.view(30).flatten(), x.permute(1, 0).contiguous(), x.narrow(1, 1, 2).contiguous(),
@@ -389,6 +390,9 @@ EAGER_OPS_ON_DEVICE = """
         z[:, 0] = y[:, 1]
         z += y
         z.mul_(2)
+        z.fill_(0.5)
+        z.zero_()
+        z.copy_(y)
         z[2:] -= 1
         return z
     calls["setitem and in-place"] = setitems
@@ -451,7 +455,7 @@ def test_eager_ops_fall_back_to_the_host_exactly_when_modules_do_not_load():
 INDEXING_THROUGH_THE_HOST = {"_index", "_index_put", "index_put", "index_select", "gather", "scatter",
                              "scatter.value", "scatter_add", "take_along_dim", "embedding", "one_hot", "nonzero",
                              "where.condition", "masked_select", "sort", "argsort", "topk", "cumsum", "cumprod",
-                             "max.dim", "min.dim"}
+                             "max.dim", "min.dim", "tril", "triu", "flip", "roll", "repeat", "eye"}
 
 
 def test_indexing_ops_on_cuda_tensors_go_through_counted_host_mirrors():
@@ -478,6 +482,12 @@ def test_indexing_ops_on_cuda_tensors_go_through_counted_host_mirrors():
             lambda a, i, j: a.cumprod(0),
             lambda a, i, j: a.max(1).indices,
             lambda a, i, j: a.min(0).values,
+            lambda a, i, j: dt.tril(a, 1),
+            lambda a, i, j: a.triu(),
+            lambda a, i, j: dt.flip(a, [0]),
+            lambda a, i, j: a.roll(2, 1),
+            lambda a, i, j: a.repeat(2, 1),
+            lambda a, i, j: dt.eye(3, device="cuda") if a.is_cuda else dt.eye(3),
         ]
         for n, fn in enumerate(cases):
             before = dt.stats()["cuda_host_ops"]
