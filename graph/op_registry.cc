@@ -17,6 +17,9 @@ const OpRegistry& OpRegistry::Get() {
     RegisterCreationOps(*r);
     RegisterCompositeOps(*r);
     RegisterLinalgOps(*r);
+    RegisterIndexingOps(*r);
+    RegisterSortingOps(*r);
+    RegisterDataOps(*r);
     return r;
   }();
   return *registry;

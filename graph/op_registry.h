@@ -98,6 +98,10 @@ struct ReductionInfo {
 
 class OpDef;
 using OpResult = std::vector<Tensor>;
+// Why a call's result shape depends on tensor values (nonzero, `x[mask]`), or nullopt when it
+// does not; given the call's arguments (meta tensors while tracing). The tracer breaks the
+// graph before such a call, with this reason.
+using DataDependence = std::optional<std::string> (*)(const OpArgs& args);
 using EagerFn = absl::StatusOr<OpResult> (*)(const OpDef& op, const OpArgs& args);
 // How a node of the op reads in a printed graph, when not as a call: the statement, given the
 // output names, the argument texts, and each argument's constant value (null where it is a
@@ -117,6 +121,7 @@ class OpDef {
   std::string doc;  // one line, shown by help()
   StatementPrinter print_statement = nullptr;  // null: printed as dyntrace.<name>(args)
   ShapeRule shape_rule = ShapeRule::kUnknown;
+  DataDependence data_dependent_shape = nullptr;  // null: the shape never depends on values
 
   const std::string& name() const { return schema.name; }
   bool has(OpProperty p) const { return (properties & p) != 0; }
@@ -166,6 +171,9 @@ void RegisterShapeOps(OpRegistry& registry);
 void RegisterCreationOps(OpRegistry& registry);
 void RegisterCompositeOps(OpRegistry& registry);
 void RegisterLinalgOps(OpRegistry& registry);
+void RegisterIndexingOps(OpRegistry& registry);
+void RegisterSortingOps(OpRegistry& registry);
+void RegisterDataOps(OpRegistry& registry);
 
 }  // namespace dt
 

@@ -51,7 +51,8 @@ absl::StatusOr<Schema> ParseSchema(absl::string_view text_in) {
   Schema schema;
   schema.text = std::string(text);
   const size_t open = text.find('(');
-  const size_t close = text.rfind(')');
+  const size_t arrow = text.find("->");
+  const size_t close = arrow == absl::string_view::npos ? arrow : text.rfind(')', arrow);
   if (open == absl::string_view::npos || close == absl::string_view::npos || close < open) {
     return SchemaError(text_in, "expected name(params) -> result");
   }
@@ -61,8 +62,18 @@ absl::StatusOr<Schema> ParseSchema(absl::string_view text_in) {
   result = absl::StripAsciiWhitespace(result);
   if (result == "Tensor[]") {
     schema.returns_list = true;
+  } else if (absl::ConsumePrefix(&result, "(") && absl::ConsumeSuffix(&result, ")")) {
+    // Named results, returned as a named tuple: "(Tensor values, Tensor indices)".
+    schema.returns_list = true;
+    for (absl::string_view piece : absl::StrSplit(result, ',', absl::SkipWhitespace())) {
+      piece = absl::StripAsciiWhitespace(piece);
+      if (!absl::ConsumePrefix(&piece, "Tensor ") || piece.empty()) {
+        return SchemaError(text_in, "named results must read (Tensor name, ...)");
+      }
+      schema.result_names.emplace_back(absl::StripAsciiWhitespace(piece));
+    }
   } else if (result != "Tensor") {
-    return SchemaError(text_in, "result must be Tensor or Tensor[]");
+    return SchemaError(text_in, "result must be Tensor, Tensor[] or (Tensor name, ...)");
   }
   absl::string_view params = text.substr(open + 1, close - open - 1);
   bool keyword_only = false;

@@ -3,6 +3,7 @@
 // A schema reads like a Python signature with types, in PyTorch's style:
 //
 //   "sum(Tensor input, int[]? dim=None, bool keepdim=False, *, DType? dtype=None) -> Tensor"
+//   "sort(Tensor input, int dim=-1, ...) -> (Tensor values, Tensor indices)"
 //
 // The Python surface parses call arguments against it, the tracer records them against it, and the
 // printer shows them with its parameter names, so argument conventions are defined in one place.
@@ -66,7 +67,10 @@ struct Param {
 struct Schema {
   std::string name;
   std::vector<Param> params;
-  bool returns_list = false;  // "-> Tensor[]"
+  bool returns_list = false;  // "-> Tensor[]", or named results
+  // "-> (Tensor values, Tensor indices)": the names of the results, which Python sees as a named
+  // tuple (torch.return_types-like); empty otherwise.
+  std::vector<std::string> result_names;
   std::string text;
 
   // Index of the parameter called `name`, or -1.

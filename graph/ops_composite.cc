@@ -231,6 +231,60 @@ absl::StatusOr<OpResult> ClampEager(const OpDef& op, const OpArgs& args) {
   return One(y);
 }
 
+absl::StatusOr<OpResult> ClampOneSideEager(const OpDef& op, const OpArgs& args) {
+  DT_ASSIGN_OR_RETURN(Tensor y, Call(op.name() == "clamp_min" ? "maximum" : "minimum", {args.tensor(0), args[1]}));
+  return One(y);
+}
+
+// add/sub(input, other, alpha=): input +/- other * alpha. PyTorch refuses a float alpha for
+// integer results and any alpha other than True/False for bool.
+absl::StatusOr<OpResult> AlphaEager(const OpDef& op, const OpArgs& args) {
+  const Scalar alpha = args.scalar(2);
+  const std::string base = op.name().substr(0, op.name().find('.'));
+  const Tensor& input = args.tensor(0);
+  const DType other_dtype = args.is_tensor(1) ? args.tensor(1).dtype() : args.scalar(1).NaturalDType();
+  if (alpha.is_float() && !IsFloating(input.dtype()) && !IsFloating(other_dtype)) {
+    return Error(ErrorKind::kType, absl::StrFormat("%s(): for integral input tensors, alpha must be an integer, "
+                                                   "got %s",
+                                                   base, alpha.ToString()));
+  }
+  ArgValue scaled = args[1];
+  if (args.is_tensor(1)) {
+    DT_ASSIGN_OR_RETURN(Tensor t, Call("mul", {args.tensor(1), alpha}));
+    scaled = t;
+  } else if (args.scalar(1).is_float() || alpha.is_float()) {
+    scaled = Scalar::Float(args.scalar(1).ToDouble() * alpha.ToDouble());
+  } else {
+    scaled = Scalar::Int(args.scalar(1).ToInt() * alpha.ToInt());
+  }
+  DT_ASSIGN_OR_RETURN(Tensor y, Call(base, {input, scaled}));
+  return One(y);
+}
+
+// nan_to_num: NaN, +inf and -inf replaced (by default with 0 and the dtype's largest and lowest
+// finite values), as three fused selects; integer and bool tensors come back as a copy.
+absl::StatusOr<OpResult> NanToNumEager(const OpDef&, const OpArgs& args) {
+  const Tensor& input = args.tensor(0);
+  if (!IsFloating(input.dtype())) {
+    DT_ASSIGN_OR_RETURN(Tensor copy, Call("clone", {input}));
+    return One(copy);
+  }
+  const double largest = input.dtype() == DType::kFloat16   ? 65504.0
+                         : input.dtype() == DType::kFloat32 ? std::numeric_limits<float>::max()
+                                                            : std::numeric_limits<double>::max();
+  const double nan = args.is_none(1) ? 0.0 : args.float_(1);
+  const double posinf = args.is_none(2) ? largest : args.float_(2);
+  const double neginf = args.is_none(3) ? -largest : args.float_(3);
+  const double inf = std::numeric_limits<double>::infinity();
+  DT_ASSIGN_OR_RETURN(Tensor is_nan, Call("isnan", {input}));
+  DT_ASSIGN_OR_RETURN(Tensor is_pos, Call("eq", {input, Scalar::Float(inf)}));
+  DT_ASSIGN_OR_RETURN(Tensor is_neg, Call("eq", {input, Scalar::Float(-inf)}));
+  DT_ASSIGN_OR_RETURN(Tensor y, Call("where", {is_nan, Scalar::Float(nan), input}));
+  DT_ASSIGN_OR_RETURN(y, Call("where", {is_pos, Scalar::Float(posinf), y}));
+  DT_ASSIGN_OR_RETURN(y, Call("where", {is_neg, Scalar::Float(neginf), y}));
+  return One(y);
+}
+
 }  // namespace
 
 void RegisterCompositeOps(OpRegistry& registry) {
@@ -267,6 +321,17 @@ void RegisterCompositeOps(OpRegistry& registry) {
                OpKind::kComposite, kBoth | kInplaceVariant | kDecomposable, &ClampEager);
   registry.Add("clip(Tensor input, Operand? min=None, Operand? max=None) -> Tensor",
                OpKind::kComposite, kBoth | kInplaceVariant | kDecomposable, &ClampEager);
+  registry.Add("clamp_min(Tensor input, Operand min) -> Tensor", OpKind::kComposite,
+               kBoth | kInplaceVariant | kDecomposable, &ClampOneSideEager);
+  registry.Add("clamp_max(Tensor input, Operand max) -> Tensor", OpKind::kComposite,
+               kBoth | kInplaceVariant | kDecomposable, &ClampOneSideEager);
+  // Overloads of the pointwise add and sub (registered first), taken when `alpha=` is given.
+  registry.Add("add.alpha(Tensor input, Operand other, *, Scalar alpha) -> Tensor", OpKind::kComposite,
+               kBoth | kInplaceVariant | kDecomposable, &AlphaEager);
+  registry.Add("sub.alpha(Tensor input, Operand other, *, Scalar alpha) -> Tensor", OpKind::kComposite,
+               kBoth | kInplaceVariant | kDecomposable, &AlphaEager);
+  registry.Add("nan_to_num(Tensor input, float? nan=0.0, float? posinf=None, float? neginf=None) -> Tensor",
+               OpKind::kComposite, kBoth | kInplaceVariant | kDecomposable, &NanToNumEager);
 }
 
 }  // namespace dt

@@ -47,7 +47,10 @@ constexpr uint32_t kBound = kMethod | kFunction | kInplaceVariant;
   X(sign, sign, kPromote, kBound)                                  \
   X(reciprocal, reciprocal, kIntToFloat, kBound)                   \
   X(square, square, kPromote, kBound | kRejectsBool)               \
-  X(logical_not, logical_not, kToBool, kBound)
+  X(logical_not, logical_not, kToBool, kBound)                     \
+  X(isnan, isnan_, kToBool, kBound)                                \
+  X(isinf, isinf_, kToBool, kBound)                                \
+  X(isfinite, isfinite_, kToBool, kBound)
 
 #define DT_BINARY_POINTWISE_OPS(X)                                                   \
   X(add, add, kPromote, kBound | kCommutative)                                       \

@@ -34,7 +34,8 @@ PyObject* Builder::BuildSequence(const trace::OutputSpec& spec) {
   PyObject* seq = spec.kind == Kind::kList ? PyList_New(n) : PyTuple_New(n);
   if (seq == nullptr) return Fail();
   // Memoised before its items: a list may contain itself (`x.append(x)`).
-  if (spec.memo >= 0 && spec.kind != Kind::kIterator) memo_[spec.memo] = Py_NewRef(seq);
+  const bool named = spec.kind == Kind::kTuple && spec.obj;  // an op's named results
+  if (spec.memo >= 0 && spec.kind != Kind::kIterator && !named) memo_[spec.memo] = Py_NewRef(seq);
   for (Py_ssize_t i = 0; i < n; ++i) {
     PyObject* item = Build(spec.children[i]);
     if (item == nullptr) {
@@ -43,6 +44,13 @@ PyObject* Builder::BuildSequence(const trace::OutputSpec& spec) {
     }
     if (spec.kind == Kind::kList) PyList_SET_ITEM(seq, i, item);
     else PyTuple_SET_ITEM(seq, i, item);
+  }
+  if (named) {
+    PyObject* result = PyObject_CallOneArg(spec.obj.get(), seq);
+    Py_DECREF(seq);
+    if (result == nullptr) return Fail();
+    if (spec.memo >= 0) memo_[spec.memo] = Py_NewRef(result);  // a tuple never contains itself
+    return result;
   }
   if (spec.kind != Kind::kIterator) return seq;
   // The remaining items of a loop the trace was in; readable by the next segment's trace.

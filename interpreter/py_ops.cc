@@ -185,6 +185,13 @@ absl::StatusOr<OpArgs> BindArgs(const OpDef& op, PyObject* const* args, Py_ssize
   return OpArgs(std::move(values));
 }
 
+// Named-result types by type object, with their field names (kept for the process's life, as the
+// op table is).
+absl::flat_hash_map<PyObject*, std::vector<std::string>>& NamedResultTypes() {
+  static auto* types = new absl::flat_hash_map<PyObject*, std::vector<std::string>>();
+  return *types;
+}
+
 PyObject* ResultToPython(const OpDef& op, OpResult result) {
   if (!op.schema.returns_list) return Wrap(std::move(result.at(0)));
   PyRef tuple = PyRef::Steal(PyTuple_New(static_cast<Py_ssize_t>(result.size())));
@@ -194,7 +201,9 @@ PyObject* ResultToPython(const OpDef& op, OpResult result) {
     if (item == nullptr) return nullptr;
     PyTuple_SET_ITEM(tuple.get(), static_cast<Py_ssize_t>(i), item);
   }
-  return tuple.Release();
+  if (op.schema.result_names.empty()) return tuple.Release();
+  PyObject* type = NamedResultType(op);
+  return type != nullptr ? PyObject_CallOneArg(type, tuple.get()) : nullptr;
 }
 
 // Runs an in-place form: writes the op's result into argument 0 and returns it.
@@ -307,6 +316,34 @@ PyObject* NewOpFunction(std::vector<const OpDef*>* overloads, bool inplace) {
 }  // namespace
 
 bool IsOpFunction(PyObject* obj) { return Py_TYPE(obj) == &OpFunctionType; }
+
+PyObject* NamedResultType(const OpDef& op) {
+  static auto* by_name = new absl::flat_hash_map<std::string, PyObject*>();
+  const std::string name = PythonName(op);
+  if (auto it = by_name->find(name); it != by_name->end()) return it->second;
+  // PyStructSequence keeps pointers to the names and the description: they live as long as the type.
+  auto* names = new std::vector<std::string>(op.schema.result_names);
+  auto* fields = new std::vector<PyStructSequence_Field>();
+  for (const std::string& field : *names) fields->push_back({field.c_str(), nullptr});
+  fields->push_back({nullptr, nullptr});
+  auto* type_name = new std::string("dyntrace.return_types." + name);
+  auto* desc = new PyStructSequence_Desc{type_name->c_str(), nullptr, fields->data(),
+                                         static_cast<int>(names->size())};
+  PyObject* type = reinterpret_cast<PyObject*>(PyStructSequence_NewType(desc));
+  if (type == nullptr) return nullptr;
+  (*by_name)[name] = type;
+  NamedResultTypes()[type] = *names;
+  return type;
+}
+
+std::optional<size_t> NamedResultField(PyObject* type, absl::string_view name) {
+  auto it = NamedResultTypes().find(type);
+  if (it == NamedResultTypes().end()) return std::nullopt;
+  for (size_t i = 0; i < it->second.size(); ++i) {
+    if (it->second[i] == name) return i;
+  }
+  return std::nullopt;
+}
 
 absl::StatusOr<BoundCall> BindOpCall(PyObject* op_function, PyObject* const* args,
                                      Py_ssize_t nargs, PyObject* kwnames) {

@@ -325,58 +325,114 @@ PyMethodDef tensor_methods[] = {
 }  // namespace
 
 // ---- indexing ----
-absl::StatusOr<std::vector<IndexItem>> ParseIndex(PyObject* key) {
-  std::vector<IndexItem> items;
+namespace {
+
+// A list index: a flat list of ints (`x[[0, 2]]`) is an int list item.
+absl::StatusOr<IndexItem> ParseListIndex(PyObject* list) {
+  IndexItem item{.kind = IndexItem::Kind::kIntList};
+  for (Py_ssize_t i = 0; i < PyList_GET_SIZE(list); ++i) {
+    PyObject* v = PyList_GET_ITEM(list, i);
+    if (PyBool_Check(v) || IsTensor(v) || !PyIndex_Check(v)) {
+      return Error(ErrorKind::kNotImplemented,
+                   absl::StrFormat("indexing with a list holding %s is not supported (dyntrace takes flat lists "
+                                   "of ints); index with dyntrace.tensor(list) instead",
+                                   Py_TYPE(v)->tp_name));
+    }
+    PyRef number = PyRef::Steal(PyNumber_Index(v));
+    if (!number) return Error(ErrorKind::kType, "list index items must be integers");
+    const long long value = PyLong_AsLongLong(number.get());
+    if (value == -1 && PyErr_Occurred()) {
+      PyErr_Clear();
+      return Error(ErrorKind::kIndex, "list index item out of the int64 range");
+    }
+    item.values.push_back(value);
+  }
+  return item;
+}
+
+absl::StatusOr<std::optional<int64_t>> SliceBound(PyObject* v, absl::string_view what) {
+  if (v == Py_None) return std::optional<int64_t>();
+  auto d = ToDims(v, what);
+  if (!d.ok() || d->size() != 1 || PyTuple_Check(v) || PyList_Check(v)) {
+    return Error(ErrorKind::kType, "slice indices must be integers or None");
+  }
+  return std::optional<int64_t>((*d)[0]);
+}
+
+absl::StatusOr<IndexItem> ParseIndexItem(PyObject* k, ParsedIndex& parsed) {
+  IndexItem item;
+  if (k == Py_None) {
+    item.kind = IndexItem::Kind::kNewAxis;
+  } else if (k == Py_Ellipsis) {
+    item.kind = IndexItem::Kind::kEllipsis;
+  } else if (PySlice_Check(k)) {
+    auto* s = reinterpret_cast<PySliceObject*>(k);
+    item.kind = IndexItem::Kind::kSlice;
+    DT_ASSIGN_OR_RETURN(item.start, SliceBound(s->start, "slice start"));
+    DT_ASSIGN_OR_RETURN(item.stop, SliceBound(s->stop, "slice stop"));
+    DT_ASSIGN_OR_RETURN(std::optional<int64_t> step, SliceBound(s->step, "slice step"));
+    item.step = step.value_or(1);
+  } else if (IsTensor(k)) {
+    item.kind = IndexItem::Kind::kTensor;
+    item.index = static_cast<int64_t>(parsed.tensors.size());
+    parsed.tensors.push_back(k);
+  } else if (PyList_Check(k)) {
+    return ParseListIndex(k);
+  } else if (PyBool_Check(k)) {
+    return Error(ErrorKind::kNotImplemented,
+                 "indexing with a Python bool is not supported (dyntrace supports ints, slices, None, "
+                 "Ellipsis, int lists and tensors)");
+  } else if (PyIndex_Check(k)) {
+    item.kind = IndexItem::Kind::kInt;
+    item.index = PyLong_AsLongLong(PyRef::Steal(PyNumber_Index(k)).get());
+  } else {
+    return Error(ErrorKind::kType,
+                 absl::StrFormat("only integers, slices (`:`), ellipsis (`...`), None, lists of ints and "
+                                 "integer or bool tensors are valid indices (got %s)",
+                                 Py_TYPE(k)->tp_name));
+  }
+  return item;
+}
+
+}  // namespace
+
+absl::StatusOr<ParsedIndex> ParseIndex(PyObject* key) {
+  ParsedIndex parsed;
   PyRef tuple = PyTuple_Check(key) ? PyRef::Borrow(key) : PyRef::Steal(PyTuple_Pack(1, key));
   for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(tuple.get()); ++i) {
-    PyObject* k = PyTuple_GET_ITEM(tuple.get(), i);
-    IndexItem item;
-    if (k == Py_None) {
-      item.kind = IndexItem::Kind::kNewAxis;
-    } else if (k == Py_Ellipsis) {
-      item.kind = IndexItem::Kind::kEllipsis;
-    } else if (PySlice_Check(k)) {
-      auto* s = reinterpret_cast<PySliceObject*>(k);
-      item.kind = IndexItem::Kind::kSlice;
-      auto bound = [&](PyObject* v, absl::string_view what) -> absl::StatusOr<std::optional<int64_t>> {
-        if (v == Py_None) return std::optional<int64_t>();
-        auto d = ToDims(v, what);
-        if (!d.ok() || d->size() != 1 || PyTuple_Check(v) || PyList_Check(v)) {
-          return Error(ErrorKind::kType, "slice indices must be integers or None");
-        }
-        return std::optional<int64_t>((*d)[0]);
-      };
-      DT_ASSIGN_OR_RETURN(item.start, bound(s->start, "slice start"));
-      DT_ASSIGN_OR_RETURN(item.stop, bound(s->stop, "slice stop"));
-      DT_ASSIGN_OR_RETURN(std::optional<int64_t> step, bound(s->step, "slice step"));
-      item.step = step.value_or(1);
-    } else if (PyBool_Check(k) || IsTensor(k) || PyList_Check(k)) {
-      return Error(ErrorKind::kNotImplemented,
-                   absl::StrFormat("indexing with %s is not supported yet (dyntrace supports ints, "
-                                   "slices, None and Ellipsis)",
-                                   Py_TYPE(k)->tp_name));
-    } else if (PyIndex_Check(k)) {
-      item.kind = IndexItem::Kind::kInt;
-      item.index = PyLong_AsLongLong(PyRef::Steal(PyNumber_Index(k)).get());
-    } else {
-      return Error(ErrorKind::kType,
-                   absl::StrFormat("only integers, slices (`:`), ellipsis (`...`) and None are valid "
-                                   "indices (got %s)",
-                                   Py_TYPE(k)->tp_name));
-    }
-    items.push_back(item);
+    DT_ASSIGN_OR_RETURN(IndexItem item, ParseIndexItem(PyTuple_GET_ITEM(tuple.get(), i), parsed));
+    parsed.items.push_back(std::move(item));
   }
-  return items;
+  return parsed;
 }
 
 namespace {
 
+// x[index] with index tensors or lists: the registry's _index (a copy), on the tensor's device.
+absl::StatusOr<Tensor> AdvancedGetItem(const Tensor& self, const ParsedIndex& parsed) {
+  std::vector<Tensor> tensors;
+  for (PyObject* t : parsed.tensors) tensors.push_back(Unwrap(t));
+  const OpDef* op = OpRegistry::Get().Find("_index");
+  DT_ASSIGN_OR_RETURN(OpResult r, CallOp(*op, OpArgs({self, EncodeIndex(parsed.items), std::move(tensors)})));
+  return r.at(0);
+}
+
 PyObject* TensorGetItem(PyObject* self, PyObject* key) {
-  auto items = ParseIndex(key);
-  if (!items.ok()) return RaiseStatus(items.status());
-  auto view = ApplyIndex(Self(self), *items);
-  if (!view.ok()) return RaiseStatus(view.status());
-  return Wrap(*std::move(view));
+  auto parsed = ParseIndex(key);
+  if (!parsed.ok()) return RaiseStatus(parsed.status());
+  auto result = HasAdvancedItems(parsed->items) ? AdvancedGetItem(Self(self), *parsed)
+                                                : ApplyIndex(Self(self), parsed->items);
+  if (!result.ok()) return RaiseStatus(result.status());
+  return Wrap(*std::move(result));
+}
+
+absl::Status AdvancedSetItem(const Tensor& self, const ParsedIndex& parsed, ArgValue value) {
+  std::vector<Tensor> tensors;
+  for (PyObject* t : parsed.tensors) tensors.push_back(Unwrap(t));
+  const OpDef* op = OpRegistry::Get().Find("_index_put");
+  return CallOp(*op, OpArgs({self, EncodeIndex(parsed.items), std::move(tensors), std::move(value),
+                             Scalar::Bool(false)}))
+      .status();
 }
 
 int TensorSetItem(PyObject* self, PyObject* key, PyObject* value) {
@@ -384,17 +440,25 @@ int TensorSetItem(PyObject* self, PyObject* key, PyObject* value) {
     PyErr_SetString(PyExc_TypeError, "Tensor does not support item deletion");
     return -1;
   }
-  auto items = ParseIndex(key);
-  if (!items.ok()) return RaiseStatus(items.status()), -1;
-  auto view = ApplyIndex(Self(self), *items);
-  if (!view.ok()) return RaiseStatus(view.status()), -1;
-  absl::Status status;
+  auto parsed = ParseIndex(key);
+  if (!parsed.ok()) return RaiseStatus(parsed.status()), -1;
+  ArgValue assigned;
   if (IsTensor(value)) {
-    status = CopyInto(*view, Unwrap(value));
+    assigned = Unwrap(value);
   } else {
     auto s = ToScalar(value, "the value assigned to a tensor element");
     if (!s.ok()) return RaiseStatus(s.status()), -1;
-    status = Fill(*view, *s);
+    assigned = *s;
+  }
+  absl::Status status;
+  if (HasAdvancedItems(parsed->items)) {
+    status = AdvancedSetItem(Self(self), *parsed, std::move(assigned));
+  } else if (auto view = ApplyIndex(Self(self), parsed->items); !view.ok()) {
+    status = view.status();
+  } else if (const Tensor* t = std::get_if<Tensor>(&assigned)) {
+    status = CopyInto(*view, *t);
+  } else {
+    status = Fill(*view, std::get<Scalar>(assigned));
   }
   if (!status.ok()) return RaiseStatus(status), -1;
   return 0;

@@ -63,8 +63,21 @@ PyObject* DLPackCapsule(DLManagedTensor* managed);
 // dyntrace.from_dlpack(obj): zero-copy.
 absl::StatusOr<Tensor> TensorFromDLPack(PyObject* obj);
 
-// A Python index (`1`, `(slice(None), None)`, `...`) as index items.
-absl::StatusOr<std::vector<IndexItem>> ParseIndex(PyObject* key);
+// A Python index (`1`, `(slice(None), None)`, `...`, `[0, 2]`, a tensor) as index items; each
+// kTensor item names its entry of `tensors`, the index tensors, borrowed from the key.
+struct ParsedIndex {
+  std::vector<IndexItem> items;
+  std::vector<PyObject*> tensors;
+};
+absl::StatusOr<ParsedIndex> ParseIndex(PyObject* key);
+
+// The named-tuple type of an op's named results (`x.max(1)` gives a dyntrace.return_types.max
+// with fields `values` and `indices`, a tuple subclass), made once per op name; borrowed; null
+// with a Python error set when it cannot be made. REQUIRES: op.schema.result_names is not empty.
+PyObject* NamedResultType(const OpDef& op);
+// The position of field `name` in a type NamedResultType made, or nullopt (another type, or no
+// such field).
+std::optional<size_t> NamedResultField(PyObject* type, absl::string_view name);
 
 // A call of a dyntrace op function bound to one of its overloads. `supplied[i]` is the Python
 // object that gave parameter i (null when its default was used); the tracer maps those back to

@@ -74,6 +74,9 @@ struct SymValue {
   // A kObject the traced code made by calling its class (trace_objects.cc): `obj` is a blank
   // instance standing for it, `keys`/`items` its attributes; built for real when it leaves.
   bool made_by_trace = false;
+  // A kTuple of an op's named results (`x.max(1)`): their named-tuple type, which Python sees and
+  // whose fields (`.values`) read items; null for plain tuples.
+  py::PyRef named_type;
 };
 
 inline Sym MakeSym(SymKind kind) {

@@ -65,6 +65,9 @@ absl::StatusOr<Sym> Tracer::TensorAttr(const Sym& obj, const std::string& name) 
 
 // The methods of containers the trace follows (trace_calls.cc CallContainerMethod).
 absl::StatusOr<Sym> Tracer::ContainerAttr(const Sym& obj, const std::string& name) {
+  if (obj->named_type) {
+    if (std::optional<size_t> field = py::NamedResultField(obj->named_type.get(), name)) return obj->items.at(*field);
+  }
   static const auto* dict_methods = new absl::flat_hash_set<std::string>{
       "get", "items", "keys", "values", "pop", "setdefault", "update", "copy", "clear"};
   static const auto* list_methods = new absl::flat_hash_set<std::string>{

@@ -78,6 +78,14 @@ absl::StatusOr<Sym> Tracer::CallOpFunction(PyObject* fn, const Sym& bound_self,
   if (bound->op->schema.returns_list) {
     Sym tuple = MakeSym(SymKind::kTuple);
     tuple->items = outs;
+    if (!bound->op->schema.result_names.empty()) {
+      PyObject* type = py::NamedResultType(*bound->op);
+      if (type == nullptr) {
+        PyErr_Clear();
+        return Unsupported(absl::StrCat(bound->op->name(), ": its named-result type could not be made"));
+      }
+      tuple->named_type = PyRef::Borrow(type);
+    }
     return tuple;
   }
   return outs[0];

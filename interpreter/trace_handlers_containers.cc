@@ -146,15 +146,20 @@ absl::Status Tracer::DoBinarySlice(TFrame& f, const Instr& in) {
 }
 
 absl::Status Tracer::StoreIntoTensor(const Sym& tensor, const Sym& index, const Sym& value) {
-  if (index->kind == SymKind::kTensor) return Unsupported("assigning through a tensor index");
   absl::flat_hash_map<PyObject*, Sym> traced;
   DT_ASSIGN_OR_RETURN(PyObject* key, IndexKey(index, traced));
-  auto items = py::ParseIndex(key);
-  if (!items.ok()) return Unsupported(absl::StrCat("index: ", items.status().message()));
-  const Dims encoded = EncodeIndex(*items);
+  auto parsed = py::ParseIndex(key);
+  if (!parsed.ok()) return Unsupported(absl::StrCat("index: ", parsed.status().message()));
+  const Dims encoded = EncodeIndex(parsed->items);
+  const bool advanced = HasAdvancedItems(parsed->items);
   DT_ASSIGN_OR_RETURN(GraphArg index_arg, IndexArgument(key, encoded, traced));
   std::vector<ArgValue> metas = {tensor->meta, encoded};
   std::vector<GraphArg> gargs = {GraphArg::Value(tensor->value), std::move(index_arg)};
+  if (advanced) {
+    DT_ASSIGN_OR_RETURN(IndexTensors tensors, IndexTensorsOf(*parsed));
+    metas.push_back(tensors.metas);
+    gargs.push_back(GraphArg{tensors.ids});
+  }
   if (value->kind == SymKind::kTensor) {
     metas.push_back(value->meta);
     gargs.push_back(GraphArg::Value(value->value));
@@ -165,8 +170,15 @@ absl::Status Tracer::StoreIntoTensor(const Sym& tensor, const Sym& index, const 
     metas.push_back(*scalar);
     gargs.push_back(GraphArg{ArgValue(*scalar)});
   }
+  if (advanced) {
+    metas.push_back(Scalar::Bool(false));
+    gargs.push_back(GraphArg{ArgValue(Scalar::Bool(false))});
+  }
   // The meta run checks shapes; the node mutates `tensor` when the graph runs.
-  const OpDef* op = OpRegistry::Get().Find("_setitem");
+  const OpDef* op = OpRegistry::Get().Find(advanced ? "_index_put" : "_setitem");
+  if (op->data_dependent_shape != nullptr) {
+    if (std::optional<std::string> why = op->data_dependent_shape(OpArgs(metas))) return DataDependent(*why);
+  }
   auto check = CallOp(*op, OpArgs(metas));
   if (!check.ok()) return Raises(absl::StrCat("the traced code raises: ", check.status().message()));
   graph_->AddNode(op, std::move(gargs), {tensor->meta}, /*inplace=*/true, HereLocation());

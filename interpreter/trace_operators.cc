@@ -66,6 +66,11 @@ absl::StatusOr<std::vector<Sym>> Tracer::Emit(const OpDef* op, std::vector<ArgVa
   // draw at trace time.
   CreateOnMeta(*op, meta_args);
   OpArgs args(std::move(meta_args));
+  if (op->data_dependent_shape != nullptr) {
+    if (std::optional<std::string> why = op->data_dependent_shape(args)) {
+      return DataDependent(absl::StrCat(op->name(), ": ", *why));
+    }
+  }
   std::vector<Tensor> outs;
   if (inplace && op->kind == OpKind::kPointwise) {
     const Tensor target = args.tensor(0);
@@ -431,16 +436,33 @@ absl::StatusOr<Sym> Tracer::Compare(const std::string& op, const Sym& a, const S
   return ConstSym(PyRef::Steal(r));
 }
 
+absl::StatusOr<Tracer::IndexTensors> Tracer::IndexTensorsOf(const py::ParsedIndex& parsed) {
+  IndexTensors out;
+  for (PyObject* t : parsed.tensors) {
+    auto it = sym_of_wrapper_.find(t);
+    if (it == sym_of_wrapper_.end()) return Unsupported("an index tensor of unknown origin");
+    out.metas.push_back(it->second->meta);
+    out.ids.push_back(it->second->value);
+  }
+  return out;
+}
+
 absl::StatusOr<Sym> Tracer::Subscript(const Sym& container, const Sym& index) {
   if (container->kind == SymKind::kTensor) {
-    if (index->kind == SymKind::kTensor) return Unsupported("indexing a tensor with a tensor");
     absl::flat_hash_map<PyObject*, Sym> traced;
     DT_ASSIGN_OR_RETURN(PyObject* key, IndexKey(index, traced));
-    auto items = py::ParseIndex(key);
-    if (!items.ok()) return Unsupported(absl::StrCat("index: ", items.status().message()));
-    const OpDef* op = OpRegistry::Get().Find("_getitem");
-    const Dims encoded = EncodeIndex(*items);
+    auto parsed = py::ParseIndex(key);
+    if (!parsed.ok()) return Unsupported(absl::StrCat("index: ", parsed.status().message()));
+    const Dims encoded = EncodeIndex(parsed->items);
     DT_ASSIGN_OR_RETURN(GraphArg index_arg, IndexArgument(key, encoded, traced));
+    if (HasAdvancedItems(parsed->items)) {
+      DT_ASSIGN_OR_RETURN(IndexTensors tensors, IndexTensorsOf(*parsed));
+      DT_ASSIGN_OR_RETURN(std::vector<Sym> outs,
+                          Emit(OpRegistry::Get().Find("_index"), {container->meta, encoded, tensors.metas},
+                               {GraphArg::Value(container->value), index_arg, GraphArg{tensors.ids}}, false));
+      return outs[0];
+    }
+    const OpDef* op = OpRegistry::Get().Find("_getitem");
     DT_ASSIGN_OR_RETURN(std::vector<Sym> outs, Emit(op, {container->meta, encoded},
                                                     {GraphArg::Value(container->value), index_arg}, false));
     return outs[0];

@@ -96,7 +96,10 @@ absl::StatusOr<OutputSpec> Tracer::CallableOutput(const Sym& s, OutputSpec out, 
 // Tuples, lists, dicts, iterators, slices and cells: rebuilt from their items.
 absl::StatusOr<OutputSpec> Tracer::ContainerOutput(const Sym& s, OutputSpec out, std::vector<ValueId>& outputs) {
   switch (s->kind) {
-    case SymKind::kTuple: out.kind = OutputSpec::Kind::kTuple; break;
+    case SymKind::kTuple:
+      out.kind = OutputSpec::Kind::kTuple;
+      out.obj = s->named_type;  // rebuilt as that named tuple
+      break;
     case SymKind::kList: out.kind = OutputSpec::Kind::kList; break;
     case SymKind::kDict: out.kind = OutputSpec::Kind::kDict; break;
     case SymKind::kSlice: out.kind = OutputSpec::Kind::kSlice; break;

@@ -435,6 +435,13 @@ absl::StatusOr<PyObject*> Tracer::ToPython(const Sym& s) {
         if (s->kind == SymKind::kTuple) PyTuple_SET_ITEM(seq.get(), i, item);
         else PyList_SET_ITEM(seq.get(), i, item);
       }
+      if (s->named_type) {
+        seq = PyRef::Steal(PyObject_CallOneArg(s->named_type.get(), seq.get()));
+        if (!seq) {
+          PyErr_Clear();
+          return Unsupported("a named result tuple could not be made");
+        }
+      }
       wrappers_.push_back(seq);
       return seq.get();
     }

@@ -32,6 +32,7 @@
 #include "interpreter/break_reason.h"
 #include "interpreter/bytecode.h"
 #include "interpreter/py_ref.h"
+#include "interpreter/py_types.h"
 #include "interpreter/symbolic.h"
 #include "interpreter/tracer.h"
 
@@ -317,6 +318,12 @@ class Tracer {
   absl::StatusOr<Sym> BinaryOp(const std::string& nb_name, const Sym& a, const Sym& b);
   absl::StatusOr<Sym> Compare(const std::string& op, const Sym& a, const Sym& b);
   absl::StatusOr<Sym> Subscript(const Sym& container, const Sym& index);
+  // The graph values and metas of a parsed subscript's index tensors.
+  struct IndexTensors {
+    std::vector<Tensor> metas;
+    std::vector<ValueId> ids;
+  };
+  absl::StatusOr<IndexTensors> IndexTensorsOf(const py::ParsedIndex& parsed);
   absl::StatusOr<std::vector<Sym>> Iterate(const Sym& s);
   absl::StatusOr<Sym> MaterializeShape(const Sym& shape);
   absl::Status GuardSizes(const Sym& tensor, std::optional<int64_t> dim);

@@ -9,7 +9,17 @@
 
 namespace dt {
 
+bool HasAdvancedItems(absl::Span<const IndexItem> items) {
+  for (const IndexItem& item : items) {
+    if (item.kind == IndexItem::Kind::kTensor || item.kind == IndexItem::Kind::kIntList) return true;
+  }
+  return false;
+}
+
 absl::StatusOr<Tensor> ApplyIndex(const Tensor& t, absl::Span<const IndexItem> items) {
+  if (HasAdvancedItems(items)) {
+    return absl::InternalError("ApplyIndex: advanced items go through runtime/advanced_indexing.h");
+  }
   int64_t consuming = 0;
   int ellipses = 0;
   for (const IndexItem& item : items) {
@@ -71,6 +81,9 @@ absl::StatusOr<Tensor> ApplyIndex(const Tensor& t, absl::Span<const IndexItem> i
         ++dim;
         break;
       }
+      case IndexItem::Kind::kTensor:
+      case IndexItem::Kind::kIntList:
+        break;  // refused above
     }
   }
   for (; dim < t.ndim(); ++dim) {
@@ -84,39 +97,58 @@ Dims EncodeIndex(absl::Span<const IndexItem> items) {
   Dims out;
   for (const IndexItem& item : items) {
     out.push_back(static_cast<int64_t>(item.kind));
-    out.push_back(item.kind == IndexItem::Kind::kInt ? item.index : item.start.value_or(kNoBound));
+    const bool indexed = item.kind == IndexItem::Kind::kInt || item.kind == IndexItem::Kind::kTensor;
+    out.push_back(indexed ? item.index : item.start.value_or(kNoBound));
     out.push_back(item.stop.value_or(kNoBound));
     out.push_back(item.step);
+    if (item.kind == IndexItem::Kind::kIntList) {
+      out[out.size() - 3] = static_cast<int64_t>(item.values.size());
+      out.insert(out.end(), item.values.begin(), item.values.end());
+    }
   }
   return out;
 }
 
 absl::StatusOr<std::vector<IndexItem>> DecodeIndex(DimsView encoded) {
-  if (encoded.size() % 4 != 0) return Error(ErrorKind::kValue, "malformed encoded index");
   std::vector<IndexItem> items;
   for (size_t i = 0; i < encoded.size(); i += 4) {
     IndexItem item;
-    if (encoded[i] < 0 || encoded[i] > 3) return Error(ErrorKind::kValue, "malformed encoded index");
+    if (i + 4 > encoded.size() || encoded[i] < 0 || encoded[i] > 5) {
+      return Error(ErrorKind::kValue, "malformed encoded index");
+    }
     item.kind = static_cast<IndexItem::Kind>(encoded[i]);
-    if (item.kind == IndexItem::Kind::kInt) {
+    if (item.kind == IndexItem::Kind::kInt || item.kind == IndexItem::Kind::kTensor) {
       item.index = encoded[i + 1];
     } else if (item.kind == IndexItem::Kind::kSlice) {
       if (encoded[i + 1] != kNoBound) item.start = encoded[i + 1];
       if (encoded[i + 2] != kNoBound) item.stop = encoded[i + 2];
       item.step = encoded[i + 3];
+    } else if (item.kind == IndexItem::Kind::kIntList) {
+      const int64_t n = encoded[i + 1];
+      if (n < 0 || i + 4 + n > encoded.size()) return Error(ErrorKind::kValue, "malformed encoded index");
+      item.values.assign(encoded.begin() + i + 4, encoded.begin() + i + 4 + n);
+      i += n;
     }
-    items.push_back(item);
+    items.push_back(std::move(item));
   }
   return items;
 }
 
-std::string IndexToString(absl::Span<const IndexItem> items) {
+std::string IndexToString(absl::Span<const IndexItem> items, absl::Span<const std::string> tensor_names) {
   std::vector<std::string> parts;
   for (const IndexItem& item : items) {
     switch (item.kind) {
       case IndexItem::Kind::kInt: parts.push_back(absl::StrCat(item.index)); break;
       case IndexItem::Kind::kNewAxis: parts.push_back("None"); break;
       case IndexItem::Kind::kEllipsis: parts.push_back("..."); break;
+      case IndexItem::Kind::kTensor:
+        parts.push_back(item.index >= 0 && item.index < static_cast<int64_t>(tensor_names.size())
+                            ? tensor_names[item.index]
+                            : std::string("<tensor>"));
+        break;
+      case IndexItem::Kind::kIntList:
+        parts.push_back(absl::StrCat("[", absl::StrJoin(item.values, ", "), "]"));
+        break;
       case IndexItem::Kind::kSlice:
         parts.push_back(absl::StrCat(item.start ? absl::StrCat(*item.start) : "", ":",
                                      item.stop ? absl::StrCat(*item.stop) : "",

@@ -171,6 +171,10 @@ template <typename T> DT_HD T sign(T x) {
 template <typename T> DT_HD T reciprocal(T x) { return T(1) / x; }
 template <typename T> DT_HD T square(T x) { return x * x; }
 template <typename T> DT_HD bool logical_not(T x) { return !static_cast<bool>(x); }
+// x - x is 0 for every finite x and NaN for infinities and NaN (integers are always finite).
+template <typename T> DT_HD bool isnan_(T x) { return is_nan(x); }
+template <typename T> DT_HD bool isinf_(T x) { return !is_nan(x) && is_nan(x - x); }
+template <typename T> DT_HD bool isfinite_(T x) { return !is_nan(x - x); }
 
 // ---- binary ----
 template <typename T> DT_HD T add(T a, T b) { return a + b; }

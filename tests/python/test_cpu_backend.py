@@ -154,6 +154,61 @@ def test_shape_data_creation_and_linalg_ops_between_kernels():
     check(f, lambda i: (rand_tensor((4, 6)), rand_tensor((2 + i, 6)), rand_tensor((6, 5 + i))))
 
 
+def test_indexing_ops_run_between_kernels():
+    # _index, _index_put, index_put, index_select, gather, scatter (and scatter.value), scatter_add,
+    # take_along_dim, masked_fill, embedding, one_hot: nodes between fused kernels, no break.
+    def f(x, t, w):
+        a = x[:, t].exp() + x[t[0]]
+        y = x.clone()
+        y[t] = 0.5
+        p = y.index_put((t,), x[:1].expand(t.shape[0], -1), accumulate=True) * 2
+        s = x.index_select(1, t).sum(0)
+        i = t.unsqueeze(0).expand(x.shape[0], -1)
+        g = dt.gather(x, 1, i) + dt.take_along_dim(x, i, 1)
+        sc = dt.scatter_add(x, 1, i, g) - dt.scatter(x, 1, i, 2.0) + dt.scatter(x, 1, i, g)
+        m = dt.masked_fill(x, x > 0.5, -1.0).relu()
+        e = dt.embedding(t, w).tanh() + dt.one_hot(t, 5)
+        return a, p, s, sc, m, e
+    check(f, lambda i: (rand_tensor((4, 5)), dt.tensor([4, 0, 2]), rand_tensor((6, 5))))
+
+
+def test_data_dependent_ops_break_and_match_eager():
+    # nonzero, where.condition and masked_select have data-sized results: the graph breaks
+    # before each, the segments around them compile.
+    def f(x):
+        n = dt.nonzero(x > 0).sum() * 2
+        r, c = dt.where(x > 1)
+        return n, r + 1, dt.masked_select(x, x < 0).exp(), (x * 3).sum()
+    check(f, lambda i: (rand_tensor((3 + i, 4)),))
+
+
+def test_sorts_scans_and_max_min_run_between_kernels():
+    # max, max.dim, max.other, min, min.dim, min.other (amax/amin fuse), sort, argsort, topk,
+    # cumsum, cumprod: nodes between the kernels around them.
+    def f(x, y):
+        v, i = x.max(1)
+        w = x.min(0).values * 2
+        s = dt.sort(x.exp(), 1, descending=True).values + 1
+        return (v + x.max() + x.min(), i, w, dt.max(x, y) - dt.min(x, y), s, x.argsort(0), dt.topk(x, 2).values,
+                dt.cumsum(x * 2, 1).tanh(), dt.cumprod(x, 0))
+    check(f, lambda i: (rand_tensor((3 + i, 5)), rand_tensor((5,))))
+
+
+def test_simple_ops_compile():
+    # isnan, isinf, isfinite, nan_to_num, clamp_min, clamp_max (fused), add.alpha, sub.alpha,
+    # fill, zero, copy (in place), tril, triu, flip, roll, repeat, unbind, eye.
+    def f(x, y):
+        a = dt.nan_to_num(x / y).clamp_min(-1.0).clamp_max(1.0) + dt.isnan(x) + dt.isinf(y) + dt.isfinite(x / y)
+        c = dt.add(x, y, alpha=2) * dt.sub(x, y, alpha=0.5)
+        z = x.clone()
+        z.zero_()
+        z.fill_(2.0)
+        z.copy_(y)
+        t = dt.tril(x) - dt.triu(y, 1) + dt.eye(x.shape[0], x.shape[1])
+        return a, c, z * 2, t, dt.flip(x, [0]).roll(1, 1).repeat(1, 2), x.unbind(0)[0].exp()
+    check(f, lambda i: (rand_tensor((3 + i, 4)), rand_tensor((3 + i, 4))))
+
+
 def test_op_coverage():
     """Every registered op appears in some test of this file (a new op needs a compiled test)."""
     source = open(__file__).read()

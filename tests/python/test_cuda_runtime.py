@@ -386,7 +386,10 @@ EAGER_OPS_ON_DEVICE = """
                                x.var(), x.std(1), dt.logsumexp(x, [1])),
         "composites": lambda: (dt.softmax(x, -1), dt.log_softmax(x, 0), dt.layer_norm(x, (5,)),
                                dt.rms_norm(x, (5,)), dt.gelu(x), dt.gelu(x, approximate="tanh"),
-                               dt.clamp(x, -0.5, 0.5), dt.clip(x, max=0.1)),
+                               dt.clamp(x, -0.5, 0.5), dt.clip(x, max=0.1), dt.masked_fill(x, b, 0.5),
+                               x.masked_fill(b, dt.tensor(1.5).cuda()), dt.max(x), x.min(), dt.max(x, y),
+                               x.min(y), dt.isnan(x), x.isinf(), dt.isfinite(x), dt.nan_to_num(x),
+                               dt.clamp_min(x, 0.1), x.clamp_max(0.2), dt.add(x, y, alpha=2), x.sub(y, alpha=0.5)),
         "views and data": lambda: (x.T.contiguous(), x.T.reshape(30), x.clone(), x.T.clone(), dt.cat([x, y], 1),
                                    dt.stack([x, y]), x.to(dt.float16), i.to(dt.float32), b.to(dt.float64),
                                    x.view(30).flatten(), x.permute(1, 0).contiguous(), x.narrow(1, 1, 2).contiguous(),
@@ -404,6 +407,9 @@ EAGER_OPS_ON_DEVICE = """
         z[:, 0] = y[:, 1]
         z += y
         z.mul_(2)
+        z.fill_(0.5)
+        z.zero_()
+        z.copy_(y)
         z[2:] -= 1
         return z
     calls["setitem and in-place"] = setitems
@@ -480,6 +486,67 @@ def test_dynamic_sizes_reuse_one_program_and_cuda_graphs_stop_at_eight_shape_set
         # One capture by the first (static, B = 2) program, then 8 by the dynamic one.
         assert s["cuda_graph_captures"] == 9 and s["cuda_graph_shape_limit"] > 0, s
     """, FAKE_CUDA_ACCEPT_MODULES="1")
+# Gathers, scatters, the indexing ops, sorts and scans have no device kernel yet: they run through
+# host mirrors, each call counted (README "CUDA tensors"); masked_fill is a `where` and max/min
+# (all, elementwise) amax/amin/maximum/minimum, which stay on the device; max/min with a dim
+# find their indices with argmax/argmin (host).
+INDEXING_THROUGH_THE_HOST = {"_index", "_index_put", "index_put", "index_select", "gather", "scatter",
+                             "scatter.value", "scatter_add", "take_along_dim", "embedding", "one_hot", "nonzero",
+                             "where.condition", "masked_select", "sort", "argsort", "topk", "cumsum", "cumprod",
+                             "max.dim", "min.dim", "tril", "triu", "flip", "roll", "repeat", "eye"}
+
+
+def test_indexing_ops_on_cuda_tensors_go_through_counted_host_mirrors():
+    run_with_fake_driver("""
+        dt.manual_seed(5)
+        x = dt.randn(4, 6)
+        g = x.cuda()
+        t, idx = dt.tensor([3, -1, 0]), dt.tensor([[2, 0, 1, 5, 4, 3]])
+        gt, gidx = t.cuda(), idx.cuda()
+        cases = [
+            lambda a, i, j: a[i],
+            lambda a, i, j: a[:, [1, -2]],
+            lambda a, i, j: a[a > 0],
+            lambda a, i, j: a.index_select(1, i % 6),
+            lambda a, i, j: dt.gather(a, 1, j.expand(4, 6)),
+            lambda a, i, j: dt.scatter_add(a, 1, j, a[:1]),
+            lambda a, i, j: dt.take_along_dim(a, j, 1),
+            lambda a, i, j: dt.embedding(i, a),
+            lambda a, i, j: dt.nonzero(a > 0),
+            lambda a, i, j: dt.sort(a, 1, descending=True).values,
+            lambda a, i, j: a.argsort(0),
+            lambda a, i, j: dt.topk(a, 2).indices,
+            lambda a, i, j: dt.cumsum(a, 1),
+            lambda a, i, j: a.cumprod(0),
+            lambda a, i, j: a.max(1).indices,
+            lambda a, i, j: a.min(0).values,
+            lambda a, i, j: dt.tril(a, 1),
+            lambda a, i, j: a.triu(),
+            lambda a, i, j: dt.flip(a, [0]),
+            lambda a, i, j: a.roll(2, 1),
+            lambda a, i, j: a.repeat(2, 1),
+            lambda a, i, j: dt.eye(3, device="cuda") if a.is_cuda else dt.eye(3),
+        ]
+        for n, fn in enumerate(cases):
+            before = dt.stats()["cuda_host_ops"]
+            got, want = fn(g, gt, gidx), fn(x, t, idx)
+            assert got.is_cuda and got.shape == want.shape and close(got, want), n
+            assert dt.stats()["cuda_host_ops"] > before, n
+        w, gw = x.clone(), g.clone()
+        w[t] = 2.0
+        gw[gt] = 2.0
+        w[:, idx[0, :2]] += 1.0
+        gw[:, gidx[0, :2]] += 1.0
+        assert gw.is_cuda and close(gw.cpu(), w)
+        try:
+            g[dt.tensor([4]).cuda()]
+            raise AssertionError("no IndexError")
+        except IndexError as e:
+            assert "index 4" in str(e) and "size 4" in str(e)
+        names = set(dt.stats()["cuda_host_ops_by_op"])
+        assert {"_index", "_index_put", "gather"} <= names, names
+    """)
+    assert INDEXING_THROUGH_THE_HOST <= set(dt._op_names()), INDEXING_THROUGH_THE_HOST - set(dt._op_names())
 
 
 def test_gpt2_style_layer_stays_on_the_device_in_one_cuda_graph():

@@ -153,8 +153,8 @@ def test_value_errors():
 
 
 def test_not_implemented_and_device_errors():
-    assert_raises(NotImplementedError, lambda: dt.ones(3)[dt.tensor([0, 1])])
-    assert_raises(NotImplementedError, lambda: dt.ones(3)[[0, 1]])
+    assert_raises(NotImplementedError, lambda: dt.ones(3)[[[0, 1]]], match="list")
+    assert_raises(NotImplementedError, lambda: dt.ones(3)[True])
     assert_raises(RuntimeError, dt.zeros, 2, device="cuda", match="CUDA")
     assert_raises(RuntimeError, dt.ones(2).to, "cuda", match="cuda")
     assert_raises(ValueError, dt.device, "tpu")
