@@ -92,6 +92,7 @@ Layout LayoutOf(const Tensor& t) {
 LeafGuard::LeafGuard(const LeafGuard& other)
     : kind_(other.kind_),
       source_(other.source_),
+      other_(other.other_),
       where_(other.where_),
       type_(other.type_),
       expected_(other.expected_),
@@ -109,6 +110,7 @@ LeafGuard& LeafGuard::operator=(const LeafGuard& other) {
   Py_XDECREF(weak_expected_ != nullptr ? weak_expected_ : expected_);
   kind_ = other.kind_;
   source_ = other.source_;
+  other_ = other.other_;
   where_ = other.where_;
   type_ = other.type_;
   expected_ = other.expected_;
@@ -180,10 +182,17 @@ LeafGuard LeafGuard::Absent(SourceRef source, Provenance where) {
   return LeafGuard(Kind::kAbsent, std::move(source), std::move(where));
 }
 
+LeafGuard LeafGuard::NotSame(SourceRef source, SourceRef other, Provenance where) {
+  LeafGuard g(Kind::kNotSame, std::move(source), std::move(where));
+  g.other_ = std::move(other);
+  return g;
+}
+
 bool LeafGuard::CheckValue(PyObject* value) const {
   if (kind_ == Kind::kAbsent) return value == nullptr;
   if (value == nullptr) return false;
   switch (kind_) {
+    case Kind::kNotSame: return false;  // two values: Check() decides
     // A dead expected object's address may be reused: the weak reference tells them apart.
     case Kind::kType: return Py_TYPE(value) == type_ && LiveExpected() != nullptr;
     case Kind::kIdentity: return value == expected_ && LiveExpected() != nullptr;
@@ -219,16 +228,25 @@ bool LeafGuard::CheckValue(PyObject* value) const {
   __builtin_unreachable();
 }
 
-bool LeafGuard::Check(const FrameInputs& frame) const { return CheckValue(source_->Resolve(frame)); }
+bool LeafGuard::Check(const FrameInputs& frame) const {
+  PyObject* value = source_->Resolve(frame);
+  if (kind_ == Kind::kNotSame) return value != nullptr && value != other_->Resolve(frame);
+  return CheckValue(value);
+}
 
 std::optional<std::string> LeafGuard::Explain(const FrameInputs& frame) const {
+  if (Check(frame)) return std::nullopt;
   PyObject* value = source_->Resolve(frame);
-  if (CheckValue(value)) return std::nullopt;
   const std::string src = source_->ToString();
+  if (kind_ == Kind::kNotSame && value != nullptr) {
+    return absl::StrFormat("%s is %s: expected two different objects, actual the same %s", src,
+                           other_->ToString(), Py_TYPE(value)->tp_name);
+  }
   if (kind_ == Kind::kAbsent) return absl::StrFormat("%s: expected no such name, actual %s", src, Repr(value));
   if (value == nullptr) return absl::StrCat(src, ": expected a value, actual: it no longer exists");
   switch (kind_) {
-    case Kind::kAbsent: break;
+    case Kind::kAbsent:
+    case Kind::kNotSame: break;
     case Kind::kType:
       return absl::StrFormat("type(%s): expected %s, actual %s", src,
                              LiveExpected() != nullptr ? type_->tp_name : "a class that no longer exists",
@@ -294,6 +312,7 @@ std::string LeafGuard::ToString() const {
     case Kind::kTensor: code = absl::StrFormat("%s is a %s", src, Describe(tensor_)); break;
     case Kind::kTensorSize: code = absl::StrFormat("%s.size(%d) == %d", src, dim_, size_); break;
     case Kind::kAbsent: code = absl::StrFormat("%s does not exist", src); break;
+    case Kind::kNotSame: code = absl::StrFormat("%s is not %s", src, other_->ToString()); break;
   }
   if (where_.line >= 0 || !where_.instruction.empty()) {
     absl::StrAppendFormat(&code, "  # line %d: %s (offset %d)", where_.line, where_.instruction,

@@ -2,7 +2,7 @@
 //
 // A GuardSet is a list of leaf guards, each a pure predicate on the value at one Source, checked
 // in order without calling Python code: exact type, identity, equality with a constant of a
-// builtin type, sequence length, and a tensor's dtype/device/rank/size-1 dims/layout (plus exact
+// builtin type, sequence length, that two sources are different objects, and a tensor's dtype/device/rank/size-1 dims/layout (plus exact
 // sizes for the dims the traced code read). Check() is the fast path; Explain() is a separate const
 // path that returns the first failure as "expected X, actual Y" and changes nothing.
 //
@@ -47,7 +47,7 @@ struct TensorProperties {
 
 class LeafGuard {
  public:
-  enum class Kind : uint8_t { kType, kIdentity, kEquals, kLength, kTensor, kTensorSize, kAbsent };
+  enum class Kind : uint8_t { kType, kIdentity, kEquals, kLength, kTensor, kTensorSize, kAbsent, kNotSame };
 
   static LeafGuard Type(SourceRef source, PyTypeObject* type, Provenance where);
   static LeafGuard Identity(SourceRef source, PyObject* expected, Provenance where);
@@ -58,6 +58,9 @@ class LeafGuard {
   static LeafGuard TensorSize(SourceRef source, int64_t dim, int64_t size, Provenance where);
   // Passes when the source does not exist (no global shadows a builtin).
   static LeafGuard Absent(SourceRef source, Provenance where);
+  // Passes when `source` and `other` are two different objects: a trace that changes a container
+  // of the caller relies on no other name of the caller reaching that same container.
+  static LeafGuard NotSame(SourceRef source, SourceRef other, Provenance where);
 
   // REQUIRES: the GIL. Never raises.
   bool Check(const FrameInputs& frame) const;
@@ -75,6 +78,7 @@ class LeafGuard {
 
   Kind kind_;
   SourceRef source_;
+  SourceRef other_;  // kNotSame
   Provenance where_;
   PyTypeObject* type_ = nullptr;
   // kType, kIdentity, kEquals: the expected object. Held through `weak_expected_` (an owned weak

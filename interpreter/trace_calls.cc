@@ -189,20 +189,19 @@ absl::StatusOr<Sym> Tracer::CallDictMethod(const Sym& self, const std::string& n
     DT_ASSIGN_OR_RETURN(std::optional<size_t> at, DictFind(*self, key.get()));
     const Sym fallback = args.size() == 2 ? args[1] : nullptr;
     if (name == "get") return at ? self->items[*at] : (fallback ? fallback : None());
-    if (self->from_frame) return Unsupported(absl::StrCat("dict.", name, "() on a dict of the caller"));
     if (name == "pop") {
       if (!at) {
         if (fallback) return fallback;
         return Raises("the traced code raises KeyError in dict.pop()");
       }
-      Mutating(self);
+      DT_RETURN_IF_ERROR(MutatingContainer(self));
       Sym value = self->items[*at];
       self->items.erase(self->items.begin() + *at);
       self->keys.erase(self->keys.begin() + *at);
       return value;
     }
     if (at) return self->items[*at];  // setdefault of a present key
-    Mutating(self);
+    DT_RETURN_IF_ERROR(MutatingContainer(self));
     DT_RETURN_IF_ERROR(DictInsert(*self, std::move(key), fallback ? fallback : None()));
     return fallback ? fallback : None();
   }
@@ -213,16 +212,15 @@ absl::StatusOr<Sym> Tracer::CallDictMethod(const Sym& self, const std::string& n
     return copy;
   }
   if (name == "update" || name == "clear") {
-    if (self->from_frame) return Unsupported(absl::StrCat("dict.", name, "() on a dict of the caller"));
     if (name == "clear") {
       if (!args.empty()) return Raises("the traced code raises: dict.clear() takes no arguments");
-      Mutating(self);
+      DT_RETURN_IF_ERROR(MutatingContainer(self));
       self->keys.clear();
       self->items.clear();
       return None();
     }
     if (args.size() > 1) return Raises("the traced code raises: dict.update() takes at most 1 argument");
-    Mutating(self);
+    DT_RETURN_IF_ERROR(MutatingContainer(self));
     if (!args.empty()) DT_RETURN_IF_ERROR(UpdateDict(*self, args[0]));
     for (const auto& [k, v] : kwargs) DT_RETURN_IF_ERROR(DictInsert(*self, PyRef::Steal(py::FromUtf8(k)), v));
     return None();
@@ -267,14 +265,13 @@ absl::StatusOr<Sym> Tracer::CallListMethod(const Sym& self, const std::string& n
     copy->items = self->items;
     return copy;
   }
-  if (self->from_frame) return Unsupported("mutating a list that belongs to the caller");
   if (name == "append" || name == "extend") {
     if (args.size() != 1) return Raises("the traced code raises: list method arguments");
     std::vector<Sym> items = {args[0]};
     if (name == "extend") {
       DT_ASSIGN_OR_RETURN(items, Iterate(args[0]));
     }
-    Mutating(self);
+    DT_RETURN_IF_ERROR(MutatingContainer(self));
     self->items.insert(self->items.end(), items.begin(), items.end());
     return None();
   }
@@ -289,7 +286,7 @@ absl::StatusOr<Sym> Tracer::CallListMethod(const Sym& self, const std::string& n
       if (!i) return Raises("the traced code raises IndexError: pop index out of range");
       at = *i;
     }
-    Mutating(self);
+    DT_RETURN_IF_ERROR(MutatingContainer(self));
     Sym value = self->items[at];
     self->items.erase(self->items.begin() + at);
     return value;
@@ -307,12 +304,12 @@ absl::StatusOr<Sym> Tracer::CallListMethod(const Sym& self, const std::string& n
     }
     if (i < 0) i = std::max<Py_ssize_t>(i + n, 0);
     i = std::min(i, n);
-    Mutating(self);
+    DT_RETURN_IF_ERROR(MutatingContainer(self));
     self->items.insert(self->items.begin() + i, args[1]);
     return None();
   }
   if ((name == "clear" || name == "reverse") && args.empty()) {
-    Mutating(self);
+    DT_RETURN_IF_ERROR(MutatingContainer(self));
     if (name == "clear") self->items.clear();
     else std::reverse(self->items.begin(), self->items.end());
     return None();

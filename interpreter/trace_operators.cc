@@ -249,8 +249,7 @@ absl::StatusOr<Sym> Tracer::BinaryOp(const std::string& nb_name, const Sym& a, c
   // Sequences built by the trace.
   if ((a->kind == SymKind::kTuple || a->kind == SymKind::kList) && a->kind == b->kind && sym == "+") {
     if (inplace && a->kind == SymKind::kList) {
-      if (a->from_frame) return Unsupported("mutating a list that belongs to the caller");
-      Mutating(a);
+      DT_RETURN_IF_ERROR(MutatingContainer(a));
       a->items.insert(a->items.end(), b->items.begin(), b->items.end());
       return a;
     }
@@ -273,8 +272,7 @@ absl::StatusOr<Sym> Tracer::BinaryOp(const std::string& nb_name, const Sym& a, c
     for (long long i = 0; i < n; ++i) repeated.insert(repeated.end(), a->items.begin(), a->items.end());
     if (inplace && a->kind == SymKind::kList) {
       // `xs *= n` changes the list itself: every alias sees it.
-      if (a->from_frame) return Unsupported("mutating a list that belongs to the caller");
-      Mutating(a);
+      DT_RETURN_IF_ERROR(MutatingContainer(a));
       a->items = std::move(repeated);
       return a;
     }

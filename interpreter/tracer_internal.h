@@ -123,6 +123,22 @@ class Tracer {
   };
   absl::flat_hash_map<PyObject*, SeenObject> objects_;
   std::vector<Sym> stored_objects_;  // objects with attribute stores, in first-store order
+  // Lists, dicts and plain objects of the caller as Wrap read them (one Sym per way the trace
+  // reached one), and the lists and dicts the trace changed, with the journal's size at their
+  // first change (a break that rolls that change back forgets them).
+  struct CallerValue {
+    PyObject* object;  // borrowed: the frame keeps it alive while the trace runs
+    Sym sym;
+  };
+  std::vector<CallerValue> caller_values_;
+  // The caller's lists and dicts by source ("G['LOG']"): read again through the same source, a
+  // container is the same Sym, changes included.
+  absl::flat_hash_map<std::string, Sym> containers_by_source_;
+  struct ChangedContainer {
+    Sym sym;
+    size_t journal_at;
+  };
+  std::vector<ChangedContainer> changed_containers_;
   // The device each tensor value lives on when the graph runs. Tracing runs every op on meta
   // tensors, so a meta tensor cannot say; inputs' devices are guarded, and an op's results live
   // where its operands (or a creation op's device argument) say.
@@ -167,6 +183,18 @@ class Tracer {
   void Mutating(const Sym& sym) {
     journal_.push_back(Undo{sym, sym->items, sym->keys, sym->position, sym->consumed});
   }
+  // Before changing a list or dict: journals it and, for one of the caller's, records the change
+  // to replay after the graph (trace_mutations.cc). Stops the trace when the caller's object was
+  // reached two ways (one Sym would go stale).
+  absl::Status MutatingContainer(const Sym& container);
+  // Wrap's note of a list, dict or plain object of the caller it read.
+  absl::Status NoteCallerValue(PyObject* obj, const Sym& sym);
+  PyObject* CallerObject(const Sym& sym) const;  // borrowed; null when not the caller's
+  absl::StatusOr<std::vector<ContainerStore>> ContainerStores(std::vector<ValueId>& outputs);
+  // Guards that each changed container, and each object with attribute stores, is reached by no
+  // other source the trace read (a later call passing the other guards could alias them).
+  void GuardChangedUnaliased();
+  void ForgetRolledBackChanges();
   // Built once per distinct Sym when the frame state is rebuilt at a break. Keyed by the Sym
   // itself, which keeps it alive: a temporary (a shape materialised into a tuple) freed while
   // keyed by its address let the next temporary at that address hit its entry.
