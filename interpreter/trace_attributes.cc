@@ -58,7 +58,11 @@ absl::StatusOr<Sym> Tracer::TensorAttr(const Sym& obj, const std::string& name) 
                         Emit(op, {m, perm}, {GraphArg::Value(obj->value), GraphArg{ArgValue(perm)}}, false));
     return outs[0];
   }
+  if (name == "__class__") return ConstSym(PyRef::Borrow(reinterpret_cast<PyObject*>(&py::TensorType)));
   PyObject* attr = PyDict_GetItemString(py::TensorType.tp_dict, name.c_str());
+  if (attr == nullptr && PyDict_GetItemString(PyBaseObject_Type.tp_dict, name.c_str()) != nullptr) {
+    return Unsupported(absl::StrCat("Tensor.", name, ", inherited from object"));
+  }
   if (attr == nullptr) return Raises(absl::StrCat("the traced code raises AttributeError: Tensor has no attribute ", name));
   return BoundTo(py::IsOpFunction(attr) ? SymKind::kOpMethod : SymKind::kBoundMethod, PyRef::Borrow(attr), obj);
 }

@@ -100,6 +100,7 @@ absl::StatusOr<Sym> Tracer::CallTensorMethod(const Sym& self, const std::string&
     DT_RETURN_IF_ERROR(GuardSizes(self, *nd));
     return ConstSym(PyRef::Steal(PyLong_FromLongLong(m.size(*nd))));
   }
+  if (name == "__len__" && args.empty() && kwargs.empty()) return BuiltinLen(self);
   if ((name == "dim" || name == "ndimension") && args.empty()) {
     return ConstSym(PyRef::Steal(PyLong_FromLongLong(m.ndim())));
   }

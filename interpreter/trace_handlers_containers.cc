@@ -193,7 +193,8 @@ absl::Status Tracer::DoStoreSubscr(TFrame& f, const Instr& in) {
     DT_RETURN_IF_ERROR(MutatingContainer(container));
     return DictInsert(*container, key, value);
   }
-  if (!PyLong_Check(key.get())) return Unsupported("list slice assignment");
+  if (PySlice_Check(key.get())) return AssignListSlice(container, key.get(), value);
+  if (!PyLong_Check(key.get())) return Raises("the traced code raises TypeError: list indices must be integers or slices");
   Py_ssize_t i = PyLong_AsSsize_t(key.get());
   if (i < 0) i += container->items.size();
   if (i < 0 || i >= static_cast<Py_ssize_t>(container->items.size())) {
@@ -201,6 +202,14 @@ absl::Status Tracer::DoStoreSubscr(TFrame& f, const Instr& in) {
   }
   DT_RETURN_IF_ERROR(MutatingContainer(container));
   container->items[i] = value;
+  return absl::OkStatus();
+}
+
+absl::Status Tracer::DoDeleteSubscr(TFrame& f, const Instr& in) {
+  DT_RETURN_IF_ERROR(f.Need(2, in));
+  DT_RETURN_IF_ERROR(DeleteItem(f.stack[f.stack.size() - 2], f.stack.back()));
+  f.Pop();
+  f.Pop();
   return absl::OkStatus();
 }
 

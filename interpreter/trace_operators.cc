@@ -246,6 +246,20 @@ absl::StatusOr<Sym> Tracer::BinaryOp(const std::string& nb_name, const Sym& a, c
   if ((a->kind == SymKind::kNumber || b->kind == SymKind::kNumber) && IsNumber(a) && IsNumber(b)) {
     return NumberOp(sym, /*compare=*/false, a, b);
   }
+  // A constant tuple beside one the trace holds (`(a, b) + ()`, `t + (x,)` folded to a constant):
+  // concatenated item by item like two traced tuples.
+  if (sym == "+" && (a->kind == SymKind::kTuple || b->kind == SymKind::kTuple) && a->kind != b->kind) {
+    auto as_tuple = [](const Sym& s) {
+      if (s->kind != SymKind::kConst || !PyTuple_CheckExact(s->obj.get())) return s;
+      Sym t = MakeSym(SymKind::kTuple);
+      for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(s->obj.get()); ++i) {
+        t->items.push_back(ConstSym(PyRef::Borrow(PyTuple_GET_ITEM(s->obj.get(), i))));
+      }
+      return t;
+    };
+    const Sym ta = as_tuple(a), tb = as_tuple(b);
+    if (ta->kind == SymKind::kTuple && tb->kind == SymKind::kTuple) return BinaryOp(nb_name, ta, tb);
+  }
   // Sequences built by the trace.
   if ((a->kind == SymKind::kTuple || a->kind == SymKind::kList) && a->kind == b->kind && sym == "+") {
     if (inplace && a->kind == SymKind::kList) {

@@ -259,8 +259,19 @@ class Tracer {
   absl::StatusOr<Sym> CallFollowedBuiltin(PyObject* fn, const std::vector<Sym>& args, const Kwargs& kwargs);
   absl::StatusOr<Sym> BuiltinLen(const Sym& a);
   absl::StatusOr<Sym> BuiltinIsinstance(const Sym& value, const Sym& classes);
-  absl::StatusOr<Sym> BuiltinZip(const std::vector<Sym>& args, bool enumerate);
+  absl::StatusOr<Sym> BuiltinZip(const std::vector<Sym>& args, bool enumerate, bool strict = false);
   absl::StatusOr<Sym> BuiltinGetattr(const std::vector<Sym>& args, bool has);
+  absl::StatusOr<Sym> BuiltinTypeFacts(PyObject* fn, const std::vector<Sym>& args);
+  // trace_functional.cc: map, filter, sorted(key=), functools.reduce, itertools.
+  absl::StatusOr<std::vector<Sym>> Consume(const Sym& iterable);  // an iterator's items are used up
+  absl::StatusOr<Sym> CallWithoutEffects(const Sym& fn, std::vector<Sym> args);
+  absl::StatusOr<Sym> BuiltinMap(const std::vector<Sym>& args);
+  absl::StatusOr<Sym> BuiltinFilter(const std::vector<Sym>& args);
+  absl::StatusOr<Sym> SortedWithKey(const std::vector<Sym>& args, const Kwargs& kwargs);
+  absl::StatusOr<Sym> FunctoolsReduce(const std::vector<Sym>& args);
+  // Null: `fn` is none of those it follows.
+  absl::StatusOr<Sym> CallItertools(PyObject* fn, const std::vector<Sym>& args, const Kwargs& kwargs);
+  absl::StatusOr<Sym> CallOperatorFunction(PyObject* fn, const std::vector<Sym>& args, const Kwargs& kwargs);
   absl::StatusOr<Sym> CallPureOnNumbers(PyObject* fn, const std::vector<Sym>& args);
   absl::StatusOr<Sym> FoldPureCall(PyObject* fn, const std::vector<Sym>& args, const Kwargs& kwargs);
   absl::StatusOr<PyRef> ConstKeywords(const Kwargs& kwargs);
@@ -311,6 +322,10 @@ class Tracer {
   absl::Status DoBinarySlice(TFrame& f, const Instr& in);
   absl::Status DoStoreSubscr(TFrame& f, const Instr& in);
   absl::Status StoreIntoTensor(const Sym& tensor, const Sym& index, const Sym& value);
+  absl::Status DoDeleteSubscr(TFrame& f, const Instr& in);
+  // trace_sequence_edits.cc
+  absl::Status AssignListSlice(const Sym& list, PyObject* slice, const Sym& value);
+  absl::Status DeleteItem(const Sym& container, const Sym& index);
   absl::Status DoUnpackSequence(TFrame& f, const Instr& in);
   absl::Status DoUnpackEx(TFrame& f, const Instr& in);
   // control flow
