@@ -274,9 +274,16 @@ std::variant<trace::TraceResult, trace::TraceFailure> SegmentRun::Trace(const gu
 
 // The trace could not start here: fullgraph raises; otherwise CPython runs the frame from here,
 // and later frames passing the same guards go straight to CPython (a fallback entry), unless
-// the frame has no tensor work at all (then it is skipped from now on).
+// the frame has no tensor work at all (then it is skipped from now on). Code that raises (a
+// pop from an empty list, zip(strict=True) of unequal lengths) is not a capture failure, even
+// with fullgraph: CPython runs the frame, and the frames it calls, and raises its own error,
+// message and traceback.
 PyObject* SegmentRun::FallBack(trace::TraceFailure& failure) {
   RecordBreak(*cache_, InfoOf(failure), true);
+  if (cache_->options.fullgraph && failure.kind == BreakKind::kRaises) {
+    InsideDyntrace plain_cpython;
+    return HandBackHere();
+  }
   if (cache_->options.fullgraph) {
     PyErr_Format(PyExc_RuntimeError, "dyntrace (fullgraph=True): cannot capture %s: %s at %s:%d (%s)",
                  CodeName(view_.code).c_str(), failure.reason.c_str(), failure.file.c_str(), failure.line,
