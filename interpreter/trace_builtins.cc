@@ -368,12 +368,22 @@ absl::StatusOr<Sym> Tracer::FoldPureCall(PyObject* fn, const std::vector<Sym>& a
     PyTuple_SET_ITEM(tuple.get(), i, c.Release());
   }
   DT_ASSIGN_OR_RETURN(PyRef kw, ConstKeywords(kwargs));
-  PyObject* r = PyObject_Call(fn, tuple.get(), kw.get());
-  if (r == nullptr) {
+  PyRef r = PyRef::Steal(PyObject_Call(fn, tuple.get(), kw.get()));
+  if (!r) {
     PyErr_Clear();
     return Raises(absl::StrCat("the traced code raises in ", ShortRepr(fn)));
   }
-  return ConstSym(PyRef::Steal(r));
+  // A new list (sorted(), str.split()): one the traced code may change and iterate like any other.
+  // (min() or max() of lists returns one of its arguments: that one stays a constant.)
+  PyObject* self = PyCFunction_Check(fn) ? PyCFunction_GET_SELF(fn) : nullptr;
+  const bool fresh = fn == PyDict_GetItemString(frame_.inputs.builtins, "sorted") ||
+                     (self != nullptr && (PyUnicode_CheckExact(self) || PyBytes_CheckExact(self)));
+  if (!fresh || !PyList_CheckExact(r.get())) return ConstSym(std::move(r));
+  Sym list = MakeSym(SymKind::kList);
+  for (Py_ssize_t i = 0; i < PyList_GET_SIZE(r.get()); ++i) {
+    list->items.push_back(ConstSym(PyRef::Borrow(PyList_GET_ITEM(r.get(), i))));
+  }
+  return list;
 }
 
 absl::StatusOr<Sym> Tracer::CallBuiltin(PyObject* fn, const std::vector<Sym>& args, const Kwargs& kwargs) {
@@ -397,7 +407,15 @@ absl::StatusOr<Sym> Tracer::CallBuiltin(PyObject* fn, const std::vector<Sym>& ar
     DT_ASSIGN_OR_RETURN(Sym replayed, CallPureOnNumbers(fn, args));
     if (replayed != nullptr) return replayed;
   }
-  return FoldPureCall(fn, args, kwargs);
+  // An iterator the trace holds (", ".join(f"{k}" for k in d)) is used up by the call: its items.
+  std::vector<Sym> folded_args = args;
+  for (Sym& a : folded_args) {
+    if (a->kind != SymKind::kIter) continue;
+    Sym items = MakeSym(SymKind::kTuple);
+    DT_ASSIGN_OR_RETURN(items->items, Consume(a));
+    a = items;
+  }
+  return FoldPureCall(fn, folded_args, kwargs);
 }
 
 }  // namespace dt::interpreter::trace

@@ -536,6 +536,7 @@ absl::StatusOr<Sym> Tracer::Inline(const Sym& function, std::vector<Sym> args,
   f.function_source = function->source;
   f.function_sym = function;
   f.depth = current_ == nullptr ? 0 : current_->depth + 1;
+  f.caller = current_;
   if (globals != frame_.inputs.globals) {
     if (function->source == nullptr) return Unsupported("a function from another module without a source");
     f.globals_source = guards::FuncGlobalsSource(function->source);

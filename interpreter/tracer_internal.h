@@ -82,6 +82,7 @@ struct TFrame {
   int kw_names_offset = -1;
   int depth = 0;
   bool is_root = false;
+  const TFrame* caller = nullptr;  // the frame that inlined this one (null for the root)
   int pc = 0;                  // index into decoded->instrs
   // Set by a RETURN instruction's handler.
   bool returned = false;
@@ -333,6 +334,9 @@ class Tracer {
   absl::Status DoPopJumpIfNone(TFrame& f, const Instr& in);
   absl::Status DoJumpIfOrPop(TFrame& f, const Instr& in);
   absl::Status DoGetIter(TFrame& f, const Instr& in);
+  // Whether a local (or cell) of `f` or a frame that inlined it, or a stack slot other than the
+  // top of `f`'s, holds `s`: an iterator user code can still reach.
+  static bool HeldByFrames(const Sym& s, const TFrame& f);
   absl::Status DoForIter(TFrame& f, const Instr& in);
   absl::StatusOr<Sym> NextLiveItem(const Sym& it);
   absl::Status DoReturn(TFrame& f, const Instr& in);

@@ -215,3 +215,24 @@ def operator_functions_as_values(xs, y):
     pairs = list(map(operator.add, xs, [y, y, y]))
     flags = [operator.lt(len(xs), 5), operator.getitem(xs, 0) is xs[0]]
     return prod, pairs, flags
+
+
+# ---------------------------------------------------------------------------------------------
+# Iterators user code holds: a loop takes items from the iterator itself.
+
+@case(lambda i: Call([T(3) for _ in range(4)]))
+def held_iterator_consumed_by_loop(xs):
+    r = reversed(xs)
+    for t in r:
+        first = t * 2
+        break
+    z = zip(xs, xs)
+    pairs = [a + b for a, b in z]
+    return first, len(list(r)), len(list(z)), pairs
+
+
+@case(lambda i: Call(T(4)))
+def join_of_generator_expression(x):
+    d = {"lr": 0.01, "wd": 1e-4}
+    line = ", ".join(f"{k}={v}" for k, v in sorted(d.items()))
+    return x * len(line), line
