@@ -188,10 +188,27 @@ LeafGuard LeafGuard::NotSame(SourceRef source, SourceRef other, Provenance where
   return g;
 }
 
+LeafGuard LeafGuard::KeysInOrder(SourceRef source, PyObject* keys, Provenance where) {
+  LeafGuard g(Kind::kKeys, std::move(source), std::move(where));
+  g.expected_ = keys;
+  Py_INCREF(keys);
+  return g;
+}
+
 bool LeafGuard::CheckValue(PyObject* value) const {
   if (kind_ == Kind::kAbsent) return value == nullptr;
   if (value == nullptr) return false;
   switch (kind_) {
+    case Kind::kKeys: {
+      if (!PyDict_CheckExact(value) || PyDict_GET_SIZE(value) != PyTuple_GET_SIZE(expected_)) return false;
+      PyObject *key, *item;
+      Py_ssize_t pos = 0, i = 0;
+      while (PyDict_Next(value, &pos, &key, &item)) {
+        PyObject* want = PyTuple_GET_ITEM(expected_, i++);
+        if (!PyUnicode_CheckExact(key) || PyUnicode_Compare(key, want) != 0) return false;
+      }
+      return true;
+    }
     case Kind::kNotSame: return false;  // two values: Check() decides
     // A dead expected object's address may be reused: the weak reference tells them apart.
     case Kind::kType: return Py_TYPE(value) == type_ && LiveExpected() != nullptr;
@@ -247,6 +264,13 @@ std::optional<std::string> LeafGuard::Explain(const FrameInputs& frame) const {
   switch (kind_) {
     case Kind::kAbsent:
     case Kind::kNotSame: break;
+    case Kind::kKeys: {
+      PyObject* actual = PyDict_Check(value) ? PySequence_Tuple(value) : nullptr;
+      if (actual == nullptr) PyErr_Clear();
+      const std::string text = actual != nullptr ? Repr(actual) : Repr(value);
+      Py_XDECREF(actual);
+      return absl::StrFormat("tuple(%s): expected %s, actual %s", src, Repr(expected_), text);
+    }
     case Kind::kType:
       return absl::StrFormat("type(%s): expected %s, actual %s", src,
                              LiveExpected() != nullptr ? type_->tp_name : "a class that no longer exists",
@@ -313,6 +337,7 @@ std::string LeafGuard::ToString() const {
     case Kind::kTensorSize: code = absl::StrFormat("%s.size(%d) == %d", src, dim_, size_); break;
     case Kind::kAbsent: code = absl::StrFormat("%s does not exist", src); break;
     case Kind::kNotSame: code = absl::StrFormat("%s is not %s", src, other_->ToString()); break;
+    case Kind::kKeys: code = absl::StrFormat("tuple(%s) == %s", src, Repr(expected_)); break;
   }
   if (where_.line >= 0 || !where_.instruction.empty()) {
     absl::StrAppendFormat(&code, "  # line %d: %s (offset %d)", where_.line, where_.instruction,

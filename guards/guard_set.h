@@ -47,7 +47,7 @@ struct TensorProperties {
 
 class LeafGuard {
  public:
-  enum class Kind : uint8_t { kType, kIdentity, kEquals, kLength, kTensor, kTensorSize, kAbsent, kNotSame };
+  enum class Kind : uint8_t { kType, kIdentity, kEquals, kLength, kTensor, kTensorSize, kAbsent, kNotSame, kKeys };
 
   static LeafGuard Type(SourceRef source, PyTypeObject* type, Provenance where);
   static LeafGuard Identity(SourceRef source, PyObject* expected, Provenance where);
@@ -61,6 +61,9 @@ class LeafGuard {
   // Passes when `source` and `other` are two different objects: a trace that changes a container
   // of the caller relies on no other name of the caller reaching that same container.
   static LeafGuard NotSame(SourceRef source, SourceRef other, Provenance where);
+  // Passes when the source is a dict whose keys are the str keys of the tuple `keys`, in that
+  // order: a trace that iterates a dict of the caller relies on its order.
+  static LeafGuard KeysInOrder(SourceRef source, PyObject* keys, Provenance where);
 
   // REQUIRES: the GIL. Never raises.
   bool Check(const FrameInputs& frame) const;

@@ -60,8 +60,17 @@ absl::StatusOr<Sym> Tracer::TensorAttr(const Sym& obj, const std::string& name) 
   }
   if (name == "__class__") return ConstSym(PyRef::Borrow(reinterpret_cast<PyObject*>(&py::TensorType)));
   PyObject* attr = PyDict_GetItemString(py::TensorType.tp_dict, name.c_str());
-  if (attr == nullptr && PyDict_GetItemString(PyBaseObject_Type.tp_dict, name.c_str()) != nullptr) {
-    return Unsupported(absl::StrCat("Tensor.", name, ", inherited from object"));
+  if (attr == nullptr) {
+    // object's own attributes (__eq__, __sizeof__ ...); 3.12 keeps a builtin type's dict apart
+    // from tp_dict, so it is looked up through the type.
+    PyRef name_obj = PyRef::Steal(py::FromUtf8(name));
+    if (!name_obj) {
+      PyErr_Clear();
+      return Unsupported("an attribute name UTF-8 cannot encode");
+    }
+    if (cpython::LookupOnType(&PyBaseObject_Type, name_obj.get()) != nullptr) {
+      return Unsupported(absl::StrCat("Tensor.", name, ", inherited from object"));
+    }
   }
   if (attr == nullptr) return Raises(absl::StrCat("the traced code raises AttributeError: Tensor has no attribute ", name));
   return BoundTo(py::IsOpFunction(attr) ? SymKind::kOpMethod : SymKind::kBoundMethod, PyRef::Borrow(attr), obj);

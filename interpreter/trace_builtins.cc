@@ -391,8 +391,6 @@ absl::StatusOr<Sym> Tracer::CallBuiltin(PyObject* fn, const std::vector<Sym>& ar
   if (IsDyntraceFunction(fn, "is_tensor") && args.size() == 1 && kwargs.empty()) {
     return ConstSym(PyRef::Borrow(args[0]->kind == SymKind::kTensor ? Py_True : Py_False));
   }
-  DT_ASSIGN_OR_RETURN(Sym functional, CallItertools(fn, args, kwargs));
-  if (functional != nullptr) return functional;
   DT_ASSIGN_OR_RETURN(Sym followed, CallFollowedBuiltin(fn, args, kwargs));
   if (followed != nullptr) return followed;
   if (!IsPureBuiltin(fn, frame_.inputs.builtins)) {

@@ -226,7 +226,7 @@ absl::StatusOr<Sym> Tracer::CallDictMethod(const Sym& self, const std::string& n
     for (const auto& [k, v] : kwargs) DT_RETURN_IF_ERROR(DictInsert(*self, PyRef::Steal(py::FromUtf8(k)), v));
     return None();
   }
-  if (self->from_frame) return Unsupported(absl::StrCat("iterating over a dict from the caller (", name, ")"));
+  DT_RETURN_IF_ERROR(GuardKeyOrder(self));
   Sym it = MakeSym(SymKind::kIter);  // keys(), values(), items()
   for (size_t i = 0; i < self->keys.size(); ++i) {
     if (name == "keys") {
@@ -246,7 +246,7 @@ absl::StatusOr<Sym> Tracer::CallDictMethod(const Sym& self, const std::string& n
 // iterable of (key, value) pairs, as dict.update and dict() take them.
 absl::Status Tracer::UpdateDict(SymValue& dict, const Sym& source) {
   if (source->kind == SymKind::kDict) {
-    if (source->from_frame) return Unsupported("iterating over a dict from the caller (update)");
+    DT_RETURN_IF_ERROR(GuardKeyOrder(source));
     for (size_t i = 0; i < source->keys.size(); ++i) DT_RETURN_IF_ERROR(DictInsert(dict, source->keys[i], source->items[i]));
     return absl::OkStatus();
   }
@@ -372,6 +372,9 @@ absl::StatusOr<Sym> Tracer::CallSym(const Sym& callable, std::vector<Sym> args,
     }
     case SymKind::kConst: {
       PyObject* fn = callable->obj.get();
+      // functools, itertools (heap types on 3.12) and operator functions.
+      DT_ASSIGN_OR_RETURN(Sym functional, CallItertools(fn, args, kwargs));
+      if (functional != nullptr) return functional;
       if (PyType_Check(fn) && !PyType_HasFeature(reinterpret_cast<PyTypeObject*>(fn), Py_TPFLAGS_HEAPTYPE)) {
         return CallBuiltin(fn, args, kwargs);
       }

@@ -65,7 +65,8 @@ absl::Status Tracer::DoGetIter(TFrame& f, const Instr& in) {
   }
   Sym it = MakeSym(SymKind::kIter);
   it->loop_iterator = true;
-  if (iterable->kind == SymKind::kList || (iterable->kind == SymKind::kDict && !iterable->from_frame)) {
+  if (iterable->kind == SymKind::kDict) DT_RETURN_IF_ERROR(GuardKeyOrder(iterable));
+  if (iterable->kind == SymKind::kList || iterable->kind == SymKind::kDict) {
     // Read live: the body may change the container (see SymValue::over).
     it->over = iterable;
     it->keys_at_start = iterable->keys;

@@ -10,7 +10,8 @@
 // Two names for one object would leave one Sym stale. Within a trace, a changed container
 // reached a second way stops the trace; across calls, a guard says that no other list, dict or
 // object the trace read is the changed one (LeafGuard::NotSame), so a call that passes the same
-// list twice traces anew. Objects with attribute stores get the same guard.
+// list twice traces anew. Objects with attribute stores get the same guard. Iterating a dict of
+// the caller guards its keys' order (LeafGuard::KeysInOrder).
 #include <Python.h>
 
 #include <algorithm>
@@ -61,6 +62,21 @@ absl::Status Tracer::MutatingContainer(const Sym& container) {
     }
   }
   Mutating(container);
+  return absl::OkStatus();
+}
+
+absl::Status Tracer::GuardKeyOrder(const Sym& dict) {
+  if (!dict->from_frame) return absl::OkStatus();
+  PyObject* obj = CallerObject(dict);
+  if (obj == nullptr || dict->source == nullptr || !PyDict_CheckExact(obj)) {
+    return Unsupported("iterating over a dict of the caller that has no source");
+  }
+  PyRef keys = PyRef::Steal(PySequence_Tuple(obj));  // str keys only (Wrap): no user code runs
+  if (!keys) {
+    PyErr_Clear();
+    return Unsupported("reading the keys of a dict of the caller failed");
+  }
+  guards_.Add(LeafGuard::KeysInOrder(dict->source, keys.get(), Here()));
   return absl::OkStatus();
 }
 

@@ -431,7 +431,7 @@ absl::StatusOr<std::vector<Sym>> Tracer::Iterate(const Sym& s) {
     case SymKind::kIter: return s->items;
     case SymKind::kDict: {
       std::vector<Sym> keys;
-      if (s->from_frame) return Unsupported("iterating over a dict from the caller");
+      DT_RETURN_IF_ERROR(GuardKeyOrder(s));
       for (const PyRef& k : s->keys) keys.push_back(ConstSym(k));
       return keys;
     }

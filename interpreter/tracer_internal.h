@@ -196,6 +196,9 @@ class Tracer {
   // other source the trace read (a later call passing the other guards could alias them).
   void GuardChangedUnaliased();
   void ForgetRolledBackChanges();
+  // Before iterating a dict: for one of the caller's, a guard on its keys' order (the trace's
+  // order is the order the dict had when the trace read it).
+  absl::Status GuardKeyOrder(const Sym& dict);
   // Built once per distinct Sym when the frame state is rebuilt at a break. Keyed by the Sym
   // itself, which keeps it alive: a temporary (a shape materialised into a tuple) freed while
   // keyed by its address let the next temporary at that address hit its entry.

@@ -185,3 +185,21 @@ def test_errors_inside_these_constructs_are_cpythons():
             _, actual, _ = capture(jitted_copy(fn, fullgraph=fullgraph), Call(make()))
             assert type(actual) is type(expected) and str(actual) == str(expected), (
                 fn.__name__, fullgraph, actual, expected)
+
+
+# ---------------------------------------------------------------------------------------------
+# 4. Iterating a dict of the caller: its keys' order is guarded.
+
+def scale_all(d, x):
+    out = {k: v * x for k, v in d.items()}
+    return out, [k for k in d], sorted(d)
+
+
+def test_caller_dict_iteration_guards_key_order():
+    check_whole(scale_all, lambda i: Call({"w": T(), "b": T()}, T()))
+    dt.reset()
+    jfn = jitted_copy(scale_all)
+    x = T()
+    for d in ({"w": x, "b": x}, {"b": x, "w": x}):
+        assert jfn(d, x)[1] == list(d)
+    assert any("tuple(L['d']) ==" in r for r in stats()["recompile_reasons"]), stats()["recompile_reasons"]
