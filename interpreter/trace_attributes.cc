@@ -81,7 +81,7 @@ absl::StatusOr<Sym> Tracer::ContainerAttr(const Sym& obj, const std::string& nam
   static const auto* dict_methods = new absl::flat_hash_set<std::string>{
       "get", "items", "keys", "values", "pop", "setdefault", "update", "copy", "clear"};
   static const auto* list_methods = new absl::flat_hash_set<std::string>{
-      "append", "extend", "index", "count", "pop", "insert", "clear", "reverse", "copy"};
+      "append", "extend", "index", "count", "pop", "insert", "clear", "reverse", "copy", "remove", "sort"};
   const bool followed = (obj->kind == SymKind::kDict && dict_methods->contains(name)) ||
                         (obj->kind == SymKind::kList && list_methods->contains(name)) ||
                         (obj->kind == SymKind::kTuple && (name == "index" || name == "count"));

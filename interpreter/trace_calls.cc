@@ -309,6 +309,7 @@ absl::StatusOr<Sym> Tracer::CallListMethod(const Sym& self, const std::string& n
     self->items.insert(self->items.begin() + i, args[1]);
     return None();
   }
+  if (name == "remove") return ListRemove(self, args);
   if ((name == "clear" || name == "reverse") && args.empty()) {
     DT_RETURN_IF_ERROR(MutatingContainer(self));
     if (name == "clear") self->items.clear();
@@ -321,6 +322,7 @@ absl::StatusOr<Sym> Tracer::CallListMethod(const Sym& self, const std::string& n
 absl::StatusOr<Sym> Tracer::CallContainerMethod(const Sym& self, const std::string& name, const std::vector<Sym>& args,
                                                 const Kwargs& kwargs) {
   if (self->kind == SymKind::kDict) return CallDictMethod(self, name, args, kwargs);
+  if (self->kind == SymKind::kList && name == "sort") return ListSort(self, args, kwargs);
   if (!kwargs.empty()) return Unsupported(absl::StrCat(name, "() with keyword arguments"));
   if (self->kind == SymKind::kList && name != "index" && name != "count") return CallListMethod(self, name, args);
   // index() and count(): on the values, folded.

@@ -158,6 +158,45 @@ absl::StatusOr<Sym> Tracer::SortedWithKey(const std::vector<Sym>& args, const Kw
   return result;
 }
 
+// list.sort(key=, reverse=): sorted()'s order, written into the list.
+absl::StatusOr<Sym> Tracer::ListSort(const Sym& list, const std::vector<Sym>& args, const Kwargs& kwargs) {
+  if (!args.empty()) return Raises("the traced code raises TypeError: sort() takes no positional arguments");
+  DT_ASSIGN_OR_RETURN(Sym sorted, SortedWithKey({list}, kwargs));
+  DT_RETURN_IF_ERROR(MutatingContainer(list));
+  list->items = sorted->items;
+  return ConstSym(PyRef::Borrow(Py_None));
+}
+
+// list.remove(x): the first item that is x, or equal to it. CPython compares item by item
+// (`item is x or item == x`); an item whose == the trace cannot decide (a tensor's is a tensor)
+// before the match leaves the call to CPython.
+absl::StatusOr<Sym> Tracer::ListRemove(const Sym& list, const std::vector<Sym>& args) {
+  if (args.size() != 1) return Raises("the traced code raises TypeError: list.remove() takes exactly one argument");
+  const Sym& x = args[0];
+  for (size_t i = 0; i < list->items.size(); ++i) {
+    const Sym& item = list->items[i];
+    bool equal = item == x;
+    if (!equal) {
+      if (item->kind != SymKind::kConst || x->kind != SymKind::kConst || !IsPureConstType(item->obj.get()) ||
+          !IsPureConstType(x->obj.get())) {
+        return Unsupported(absl::StrCat("list.remove() comparing a ", Describe(item), " with a ", Describe(x)));
+      }
+      const int r = PyObject_RichCompareBool(item->obj.get(), x->obj.get(), Py_EQ);
+      if (r < 0) {
+        PyErr_Clear();
+        return Raises("the traced code raises in list.remove()");
+      }
+      equal = r == 1;
+    }
+    if (equal) {
+      DT_RETURN_IF_ERROR(MutatingContainer(list));
+      list->items.erase(list->items.begin() + i);
+      return ConstSym(PyRef::Borrow(Py_None));
+    }
+  }
+  return Raises("the traced code raises ValueError: list.remove(x): x not in list");
+}
+
 // functools.reduce(fn, iterable[, initial]), folded left as CPython does.
 absl::StatusOr<Sym> Tracer::FunctoolsReduce(const std::vector<Sym>& args) {
   if (args.size() < 2 || args.size() > 3) return Raises("the traced code raises: reduce() arguments");

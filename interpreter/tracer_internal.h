@@ -273,6 +273,8 @@ class Tracer {
   absl::StatusOr<Sym> BuiltinFilter(const std::vector<Sym>& args);
   absl::StatusOr<Sym> SortedWithKey(const std::vector<Sym>& args, const Kwargs& kwargs);
   absl::StatusOr<Sym> FunctoolsReduce(const std::vector<Sym>& args);
+  absl::StatusOr<Sym> ListSort(const Sym& list, const std::vector<Sym>& args, const Kwargs& kwargs);
+  absl::StatusOr<Sym> ListRemove(const Sym& list, const std::vector<Sym>& args);
   // Null: `fn` is none of those it follows.
   absl::StatusOr<Sym> CallItertools(PyObject* fn, const std::vector<Sym>& args, const Kwargs& kwargs);
   absl::StatusOr<Sym> CallOperatorFunction(PyObject* fn, const std::vector<Sym>& args, const Kwargs& kwargs);

@@ -236,3 +236,18 @@ def join_of_generator_expression(x):
     d = {"lr": 0.01, "wd": 1e-4}
     line = ", ".join(f"{k}={v}" for k, v in sorted(d.items()))
     return x * len(line), line
+
+
+@case(lambda i: Call([3, 1, 2], T(3)))
+def caller_list_sort_and_remove(order, x):
+    order.sort()
+    order.remove(2)
+    names = ["b", "a", "c"]
+    names.sort(key=lambda s: -ord(s), reverse=True)
+    return x * order[-1], names, ascii("é"), format(2.5, ".2f")
+
+
+@case(lambda i: Call([1, 2], T(3)))
+def list_remove_missing_raises(xs, x):
+    xs.remove(5)
+    return x
