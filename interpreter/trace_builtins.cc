@@ -285,10 +285,12 @@ absl::StatusOr<Sym> Tracer::BuiltinTypeFacts(PyObject* fn, const std::vector<Sym
     case SymKind::kSlice: type = &PySlice_Type; break;
     case SymKind::kObject:
     case SymKind::kConst: type = Py_TYPE(x->obj.get()); is_callable = PyCallable_Check(x->obj.get()); break;
-    case SymKind::kNumber: type = Py_TYPE(x->obj.get()); break;  // its type is guarded
     case SymKind::kFunction:
     case SymKind::kBoundMethod:
     case SymKind::kOpMethod: is_callable = true; break;
+    // A computed run-time number's type may depend on its values (`n ** k`): specialised by the
+    // constant folding instead.
+    case SymKind::kNumber:
     case SymKind::kShape:
     case SymKind::kNull:
     case SymKind::kIter:
