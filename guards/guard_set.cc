@@ -92,6 +92,7 @@ Layout LayoutOf(const Tensor& t) {
 LeafGuard::LeafGuard(const LeafGuard& other)
     : kind_(other.kind_),
       source_(other.source_),
+      other_(other.other_),
       where_(other.where_),
       type_(other.type_),
       expected_(other.expected_),
@@ -113,6 +114,7 @@ LeafGuard& LeafGuard::operator=(const LeafGuard& other) {
   Py_XDECREF(weak_expected_ != nullptr ? weak_expected_ : expected_);
   kind_ = other.kind_;
   source_ = other.source_;
+  other_ = other.other_;
   where_ = other.where_;
   type_ = other.type_;
   expected_ = other.expected_;
@@ -203,10 +205,34 @@ LeafGuard LeafGuard::Absent(SourceRef source, Provenance where) {
   return LeafGuard(Kind::kAbsent, std::move(source), std::move(where));
 }
 
+LeafGuard LeafGuard::NotSame(SourceRef source, SourceRef other, Provenance where) {
+  LeafGuard g(Kind::kNotSame, std::move(source), std::move(where));
+  g.other_ = std::move(other);
+  return g;
+}
+
+LeafGuard LeafGuard::KeysInOrder(SourceRef source, PyObject* keys, Provenance where) {
+  LeafGuard g(Kind::kKeys, std::move(source), std::move(where));
+  g.expected_ = keys;
+  Py_INCREF(keys);
+  return g;
+}
+
 bool LeafGuard::CheckValue(PyObject* value) const {
   if (kind_ == Kind::kAbsent) return value == nullptr;
   if (value == nullptr) return false;
   switch (kind_) {
+    case Kind::kKeys: {
+      if (!PyDict_CheckExact(value) || PyDict_GET_SIZE(value) != PyTuple_GET_SIZE(expected_)) return false;
+      PyObject *key, *item;
+      Py_ssize_t pos = 0, i = 0;
+      while (PyDict_Next(value, &pos, &key, &item)) {
+        PyObject* want = PyTuple_GET_ITEM(expected_, i++);
+        if (!PyUnicode_CheckExact(key) || PyUnicode_Compare(key, want) != 0) return false;
+      }
+      return true;
+    }
+    case Kind::kNotSame: return false;  // two values: Check() decides
     // A dead expected object's address may be reused: the weak reference tells them apart.
     case Kind::kType: return Py_TYPE(value) == type_ && LiveExpected() != nullptr;
     case Kind::kIdentity: return value == expected_ && LiveExpected() != nullptr;
@@ -248,24 +274,37 @@ bool LeafGuard::Check(const FrameInputs& frame) const {
     const std::optional<bool> now = (*relation_)(frame);
     return now.has_value() && *now == holds_;
   }
-  return CheckValue(source_->Resolve(frame));
+  PyObject* value = source_->Resolve(frame);
+  if (kind_ == Kind::kNotSame) return value != nullptr && value != other_->Resolve(frame);
+  return CheckValue(value);
 }
 
 std::optional<std::string> LeafGuard::Explain(const FrameInputs& frame) const {
+  if (Check(frame)) return std::nullopt;
   if (kind_ == Kind::kRelation) {
-    if (Check(frame)) return std::nullopt;
     const std::optional<bool> now = (*relation_)(frame);
     return absl::StrFormat("%s: expected %s, actual %s", expression_, holds_ ? "True" : "False",
                            now.has_value() ? (*now ? "True" : "False") : "not computable");
   }
   PyObject* value = source_->Resolve(frame);
-  if (CheckValue(value)) return std::nullopt;
   const std::string src = source_->ToString();
+  if (kind_ == Kind::kNotSame && value != nullptr) {
+    return absl::StrFormat("%s is %s: expected two different objects, actual the same %s", src,
+                           other_->ToString(), Py_TYPE(value)->tp_name);
+  }
   if (kind_ == Kind::kAbsent) return absl::StrFormat("%s: expected no such name, actual %s", src, Repr(value));
   if (value == nullptr) return absl::StrCat(src, ": expected a value, actual: it no longer exists");
   switch (kind_) {
     case Kind::kAbsent:
-    case Kind::kRelation: break;
+    case Kind::kRelation:
+    case Kind::kNotSame: break;
+    case Kind::kKeys: {
+      PyObject* actual = PyDict_Check(value) ? PySequence_Tuple(value) : nullptr;
+      if (actual == nullptr) PyErr_Clear();
+      const std::string text = actual != nullptr ? Repr(actual) : Repr(value);
+      Py_XDECREF(actual);
+      return absl::StrFormat("tuple(%s): expected %s, actual %s", src, Repr(expected_), text);
+    }
     case Kind::kType:
       return absl::StrFormat("type(%s): expected %s, actual %s", src,
                              LiveExpected() != nullptr ? type_->tp_name : "a class that no longer exists",
@@ -334,6 +373,8 @@ std::string LeafGuard::ToString() const {
       break;
     case Kind::kAbsent: code = absl::StrFormat("%s does not exist", src); break;
     case Kind::kRelation: code = holds_ ? expression_ : absl::StrCat("not (", expression_, ")"); break;
+    case Kind::kNotSame: code = absl::StrFormat("%s is not %s", src, other_->ToString()); break;
+    case Kind::kKeys: code = absl::StrFormat("tuple(%s) == %s", src, Repr(expected_)); break;
   }
   if (where_.line >= 0 || !where_.instruction.empty()) {
     absl::StrAppendFormat(&code, "  # line %d: %s (offset %d)", where_.line, where_.instruction,

@@ -2,7 +2,7 @@
 //
 // A GuardSet is a list of leaf guards, each a pure predicate on the value at one Source, checked
 // in order without calling Python code: exact type, identity, equality with a constant of a
-// builtin type, sequence length, and a tensor's dtype/device/rank/size-1 dims/layout (plus exact
+// builtin type, sequence length, that two sources are different objects, and a tensor's dtype/device/rank/size-1 dims/layout (plus exact
 // sizes for the dims the traced code read). Check() is the fast path; Explain() is a separate const
 // path that returns the first failure as "expected X, actual Y" and changes nothing.
 //
@@ -49,7 +49,7 @@ struct TensorProperties {
 
 class LeafGuard {
  public:
-  enum class Kind : uint8_t { kType, kIdentity, kEquals, kLength, kTensor, kTensorSize, kAbsent, kRelation };
+  enum class Kind : uint8_t { kType, kIdentity, kEquals, kLength, kTensor, kTensorSize, kAbsent, kRelation, kNotSame, kKeys };
   // Evaluates a relation on the frame's values; nullopt when it cannot (a value is gone).
   using RelationFn = std::function<std::optional<bool>(const FrameInputs&)>;
 
@@ -69,6 +69,12 @@ class LeafGuard {
                             std::shared_ptr<const RelationFn> relation, Provenance where);
   // Passes when the source does not exist (no global shadows a builtin).
   static LeafGuard Absent(SourceRef source, Provenance where);
+  // Passes when `source` and `other` are two different objects: a trace that changes a container
+  // of the caller relies on no other name of the caller reaching that same container.
+  static LeafGuard NotSame(SourceRef source, SourceRef other, Provenance where);
+  // Passes when the source is a dict whose keys are the str keys of the tuple `keys`, in that
+  // order: a trace that iterates a dict of the caller relies on its order.
+  static LeafGuard KeysInOrder(SourceRef source, PyObject* keys, Provenance where);
 
   // REQUIRES: the GIL. Never raises.
   bool Check(const FrameInputs& frame) const;
@@ -87,6 +93,7 @@ class LeafGuard {
 
   Kind kind_;
   SourceRef source_;
+  SourceRef other_;  // kNotSame
   Provenance where_;
   PyTypeObject* type_ = nullptr;
   // kType, kIdentity, kEquals: the expected object. Held through `weak_expected_` (an owned weak

@@ -98,6 +98,7 @@ std::vector<InstructionRow>* BuildTable() {
       {Op::kBuildSlice, {"BUILD_SLICE"}, {"BUILD_SLICE"}, F::kNext, X::kHandBack, [](int n, bool) { return Fixed(n, 1); }},
       {Op::kBinarySubscr, {"BINARY_SUBSCR"}, {"BINARY_SUBSCR"}, F::kNext, X::kHandBack, [](int, bool) { return Fixed(2, 1); }},
       {Op::kStoreSubscr, {"STORE_SUBSCR"}, {"STORE_SUBSCR"}, F::kNext, X::kHandBack, [](int, bool) { return Fixed(3, 0); }},
+      {Op::kDeleteSubscr, {"DELETE_SUBSCR"}, {"DELETE_SUBSCR"}, F::kNext, X::kHandBack, [](int, bool) { return Fixed(2, 0); }},
       {Op::kBinarySlice, {}, {"BINARY_SLICE"}, F::kNext, X::kHandBack, [](int, bool) { return Fixed(3, 1); }},
       {Op::kStoreSlice, {}, {"STORE_SLICE"}, F::kNext, X::kHandBack, [](int, bool) { return Fixed(4, 0); }},
       {Op::kUnpackSequence, {"UNPACK_SEQUENCE"}, {"UNPACK_SEQUENCE"}, F::kNext, X::kHandBack,

@@ -33,7 +33,7 @@ enum class Op : uint8_t {
   kPopJumpIfTrue, kPopJumpIfNone, kPopJumpIfNotNone, kJump, kJumpIfFalseOrPop, kJumpIfTrueOrPop,
   kCall, kKwNames, kCallFunctionEx, kBuildTuple, kBuildList, kBuildMap, kBuildConstKeyMap,
   kListAppend, kListExtend, kDictUpdate, kDictMerge, kMapAdd, kListToTuple, kBuildSlice,
-  kBinarySubscr, kStoreSubscr, kBinarySlice, kStoreSlice, kUnpackSequence, kUnpackEx, kGetIter,
+  kBinarySubscr, kStoreSubscr, kDeleteSubscr, kBinarySlice, kStoreSlice, kUnpackSequence, kUnpackEx, kGetIter,
   kForIter, kEndFor, kFormatValue, kBuildString, kMakeFunction, kReturnValue, kReturnConst,
   kReturnGenerator, kYieldValue,
   kUnsupported,  // every instruction without a row: the trace stops there

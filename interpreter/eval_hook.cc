@@ -19,6 +19,7 @@
 #include "interpreter/frame_builder.h"
 #include "interpreter/py_str.h"
 #include "interpreter/py_types.h"
+#include "interpreter/side_effects.h"
 #include "runtime/log.h"
 
 namespace dt::interpreter {
@@ -295,13 +296,20 @@ std::variant<trace::TraceResult, trace::TraceFailure> SegmentRun::Trace(const gu
 
 // The trace could not start here: fullgraph raises; otherwise CPython runs the frame from here,
 // and later frames passing the same guards go straight to CPython (a fallback entry), unless
-// the frame has no tensor work at all (then it is skipped from now on).
+// the frame has no tensor work at all (then it is skipped from now on). Code that raises (a
+// pop from an empty list, zip(strict=True) of unequal lengths) is not a capture failure, even
+// with fullgraph: CPython runs the frame, and the frames it calls, and raises its own error,
+// message and traceback.
 PyObject* SegmentRun::FallBack(trace::TraceFailure& failure) {
   if (!failure.constraint_error.empty()) {
     PyErr_SetString(PyExc_RuntimeError, failure.constraint_error.c_str());
     return RaiseHere();
   }
   RecordBreak(*cache_, InfoOf(failure), true);
+  if (cache_->options.fullgraph && failure.kind == BreakKind::kRaises) {
+    InsideDyntrace plain_cpython;
+    return HandBackHere();
+  }
   if (cache_->options.fullgraph) {
     PyErr_Format(PyExc_RuntimeError, "dyntrace (fullgraph=True): cannot capture %s: %s at %s:%d (%s)",
                  CodeName(view_.code).c_str(), failure.reason.c_str(), failure.file.c_str(), failure.line,
@@ -376,24 +384,6 @@ PyObject* SegmentRun::Return(const trace::ReturnExit& exit, PyObject* result) {
   return cpython::ResumeAt(tstate_, frame_, exit.return_offset, {});
 }
 
-// The attribute stores the traced code made, on the real objects, in program order. The values
-// come from the same builder as the return value or frame state, so shared objects stay shared.
-bool ApplyAttrStores(const std::vector<trace::AttrStore>& stores, Builder& builder, const guards::FrameInputs& inputs) {
-  for (const trace::AttrStore& store : stores) {
-    PyObject* target = store.object->Resolve(inputs);
-    PyObject* value = builder.Build(store.value);
-    if (target == nullptr || value == nullptr) {
-      Py_XDECREF(value);
-      if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "dyntrace: an attribute store lost its object");
-      return false;
-    }
-    const int failed = PyObject_SetAttr(target, store.name.get(), value);
-    Py_DECREF(value);
-    if (failed < 0) return false;
-  }
-  return true;
-}
-
 // Replays the segment's Python-number arithmetic, runs its graph, replays its attribute stores,
 // and exits.
 SegmentRun::Finished SegmentRun::RunEntry(const CacheEntry& entry, const guards::FrameInputs& inputs) {
@@ -422,7 +412,7 @@ SegmentRun::Finished SegmentRun::RunEntry(const CacheEntry& entry, const guards:
       for (const trace::OutputSpec& spec : entry.trace.locals_state) next.locals.push_back(builder.Build(spec));
       for (const trace::OutputSpec& spec : entry.trace.stack_state) next.stack.push_back(builder.Build(spec));
     }
-    if (!builder.ok() || !ApplyAttrStores(entry.trace.attr_stores, builder, inputs)) {
+    if (!builder.ok() || !ApplySideEffects(entry.trace, builder, inputs)) {
       Py_XDECREF(result);
       return RaiseHere();
     }

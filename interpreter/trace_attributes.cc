@@ -58,7 +58,20 @@ absl::StatusOr<Sym> Tracer::TensorAttr(const Sym& obj, const std::string& name) 
                         Emit(op, {m, perm}, {GraphArg::Value(obj->value), GraphArg{ArgValue(perm)}}, false));
     return outs[0];
   }
+  if (name == "__class__") return ConstSym(PyRef::Borrow(reinterpret_cast<PyObject*>(&py::TensorType)));
   PyObject* attr = PyDict_GetItemString(py::TensorType.tp_dict, name.c_str());
+  if (attr == nullptr) {
+    // object's own attributes (__eq__, __sizeof__ ...); 3.12 keeps a builtin type's dict apart
+    // from tp_dict, so it is looked up through the type.
+    PyRef name_obj = PyRef::Steal(py::FromUtf8(name));
+    if (!name_obj) {
+      PyErr_Clear();
+      return Unsupported("an attribute name UTF-8 cannot encode");
+    }
+    if (cpython::LookupOnType(&PyBaseObject_Type, name_obj.get()) != nullptr) {
+      return Unsupported(absl::StrCat("Tensor.", name, ", inherited from object"));
+    }
+  }
   if (attr == nullptr) return Raises(absl::StrCat("the traced code raises AttributeError: Tensor has no attribute ", name));
   return BoundTo(py::IsOpFunction(attr) ? SymKind::kOpMethod : SymKind::kBoundMethod, PyRef::Borrow(attr), obj);
 }
@@ -71,7 +84,7 @@ absl::StatusOr<Sym> Tracer::ContainerAttr(const Sym& obj, const std::string& nam
   static const auto* dict_methods = new absl::flat_hash_set<std::string>{
       "get", "items", "keys", "values", "pop", "setdefault", "update", "copy", "clear"};
   static const auto* list_methods = new absl::flat_hash_set<std::string>{
-      "append", "extend", "index", "count", "pop", "insert", "clear", "reverse", "copy"};
+      "append", "extend", "index", "count", "pop", "insert", "clear", "reverse", "copy", "remove", "sort"};
   const bool followed = (obj->kind == SymKind::kDict && dict_methods->contains(name)) ||
                         (obj->kind == SymKind::kList && list_methods->contains(name)) ||
                         (obj->kind == SymKind::kTuple && (name == "index" || name == "count"));

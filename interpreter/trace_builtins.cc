@@ -22,12 +22,20 @@ namespace dt::interpreter::trace {
 
 namespace {
 
-bool IsDyntraceTensorFunction(PyObject* fn) {
+bool IsDyntraceFunction(PyObject* fn, std::string_view name) {
   if (!PyCFunction_Check(fn)) return false;
   PyObject* self = PyCFunction_GET_SELF(fn);
-  return std::string_view(reinterpret_cast<PyCFunctionObject*>(fn)->m_ml->ml_name) == "tensor" &&
-         self != nullptr && PyModule_Check(self) && std::string_view(PyModule_GetName(self)) == "dyntrace";
+  if (self == nullptr || !PyModule_Check(self)) return false;
+  const char* module = PyModule_GetName(self);
+  if (module == nullptr) {
+    PyErr_Clear();
+    return false;
+  }
+  return std::string_view(reinterpret_cast<PyCFunctionObject*>(fn)->m_ml->ml_name) == name &&
+         std::string_view(module) == "dyntrace";
 }
+
+bool IsDyntraceTensorFunction(PyObject* fn) { return IsDyntraceFunction(fn, "tensor"); }
 
 // Builtins without side effects whose results the trace may fold or replay: the listed ones, the
 // methods of immutable constants ("abc".startswith, (1, 2).index), the math module, and facts
@@ -35,7 +43,7 @@ bool IsDyntraceTensorFunction(PyObject* fn) {
 bool IsPureBuiltin(PyObject* fn, PyObject* builtins) {
   static const char* kPure[] = {"abs", "min", "max", "float", "int", "bool", "str", "round", "len",
                                 "range", "tuple", "divmod", "pow", "sum", "repr", "hash", "chr",
-                                "ord", "any", "all", "sorted", "slice", "type"};
+                                "ord", "any", "all", "sorted", "slice", "type", "ascii", "format"};
   for (const char* name : kPure) {
     if (fn == PyDict_GetItemString(builtins, name)) return true;
   }
@@ -164,7 +172,7 @@ absl::StatusOr<Sym> Tracer::BuiltinIsinstance(const Sym& value, const Sym& class
 }
 
 // zip(*args) and enumerate(iterable, start): iterators of tuples, unrolled.
-absl::StatusOr<Sym> Tracer::BuiltinZip(const std::vector<Sym>& args, bool enumerate) {
+absl::StatusOr<Sym> Tracer::BuiltinZip(const std::vector<Sym>& args, bool enumerate, bool strict) {
   std::vector<std::vector<Sym>> seqs;
   if (enumerate) {
     if (args.size() > 2) return Raises("the traced code raises: enumerate() takes at most 2 arguments");
@@ -188,6 +196,9 @@ absl::StatusOr<Sym> Tracer::BuiltinZip(const std::vector<Sym>& args, bool enumer
   }
   size_t n = seqs[0].size();
   for (const auto& s : seqs) n = std::min(n, s.size());
+  for (const auto& s : seqs) {
+    if (strict && s.size() != n) return Raises("the traced code raises ValueError: zip(strict=True) of unequal lengths");
+  }
   Sym it = MakeSym(SymKind::kIter);
   for (size_t i = 0; i < n; ++i) {
     Sym t = MakeSym(SymKind::kTuple);
@@ -212,6 +223,17 @@ absl::StatusOr<Sym> Tracer::CallFollowedBuiltin(PyObject* fn, const std::vector<
     return s;
   }
   if ((is("enumerate") || is("zip")) && kwargs.empty() && !args.empty()) return BuiltinZip(args, is("enumerate"));
+  if (is("zip") && kwargs.size() == 1 && kwargs[0].first == "strict" && !args.empty()) {
+    DT_ASSIGN_OR_RETURN(const bool strict, Truth(kwargs[0].second));
+    return BuiltinZip(args, false, strict);
+  }
+  if (is("enumerate") && kwargs.size() == 1 && kwargs[0].first == "start" && args.size() == 1) {
+    return BuiltinZip({args[0], kwargs[0].second}, true);
+  }
+  if (is("map") && kwargs.empty()) return BuiltinMap(args);
+  if (is("filter") && kwargs.empty()) return BuiltinFilter(args);
+  if (is("sorted") && !kwargs.empty()) return SortedWithKey(args, kwargs);
+  if ((is("type") || is("callable")) && args.size() == 1 && kwargs.empty()) return BuiltinTypeFacts(fn, args);
   if (is("reversed") && args.size() == 1) {
     DT_ASSIGN_OR_RETURN(std::vector<Sym> items, Iterate(args[0]));
     Sym it = MakeSym(SymKind::kIter);
@@ -258,6 +280,41 @@ absl::StatusOr<Sym> Tracer::CallFollowedBuiltin(PyObject* fn, const std::vector<
     return acc;
   }
   return Sym();
+}
+
+// type(x) and callable(x) of values whose type the trace knows (guarded, or made by the trace).
+// Null: left to the constant folding (type() of a constant) or unsupported.
+absl::StatusOr<Sym> Tracer::BuiltinTypeFacts(PyObject* fn, const std::vector<Sym>& args) {
+  const Sym& x = args[0];
+  PyTypeObject* type = nullptr;
+  bool is_callable = false;
+  switch (x->kind) {
+    case SymKind::kTensor: type = &py::TensorType; break;
+    case SymKind::kTuple: type = &PyTuple_Type; break;
+    case SymKind::kList: type = &PyList_Type; break;
+    case SymKind::kDict: type = &PyDict_Type; break;
+    case SymKind::kSlice: type = &PySlice_Type; break;
+    case SymKind::kObject:
+    case SymKind::kConst: type = Py_TYPE(x->obj.get()); is_callable = PyCallable_Check(x->obj.get()); break;
+    case SymKind::kFunction:
+    case SymKind::kBoundMethod:
+    case SymKind::kOpMethod: is_callable = true; break;
+    // A computed run-time number's type may depend on its values (`n ** k`): specialised by the
+    // constant folding instead.
+    case SymKind::kNumber:
+    case SymKind::kShape:
+    case SymKind::kNull:
+    case SymKind::kIter:
+    case SymKind::kCell:
+    case SymKind::kRunIter: break;
+  }
+  const bool is_type = fn == reinterpret_cast<PyObject*>(&PyType_Type);
+  if (is_type) {
+    if (type == nullptr) return Sym();
+    return ConstSym(PyRef::Borrow(reinterpret_cast<PyObject*>(type)));
+  }
+  if (type == nullptr && !is_callable) return Sym();
+  return ConstSym(PyRef::Borrow(is_callable ? Py_True : Py_False));
 }
 
 // getattr(obj, name[, default]) and hasattr(obj, name) with a constant name: the attribute
@@ -324,16 +381,29 @@ absl::StatusOr<Sym> Tracer::FoldPureCall(PyObject* fn, const std::vector<Sym>& a
     PyTuple_SET_ITEM(tuple.get(), i, c.Release());
   }
   DT_ASSIGN_OR_RETURN(PyRef kw, ConstKeywords(kwargs));
-  PyObject* r = PyObject_Call(fn, tuple.get(), kw.get());
-  if (r == nullptr) {
+  PyRef r = PyRef::Steal(PyObject_Call(fn, tuple.get(), kw.get()));
+  if (!r) {
     PyErr_Clear();
     return Raises(absl::StrCat("the traced code raises in ", ShortRepr(fn)));
   }
-  return ConstSym(PyRef::Steal(r));
+  // A new list (sorted(), str.split()): one the traced code may change and iterate like any other.
+  // (min() or max() of lists returns one of its arguments: that one stays a constant.)
+  PyObject* self = PyCFunction_Check(fn) ? PyCFunction_GET_SELF(fn) : nullptr;
+  const bool fresh = fn == PyDict_GetItemString(frame_.inputs.builtins, "sorted") ||
+                     (self != nullptr && (PyUnicode_CheckExact(self) || PyBytes_CheckExact(self)));
+  if (!fresh || !PyList_CheckExact(r.get())) return ConstSym(std::move(r));
+  Sym list = MakeSym(SymKind::kList);
+  for (Py_ssize_t i = 0; i < PyList_GET_SIZE(r.get()); ++i) {
+    list->items.push_back(ConstSym(PyRef::Borrow(PyList_GET_ITEM(r.get(), i))));
+  }
+  return list;
 }
 
 absl::StatusOr<Sym> Tracer::CallBuiltin(PyObject* fn, const std::vector<Sym>& args, const Kwargs& kwargs) {
   if (IsDyntraceTensorFunction(fn)) return CallTensorConstructor(fn, args, kwargs);
+  if (IsDyntraceFunction(fn, "is_tensor") && args.size() == 1 && kwargs.empty()) {
+    return ConstSym(PyRef::Borrow(args[0]->kind == SymKind::kTensor ? Py_True : Py_False));
+  }
   DT_ASSIGN_OR_RETURN(Sym followed, CallFollowedBuiltin(fn, args, kwargs));
   if (followed != nullptr) return followed;
   if (!IsPureBuiltin(fn, frame_.inputs.builtins)) {
@@ -348,7 +418,15 @@ absl::StatusOr<Sym> Tracer::CallBuiltin(PyObject* fn, const std::vector<Sym>& ar
     DT_ASSIGN_OR_RETURN(Sym replayed, CallPureOnNumbers(fn, args));
     if (replayed != nullptr) return replayed;
   }
-  return FoldPureCall(fn, args, kwargs);
+  // An iterator the trace holds (", ".join(f"{k}" for k in d)) is used up by the call: its items.
+  std::vector<Sym> folded_args = args;
+  for (Sym& a : folded_args) {
+    if (a->kind != SymKind::kIter) continue;
+    Sym items = MakeSym(SymKind::kTuple);
+    DT_ASSIGN_OR_RETURN(items->items, Consume(a));
+    a = items;
+  }
+  return FoldPureCall(fn, folded_args, kwargs);
 }
 
 }  // namespace dt::interpreter::trace

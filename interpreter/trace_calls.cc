@@ -143,6 +143,7 @@ absl::StatusOr<Sym> Tracer::CallTensorMethod(const Sym& self, const std::string&
     if (!nd.ok()) return Raises("the traced code raises: size() dim out of range");
     return SizeOf(self, *nd);
   }
+  if (name == "__len__" && args.empty() && kwargs.empty()) return BuiltinLen(self);
   if ((name == "dim" || name == "ndimension") && args.empty()) {
     return ConstSym(PyRef::Steal(PyLong_FromLongLong(m.ndim())));
   }
@@ -229,20 +230,19 @@ absl::StatusOr<Sym> Tracer::CallDictMethod(const Sym& self, const std::string& n
     DT_ASSIGN_OR_RETURN(std::optional<size_t> at, DictFind(*self, key.get()));
     const Sym fallback = args.size() == 2 ? args[1] : nullptr;
     if (name == "get") return at ? self->items[*at] : (fallback ? fallback : None());
-    if (self->from_frame) return Unsupported(absl::StrCat("dict.", name, "() on a dict of the caller"));
     if (name == "pop") {
       if (!at) {
         if (fallback) return fallback;
         return Raises("the traced code raises KeyError in dict.pop()");
       }
-      Mutating(self);
+      DT_RETURN_IF_ERROR(MutatingContainer(self));
       Sym value = self->items[*at];
       self->items.erase(self->items.begin() + *at);
       self->keys.erase(self->keys.begin() + *at);
       return value;
     }
     if (at) return self->items[*at];  // setdefault of a present key
-    Mutating(self);
+    DT_RETURN_IF_ERROR(MutatingContainer(self));
     DT_RETURN_IF_ERROR(DictInsert(*self, std::move(key), fallback ? fallback : None()));
     return fallback ? fallback : None();
   }
@@ -253,21 +253,20 @@ absl::StatusOr<Sym> Tracer::CallDictMethod(const Sym& self, const std::string& n
     return copy;
   }
   if (name == "update" || name == "clear") {
-    if (self->from_frame) return Unsupported(absl::StrCat("dict.", name, "() on a dict of the caller"));
     if (name == "clear") {
       if (!args.empty()) return Raises("the traced code raises: dict.clear() takes no arguments");
-      Mutating(self);
+      DT_RETURN_IF_ERROR(MutatingContainer(self));
       self->keys.clear();
       self->items.clear();
       return None();
     }
     if (args.size() > 1) return Raises("the traced code raises: dict.update() takes at most 1 argument");
-    Mutating(self);
+    DT_RETURN_IF_ERROR(MutatingContainer(self));
     if (!args.empty()) DT_RETURN_IF_ERROR(UpdateDict(*self, args[0]));
     for (const auto& [k, v] : kwargs) DT_RETURN_IF_ERROR(DictInsert(*self, PyRef::Steal(py::FromUtf8(k)), v));
     return None();
   }
-  if (self->from_frame) return Unsupported(absl::StrCat("iterating over a dict from the caller (", name, ")"));
+  DT_RETURN_IF_ERROR(GuardKeyOrder(self));
   Sym it = MakeSym(SymKind::kIter);  // keys(), values(), items()
   for (size_t i = 0; i < self->keys.size(); ++i) {
     if (name == "keys") {
@@ -287,7 +286,7 @@ absl::StatusOr<Sym> Tracer::CallDictMethod(const Sym& self, const std::string& n
 // iterable of (key, value) pairs, as dict.update and dict() take them.
 absl::Status Tracer::UpdateDict(SymValue& dict, const Sym& source) {
   if (source->kind == SymKind::kDict) {
-    if (source->from_frame) return Unsupported("iterating over a dict from the caller (update)");
+    DT_RETURN_IF_ERROR(GuardKeyOrder(source));
     for (size_t i = 0; i < source->keys.size(); ++i) DT_RETURN_IF_ERROR(DictInsert(dict, source->keys[i], source->items[i]));
     return absl::OkStatus();
   }
@@ -307,14 +306,13 @@ absl::StatusOr<Sym> Tracer::CallListMethod(const Sym& self, const std::string& n
     copy->items = self->items;
     return copy;
   }
-  if (self->from_frame) return Unsupported("mutating a list that belongs to the caller");
   if (name == "append" || name == "extend") {
     if (args.size() != 1) return Raises("the traced code raises: list method arguments");
     std::vector<Sym> items = {args[0]};
     if (name == "extend") {
       DT_ASSIGN_OR_RETURN(items, Iterate(args[0]));
     }
-    Mutating(self);
+    DT_RETURN_IF_ERROR(MutatingContainer(self));
     self->items.insert(self->items.end(), items.begin(), items.end());
     return None();
   }
@@ -329,7 +327,7 @@ absl::StatusOr<Sym> Tracer::CallListMethod(const Sym& self, const std::string& n
       if (!i) return Raises("the traced code raises IndexError: pop index out of range");
       at = *i;
     }
-    Mutating(self);
+    DT_RETURN_IF_ERROR(MutatingContainer(self));
     Sym value = self->items[at];
     self->items.erase(self->items.begin() + at);
     return value;
@@ -347,12 +345,13 @@ absl::StatusOr<Sym> Tracer::CallListMethod(const Sym& self, const std::string& n
     }
     if (i < 0) i = std::max<Py_ssize_t>(i + n, 0);
     i = std::min(i, n);
-    Mutating(self);
+    DT_RETURN_IF_ERROR(MutatingContainer(self));
     self->items.insert(self->items.begin() + i, args[1]);
     return None();
   }
+  if (name == "remove") return ListRemove(self, args);
   if ((name == "clear" || name == "reverse") && args.empty()) {
-    Mutating(self);
+    DT_RETURN_IF_ERROR(MutatingContainer(self));
     if (name == "clear") self->items.clear();
     else std::reverse(self->items.begin(), self->items.end());
     return None();
@@ -363,6 +362,7 @@ absl::StatusOr<Sym> Tracer::CallListMethod(const Sym& self, const std::string& n
 absl::StatusOr<Sym> Tracer::CallContainerMethod(const Sym& self, const std::string& name, const std::vector<Sym>& args,
                                                 const Kwargs& kwargs) {
   if (self->kind == SymKind::kDict) return CallDictMethod(self, name, args, kwargs);
+  if (self->kind == SymKind::kList && name == "sort") return ListSort(self, args, kwargs);
   if (!kwargs.empty()) return Unsupported(absl::StrCat(name, "() with keyword arguments"));
   if (self->kind == SymKind::kList && name != "index" && name != "count") return CallListMethod(self, name, args);
   // index() and count(): on the values, folded.
@@ -414,6 +414,9 @@ absl::StatusOr<Sym> Tracer::CallSym(const Sym& callable, std::vector<Sym> args,
     }
     case SymKind::kConst: {
       PyObject* fn = callable->obj.get();
+      // functools, itertools (heap types on 3.12) and operator functions.
+      DT_ASSIGN_OR_RETURN(Sym functional, CallItertools(fn, args, kwargs));
+      if (functional != nullptr) return functional;
       if (PyType_Check(fn) && !PyType_HasFeature(reinterpret_cast<PyTypeObject*>(fn), Py_TPFLAGS_HEAPTYPE)) {
         return CallBuiltin(fn, args, kwargs);
       }
@@ -579,6 +582,7 @@ absl::StatusOr<Sym> Tracer::Inline(const Sym& function, std::vector<Sym> args,
   f.function_source = function->source;
   f.function_sym = function;
   f.depth = current_ == nullptr ? 0 : current_->depth + 1;
+  f.caller = current_;
   if (globals != frame_.inputs.globals) {
     if (function->source == nullptr) return Unsupported("a function from another module without a source");
     f.globals_source = guards::FuncGlobalsSource(function->source);

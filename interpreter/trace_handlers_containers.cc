@@ -69,12 +69,12 @@ absl::Status Tracer::DoListAppendOrExtend(TFrame& f, const Instr& in) {
   DT_RETURN_IF_ERROR(f.Need(in.arg + 1, in));
   Sym v = f.Pop();
   Sym list = f.stack[f.stack.size() - in.arg];
-  if (list->kind != SymKind::kList || list->from_frame) return Unsupported("appending to a list of the caller");
+  if (list->kind != SymKind::kList) return Unsupported(absl::StrCat("appending to a ", Describe(list)));
   std::vector<Sym> items = {v};
   if (in.op == Op::kListExtend) {
     DT_ASSIGN_OR_RETURN(items, Iterate(v));
   }
-  Mutating(list);
+  DT_RETURN_IF_ERROR(MutatingContainer(list));
   list->items.insert(list->items.end(), items.begin(), items.end());
   return absl::OkStatus();
 }
@@ -83,8 +83,8 @@ absl::Status Tracer::DoDictUpdate(TFrame& f, const Instr& in) {
   DT_RETURN_IF_ERROR(f.Need(in.arg + 1, in));
   Sym v = f.Pop();
   Sym d = f.stack[f.stack.size() - in.arg];
-  if (d->kind != SymKind::kDict || v->kind != SymKind::kDict || d->from_frame) return Unsupported("dict update");
-  Mutating(d);
+  if (d->kind != SymKind::kDict || v->kind != SymKind::kDict) return Unsupported("dict update");
+  DT_RETURN_IF_ERROR(MutatingContainer(d));
   for (size_t i = 0; i < v->keys.size(); ++i) {
     // DICT_MERGE builds a call's **kwargs: a repeated key is CPython's TypeError, whose message
     // names the callee; CPython raises it itself when it runs the instruction.
@@ -102,9 +102,9 @@ absl::Status Tracer::DoMapAdd(TFrame& f, const Instr& in) {
   Sym value = f.Pop();
   Sym key = f.Pop();
   Sym d = f.stack[f.stack.size() - in.arg];
-  if (d->kind != SymKind::kDict || d->from_frame) return Unsupported("MAP_ADD into a dict of the caller");
+  if (d->kind != SymKind::kDict) return Unsupported("MAP_ADD into a dict of the caller");
   DT_ASSIGN_OR_RETURN(PyRef k, ConstValue(key));
-  Mutating(d);
+  DT_RETURN_IF_ERROR(MutatingContainer(d));
   return DictInsert(*d, std::move(k), value);
 }
 
@@ -199,22 +199,31 @@ absl::Status Tracer::DoStoreSubscr(TFrame& f, const Instr& in) {
   Sym container = f.Pop();
   Sym value = f.Pop();
   if (container->kind == SymKind::kTensor) return StoreIntoTensor(container, index, value);
-  if ((container->kind != SymKind::kList && container->kind != SymKind::kDict) || container->from_frame) {
-    return Unsupported("item assignment into a Python object of the caller");
+  if (container->kind != SymKind::kList && container->kind != SymKind::kDict) {
+    return Unsupported(absl::StrCat("item assignment into a ", Describe(container)));
   }
   DT_ASSIGN_OR_RETURN(PyRef key, ConstValue(index));
   if (container->kind == SymKind::kDict) {
-    Mutating(container);
+    DT_RETURN_IF_ERROR(MutatingContainer(container));
     return DictInsert(*container, key, value);
   }
-  if (!PyLong_Check(key.get())) return Unsupported("list slice assignment");
+  if (PySlice_Check(key.get())) return AssignListSlice(container, key.get(), value);
+  if (!PyLong_Check(key.get())) return Raises("the traced code raises TypeError: list indices must be integers or slices");
   Py_ssize_t i = PyLong_AsSsize_t(key.get());
   if (i < 0) i += container->items.size();
   if (i < 0 || i >= static_cast<Py_ssize_t>(container->items.size())) {
     return Raises("the traced code raises IndexError");
   }
-  Mutating(container);
+  DT_RETURN_IF_ERROR(MutatingContainer(container));
   container->items[i] = value;
+  return absl::OkStatus();
+}
+
+absl::Status Tracer::DoDeleteSubscr(TFrame& f, const Instr& in) {
+  DT_RETURN_IF_ERROR(f.Need(2, in));
+  DT_RETURN_IF_ERROR(DeleteItem(f.stack[f.stack.size() - 2], f.stack.back()));
+  f.Pop();
+  f.Pop();
   return absl::OkStatus();
 }
 

@@ -39,12 +39,34 @@ absl::Status Tracer::DoJumpIfOrPop(TFrame& f, const Instr& in) {
   return absl::OkStatus();
 }
 
+bool Tracer::HeldByFrames(const Sym& s, const TFrame& f) {
+  for (const TFrame* frame = &f; frame != nullptr; frame = frame->caller) {
+    for (const Sym& local : frame->locals) {
+      if (local == s) return true;
+      if (local != nullptr && local->kind == SymKind::kCell && !local->items.empty() && local->items[0] == s) return true;
+    }
+    const size_t slots = frame == &f ? frame->stack.size() - 1 : frame->stack.size();
+    for (size_t i = 0; i < slots; ++i) {
+      if (frame->stack[i] == s) return true;
+    }
+  }
+  return false;
+}
+
 absl::Status Tracer::DoGetIter(TFrame& f, const Instr& in) {
   DT_RETURN_IF_ERROR(f.Need(1, in));
   Sym iterable = f.stack.back();
+  if (iterable->kind == SymKind::kIter && HeldByFrames(iterable, f)) {
+    // An iterator something else holds too (`r = reversed(xs)`, then `for t in r`): GET_ITER of
+    // an iterator is the iterator itself, so what the loop takes is gone from it, as in CPython.
+    // (Held only by the stack, as `for t in zip(a, b)`, it becomes the loop's own iterator, which
+    // may cross a graph break.)
+    return absl::OkStatus();
+  }
   Sym it = MakeSym(SymKind::kIter);
   it->loop_iterator = true;
-  if (iterable->kind == SymKind::kList || (iterable->kind == SymKind::kDict && !iterable->from_frame)) {
+  if (iterable->kind == SymKind::kDict) DT_RETURN_IF_ERROR(GuardKeyOrder(iterable));
+  if (iterable->kind == SymKind::kList || iterable->kind == SymKind::kDict) {
     // Read live: the body may change the container (see SymValue::over).
     it->over = iterable;
     it->keys_at_start = iterable->keys;

@@ -176,6 +176,7 @@ absl::Status Tracer::Step(TFrame& f, const Instr& in) {
     case Op::kBinarySlice: return DoBinarySlice(f, in);
     case Op::kStoreSubscr:
     case Op::kStoreSlice: return DoStoreSubscr(f, in);
+    case Op::kDeleteSubscr: return DoDeleteSubscr(f, in);
     case Op::kUnpackSequence: return DoUnpackSequence(f, in);
     case Op::kUnpackEx: return DoUnpackEx(f, in);
     case Op::kGetIter: return DoGetIter(f, in);

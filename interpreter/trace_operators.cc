@@ -335,11 +335,24 @@ absl::StatusOr<Sym> Tracer::BinaryOp(const std::string& nb_name, const Sym& a, c
   if ((a->kind == SymKind::kNumber || b->kind == SymKind::kNumber) && IsNumber(a) && IsNumber(b)) {
     return NumberOp(sym, /*compare=*/false, a, b);
   }
+  // A constant tuple beside one the trace holds (`(a, b) + ()`, `t + (x,)` folded to a constant):
+  // concatenated item by item like two traced tuples.
+  if (sym == "+" && (a->kind == SymKind::kTuple || b->kind == SymKind::kTuple) && a->kind != b->kind) {
+    auto as_tuple = [](const Sym& s) {
+      if (s->kind != SymKind::kConst || !PyTuple_CheckExact(s->obj.get())) return s;
+      Sym t = MakeSym(SymKind::kTuple);
+      for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(s->obj.get()); ++i) {
+        t->items.push_back(ConstSym(PyRef::Borrow(PyTuple_GET_ITEM(s->obj.get(), i))));
+      }
+      return t;
+    };
+    const Sym ta = as_tuple(a), tb = as_tuple(b);
+    if (ta->kind == SymKind::kTuple && tb->kind == SymKind::kTuple) return BinaryOp(nb_name, ta, tb);
+  }
   // Sequences built by the trace.
   if ((a->kind == SymKind::kTuple || a->kind == SymKind::kList) && a->kind == b->kind && sym == "+") {
     if (inplace && a->kind == SymKind::kList) {
-      if (a->from_frame) return Unsupported("mutating a list that belongs to the caller");
-      Mutating(a);
+      DT_RETURN_IF_ERROR(MutatingContainer(a));
       a->items.insert(a->items.end(), b->items.begin(), b->items.end());
       return a;
     }
@@ -362,8 +375,7 @@ absl::StatusOr<Sym> Tracer::BinaryOp(const std::string& nb_name, const Sym& a, c
     for (long long i = 0; i < n; ++i) repeated.insert(repeated.end(), a->items.begin(), a->items.end());
     if (inplace && a->kind == SymKind::kList) {
       // `xs *= n` changes the list itself: every alias sees it.
-      if (a->from_frame) return Unsupported("mutating a list that belongs to the caller");
-      Mutating(a);
+      DT_RETURN_IF_ERROR(MutatingContainer(a));
       a->items = std::move(repeated);
       return a;
     }
@@ -563,7 +575,7 @@ absl::StatusOr<std::vector<Sym>> Tracer::Iterate(const Sym& s) {
     case SymKind::kIter: return s->items;
     case SymKind::kDict: {
       std::vector<Sym> keys;
-      if (s->from_frame) return Unsupported("iterating over a dict from the caller");
+      DT_RETURN_IF_ERROR(GuardKeyOrder(s));
       for (const PyRef& k : s->keys) keys.push_back(ConstSym(k));
       return keys;
     }

@@ -259,6 +259,9 @@ absl::StatusOr<Sym> Tracer::WrapContainer(PyObject* obj, const SourceRef& source
       PyObject_Length(obj) > kMaxUnpackedItems) {
     return Sym();
   }
+  if (auto seen = containers_by_source_.find(source->ToString()); seen != containers_by_source_.end()) {
+    return seen->second;  // read before through this very source
+  }
   struct DepthScope {
     int& depth;
     explicit DepthScope(int& d) : depth(d) { ++depth; }
@@ -270,6 +273,7 @@ absl::StatusOr<Sym> Tracer::WrapContainer(PyObject* obj, const SourceRef& source
   Sym s = WithSource(MakeSym(PyTuple_CheckExact(obj) ? SymKind::kTuple
                              : PyList_CheckExact(obj) ? SymKind::kList : SymKind::kDict), source);
   s->from_frame = true;
+  if (!PyTuple_CheckExact(obj)) DT_RETURN_IF_ERROR(NoteCallerValue(obj, s));
   if (sequence) {
     for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(obj); ++i) {
       DT_ASSIGN_OR_RETURN(Sym item, Wrap(PySequence_Fast_GET_ITEM(obj, i),
@@ -347,6 +351,7 @@ absl::StatusOr<Sym> Tracer::Wrap(PyObject* obj, SourceRef source) {
   s->obj = PyRef::Borrow(obj);
   if (seen.sym == nullptr) seen.sym = s;
   ++seen.sources;
+  DT_RETURN_IF_ERROR(NoteCallerValue(obj, s));
   return WithSource(s, source);
 }
 

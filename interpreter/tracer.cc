@@ -30,6 +30,7 @@ void Tracer::RollBackToSnapshot() {
     undo.sym->consumed = undo.consumed;
     journal_.pop_back();
   }
+  ForgetRolledBackChanges();
 }
 
 namespace {
@@ -90,6 +91,10 @@ std::variant<TraceResult, TraceFailure> Tracer::Break(TFrame& root, const interp
   auto stores = AttrStores(outputs);
   if (!stores.ok()) return Fail(stores.status());
   r.attr_stores = *std::move(stores);
+  auto container_stores = ContainerStores(outputs);
+  if (!container_stores.ok()) return Fail(container_stores.status());
+  r.container_stores = *std::move(container_stores);
+  GuardChangedUnaliased();
   r.num_memo = num_memo_;
   r.scalars = scalar_program_;
   graph_->SetOutputs(outputs);
@@ -228,6 +233,9 @@ std::variant<TraceResult, TraceFailure> Tracer::Run() {
   if (!spec.ok()) return Fail(spec.status());
   auto stores = AttrStores(outputs);
   if (!stores.ok()) return Fail(stores.status());
+  auto container_stores = ContainerStores(outputs);
+  if (!container_stores.ok()) return Fail(container_stores.status());
+  GuardChangedUnaliased();
   graph_->SetOutputs(outputs);
   graph_->EliminateDeadCode();
   NameScalars();
@@ -239,6 +247,7 @@ std::variant<TraceResult, TraceFailure> Tracer::Run() {
   r.scalars = scalar_program_;
   r.exit = ReturnExit{*std::move(spec), return_offset_, return_pushes_value_};
   r.attr_stores = *std::move(stores);
+  r.container_stores = *std::move(container_stores);
   r.touched_tensors = touched_tensors_;
   return r;
 }

@@ -123,9 +123,19 @@ struct AttrStore {
   OutputSpec value;
 };
 
+// A list or dict of the caller that the traced code changed (append, d[k] = v, pop ...): after
+// the segment's graph ran, its contents become `contents` (a kList or kDict spec), as CPython's
+// in-place changes would have left them. The trace guards that no other name of the caller
+// reaches the same object (LeafGuard::NotSame), so a later call cannot alias it unseen.
+struct ContainerStore {
+  guards::SourceRef container;
+  OutputSpec contents;
+};
+
 struct TraceResult {
   SegmentExit exit;
   std::vector<AttrStore> attr_stores;
+  std::vector<ContainerStore> container_stores;
   std::optional<BreakInfo> break_info;  // set unless the segment returns
   // Frame state at a break: one spec per local slot and per stack slot.
   std::vector<OutputSpec> locals_state;

@@ -83,6 +83,7 @@ struct TFrame {
   int kw_names_offset = -1;
   int depth = 0;
   bool is_root = false;
+  const TFrame* caller = nullptr;  // the frame that inlined this one (null for the root)
   int pc = 0;                  // index into decoded->instrs
   // Set by a RETURN instruction's handler.
   bool returned = false;
@@ -124,6 +125,22 @@ class Tracer {
   };
   absl::flat_hash_map<PyObject*, SeenObject> objects_;
   std::vector<Sym> stored_objects_;  // objects with attribute stores, in first-store order
+  // Lists, dicts and plain objects of the caller as Wrap read them (one Sym per way the trace
+  // reached one), and the lists and dicts the trace changed, with the journal's size at their
+  // first change (a break that rolls that change back forgets them).
+  struct CallerValue {
+    PyObject* object;  // borrowed: the frame keeps it alive while the trace runs
+    Sym sym;
+  };
+  std::vector<CallerValue> caller_values_;
+  // The caller's lists and dicts by source ("G['LOG']"): read again through the same source, a
+  // container is the same Sym, changes included.
+  absl::flat_hash_map<std::string, Sym> containers_by_source_;
+  struct ChangedContainer {
+    Sym sym;
+    size_t journal_at;
+  };
+  std::vector<ChangedContainer> changed_containers_;
   // The device each tensor value lives on when the graph runs. Tracing runs every op on meta
   // tensors, so a meta tensor cannot say; inputs' devices are guarded, and an op's results live
   // where its operands (or a creation op's device argument) say.
@@ -168,6 +185,21 @@ class Tracer {
   void Mutating(const Sym& sym) {
     journal_.push_back(Undo{sym, sym->items, sym->keys, sym->position, sym->consumed});
   }
+  // Before changing a list or dict: journals it and, for one of the caller's, records the change
+  // to replay after the graph (trace_mutations.cc). Stops the trace when the caller's object was
+  // reached two ways (one Sym would go stale).
+  absl::Status MutatingContainer(const Sym& container);
+  // Wrap's note of a list, dict or plain object of the caller it read.
+  absl::Status NoteCallerValue(PyObject* obj, const Sym& sym);
+  PyObject* CallerObject(const Sym& sym) const;  // borrowed; null when not the caller's
+  absl::StatusOr<std::vector<ContainerStore>> ContainerStores(std::vector<ValueId>& outputs);
+  // Guards that each changed container, and each object with attribute stores, is reached by no
+  // other source the trace read (a later call passing the other guards could alias them).
+  void GuardChangedUnaliased();
+  void ForgetRolledBackChanges();
+  // Before iterating a dict: for one of the caller's, a guard on its keys' order (the trace's
+  // order is the order the dict had when the trace read it).
+  absl::Status GuardKeyOrder(const Sym& dict);
   // Built once per distinct Sym when the frame state is rebuilt at a break. Keyed by the Sym
   // itself, which keeps it alive: a temporary (a shape materialised into a tuple) freed while
   // keyed by its address let the next temporary at that address hit its entry.
@@ -232,8 +264,21 @@ class Tracer {
   absl::StatusOr<Sym> CallFollowedBuiltin(PyObject* fn, const std::vector<Sym>& args, const Kwargs& kwargs);
   absl::StatusOr<Sym> BuiltinLen(const Sym& a);
   absl::StatusOr<Sym> BuiltinIsinstance(const Sym& value, const Sym& classes);
-  absl::StatusOr<Sym> BuiltinZip(const std::vector<Sym>& args, bool enumerate);
+  absl::StatusOr<Sym> BuiltinZip(const std::vector<Sym>& args, bool enumerate, bool strict = false);
   absl::StatusOr<Sym> BuiltinGetattr(const std::vector<Sym>& args, bool has);
+  absl::StatusOr<Sym> BuiltinTypeFacts(PyObject* fn, const std::vector<Sym>& args);
+  // trace_functional.cc: map, filter, sorted(key=), functools.reduce, itertools.
+  absl::StatusOr<std::vector<Sym>> Consume(const Sym& iterable);  // an iterator's items are used up
+  absl::StatusOr<Sym> CallWithoutEffects(const Sym& fn, std::vector<Sym> args);
+  absl::StatusOr<Sym> BuiltinMap(const std::vector<Sym>& args);
+  absl::StatusOr<Sym> BuiltinFilter(const std::vector<Sym>& args);
+  absl::StatusOr<Sym> SortedWithKey(const std::vector<Sym>& args, const Kwargs& kwargs);
+  absl::StatusOr<Sym> FunctoolsReduce(const std::vector<Sym>& args);
+  absl::StatusOr<Sym> ListSort(const Sym& list, const std::vector<Sym>& args, const Kwargs& kwargs);
+  absl::StatusOr<Sym> ListRemove(const Sym& list, const std::vector<Sym>& args);
+  // Null: `fn` is none of those it follows.
+  absl::StatusOr<Sym> CallItertools(PyObject* fn, const std::vector<Sym>& args, const Kwargs& kwargs);
+  absl::StatusOr<Sym> CallOperatorFunction(PyObject* fn, const std::vector<Sym>& args, const Kwargs& kwargs);
   absl::StatusOr<Sym> CallPureOnNumbers(PyObject* fn, const std::vector<Sym>& args);
   absl::StatusOr<Sym> FoldPureCall(PyObject* fn, const std::vector<Sym>& args, const Kwargs& kwargs);
   absl::StatusOr<PyRef> ConstKeywords(const Kwargs& kwargs);
@@ -285,6 +330,10 @@ class Tracer {
   absl::Status DoBinarySlice(TFrame& f, const Instr& in);
   absl::Status DoStoreSubscr(TFrame& f, const Instr& in);
   absl::Status StoreIntoTensor(const Sym& tensor, const Sym& index, const Sym& value);
+  absl::Status DoDeleteSubscr(TFrame& f, const Instr& in);
+  // trace_sequence_edits.cc
+  absl::Status AssignListSlice(const Sym& list, PyObject* slice, const Sym& value);
+  absl::Status DeleteItem(const Sym& container, const Sym& index);
   absl::Status DoUnpackSequence(TFrame& f, const Instr& in);
   absl::Status DoUnpackEx(TFrame& f, const Instr& in);
   // control flow
@@ -292,6 +341,9 @@ class Tracer {
   absl::Status DoPopJumpIfNone(TFrame& f, const Instr& in);
   absl::Status DoJumpIfOrPop(TFrame& f, const Instr& in);
   absl::Status DoGetIter(TFrame& f, const Instr& in);
+  // Whether a local (or cell) of `f` or a frame that inlined it, or a stack slot other than the
+  // top of `f`'s, holds `s`: an iterator user code can still reach.
+  static bool HeldByFrames(const Sym& s, const TFrame& f);
   absl::Status DoForIter(TFrame& f, const Instr& in);
   absl::StatusOr<Sym> NextLiveItem(const Sym& it);
   absl::Status DoReturn(TFrame& f, const Instr& in);

@@ -8,7 +8,7 @@ for each of its calls (jitlib.run_differential): results, exceptions (type and m
 output and the inputs afterwards must match, tensors bit for bit (both backends promise plain
 eager's results element for element). The summary gives each case's outcome (pass, mismatch,
 crash, known failure) and whether its frame compiled whole (no graph break, no fallback) on each
-backend; the exit status is 1 if any case mismatched, crashed, or a known failure passed.
+backend, and whether it compiles with `fullgraph=True`; the exit status is 1 if any case mismatched, crashed, or a known failure passed.
 
     python3 tests/corpus/run_corpus.py --module-dir dist/python3.11     # every case, 2 workers
     python3 tests/corpus/run_corpus.py -k dict -k match                  # names containing either
@@ -59,12 +59,33 @@ def check_backend(c, backend):
             "reasons": sorted(set(s["break_reasons"]) | set(s["fallback_reasons"]))[:4]}
 
 
+def check_fullgraph(c):
+    """Whether every call compiles whole under dt.jit(fullgraph=True) on the eager backend: no
+    call raises dyntrace's fullgraph error, and nothing broke (code that raises is run by CPython,
+    which raises its own error: not counted as compiled). Returns (ok, why not or None)."""
+    import dyntrace as dt
+    from jitlib import as_call, capture, jitted_copy
+    dt.reset()
+    jfn = jitted_copy(c.fn, backend="eager", fullgraph=True)
+    seed_base = zlib.crc32(c.name.encode()) % 997
+    for i in range(c.calls):
+        dt.manual_seed(seed_base + 1000 * i)
+        _, exc, _ = capture(jfn, as_call(c.factory(i)))
+        if isinstance(exc, RuntimeError) and "fullgraph=True" in str(exc):
+            return False, str(exc).splitlines()[0]
+    s = dt.stats()
+    if s["graph_breaks"] or s["fallbacks"]:
+        return False, "CPython ran it: %s" % "; ".join(sorted(set(s["break_reasons"])))[:300]
+    return True, None
+
+
 def run_case_here(name, result_file):
     from corpus import find
     c = find(name)
     result = {"name": name, "backends": {}}
     for backend in BACKENDS:
         result["backends"][backend] = check_backend(c, backend)
+    result["fullgraph"], result["fullgraph_error"] = check_fullgraph(c)
     if result_file:
         with open(result_file, "w") as f:
             json.dump(result, f)
@@ -74,6 +95,8 @@ def run_case_here(name, result_file):
                                         "whole" if r["whole"] else "breaks %r" % r["reasons"]))
             if r["error"]:
                 print(r["error"])
+        print("%s with fullgraph=True: %s" % (name, "compiles" if result["fullgraph"] else
+                                              result["fullgraph_error"]))
     return 0 if all(r["ok"] for r in result["backends"].values()) else 1
 
 
@@ -154,6 +177,7 @@ def run_all(args):
         version, len(names), "/".join(BACKENDS), args.jobs), flush=True)
     start = time.monotonic()
     counts, whole, bad = {}, {b: 0 for b in BACKENDS}, []
+    fullgraph = 0
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         jobs = [pool.submit(run_case_in_child, args.python, args.module_dir, n, args.timeout)
                 for n in names]
@@ -163,6 +187,7 @@ def run_all(args):
             counts[status] = counts.get(status, 0) + 1
             for backend in BACKENDS:
                 whole[backend] += result.get("backends", {}).get(backend, {}).get("whole", False)
+            fullgraph += bool(result.get("fullgraph", False))
             print("%-16s %-34s %-26s %5.1fs" % (status.upper() if status != "pass" else "pass",
                                                 result["name"], whole_mark(result),
                                                 result["seconds"]), flush=True)
@@ -170,17 +195,18 @@ def run_all(args):
                 bad.append((status, result["name"]))
                 for line in describe(result, status):
                     print(line, flush=True)
-    print_summary(names, counts, whole, bad, time.monotonic() - start)
+    print_summary(names, counts, whole, fullgraph, bad, time.monotonic() - start)
     return 1 if any(s != "known failure" for s, _ in bad) else 0
 
 
-def print_summary(names, counts, whole, bad, seconds):
+def print_summary(names, counts, whole, fullgraph, bad, seconds):
     print("=" * 72)
     print("%d cases in %.0fs: %s" % (len(names), seconds, ", ".join(
         "%d %s" % (counts.get(k, 0), k) for k in ("pass", "mismatch", "crash", "known failure",
                                                     "unexpected pass"))))
     print("compiled whole (0 graph breaks, 0 fallbacks): %s" % ", ".join(
         "%s %d/%d" % (b, whole[b], len(names)) for b in BACKENDS))
+    print("compile with fullgraph=True (eager): %d/%d" % (fullgraph, len(names)))
     for status in ("mismatch", "crash", "unexpected pass", "known failure"):
         failed = sorted(n for s, n in bad if s == status)
         if failed:

@@ -1025,8 +1025,9 @@ def fb_try_except_catches(x, y):
     return z, msg
 
 
-@case(lambda i: ([T(ODD[i], 3)], T(ODD[i], 3)), fallback=True)
-def fb_mutate_input_list(xs, x):
+# Changes to the caller's lists are replayed on the real list after the graph: no break.
+@case(lambda i: ([T(ODD[i], 3)], T(ODD[i], 3)))
+def mutate_input_list(xs, x):
     xs.append(x * 2)
     xs[0] = xs[0] + 1
     return len(xs)

@@ -1,0 +1,205 @@
+"""Everyday Python that compiles whole (issue 23): changes to the caller's lists and dicts
+replayed after the graph, the guard that keeps them unaliased, builtins and functional tools on
+traced values, and errors raised inside these constructs exactly as CPython raises them, with
+`fullgraph=True` too. Each function runs plain (an unmarked copy) and under `dt.jit` on the
+eager and cpu backends on equal inputs (jitlib.run_differential)."""
+import functools
+import itertools
+import operator
+
+import dyntrace as dt
+from jitlib import Call, capture, fresh_copy, jitted_copy, run_differential, stats
+from testlib import rand_tensor
+
+BACKENDS = ("eager", "cpu")
+
+
+def T(n=3):
+    return rand_tensor((n,), dt.float32, -2.0, 2.0)
+
+
+def check_whole(fn, factory, calls=3):
+    """fn under jit matches plain Python on each backend, with no graph break, also with
+    fullgraph=True."""
+    for backend in BACKENDS:
+        for fullgraph in (False, True):
+            dt.reset()
+            jfn = jitted_copy(fn, backend=backend, fullgraph=fullgraph)
+            run_differential(fn, jfn, factory, calls, seed_base=23)
+            s = stats()
+            assert s["graph_breaks"] == 0 and s["fallbacks"] == 0, (fn.__name__, backend,
+                                                                     s["break_reasons"])
+
+
+# ---------------------------------------------------------------------------------------------
+# 1. The caller's lists and dicts.
+
+def grow_history(history, cache, x):
+    history.append(x * 2)
+    history.insert(0, x.exp())
+    history[1:2] = [x, x + 1]
+    del history[-1]
+    cache["last"] = history[0]
+    old = cache.pop("old")
+    cache.setdefault("n", 0)
+    return old + history[1]
+
+
+def test_caller_list_and_dict_changes_are_replayed():
+    check_whole(grow_history, lambda i: Call([T()], {"old": T(), "keep": 1}, T()))
+
+
+def reinsert(d, x):
+    w = d.pop("w")
+    d["w"] = w * x
+    d["b"] = d["b"] + 1
+    return x
+
+
+def test_dict_key_order_after_pop_and_insert_is_cpythons():
+    for backend in BACKENDS:
+        dt.reset()
+        jfn = jitted_copy(reinsert, backend=backend)
+        plain, jit = {"w": T(), "b": T(), "c": 3}, {"w": T(), "b": T(), "c": 3}
+        reinsert(plain, T())
+        jfn(jit, T())
+        assert list(plain) == list(jit) == ["b", "c", "w"], (list(plain), list(jit))
+
+
+def append_then_len(a, b, x):
+    a.append(x)
+    return len(b)
+
+
+def test_a_changed_list_passed_twice_is_traced_again():
+    dt.reset()
+    jfn = jitted_copy(append_then_len)
+    x = T()
+    assert jfn([1], [1], x) == 1
+    shared = [1]
+    assert jfn(shared, shared, x) == 2 and len(shared) == 2
+    reasons = " ".join(stats()["recompile_reasons"])
+    assert "L['a'] is L['b']" in reasons, reasons
+    assert any("L['a'] is not L['b']" in g for g in dt.guards(jfn)), dt.guards(jfn)
+
+
+class Pair:
+    pass
+
+
+def swap(o):
+    o.a, o.b = o.b, o.a
+    return o
+
+
+def test_attribute_swap_reads_values_before_any_store():
+    dt.reset()
+    o = Pair()
+    a, b = Pair(), Pair()
+    o.a, o.b = a, b
+    jitted_copy(swap)(o)
+    assert o.a is b and o.b is a
+
+
+LOG = []
+
+
+def log_twice(x):
+    LOG.append(x * 2)
+    y = x.exp()
+    LOG.append(len(LOG))
+    return y
+
+
+def test_a_global_list_changed_twice_compiles_whole():
+    for backend in BACKENDS:
+        dt.reset()
+        del LOG[:]
+        jfn = jitted_copy(log_twice, backend=backend, fullgraph=True)
+        x = T()
+        jfn(x)
+        assert len(LOG) == 2 and LOG[1] == 1, LOG
+        assert stats()["graph_breaks"] == 0, stats()["break_reasons"]
+
+
+# ---------------------------------------------------------------------------------------------
+# 2. Builtins, functools, itertools and operator on traced values.
+
+def functional_mix(xs, y):
+    doubled = list(map(lambda t: t * 2, xs))
+    kept = list(filter(None, [1, 0, 2]))
+    ranked = sorted(xs, key=lambda t: t.shape[0], reverse=True)
+    total = functools.reduce(operator.add, doubled)
+    chained = list(itertools.chain(xs, [y]))
+    sliced = list(itertools.islice(chained, 1, None, 2))
+    running = list(itertools.accumulate(xs))
+    pairs = [a * b for a, b in itertools.product(xs[:1], [y, y])]
+    zipped = [a + b for a, b in zip(xs, xs, strict=True)]
+    facts = (type(y) is dt.Tensor, y.__class__ is dt.Tensor, callable(y), dt.is_tensor(y),
+             y.__len__())
+    return total, kept, ranked, sliced, running, pairs, zipped, facts, (y,) + (), [y] * 2
+
+
+def test_builtins_and_functional_tools_compile_whole():
+    check_whole(functional_mix, lambda i: Call([T(3), T(3)], T(3)))
+
+
+# ---------------------------------------------------------------------------------------------
+# 3. Errors inside these constructs: CPython's own, also with fullgraph=True.
+
+def pop_empty(xs):
+    xs.pop()
+    return xs.pop()
+
+
+def pop_missing(d):
+    return d.pop("missing")
+
+
+def zip_unequal(xs):
+    return [a for a, _ in zip(xs, [1], strict=True)]
+
+
+def key_raises(xs):
+    return sorted(xs, key=lambda t: t.no_such_attribute)
+
+
+def reduce_empty(xs):
+    return functools.reduce(operator.add, xs)
+
+
+def del_out_of_range(xs):
+    del xs[5]
+    return xs
+
+
+def test_errors_inside_these_constructs_are_cpythons():
+    cases = ((pop_empty, lambda: [T()]), (pop_missing, lambda: {"a": T()}),
+             (zip_unequal, lambda: [T(), T()]), (key_raises, lambda: [T(), T()]),
+             (reduce_empty, lambda: []), (del_out_of_range, lambda: [T()]))
+    for fn, make in cases:
+        _, expected, _ = capture(fresh_copy(fn), Call(make()))
+        assert expected is not None, fn.__name__
+        for fullgraph in (False, True):
+            dt.reset()
+            _, actual, _ = capture(jitted_copy(fn, fullgraph=fullgraph), Call(make()))
+            assert type(actual) is type(expected) and str(actual) == str(expected), (
+                fn.__name__, fullgraph, actual, expected)
+
+
+# ---------------------------------------------------------------------------------------------
+# 4. Iterating a dict of the caller: its keys' order is guarded.
+
+def scale_all(d, x):
+    out = {k: v * x for k, v in d.items()}
+    return out, [k for k in d], sorted(d)
+
+
+def test_caller_dict_iteration_guards_key_order():
+    check_whole(scale_all, lambda i: Call({"w": T(), "b": T()}, T()))
+    dt.reset()
+    jfn = jitted_copy(scale_all)
+    x = T()
+    for d in ({"w": x, "b": x}, {"b": x, "w": x}):
+        assert jfn(d, x)[1] == list(d)
+    assert any("tuple(L['d']) ==" in r for r in stats()["recompile_reasons"]), stats()["recompile_reasons"]
