@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_format.h"
 #include "graph/cuda_eager.h"
+#include "runtime/autograd_meta.h"
 
 namespace dt {
 
@@ -20,6 +21,7 @@ const OpRegistry& OpRegistry::Get() {
     RegisterIndexingOps(*r);
     RegisterSortingOps(*r);
     RegisterDataOps(*r);
+    RegisterDerivatives(*r);
     return r;
   }();
   return *registry;
@@ -50,7 +52,40 @@ const OpDef* OpRegistry::Find(absl::string_view name) const {
   return it == by_name_.end() ? nullptr : it->second;
 }
 
+namespace {
+GradRecorder grad_recorder = nullptr;
+}  // namespace
+
+void InstallGradRecorder(GradRecorder recorder) { grad_recorder = recorder; }
+
+bool RecordsGrad(const OpArgs& args) {
+  if (grad_recorder == nullptr || !GradEnabled()) return false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (const Tensor* t = std::get_if<Tensor>(&args[i]); t != nullptr && RequiresGrad(*t)) return true;
+    if (const auto* list = std::get_if<std::vector<Tensor>>(&args[i])) {
+      for (const Tensor& t : *list) {
+        if (RequiresGrad(t)) return true;
+      }
+    }
+  }
+  return false;
+}
+
+OpDef& OpRegistry::Mutable(absl::string_view name) {
+  auto it = by_name_.find(name);
+  if (it == by_name_.end()) {
+    std::fprintf(stderr, "dyntrace: no op named '%s' to amend\n", std::string(name).c_str());
+    std::abort();
+  }
+  return *it->second;
+}
+
 absl::StatusOr<OpResult> CallOp(const OpDef& op, const OpArgs& args) {
+  if (RecordsGrad(args)) return grad_recorder(op, args);
+  return CallOpUnrecorded(op, args);
+}
+
+absl::StatusOr<OpResult> CallOpUnrecorded(const OpDef& op, const OpArgs& args) {
   if (args.size() != op.schema.params.size()) {
     return absl::InternalError(absl::StrFormat("%s: expected %d arguments, got %d", op.name(),
                                                op.schema.params.size(), args.size()));

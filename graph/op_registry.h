@@ -19,6 +19,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "graph/derivative.h"
 #include "graph/op_schema.h"
 #include "runtime/errors.h"
 #include "runtime/strided_loop.h"
@@ -122,6 +123,10 @@ class OpDef {
   StatementPrinter print_statement = nullptr;  // null: printed as dyntrace.<name>(args)
   ShapeRule shape_rule = ShapeRule::kUnknown;
   DataDependence data_dependent_shape = nullptr;  // null: the shape never depends on values
+  // How gradients flow back through a call (graph/derivatives_*.cc). Without one, a composite
+  // is differentiated through the calls its eager body makes; other ops with floating results
+  // refuse arguments that require grad.
+  Derivative derivative;
 
   const std::string& name() const { return schema.name; }
   bool has(OpProperty p) const { return (properties & p) != 0; }
@@ -136,6 +141,8 @@ class OpRegistry {
   OpDef& Add(absl::string_view schema, OpKind kind, uint32_t properties, EagerFn eager);
 
   const OpDef* Find(absl::string_view name) const;
+  // REQUIRES: an op called `name` exists (aborts otherwise: a registration bug).
+  OpDef& Mutable(absl::string_view name);
   const std::vector<std::unique_ptr<OpDef>>& ops() const { return ops_; }
 
  private:
@@ -143,8 +150,18 @@ class OpRegistry {
   absl::flat_hash_map<std::string, OpDef*> by_name_;
 };
 
-// Runs `op` eagerly. Checks the number of arguments against the schema.
+// Runs `op` eagerly. Checks the number of arguments against the schema. While grad mode is on
+// and a tensor argument requires grad, the installed grad recorder runs it instead.
 [[nodiscard]] absl::StatusOr<OpResult> CallOp(const OpDef& op, const OpArgs& args);
+// CallOp without the grad recorder: what the recorder itself runs.
+[[nodiscard]] absl::StatusOr<OpResult> CallOpUnrecorded(const OpDef& op, const OpArgs& args);
+
+// Autograd's entry (autograd/record.h installs it once the module starts): runs a call whose
+// arguments require grad and records how to differentiate it.
+using GradRecorder = absl::StatusOr<OpResult> (*)(const OpDef& op, const OpArgs& args);
+void InstallGradRecorder(GradRecorder recorder);
+// Whether CallOp would hand this call to the grad recorder.
+bool RecordsGrad(const OpArgs& args);
 // Looks up `name` and runs it with `args`, completing omitted trailing arguments from defaults.
 // The convenience entry for composites written in terms of other ops.
 [[nodiscard]] absl::StatusOr<Tensor> Call(absl::string_view name, std::vector<ArgValue> args);
@@ -174,6 +191,12 @@ void RegisterLinalgOps(OpRegistry& registry);
 void RegisterIndexingOps(OpRegistry& registry);
 void RegisterSortingOps(OpRegistry& registry);
 void RegisterDataOps(OpRegistry& registry);
+// Sets `derivative` on the ops that have one; runs after every op is registered.
+void RegisterDerivatives(OpRegistry& registry);
+void RegisterPointwiseDerivatives(OpRegistry& registry);
+void RegisterShapeDerivatives(OpRegistry& registry);
+void RegisterReductionDerivatives(OpRegistry& registry);
+void RegisterIndexingDerivatives(OpRegistry& registry);
 
 }  // namespace dt
 

@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "graph/op_registry.h"
 #include "runtime/copy.h"
+#include "runtime/cuda_tensor.h"
 #include "runtime/errors.h"
 #include "runtime/indexing.h"
 
@@ -375,6 +376,11 @@ absl::StatusOr<OpResult> GetItemEager(const OpDef&, const OpArgs& args) {
   return One(view);
 }
 
+absl::StatusOr<OpResult> ToDeviceEager(const OpDef&, const OpArgs& args) {
+  DT_ASSIGN_OR_RETURN(Tensor moved, ToDevice(args.tensor(0), *args.device(1)));
+  return One(moved);
+}
+
 // x[index] = value, written through to x's storage; returns x.
 absl::StatusOr<OpResult> SetItemEager(const OpDef&, const OpArgs& args) {
   const Tensor& target = args.tensor(0);
@@ -464,6 +470,9 @@ void RegisterShapeOps(OpRegistry& registry) {
   // x.float(), x.to(dtype): a copy in the new dtype, or x itself when it already has it.
   registry.Add("_to(Tensor input, DType dtype) -> Tensor", OpKind::kData, kCudaNative,
                &ToDTypeEager).shape_rule = ShapeRule::kSameAsFirst;
+  // Moves between devices (Tensor.cpu()/cuda()/to(device)) while autograd follows the tensor.
+  registry.Add("_to_device(Tensor input, Device device) -> Tensor", OpKind::kData, kCudaNative,
+               &ToDeviceEager).shape_rule = ShapeRule::kSameAsFirst;
   // Basic indexing as graph ops; `index` is EncodeIndex()'s flat form. They print as Python's
   // subscripts: `v1 = v0[1:, :50]`, `v0[0] = v2`.
   registry.Add("_getitem(Tensor input, int[] index) -> Tensor", OpKind::kView, kNoProperty,

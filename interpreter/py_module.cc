@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "interpreter/code_cache.h"
+#include "interpreter/py_autograd.h"
 #include "interpreter/py_types.h"
 #include "interpreter/report.h"
 #include "interpreter/resume_iterator.h"
@@ -32,10 +33,6 @@ PyObject* FnTensor(PyObject*, PyObject* args, PyObject* kwargs) {
                                    &dtype_obj, &device_obj, &requires_grad)) {
     return nullptr;
   }
-  if (PyObject_IsTrue(requires_grad)) {
-    PyErr_SetString(PyExc_NotImplementedError, "dyntrace has no autograd: requires_grad=True");
-    return nullptr;
-  }
   std::optional<DType> dtype;
   std::optional<Device> device;
   if (dtype_obj != Py_None) {
@@ -50,7 +47,11 @@ PyObject* FnTensor(PyObject*, PyObject* args, PyObject* kwargs) {
   }
   auto t = TensorFromData(data, dtype, device);
   if (!t.ok()) return RaiseStatus(t.status());
-  return Wrap(*std::move(t));
+  PyRef result = PyRef::Steal(Wrap(*std::move(t)));
+  if (!result) return nullptr;
+  const int wants_grad = PyObject_IsTrue(requires_grad);
+  if (wants_grad < 0 || (wants_grad == 1 && !SetRequiresGradFlag(result.get(), true))) return nullptr;
+  return result.Release();
 }
 
 PyObject* FnFromDLPack(PyObject*, PyObject* obj) {
@@ -238,6 +239,7 @@ extern "C" PyObject* PyInit_dyntrace() {
   MarkProcessConstantFunction(FnCudaIsAvailable);
   MarkProcessConstantFunction(FnCudaDeviceCount);
   if (!AddOpBindings(module.get())) return nullptr;
+  if (!AddAutogradBindings(module.get())) return nullptr;
   if (!AddJitBindings(module.get())) return nullptr;
   if (!AddBytecodeBindings(module.get())) return nullptr;
   if (!dt::interpreter::AddReportBindings(module.get())) return nullptr;

@@ -9,8 +9,10 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "graph/pointwise.h"
+#include "interpreter/py_autograd.h"
 #include "interpreter/py_str.h"
 #include "interpreter/py_types.h"
+#include "runtime/autograd_meta.h"
 #include "runtime/copy.h"
 #include "runtime/errors.h"
 
@@ -206,9 +208,42 @@ PyObject* ResultToPython(const OpDef& op, OpResult result) {
   return type != nullptr ? PyObject_CallOneArg(type, tuple.get()) : nullptr;
 }
 
+// The in-place form where autograd follows the call: computed out of place (on a copy of the
+// target's old values where the derivative reads them, since they are about to be overwritten),
+// copied in, and the recorded call becomes the target's history.
+PyObject* RunInplaceWithGrad(const OpDef& op, OpArgs args, PyObject* self) {
+  if (!CheckInplaceTarget(self, PythonName(op) + "_()")) return nullptr;
+  const Tensor target = args.tensor(0);
+  if (op.derivative.uses_inputs) {
+    absl::StatusOr<Tensor> old;
+    {
+      GradModeGuard off(false);
+      old = Call("clone", {target});
+    }
+    if (!old.ok()) return RaiseStatus(old.status());
+    old->set_autograd(target.autograd());
+    args[0] = *std::move(old);
+  }
+  auto r = CallOp(op, args);
+  if (!r.ok()) return RaiseStatus(r.status());
+  const Tensor& value = r->at(0);
+  if (!CanCast(value.dtype(), target.dtype())) {
+    return RaiseStatus(Error(ErrorKind::kType,
+                             absl::StrFormat("%s_(): result type %s can't be cast to the desired output type %s",
+                                             PythonName(op), DTypeScalarName(value.dtype()),
+                                             DTypeScalarName(target.dtype()))));
+  }
+  absl::Status s = CopyInto(target, value);
+  if (!s.ok()) return RaiseStatus(s);
+  AdoptHistory(self, value);
+  return Py_NewRef(self);
+}
+
 // Runs an in-place form: writes the op's result into argument 0 and returns it.
 PyObject* RunInplace(const OpDef& op, const OpArgs& args, PyObject* self) {
+  if (RecordsGrad(args)) return RunInplaceWithGrad(op, args, self);
   const Tensor& target = args.tensor(0);
+  target.storage()->BumpVersion();
   if (op.kind == OpKind::kPointwise) {
     auto r = RunPointwise(op, args, &target);
     if (!r.ok()) return RaiseStatus(r.status());
@@ -257,10 +292,47 @@ PyObject* Dispatch(const std::vector<const OpDef*>& overloads, bool inplace, PyO
   return RaiseStatus(first_error);
 }
 
+// Where `requires_grad=` is among the keywords, its position there; -1 otherwise.
+Py_ssize_t RequiresGradKeyword(PyObject* kwnames) {
+  if (kwnames == nullptr) return -1;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(kwnames); ++i) {
+    if (PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, i), "requires_grad") == 0) return i;
+  }
+  return -1;
+}
+
+// Creation ops take PyTorch's `requires_grad=` keyword: the call runs without it, and the new
+// leaf's flag is set after.
+PyObject* CreateRequiringGrad(const PyOpFunction& fn, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames,
+                              Py_ssize_t keyword) {
+  const Py_ssize_t nkw = PyTuple_GET_SIZE(kwnames);
+  std::vector<PyObject*> values(args, args + nargs);
+  PyRef names = PyRef::Steal(PyTuple_New(nkw - 1));
+  if (!names) return nullptr;
+  for (Py_ssize_t i = 0, j = 0; i < nkw; ++i) {
+    if (i == keyword) continue;
+    values.push_back(args[nargs + i]);
+    PyTuple_SET_ITEM(names.get(), j++, Py_NewRef(PyTuple_GET_ITEM(kwnames, i)));
+  }
+  PyRef result = PyRef::Steal(Dispatch(*fn.overloads, fn.inplace, values.data(), nargs,
+                                       nkw > 1 ? names.get() : nullptr));
+  if (!result) return nullptr;
+  const int wants = PyObject_IsTrue(args[nargs + keyword]);
+  if (wants < 0) return nullptr;
+  if (IsTensor(result.get()) && !SetRequiresGradFlag(result.get(), wants == 1)) return nullptr;
+  return result.Release();
+}
+
 PyObject* OpFunctionVectorcall(PyObject* self, PyObject* const* args, size_t nargsf,
                                PyObject* kwnames) {
   auto* fn = reinterpret_cast<PyOpFunction*>(self);
-  return Dispatch(*fn->overloads, fn->inplace, args, PyVectorcall_NARGS(nargsf), kwnames);
+  const Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+  if (fn->overloads->front()->kind == OpKind::kCreation) {
+    if (Py_ssize_t keyword = RequiresGradKeyword(kwnames); keyword >= 0) {
+      return CreateRequiringGrad(*fn, args, nargs, kwnames, keyword);
+    }
+  }
+  return Dispatch(*fn->overloads, fn->inplace, args, nargs, kwnames);
 }
 
 PyObject* OpFunctionDescrGet(PyObject* self, PyObject* obj, PyObject*) {

@@ -4,8 +4,10 @@
 
 #include "absl/strings/str_format.h"
 #include "graph/pointwise.h"
+#include "interpreter/py_autograd.h"
 #include "interpreter/py_str.h"
 #include "interpreter/py_types.h"
+#include "runtime/autograd_meta.h"
 #include "runtime/copy.h"
 #include "runtime/cuda_driver.h"
 #include "runtime/cuda_tensor.h"
@@ -43,7 +45,10 @@ void TensorDealloc(PyObject* self) {
 int TensorTraverse(PyObject*, visitproc, void*) { return 0; }
 
 PyObject* TensorRepr(PyObject* self) {
-  return PyUnicode_FromString(FormatTensor(Self(self)).c_str());
+  std::string text = FormatTensor(Self(self));
+  const std::string suffix = AutogradReprSuffix(Self(self));
+  if (!suffix.empty() && !text.empty() && text.back() == ')') text.insert(text.size() - 1, suffix);
+  return PyUnicode_FromString(text.c_str());
 }
 
 // ---- attributes ----
@@ -66,6 +71,12 @@ PyObject* Transposed(PyObject* self, bool matrix) {
     PyErr_Format(PyExc_ValueError, "tensor.mT is only supported on matrices or batches of matrices. "
                  "Got %lld-D tensor.", static_cast<long long>(t.ndim()));
     return nullptr;
+  }
+  if (TracksGrad(t)) {
+    Dims order;
+    for (int64_t d = t.ndim() - 1; d >= 0; --d) order.push_back(d);
+    auto r = matrix ? Call("transpose", {t, Scalar::Int(-1), Scalar::Int(-2)}) : Call("permute", {t, order});
+    return r.ok() ? Wrap(*std::move(r)) : RaiseStatus(r.status());
   }
   Dims sizes = t.sizes(), strides = t.strides();
   if (matrix) {
@@ -166,7 +177,21 @@ PyObject* MethodToList(PyObject* self, PyObject*) {
   return ToList(t, 0, t.offset());
 }
 
-PyObject* CastMethod(PyObject* self, DType dtype) { return Wrap(CastTo(Self(self), dtype)); }
+// Conversions take the registry's path while autograd follows the tensor, so they are recorded.
+absl::StatusOr<Tensor> Cast(const Tensor& t, DType dtype) {
+  if (TracksGrad(t)) return Call("_to", {t, dtype});
+  return CastTo(t, dtype);
+}
+
+absl::StatusOr<Tensor> Move(const Tensor& t, Device device) {
+  if (TracksGrad(t)) return Call("_to_device", {t, device});
+  return dt::ToDevice(t, device);
+}
+
+PyObject* CastMethod(PyObject* self, DType dtype) {
+  auto r = Cast(Self(self), dtype);
+  return r.ok() ? Wrap(*std::move(r)) : RaiseStatus(r.status());
+}
 PyObject* MethodFloat(PyObject* self, PyObject*) { return CastMethod(self, DType::kFloat32); }
 PyObject* MethodDouble(PyObject* self, PyObject*) { return CastMethod(self, DType::kFloat64); }
 PyObject* MethodHalf(PyObject* self, PyObject*) { return CastMethod(self, DType::kFloat16); }
@@ -180,7 +205,7 @@ PyObject* MoveTo(PyObject* self, Device device) {
     Py_INCREF(self);
     return self;
   }
-  auto moved = dt::ToDevice(t, device);
+  auto moved = Move(t, device);
   if (!moved.ok()) return RaiseStatus(moved.status());
   return Wrap(*moved);
 }
@@ -260,12 +285,14 @@ PyObject* MethodTo(PyObject* self, PyObject* args, PyObject* kwargs) {
   Tensor source = t;
   if (device.has_value() && *device != t.device()) {
     if (absl::Status usable = CheckDeviceUsable(*device); !usable.ok()) return RaiseStatus(usable);
-    auto moved = dt::ToDevice(t, *device);
+    auto moved = Move(t, *device);
     if (!moved.ok()) return RaiseStatus(moved.status());
     source = *moved;
     copy = false;  // already a fresh tensor
   }
-  Tensor out = CastTo(source, dtype.value_or(t.dtype()));
+  auto cast = Cast(source, dtype.value_or(t.dtype()));
+  if (!cast.ok()) return RaiseStatus(cast.status());
+  Tensor out = *std::move(cast);
   if (copy && out.SharesStorageWith(t)) out = Clone(t);
   if (out.SharesStorageWith(t) && !copy) {
     Py_INCREF(self);
@@ -421,6 +448,7 @@ PyObject* TensorGetItem(PyObject* self, PyObject* key) {
   auto parsed = ParseIndex(key);
   if (!parsed.ok()) return RaiseStatus(parsed.status());
   auto result = HasAdvancedItems(parsed->items) ? AdvancedGetItem(Self(self), *parsed)
+                : TracksGrad(Self(self))        ? Call("_getitem", {Self(self), EncodeIndex(parsed->items)})
                                                 : ApplyIndex(Self(self), parsed->items);
   if (!result.ok()) return RaiseStatus(result.status());
   return Wrap(*std::move(result));
@@ -433,6 +461,30 @@ absl::Status AdvancedSetItem(const Tensor& self, const ParsedIndex& parsed, ArgV
   return CallOp(*op, OpArgs({self, EncodeIndex(parsed.items), std::move(tensors), std::move(value),
                              Scalar::Bool(false)}))
       .status();
+}
+
+// x[index] = value where autograd follows x or value: recorded as the registry's _setitem (basic
+// index, written in place) or _index_put (advanced, computed then copied in), after which x's
+// history is the recorded call's.
+int SetItemWithGrad(PyObject* self, const ParsedIndex& parsed, ArgValue assigned) {
+  if (!CheckInplaceTarget(self, "x[index] = value")) return -1;
+  const Tensor& target = Self(self);
+  absl::StatusOr<Tensor> result;
+  if (HasAdvancedItems(parsed.items)) {
+    std::vector<Tensor> tensors;
+    for (PyObject* t : parsed.tensors) tensors.push_back(Unwrap(t));
+    result = Call("_index_put", {target, EncodeIndex(parsed.items), std::move(tensors), std::move(assigned),
+                                 Scalar::Bool(false)});
+    if (result.ok()) {
+      GradModeGuard off(false);
+      if (absl::Status copied = CopyInto(target, *result); !copied.ok()) result = copied;
+    }
+  } else {
+    result = Call("_setitem", {target, EncodeIndex(parsed.items), std::move(assigned)});
+  }
+  if (!result.ok()) return RaiseStatus(result.status()), -1;
+  AdoptHistory(self, *result);
+  return 0;
 }
 
 int TensorSetItem(PyObject* self, PyObject* key, PyObject* value) {
@@ -450,7 +502,12 @@ int TensorSetItem(PyObject* self, PyObject* key, PyObject* value) {
     if (!s.ok()) return RaiseStatus(s.status()), -1;
     assigned = *s;
   }
+  const Tensor* assigned_tensor = std::get_if<Tensor>(&assigned);
+  if (GradEnabled() && (RequiresGrad(Self(self)) || (assigned_tensor != nullptr && RequiresGrad(*assigned_tensor)))) {
+    return SetItemWithGrad(self, *parsed, std::move(assigned));
+  }
   absl::Status status;
+  Self(self).storage()->BumpVersion();
   if (HasAdvancedItems(parsed->items)) {
     status = AdvancedSetItem(Self(self), *parsed, std::move(assigned));
   } else if (auto view = ApplyIndex(Self(self), parsed->items); !view.ok()) {
@@ -667,10 +724,13 @@ PyObject* TensorIter(PyObject* self) {
     return nullptr;
   }
   PyRef list = PyRef::Steal(PyList_New(t.size(0)));
+  const bool tracks = TracksGrad(t);
   for (int64_t i = 0; i < t.size(0); ++i) {
     IndexItem item;
     item.index = i;
-    PyList_SET_ITEM(list.get(), i, Wrap(*ApplyIndex(t, {item})));
+    auto row = tracks ? Call("select", {t, Scalar::Int(0), Scalar::Int(i)}) : ApplyIndex(t, {item});
+    if (!row.ok()) return RaiseStatus(row.status());
+    PyList_SET_ITEM(list.get(), i, Wrap(*std::move(row)));
   }
   return PyObject_GetIter(list.get());
 }
@@ -689,6 +749,23 @@ PyObject* DLPackCapsule(DLManagedTensor* managed) {
   return capsule;
 }
 
+namespace {
+
+// Two null-terminated method or attribute tables as one (kept for the type's life).
+const char* NameOf(const PyMethodDef& e) { return e.ml_name; }
+const char* NameOf(const PyGetSetDef& e) { return e.name; }
+
+template <typename Entry>
+Entry* Joined(const Entry* first, const Entry* second) {
+  auto* joined = new std::vector<Entry>();
+  for (const Entry* e = first; NameOf(*e) != nullptr; ++e) joined->push_back(*e);
+  for (const Entry* e = second; NameOf(*e) != nullptr; ++e) joined->push_back(*e);
+  joined->push_back(Entry{});
+  return joined->data();
+}
+
+}  // namespace
+
 bool InitTensorType(PyObject* module) {
   TensorType.tp_basicsize = sizeof(PyTensor);
   TensorType.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC;
@@ -700,8 +777,8 @@ bool InitTensorType(PyObject* module) {
   TensorType.tp_richcompare = TensorRichCompare;
   TensorType.tp_hash = PyBaseObject_Type.tp_hash;  // identity, as PyTorch
   TensorType.tp_iter = TensorIter;
-  TensorType.tp_methods = tensor_methods;
-  TensorType.tp_getset = tensor_getset;
+  TensorType.tp_methods = Joined(tensor_methods, autograd_methods);
+  TensorType.tp_getset = Joined(tensor_getset, autograd_getset);
   TensorType.tp_weaklistoffset = offsetof(PyTensor, weakrefs);
   TensorType.tp_doc = "A strided n-dimensional array (see dyntrace.tensor).";
   if (PyType_Ready(&TensorType) < 0) return false;

@@ -7,6 +7,7 @@
 #define DYNTRACE_RUNTIME_STORAGE_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 
@@ -31,6 +32,11 @@ class Storage {
   size_t nbytes() const { return nbytes_; }
   Device device() const { return device_; }
 
+  // Counts in-place writes, shared by every view of the storage: autograd compares it with the
+  // count a saved tensor had, to refuse a backward pass over values that were overwritten.
+  uint64_t version() const { return version_; }
+  void BumpVersion() { ++version_; }
+
  private:
   Storage(void* data, size_t nbytes, Device device, std::function<void()> release)
       : data_(data), nbytes_(nbytes), device_(device), release_(std::move(release)) {}
@@ -39,6 +45,7 @@ class Storage {
   size_t nbytes_;
   Device device_;
   std::function<void()> release_;
+  uint64_t version_ = 0;
 };
 
 }  // namespace dt

@@ -22,6 +22,10 @@
 
 namespace dt {
 
+// Autograd's per-tensor state (runtime/autograd_meta.h): null for tensors that never took part in
+// autograd, which is nearly all of them. Copies of a Tensor share it, as they share storage.
+struct AutogradMeta;
+
 using Dims = absl::InlinedVector<int64_t, 6>;
 using DimsView = absl::Span<const int64_t>;
 
@@ -71,12 +75,16 @@ class Tensor {
   // "[2, 3]" for messages.
   std::string ShapeString() const;
 
+  const std::shared_ptr<AutogradMeta>& autograd() const { return autograd_; }
+  void set_autograd(std::shared_ptr<AutogradMeta> meta) { autograd_ = std::move(meta); }
+
  private:
   std::shared_ptr<Storage> storage_;
   Dims sizes_;
   Dims strides_;
   int64_t offset_ = 0;
   DType dtype_ = DType::kFloat32;
+  std::shared_ptr<AutogradMeta> autograd_;
 };
 
 // ---- shape helpers shared by ops ----

@@ -1,0 +1,43 @@
+#include "autograd/node.h"
+
+#include "runtime/errors.h"
+
+namespace dt {
+
+AccumulateGrad::AccumulateGrad(std::shared_ptr<AutogradMeta> leaf, GradShape shape) : leaf_(std::move(leaf)) {
+  output_shapes_.push_back(std::move(shape));
+  retained_.resize(1);
+}
+
+absl::StatusOr<std::vector<Tensor>> AccumulateGrad::Apply(std::vector<Tensor> output_grads, bool create_graph) {
+  const Tensor& g = output_grads.at(0);
+  if (!g.defined()) return std::vector<Tensor>{};
+  Tensor& grad = leaf_->grad;
+  if (!grad.defined()) {
+    // A fresh copy: the arriving gradient may be shared with other leaves (add passes its
+    // gradient to both operands) and the user may change .grad in place.
+    if (create_graph) {
+      grad = g;
+    } else {
+      DT_ASSIGN_OR_RETURN(grad, Call("clone", {g}));
+    }
+  } else {
+    DT_ASSIGN_OR_RETURN(grad, Call("add", {grad, g}));
+  }
+  return std::vector<Tensor>{};
+}
+
+GradShape ShapeOf(const Tensor& t) { return GradShape{t.sizes(), t.dtype(), t.device()}; }
+
+Edge GradientEdge(const Tensor& t) {
+  const std::shared_ptr<AutogradMeta>& meta = t.autograd();
+  if (meta->grad_fn != nullptr) return Edge{meta->grad_fn, meta->output_nr};
+  std::shared_ptr<GradNode> accumulator = meta->grad_accumulator.lock();
+  if (accumulator == nullptr) {
+    accumulator = std::make_shared<AccumulateGrad>(meta, ShapeOf(t));
+    meta->grad_accumulator = accumulator;
+  }
+  return Edge{accumulator, 0};
+}
+
+}  // namespace dt

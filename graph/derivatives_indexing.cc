@@ -1,0 +1,183 @@
+// Derivatives of gathers, scatters, advanced indexing, sorts and scans: a gather's gradient is
+// the matching scatter-add into zeros, and the reverse.
+#include "graph/grad_formulas.h"
+#include "runtime/errors.h"
+#include "runtime/indexing.h"
+
+namespace dt {
+namespace {
+
+using grad::FirstGrad;
+using grad::Op;
+
+absl::StatusOr<Tensor> ScatterAddIntoZeros(const Tensor& like, const ArgValue& dim, const Tensor& index,
+                                           const Tensor& g) {
+  DT_ASSIGN_OR_RETURN(Tensor zeros, grad::ZerosFor(like, g));
+  return Op("scatter_add", {zeros, dim, index, g});
+}
+
+absl::StatusOr<ArgGrads> GatherGrad(const GradContext& c) {
+  return FirstGrad(c, ScatterAddIntoZeros(c.input(0), c.args[1], c.input(2), c.grad()));
+}
+
+Dims TensorAt(int64_t dim) {
+  std::vector<IndexItem> items(dim, IndexItem{.kind = IndexItem::Kind::kSlice});
+  items.push_back(IndexItem{.kind = IndexItem::Kind::kTensor, .index = 0});
+  return EncodeIndex(items);
+}
+
+absl::StatusOr<ArgGrads> IndexSelectGrad(const GradContext& c) {
+  const Tensor& input = c.input(0);
+  DT_ASSIGN_OR_RETURN(int64_t dim, NormalizeDim(c.args.int_(1), input.ndim()));
+  DT_ASSIGN_OR_RETURN(Tensor zeros, grad::ZerosFor(input, c.grad()));
+  DT_ASSIGN_OR_RETURN(Tensor index, Op("reshape", {c.input(2), Dims{-1}}));
+  Tensor g = c.grad();
+  if (input.ndim() == 0) {
+    DT_ASSIGN_OR_RETURN(g, Op("reshape", {g, Dims{-1}}));
+  }
+  if (input.ndim() == 0) {
+    DT_ASSIGN_OR_RETURN(zeros, Op("reshape", {zeros, Dims{1}}));
+  }
+  DT_ASSIGN_OR_RETURN(Tensor out, Op("_index_put", {zeros, TensorAt(dim), std::vector<Tensor>{index}, g,
+                                                    Scalar::Bool(true)}));
+  return FirstGrad(c, Op("reshape", {out, input.sizes()}));
+}
+
+absl::StatusOr<ArgGrads> TakeAlongDimGrad(const GradContext& c) {
+  const Tensor& input = c.input(0);
+  const Tensor& indices = c.input(1);
+  if (c.args.is_none(2)) {
+    DT_ASSIGN_OR_RETURN(Tensor flat_index, Op("reshape", {indices, Dims{-1}}));
+    DT_ASSIGN_OR_RETURN(Tensor flat_g, Op("reshape", {c.grad(), Dims{-1}}));
+    const Tensor flat_like = Tensor::Empty({input.numel()}, input.dtype(), Device::Meta());
+    DT_ASSIGN_OR_RETURN(Tensor flat, ScatterAddIntoZeros(flat_like, Scalar::Int(0), flat_index, flat_g));
+    return FirstGrad(c, Op("reshape", {flat, input.sizes()}));
+  }
+  // The result has the broadcast shape; scatter into the input broadcast the same way (the
+  // engine then sums the broadcast dims away).
+  DT_ASSIGN_OR_RETURN(int64_t dim, NormalizeDim(c.args.int_(2), input.ndim()));
+  Dims spread = c.grad().sizes();
+  spread[dim] = input.size(dim);
+  DT_ASSIGN_OR_RETURN(Tensor index, Op("broadcast_to", {indices, c.grad().sizes()}));
+  const Tensor like = Tensor::Empty(spread, input.dtype(), Device::Meta());
+  return FirstGrad(c, ScatterAddIntoZeros(like, Scalar::Int(dim), index, c.grad()));
+}
+
+absl::StatusOr<ArgGrads> ScatterGrad(const GradContext& c) {
+  ArgGrads grads = grad::NoGrads(c);
+  const bool adds = c.op.name() == "scatter_add";
+  if (c.needs(0)) {
+    if (adds) {
+      grads[0] = c.grad();
+    } else {
+      DT_ASSIGN_OR_RETURN(grads[0], Op("scatter.value", {c.grad(), c.args[1], c.args[2], Scalar::Int(0)}));
+    }
+  }
+  if (c.needs(3)) {
+    DT_ASSIGN_OR_RETURN(grads[3], Op("gather", {c.grad(), c.args[1], c.args[2]}));
+  }
+  return grads;
+}
+
+// x[tensors] (the tensor-index subscript): the gradient accumulated back at the indexed places.
+absl::StatusOr<ArgGrads> IndexGrad(const GradContext& c) {
+  DT_ASSIGN_OR_RETURN(Tensor zeros, grad::ZerosFor(c.input(0), c.grad()));
+  return FirstGrad(c, Op("_index_put", {zeros, c.args[1], c.args[2], c.grad(), Scalar::Bool(true)}));
+}
+
+absl::StatusOr<ArgGrads> IndexPutSubscriptGrad(const GradContext& c) {
+  ArgGrads grads = grad::NoGrads(c);
+  if (c.needs(0)) {
+    if (c.args.bool_(4)) {
+      grads[0] = c.grad();
+    } else {
+      DT_ASSIGN_OR_RETURN(grads[0], Op("_index_put", {c.grad(), c.args[1], c.args[2], Scalar::Int(0),
+                                                      Scalar::Bool(false)}));
+    }
+  }
+  if (c.needs(3)) {
+    DT_ASSIGN_OR_RETURN(grads[3], Op("_index", {c.grad(), c.args[1], c.args[2]}));
+  }
+  return grads;
+}
+
+absl::StatusOr<ArgGrads> IndexPutGrad(const GradContext& c) {
+  ArgGrads grads = grad::NoGrads(c);
+  const std::vector<Tensor>& indices = c.args.tensors(1);
+  std::vector<IndexItem> items;
+  for (size_t i = 0; i < indices.size(); ++i) {
+    items.push_back(IndexItem{.kind = IndexItem::Kind::kTensor, .index = static_cast<int64_t>(i)});
+  }
+  const Dims encoded = EncodeIndex(items);
+  if (c.needs(0)) {
+    if (c.args.bool_(3)) {
+      grads[0] = c.grad();
+    } else {
+      DT_ASSIGN_OR_RETURN(grads[0], Op("_index_put", {c.grad(), encoded, indices, Scalar::Int(0), Scalar::Bool(false)}));
+    }
+  }
+  if (c.needs(2)) {
+    DT_ASSIGN_OR_RETURN(grads[2], Op("_index", {c.grad(), encoded, indices}));
+  }
+  return grads;
+}
+
+absl::StatusOr<ArgGrads> EmbeddingGrad(const GradContext& c) {
+  ArgGrads grads = grad::NoGrads(c);
+  const Tensor& weight = c.input(1);
+  DT_ASSIGN_OR_RETURN(Tensor zeros, grad::ZerosFor(weight, c.grad()));
+  DT_ASSIGN_OR_RETURN(Tensor rows, Op("reshape", {c.input(0), Dims{-1}}));
+  DT_ASSIGN_OR_RETURN(Tensor g, Op("reshape", {c.grad(), Dims{-1, weight.size(1)}}));
+  DT_ASSIGN_OR_RETURN(Tensor w, Op("_index_put", {zeros, TensorAt(0), std::vector<Tensor>{rows}, g,
+                                                  Scalar::Bool(true)}));
+  if (!c.args.is_none(2)) {  // the padding row is never trained
+    std::vector<IndexItem> row{IndexItem{.kind = IndexItem::Kind::kInt, .index = c.args.int_(2)}};
+    DT_ASSIGN_OR_RETURN(w, Op("_setitem", {w, EncodeIndex(row), Scalar::Int(0)}));
+  }
+  grads[1] = std::move(w);
+  return grads;
+}
+
+// sort/topk: the values' gradient goes back to where each value came from.
+absl::StatusOr<ArgGrads> SortGrad(const GradContext& c) {
+  const int dim_param = c.op.schema.IndexOf("dim");
+  return FirstGrad(c, [&]() -> absl::StatusOr<Tensor> {
+    DT_ASSIGN_OR_RETURN(Tensor zeros, grad::ZerosFor(c.input(0), c.grad()));
+    return Op("scatter", {zeros, c.args[dim_param], c.output(1), c.grad(0)});
+  }());
+}
+
+absl::StatusOr<ArgGrads> CumsumGrad(const GradContext& c) {  // a reversed cumulative sum
+  const Dims dim{c.args.int_(1)};
+  DT_ASSIGN_OR_RETURN(Tensor g, Op("flip", {c.grad(), dim}));
+  DT_ASSIGN_OR_RETURN(g, Op("cumsum", {g, c.args[1], None{}}));
+  return FirstGrad(c, Op("flip", {g, dim}));
+}
+
+}  // namespace
+
+void RegisterIndexingDerivatives(OpRegistry& registry) {
+  constexpr bool kInputs = true, kNoInputs = false, kOutputs = true, kNoOutputs = false;
+  registry.Mutable("gather").derivative = {&GatherGrad, kInputs, kNoOutputs};
+  registry.Mutable("index_select").derivative = {&IndexSelectGrad, kInputs, kNoOutputs};
+  registry.Mutable("take_along_dim").derivative = {&TakeAlongDimGrad, kInputs, kNoOutputs};
+  for (const char* name : {"scatter", "scatter.value", "scatter_add"}) {
+    registry.Mutable(name).derivative = {&ScatterGrad, kInputs, kNoOutputs};
+  }
+  registry.Mutable("_index").derivative = {&IndexGrad, kInputs, kNoOutputs};
+  registry.Mutable("_index_put").derivative = {&IndexPutSubscriptGrad, kInputs, kNoOutputs};
+  registry.Mutable("index_put").derivative = {&IndexPutGrad, kInputs, kNoOutputs};
+  registry.Mutable("embedding").derivative = {&EmbeddingGrad, kInputs, kNoOutputs};
+  registry.Mutable("sort").derivative = {&SortGrad, kNoInputs, kOutputs};
+  registry.Mutable("topk").derivative = {&SortGrad, kNoInputs, kOutputs};
+  registry.Mutable("cumsum").derivative = {&CumsumGrad, kNoInputs, kNoOutputs};
+}
+
+void RegisterDerivatives(OpRegistry& registry) {
+  RegisterPointwiseDerivatives(registry);
+  RegisterShapeDerivatives(registry);
+  RegisterReductionDerivatives(registry);
+  RegisterIndexingDerivatives(registry);
+}
+
+}  // namespace dt

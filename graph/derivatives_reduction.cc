@@ -1,0 +1,168 @@
+// Derivatives of reductions, softmax-like composites (which declare a cheaper formula than their
+// decomposition) and matrix products.
+#include <algorithm>
+
+#include "graph/grad_formulas.h"
+#include "runtime/errors.h"
+
+namespace dt {
+namespace {
+
+using grad::FirstGrad;
+using grad::Op;
+
+// sum and mean: the output gradient spread over every folded element (divided by their count).
+absl::StatusOr<ArgGrads> SumGrad(const GradContext& c) {
+  const Tensor& input = c.input(0);
+  DT_ASSIGN_OR_RETURN(Dims dims, grad::ReducedDims(c.args[1], input.ndim()));
+  DT_ASSIGN_OR_RETURN(Tensor g, grad::UnsqueezeReduced(c.grad(), dims, c.args.bool_(2)));
+  if (c.op.name() == "mean") {
+    int64_t count = 1;
+    for (int64_t d : dims) count *= input.size(d);
+    DT_ASSIGN_OR_RETURN(g, Op("div", {g, Scalar::Int(count)}));
+  }
+  return FirstGrad(c, Op("broadcast_to", {g, input.sizes()}));
+}
+
+// amax/amin: the gradient shared evenly among the elements equal to the extreme.
+absl::StatusOr<ArgGrads> ExtremeGrad(const GradContext& c) {
+  const Tensor& input = c.input(0);
+  DT_ASSIGN_OR_RETURN(Dims dims, grad::ReducedDims(c.args[1], input.ndim()));
+  const bool keepdim = c.args.bool_(2);
+  DT_ASSIGN_OR_RETURN(Tensor extreme, grad::UnsqueezeReduced(c.output(), dims, keepdim));
+  DT_ASSIGN_OR_RETURN(Tensor hits, Op("eq", {input, extreme}));
+  DT_ASSIGN_OR_RETURN(Tensor count, Op("sum", {hits, dims, Scalar::Bool(true), c.grad().dtype()}));
+  DT_ASSIGN_OR_RETURN(Tensor g, grad::UnsqueezeReduced(c.grad(), dims, keepdim));
+  DT_ASSIGN_OR_RETURN(g, Op("div", {g, count}));
+  return FirstGrad(c, Op("where", {hits, g, Scalar::Int(0)}));
+}
+
+// For rows of `x` along its last dim: each element's product of the row's other elements,
+// without dividing (so zeros are handled), from exclusive products taken from both ends.
+absl::StatusOr<Tensor> ProductOfOthers(const Tensor& x) {
+  const int64_t last = x.ndim() - 1, n = x.size(last);
+  Dims one_sizes = x.sizes();
+  one_sizes[last] = 1;
+  DT_ASSIGN_OR_RETURN(Tensor ones, Op("full", {one_sizes, Scalar::Int(1), x.dtype(), x.device()}));
+  DT_ASSIGN_OR_RETURN(Tensor head, Op("narrow", {x, Scalar::Int(last), Scalar::Int(0), Scalar::Int(n - 1)}));
+  DT_ASSIGN_OR_RETURN(Tensor tail, Op("narrow", {x, Scalar::Int(last), Scalar::Int(1), Scalar::Int(n - 1)}));
+  DT_ASSIGN_OR_RETURN(Tensor before, Op("cumprod", {head, Scalar::Int(last), None{}}));
+  DT_ASSIGN_OR_RETURN(before, Op("cat", {std::vector<Tensor>{ones, before}, Scalar::Int(last)}));
+  DT_ASSIGN_OR_RETURN(Tensor after, Op("flip", {tail, Dims{last}}));
+  DT_ASSIGN_OR_RETURN(after, Op("cumprod", {after, Scalar::Int(last), None{}}));
+  DT_ASSIGN_OR_RETURN(after, Op("flip", {after, Dims{last}}));
+  DT_ASSIGN_OR_RETURN(after, Op("cat", {std::vector<Tensor>{after, ones}, Scalar::Int(last)}));
+  return Op("mul", {before, after});
+}
+
+// prod: the folded dims are laid out last as one row, whose products of others are laid back.
+absl::StatusOr<ArgGrads> ProdGrad(const GradContext& c) {
+  const Tensor& input = c.input(0);
+  DT_ASSIGN_OR_RETURN(Dims dims, grad::ReducedDims(c.args[1], input.ndim()));
+  DT_ASSIGN_OR_RETURN(Tensor g, grad::UnsqueezeReduced(c.grad(), dims, c.args.bool_(2)));
+  if (input.numel() == 0) return FirstGrad(c, Op("broadcast_to", {g, input.sizes()}));
+  Dims order, rows, permuted_sizes;
+  for (int64_t d = 0; d < input.ndim(); ++d) {
+    if (std::find(dims.begin(), dims.end(), d) != dims.end()) continue;
+    order.push_back(d);
+    rows.push_back(input.size(d));
+  }
+  permuted_sizes = rows;
+  int64_t folded = 1;
+  for (int64_t d : dims) {
+    order.push_back(d);
+    permuted_sizes.push_back(input.size(d));
+    folded *= input.size(d);
+  }
+  rows.push_back(folded);
+  DT_ASSIGN_OR_RETURN(Tensor x, Op("permute", {input, order}));
+  DT_ASSIGN_OR_RETURN(x, Op("reshape", {x, rows}));
+  DT_ASSIGN_OR_RETURN(Tensor others, ProductOfOthers(x));
+  DT_ASSIGN_OR_RETURN(others, Op("reshape", {others, permuted_sizes}));
+  Dims inverse(order.size());
+  for (size_t i = 0; i < order.size(); ++i) inverse[order[i]] = static_cast<int64_t>(i);
+  DT_ASSIGN_OR_RETURN(others, Op("permute", {others, inverse}));
+  return FirstGrad(c, Op("mul", {g, others}));
+}
+
+absl::StatusOr<ArgGrads> SoftmaxGrad(const GradContext& c) {  // y (g - sum(g y))
+  const Tensor& y = c.output();
+  DT_ASSIGN_OR_RETURN(Tensor gy, Op("mul", {c.grad(), y}));
+  DT_ASSIGN_OR_RETURN(Tensor total, Op("sum", {gy, Dims{c.args.int_(1)}, Scalar::Bool(true), None{}}));
+  DT_ASSIGN_OR_RETURN(Tensor centred, Op("sub", {c.grad(), total}));
+  return FirstGrad(c, Op("mul", {y, centred}));
+}
+
+absl::StatusOr<ArgGrads> LogSoftmaxGrad(const GradContext& c) {  // g - exp(y) sum(g)
+  DT_ASSIGN_OR_RETURN(Tensor p, Op("exp", {c.output()}));
+  DT_ASSIGN_OR_RETURN(Tensor total, Op("sum", {c.grad(), Dims{c.args.int_(1)}, Scalar::Bool(true), None{}}));
+  DT_ASSIGN_OR_RETURN(Tensor spread, Op("mul", {p, total}));
+  return FirstGrad(c, Op("sub", {c.grad(), spread}));
+}
+
+// matmul with PyTorch's rank rules: a 1-d operand takes part as a row (left) or column (right)
+// that the result then drops; batch dims broadcast (the engine sums them back).
+absl::StatusOr<ArgGrads> MatmulGrad(const GradContext& c) {
+  Tensor a = c.input(0), b = c.input(1), g = c.grad();
+  const bool a_vector = a.ndim() == 1, b_vector = b.ndim() == 1;
+  if (a_vector) {
+    DT_ASSIGN_OR_RETURN(a, Op("unsqueeze", {a, Scalar::Int(0)}));
+  }
+  if (b_vector) {
+    DT_ASSIGN_OR_RETURN(b, Op("unsqueeze", {b, Scalar::Int(1)}));
+  }
+  if (a_vector && b_vector) {
+    DT_ASSIGN_OR_RETURN(g, Op("reshape", {g, Dims{1, 1}}));
+  }
+  if (a_vector && !b_vector) {
+    DT_ASSIGN_OR_RETURN(g, Op("unsqueeze", {g, Scalar::Int(-2)}));
+  }
+  if (b_vector && !a_vector) {
+    DT_ASSIGN_OR_RETURN(g, Op("unsqueeze", {g, Scalar::Int(-1)}));
+  }
+  ArgGrads grads = grad::NoGrads(c);
+  if (c.needs(0)) {
+    DT_ASSIGN_OR_RETURN(Tensor bt, Op("transpose", {b, Scalar::Int(-1), Scalar::Int(-2)}));
+    DT_ASSIGN_OR_RETURN(Tensor ga, Op("matmul", {g, bt}));
+    if (a_vector) {
+      DT_ASSIGN_OR_RETURN(ga, Op("squeeze", {ga, Dims{-2}}));
+    }
+    grads[0] = std::move(ga);
+  }
+  if (c.needs(1)) {
+    DT_ASSIGN_OR_RETURN(Tensor at, Op("transpose", {a, Scalar::Int(-1), Scalar::Int(-2)}));
+    DT_ASSIGN_OR_RETURN(Tensor gb, Op("matmul", {at, g}));
+    if (b_vector) {
+      DT_ASSIGN_OR_RETURN(gb, Op("squeeze", {gb, Dims{-1}}));
+    }
+    grads[1] = std::move(gb);
+  }
+  return grads;
+}
+
+absl::StatusOr<ArgGrads> DotGrad(const GradContext& c) {
+  ArgGrads grads = grad::NoGrads(c);
+  if (c.needs(0)) {
+    DT_ASSIGN_OR_RETURN(grads[0], Op("mul", {c.grad(), c.args[1]}));
+  }
+  if (c.needs(1)) {
+    DT_ASSIGN_OR_RETURN(grads[1], Op("mul", {c.grad(), c.args[0]}));
+  }
+  return grads;
+}
+
+}  // namespace
+
+void RegisterReductionDerivatives(OpRegistry& registry) {
+  registry.Mutable("sum").derivative = {&SumGrad, /*uses_inputs=*/false, /*uses_outputs=*/false};
+  registry.Mutable("mean").derivative = {&SumGrad, false, false};
+  registry.Mutable("prod").derivative = {&ProdGrad, true, false};
+  registry.Mutable("amax").derivative = {&ExtremeGrad, true, true};
+  registry.Mutable("amin").derivative = {&ExtremeGrad, true, true};
+  registry.Mutable("softmax").derivative = {&SoftmaxGrad, false, true};
+  registry.Mutable("log_softmax").derivative = {&LogSoftmaxGrad, false, true};
+  for (const char* name : {"matmul", "mm", "bmm"}) registry.Mutable(name).derivative = {&MatmulGrad, true, false};
+  registry.Mutable("dot").derivative = {&DotGrad, true, false};
+}
+
+}  // namespace dt

@@ -1,0 +1,54 @@
+#include "graph/grad_formulas.h"
+
+#include <algorithm>
+
+#include "runtime/errors.h"
+#include "runtime/indexing.h"
+
+namespace dt::grad {
+
+absl::StatusOr<Tensor> OneMinus(const Tensor& x) {
+  DT_ASSIGN_OR_RETURN(Tensor t, Op("sub", {x, Scalar::Int(1)}));
+  return Op("neg", {t});
+}
+
+absl::StatusOr<Tensor> ZerosFor(const Tensor& like, const Tensor& grad) {
+  return Op("full", {like.sizes(), Scalar::Int(0), grad.dtype(), grad.device()});
+}
+
+absl::StatusOr<Dims> ReducedDims(const ArgValue& dim, int64_t ndim) {
+  Dims dims;
+  if (std::holds_alternative<None>(dim)) {
+    for (int64_t d = 0; d < ndim; ++d) dims.push_back(d);
+    return dims;
+  }
+  for (int64_t d : std::get<Dims>(dim)) {
+    DT_ASSIGN_OR_RETURN(int64_t wrapped, NormalizeDim(d, ndim));
+    dims.push_back(wrapped);
+  }
+  std::sort(dims.begin(), dims.end());
+  return dims;
+}
+
+absl::StatusOr<Tensor> UnsqueezeReduced(const Tensor& grad, DimsView dims, bool keepdim) {
+  Tensor g = grad;
+  if (keepdim) return g;
+  for (int64_t d : dims) {  // ascending, so each dim lands where the input had it
+    DT_ASSIGN_OR_RETURN(g, Op("unsqueeze", {g, Scalar::Int(d)}));
+  }
+  return g;
+}
+
+absl::StatusOr<Tensor> ExpandReduced(const Tensor& grad, DimsView dims, bool keepdim, DimsView sizes) {
+  DT_ASSIGN_OR_RETURN(Tensor g, UnsqueezeReduced(grad, dims, keepdim));
+  DT_ASSIGN_OR_RETURN(g, Op("broadcast_to", {g, Dims(sizes.begin(), sizes.end())}));
+  return Op("contiguous", {g});
+}
+
+Dims EncodedSlice(int64_t dim, int64_t start, int64_t stop) {
+  std::vector<IndexItem> items(dim, IndexItem{.kind = IndexItem::Kind::kSlice});
+  items.push_back(IndexItem{.kind = IndexItem::Kind::kSlice, .start = start, .stop = stop});
+  return EncodeIndex(items);
+}
+
+}  // namespace dt::grad

@@ -1,0 +1,393 @@
+#include "interpreter/py_autograd.h"
+
+#include "absl/strings/str_format.h"
+#include "autograd/engine.h"
+#include "autograd/node.h"
+#include "autograd/record.h"
+#include "interpreter/py_ref.h"
+#include "interpreter/py_types.h"
+#include "runtime/autograd_meta.h"
+#include "runtime/errors.h"
+
+namespace dt::interpreter::py {
+namespace {
+
+Tensor& Mutable(PyObject* self) { return reinterpret_cast<PyTensor*>(self)->tensor; }
+
+AutogradMeta& MetaOf(PyObject* self) {
+  Tensor& t = Mutable(self);
+  if (t.autograd() == nullptr) t.set_autograd(std::make_shared<AutogradMeta>());
+  return *t.autograd();
+}
+
+// ---- grad_fn objects ----
+struct PyGradFn {
+  PyObject_HEAD
+  std::shared_ptr<GradNode> node;
+};
+
+PyTypeObject GradFnType = {PyVarObject_HEAD_INIT(nullptr, 0) "dyntrace.autograd.Node"};
+
+PyObject* WrapNode(std::shared_ptr<GradNode> node) {
+  if (node == nullptr) Py_RETURN_NONE;
+  PyGradFn* obj = PyObject_New(PyGradFn, &GradFnType);
+  if (obj == nullptr) return nullptr;
+  new (&obj->node) std::shared_ptr<GradNode>(std::move(node));
+  return reinterpret_cast<PyObject*>(obj);
+}
+
+void GradFnDealloc(PyObject* self) {
+  reinterpret_cast<PyGradFn*>(self)->node.~shared_ptr();
+  PyObject_Free(self);
+}
+
+GradNode& NodeOf(PyObject* self) { return *reinterpret_cast<PyGradFn*>(self)->node; }
+
+PyObject* GradFnRepr(PyObject* self) {
+  return PyUnicode_FromFormat("<%s object at %p>", NodeOf(self).name().c_str(), self);
+}
+
+PyObject* GradFnName(PyObject* self, PyObject*) { return PyUnicode_FromString(NodeOf(self).name().c_str()); }
+
+PyObject* GradFnNext(PyObject* self, void*) {
+  const std::vector<Edge>& next = NodeOf(self).next();
+  PyRef tuple = PyRef::Steal(PyTuple_New(static_cast<Py_ssize_t>(next.size())));
+  if (!tuple) return nullptr;
+  for (size_t i = 0; i < next.size(); ++i) {
+    PyRef node = PyRef::Steal(WrapNode(next[i].node));
+    if (!node) return nullptr;
+    PyObject* pair = Py_BuildValue("(Oi)", node.get(), next[i].input_nr);
+    if (pair == nullptr) return nullptr;
+    PyTuple_SET_ITEM(tuple.get(), static_cast<Py_ssize_t>(i), pair);
+  }
+  return tuple.Release();
+}
+
+PyObject* GradFnCompare(PyObject* a, PyObject* b, int op) {
+  if (!PyObject_TypeCheck(b, &GradFnType) || (op != Py_EQ && op != Py_NE)) Py_RETURN_NOTIMPLEMENTED;
+  const bool same = &NodeOf(a) == &NodeOf(b);
+  return PyBool_FromLong(op == Py_EQ ? same : !same);
+}
+
+Py_hash_t GradFnHash(PyObject* self) { return static_cast<Py_hash_t>(reinterpret_cast<uintptr_t>(&NodeOf(self)) >> 4); }
+
+PyMethodDef grad_fn_methods[] = {
+    {"name", GradFnName, METH_NOARGS, "the node's name, as PyTorch's (MulBackward0)"},
+    {nullptr, nullptr, 0, nullptr},
+};
+PyGetSetDef grad_fn_getset[] = {
+    {"next_functions", GradFnNext, nullptr, "(node, output) for each input gradients flow to", nullptr},
+    {nullptr, nullptr, nullptr, nullptr, nullptr},
+};
+
+// ---- Tensor attributes ----
+PyObject* GetRequiresGrad(PyObject* self, void*) { return PyBool_FromLong(RequiresGrad(Unwrap(self))); }
+
+}  // namespace
+
+bool SetRequiresGradFlag(PyObject* self, bool value) {
+  const Tensor& t = Unwrap(self);
+  if (!IsLeaf(t)) {
+    if (value) return true;
+    PyErr_SetString(PyExc_RuntimeError,
+                    "you can only change requires_grad flags of leaf variables. If you want to use a computed "
+                    "variable in a subgraph that doesn't require differentiation use var_no_grad = var.detach().");
+    return false;
+  }
+  if (value && !IsFloating(t.dtype())) {
+    PyErr_Format(PyExc_RuntimeError, "only Tensors of floating point dtype can require gradients (got %s)",
+                 std::string(DTypeName(t.dtype())).c_str());
+    return false;
+  }
+  if (!value && t.autograd() == nullptr) return true;
+  MetaOf(self).requires_grad = value;
+  return true;
+}
+
+namespace {
+
+int SetRequiresGrad(PyObject* self, PyObject* value, void*) {
+  if (value == nullptr || !PyBool_Check(value)) {
+    PyErr_SetString(PyExc_TypeError, "requires_grad must be a bool");
+    return -1;
+  }
+  return SetRequiresGradFlag(self, value == Py_True) ? 0 : -1;
+}
+
+PyObject* GetGrad(PyObject* self, void*) {
+  const AutogradMeta* meta = Unwrap(self).autograd().get();
+  if (meta == nullptr || !meta->grad.defined()) Py_RETURN_NONE;
+  return Wrap(meta->grad);
+}
+
+int SetGrad(PyObject* self, PyObject* value, void*) {
+  if (value == nullptr || value == Py_None) {
+    if (Unwrap(self).autograd() != nullptr) MetaOf(self).grad = Tensor();
+    return 0;
+  }
+  if (!IsTensor(value)) {
+    PyErr_Format(PyExc_TypeError, "assigned grad expected to be a Tensor or None but got grad of type %s",
+                 Py_TYPE(value)->tp_name);
+    return -1;
+  }
+  const Tensor& t = Unwrap(self);
+  const Tensor& g = Unwrap(value);
+  if (g.sizes() != t.sizes() || g.dtype() != t.dtype() || g.device() != t.device()) {
+    PyErr_Format(PyExc_RuntimeError, "assigned grad has data of shape %s, dtype %s on %s; the tensor has shape %s, "
+                 "dtype %s on %s", g.ShapeString().c_str(), std::string(DTypeName(g.dtype())).c_str(),
+                 g.device().ToString().c_str(), t.ShapeString().c_str(), std::string(DTypeName(t.dtype())).c_str(),
+                 t.device().ToString().c_str());
+    return -1;
+  }
+  MetaOf(self).grad = g;
+  return 0;
+}
+
+PyObject* GetGradFn(PyObject* self, void*) {
+  const AutogradMeta* meta = Unwrap(self).autograd().get();
+  return WrapNode(meta == nullptr ? nullptr : meta->grad_fn);
+}
+
+PyObject* GetIsLeaf(PyObject* self, void*) { return PyBool_FromLong(IsLeaf(Unwrap(self))); }
+PyObject* GetVersion(PyObject* self, void*) {
+  return PyLong_FromUnsignedLongLong(Unwrap(self).storage()->version());
+}
+PyObject* GetRetainsGrad(PyObject* self, void*) {
+  const AutogradMeta* meta = Unwrap(self).autograd().get();
+  return PyBool_FromLong(meta != nullptr && meta->retains_grad);
+}
+
+}  // namespace
+
+PyGetSetDef autograd_getset[] = {
+    {"requires_grad", GetRequiresGrad, SetRequiresGrad, "whether gradients are computed for this tensor", nullptr},
+    {"grad", GetGrad, SetGrad, "the gradient accumulated by backward() (None until then)", nullptr},
+    {"grad_fn", GetGradFn, nullptr, "the backward node that made this tensor (None for leaves)", nullptr},
+    {"is_leaf", GetIsLeaf, nullptr, "whether the tensor was made by the user rather than by a recorded op", nullptr},
+    {"_version", GetVersion, nullptr, "the count of in-place changes of the tensor's storage", nullptr},
+    {"retains_grad", GetRetainsGrad, nullptr, "whether retain_grad() was called on this non-leaf", nullptr},
+    {nullptr, nullptr, nullptr, nullptr, nullptr},
+};
+
+bool TracksGrad(const Tensor& t) { return GradEnabled() && RequiresGrad(t); }
+
+std::string AutogradReprSuffix(const Tensor& t) {
+  const AutogradMeta* meta = t.autograd().get();
+  if (meta == nullptr) return "";
+  if (meta->grad_fn != nullptr) return absl::StrFormat(", grad_fn=<%s>", meta->grad_fn->name());
+  return meta->requires_grad ? ", requires_grad=True" : "";
+}
+
+}  // namespace dt::interpreter::py
+
+namespace dt::interpreter::py {
+namespace {
+
+PyObject* MethodRequiresGrad(PyObject* self, PyObject* args, PyObject* kwargs) {
+  static const char* keywords[] = {"requires_grad", nullptr};
+  int value = 1;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|p:requires_grad_", const_cast<char**>(keywords), &value)) {
+    return nullptr;
+  }
+  if (!SetRequiresGradFlag(self, value != 0)) return nullptr;
+  return Py_NewRef(self);
+}
+
+PyObject* MethodDetach(PyObject* self, PyObject*) {
+  Tensor t = Unwrap(self);
+  t.set_autograd(nullptr);
+  return Wrap(std::move(t));
+}
+
+PyObject* MethodDetachInplace(PyObject* self, PyObject*) {
+  Mutable(self).set_autograd(nullptr);
+  return Py_NewRef(self);
+}
+
+PyObject* MethodRetainGrad(PyObject* self, PyObject*) {
+  const Tensor& t = Unwrap(self);
+  if (!RequiresGrad(t)) {
+    PyErr_SetString(PyExc_RuntimeError, "can't retain_grad on Tensor that has requires_grad=False");
+    return nullptr;
+  }
+  if (IsLeaf(t)) Py_RETURN_NONE;  // leaves keep .grad anyway
+  AutogradMeta& meta = *t.autograd();
+  meta.retains_grad = true;
+  meta.grad_fn->retained().resize(std::max<size_t>(meta.grad_fn->retained().size(), meta.output_nr + 1));
+  meta.grad_fn->retained()[meta.output_nr] = t.autograd();
+  Py_RETURN_NONE;
+}
+
+// A tensor or a sequence of tensors (None allowed where `allow_none`) as a vector.
+bool TensorsFrom(PyObject* obj, const char* what, bool allow_none, std::vector<Tensor>& out) {
+  if (obj == Py_None && allow_none) return true;
+  if (IsTensor(obj)) {
+    out.push_back(Unwrap(obj));
+    return true;
+  }
+  PyRef seq = PyRef::Steal(PySequence_Fast(obj, what));
+  if (!seq) return false;
+  for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq.get()); ++i) {
+    PyObject* item = PySequence_Fast_GET_ITEM(seq.get(), i);
+    if (item == Py_None && allow_none) {
+      out.emplace_back();
+    } else if (IsTensor(item)) {
+      out.push_back(Unwrap(item));
+    } else {
+      PyErr_Format(PyExc_TypeError, "%s: expected tensors, got %s", what, Py_TYPE(item)->tp_name);
+      return false;
+    }
+  }
+  return true;
+}
+
+absl::StatusOr<std::vector<Tensor>> RunBackwardWithoutGil(const BackwardRequest& request) {
+  absl::StatusOr<std::vector<Tensor>> result;
+  Py_BEGIN_ALLOW_THREADS
+  result = RunBackward(request);
+  Py_END_ALLOW_THREADS
+  return result;
+}
+
+PyObject* MethodBackward(PyObject* self, PyObject* args, PyObject* kwargs) {
+  static const char* keywords[] = {"gradient", "retain_graph", "create_graph", "inputs", nullptr};
+  PyObject *gradient = Py_None, *retain = Py_None, *inputs = Py_None;
+  int create_graph = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OOpO:backward", const_cast<char**>(keywords), &gradient,
+                                   &retain, &create_graph, &inputs)) {
+    return nullptr;
+  }
+  if (inputs != Py_None) {
+    PyErr_SetString(PyExc_NotImplementedError,
+                    "backward(inputs=...) is not supported; use dyntrace.autograd.grad(outputs, inputs)");
+    return nullptr;
+  }
+  BackwardRequest request;
+  request.roots.push_back(Unwrap(self));
+  if (gradient != Py_None) {
+    if (!IsTensor(gradient)) {
+      PyErr_Format(PyExc_TypeError, "backward(): gradient must be a Tensor, got %s", Py_TYPE(gradient)->tp_name);
+      return nullptr;
+    }
+    request.root_grads.push_back(Unwrap(gradient));
+  }
+  request.create_graph = create_graph != 0;
+  request.retain_graph = retain == Py_None ? request.create_graph : PyObject_IsTrue(retain) == 1;
+  auto result = RunBackwardWithoutGil(request);
+  if (!result.ok()) return RaiseStatus(result.status());
+  Py_RETURN_NONE;
+}
+
+PyObject* FnAutogradGrad(PyObject*, PyObject* args, PyObject* kwargs) {
+  static const char* keywords[] = {"outputs", "inputs", "grad_outputs", "retain_graph", "create_graph",
+                                   "allow_unused", nullptr};
+  PyObject *outputs, *inputs, *grad_outputs = Py_None, *retain = Py_None;
+  int create_graph = 0, allow_unused = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|OOpp:grad", const_cast<char**>(keywords), &outputs, &inputs,
+                                   &grad_outputs, &retain, &create_graph, &allow_unused)) {
+    return nullptr;
+  }
+  BackwardRequest request;
+  request.accumulate = false;
+  request.create_graph = create_graph != 0;
+  request.retain_graph = retain == Py_None ? request.create_graph : PyObject_IsTrue(retain) == 1;
+  request.allow_unused = allow_unused != 0;
+  if (!TensorsFrom(outputs, "grad(): outputs", false, request.roots) ||
+      !TensorsFrom(inputs, "grad(): inputs", false, request.inputs) ||
+      !TensorsFrom(grad_outputs, "grad(): grad_outputs", true, request.root_grads)) {
+    return nullptr;
+  }
+  if (!request.root_grads.empty() && request.root_grads.size() != request.roots.size()) {
+    PyErr_Format(PyExc_RuntimeError, "grad(): got %zd grad_outputs for %zd outputs", request.root_grads.size(),
+                 request.roots.size());
+    return nullptr;
+  }
+  auto result = RunBackwardWithoutGil(request);
+  if (!result.ok()) return RaiseStatus(result.status());
+  PyRef tuple = PyRef::Steal(PyTuple_New(static_cast<Py_ssize_t>(result->size())));
+  if (!tuple) return nullptr;
+  for (size_t i = 0; i < result->size(); ++i) {
+    PyObject* item = (*result)[i].defined() ? Wrap((*result)[i]) : Py_NewRef(Py_None);
+    if (item == nullptr) return nullptr;
+    PyTuple_SET_ITEM(tuple.get(), static_cast<Py_ssize_t>(i), item);
+  }
+  return tuple.Release();
+}
+
+PyObject* FnIsGradEnabled(PyObject*, PyObject*) { return PyBool_FromLong(GradEnabled()); }
+
+PyObject* FnSetGradEnabled(PyObject*, PyObject* value) {
+  if (!PyBool_Check(value)) {
+    PyErr_Format(PyExc_TypeError, "set_grad_enabled(): expected a bool, got %s", Py_TYPE(value)->tp_name);
+    return nullptr;
+  }
+  SetGradEnabled(value == Py_True);
+  Py_RETURN_NONE;
+}
+
+PyMethodDef autograd_functions[] = {
+    {"is_grad_enabled", FnIsGradEnabled, METH_NOARGS, "whether ops record gradients on this thread"},
+    {"_set_grad_enabled", FnSetGradEnabled, METH_O, "turns gradient recording on or off for this thread"},
+    {"_autograd_grad", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(FnAutogradGrad)),
+     METH_VARARGS | METH_KEYWORDS, "the engine behind dyntrace.autograd.grad"},
+    {nullptr, nullptr, 0, nullptr},
+};
+
+}  // namespace
+
+PyMethodDef autograd_methods[] = {
+    {"requires_grad_", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(MethodRequiresGrad)),
+     METH_VARARGS | METH_KEYWORDS, "requires_grad_(requires_grad=True): sets the flag on a leaf; returns self"},
+    {"detach", MethodDetach, METH_NOARGS, "the same data, outside autograd's graph"},
+    {"detach_", MethodDetachInplace, METH_NOARGS, "takes this tensor out of autograd's graph; returns self"},
+    {"retain_grad", MethodRetainGrad, METH_NOARGS, "keeps .grad of this non-leaf after backward()"},
+    {"backward", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(MethodBackward)),
+     METH_VARARGS | METH_KEYWORDS, "backward(gradient=None, retain_graph=None, create_graph=False)"},
+    {nullptr, nullptr, 0, nullptr},
+};
+
+bool CheckInplaceTarget(PyObject* target, absl::string_view op) {
+  const Tensor& t = Unwrap(target);
+  if (!GradEnabled()) return true;
+  const AutogradMeta* meta = t.autograd().get();
+  if (meta == nullptr) return true;
+  if (meta->requires_grad && meta->grad_fn == nullptr) {
+    PyErr_Format(PyExc_RuntimeError,
+                 "a leaf Variable that requires grad is being used in an in-place operation (%s).",
+                 std::string(op).c_str());
+    return false;
+  }
+  if (meta->is_view) {
+    PyErr_Format(PyExc_RuntimeError,
+                 "%s: dyntrace's autograd does not support in-place changes through a view of a tensor that "
+                 "requires grad; write `y = ...` out of place, or clone() the view first",
+                 std::string(op).c_str());
+    return false;
+  }
+  return true;
+}
+
+void AdoptHistory(PyObject* target, const Tensor& result) {
+  Tensor& t = Mutable(target);
+  t.storage()->BumpVersion();
+  if (!RequiresGrad(result)) return;
+  t.set_autograd(result.autograd());
+}
+
+bool AddAutogradBindings(PyObject* module) {
+  InstallAutograd();
+  GradFnType.tp_basicsize = sizeof(PyGradFn);
+  GradFnType.tp_flags = Py_TPFLAGS_DEFAULT;
+  GradFnType.tp_dealloc = GradFnDealloc;
+  GradFnType.tp_repr = GradFnRepr;
+  GradFnType.tp_richcompare = GradFnCompare;
+  GradFnType.tp_hash = GradFnHash;
+  GradFnType.tp_methods = grad_fn_methods;
+  GradFnType.tp_getset = grad_fn_getset;
+  GradFnType.tp_doc = "A node of autograd's backward graph (a tensor's grad_fn).";
+  if (PyType_Ready(&GradFnType) < 0) return false;
+  if (PyModule_AddObjectRef(module, "_GradNode", reinterpret_cast<PyObject*>(&GradFnType)) < 0) return false;
+  return PyModule_AddFunctions(module, autograd_functions) == 0;
+}
+
+}  // namespace dt::interpreter::py

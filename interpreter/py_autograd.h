@@ -1,0 +1,42 @@
+// interpreter/py_autograd.h: autograd's Python surface: Tensor.requires_grad, .grad, .grad_fn,
+// backward(), detach(); dyntrace.autograd.grad's engine entry; grad mode.
+#ifndef DYNTRACE_INTERPRETER_PY_AUTOGRAD_H_
+#define DYNTRACE_INTERPRETER_PY_AUTOGRAD_H_
+
+#include <Python.h>
+
+#include <string>
+
+#include "absl/strings/string_view.h"
+#include "runtime/tensor.h"
+
+namespace dt::interpreter::py {
+
+// Tensor attributes and methods, spliced into the Tensor type's tables (py_tensor.cc).
+extern PyGetSetDef autograd_getset[];
+extern PyMethodDef autograd_methods[];
+
+// dyntrace.is_grad_enabled, _set_grad_enabled, _autograd_grad, _autograd_backward, and the
+// grad_fn type; installs the grad recorder.
+[[nodiscard]] bool AddAutogradBindings(PyObject* module);
+
+// Whether an op on `t` must go through the registry so autograd records it (Python-level
+// shortcuts such as `.T` or basic subscripts take the registry path then).
+bool TracksGrad(const Tensor& t);
+
+// tensor.requires_grad = value, with PyTorch's checks (leaves only; floating dtypes only); false
+// with a Python error set when refused.
+[[nodiscard]] bool SetRequiresGradFlag(PyObject* tensor, bool value);
+
+// ", grad_fn=<MulBackward0>" or ", requires_grad=True" for repr, else "".
+std::string AutogradReprSuffix(const Tensor& t);
+
+// The in-place step shared by `x.add_(y)` and `x[i] = v`: refuses leaves that require grad and
+// views of tensors that require grad; then makes `result`'s history the target's. `target` is
+// the Python tensor written into.
+[[nodiscard]] bool CheckInplaceTarget(PyObject* target, absl::string_view op);
+void AdoptHistory(PyObject* target, const Tensor& result);
+
+}  // namespace dt::interpreter::py
+
+#endif  // DYNTRACE_INTERPRETER_PY_AUTOGRAD_H_

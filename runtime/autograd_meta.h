@@ -1,0 +1,60 @@
+// runtime/autograd_meta.h: what a tensor carries for autograd, and the thread's grad mode.
+//
+// The runtime only holds this state; autograd/ gives it meaning (recording calls, the backward
+// engine). It lives here because graph/CallOp must ask "does any argument require grad?" on
+// every call, below the layer that defines the graph of backward nodes.
+//
+//   if (RecordsGrad(args)) ...       // grad mode on and a tensor argument requires grad
+//   GradModeGuard off(false);        // like `with torch.no_grad():` for this scope
+#ifndef DYNTRACE_RUNTIME_AUTOGRAD_META_H_
+#define DYNTRACE_RUNTIME_AUTOGRAD_META_H_
+
+#include <memory>
+
+#include "runtime/tensor.h"
+
+namespace dt {
+
+class GradNode;  // autograd/node.h
+
+struct AutogradMeta {
+  // Set on leaves by the user (requires_grad=True); results of recorded calls have grad_fn.
+  bool requires_grad = false;
+  // The node computing this tensor's gradient from its users' gradients, and which of that
+  // node's outputs this tensor is; null on leaves.
+  std::shared_ptr<GradNode> grad_fn;
+  int output_nr = 0;
+  // A leaf's accumulated gradient, or a non-leaf's where retain_grad() asked for it.
+  Tensor grad;
+  bool retains_grad = false;
+  // A leaf's node writing into `grad`, shared by every backward pass while any holds it.
+  std::weak_ptr<GradNode> grad_accumulator;
+  // Set on results of view ops of tensors that require grad: an in-place change through such a
+  // view would have to rewrite its base's history, which dyntrace refuses (see autograd/).
+  bool is_view = false;
+};
+
+inline bool RequiresGrad(const Tensor& t) {
+  const AutogradMeta* meta = t.autograd().get();
+  return meta != nullptr && (meta->requires_grad || meta->grad_fn != nullptr);
+}
+inline bool IsLeaf(const Tensor& t) { return t.autograd() == nullptr || t.autograd()->grad_fn == nullptr; }
+
+// Whether calls record backward nodes on this thread (`torch.is_grad_enabled()`).
+bool GradEnabled();
+void SetGradEnabled(bool enabled);
+
+class GradModeGuard {
+ public:
+  explicit GradModeGuard(bool enabled) : previous_(GradEnabled()) { SetGradEnabled(enabled); }
+  ~GradModeGuard() { SetGradEnabled(previous_); }
+  GradModeGuard(const GradModeGuard&) = delete;
+  GradModeGuard& operator=(const GradModeGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+
+}  // namespace dt
+
+#endif  // DYNTRACE_RUNTIME_AUTOGRAD_META_H_
