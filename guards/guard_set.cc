@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "runtime/autograd_meta.h"
 #include "absl/strings/str_join.h"
 
 namespace dt::guards {
@@ -52,7 +53,7 @@ std::string Describe(const TensorProperties& p) {
 }
 
 TensorProperties PropertiesOf(const Tensor& t) {
-  TensorProperties p{t.dtype(), t.device(), t.ndim(), {}, LayoutOf(t)};
+  TensorProperties p{t.dtype(), t.device(), t.ndim(), {}, LayoutOf(t), GradEnabled() && RequiresGrad(t)};
   for (int64_t s : t.sizes()) p.size_is_one.push_back(s == 1);
   return p;
 }
@@ -251,7 +252,8 @@ bool LeafGuard::CheckValue(PyObject* value) const {
     case Kind::kTensor: {
       const Tensor* t = tensor_recogniser ? tensor_recogniser(value) : nullptr;
       if (t == nullptr || t->dtype() != tensor_.dtype || t->device() != tensor_.device ||
-          t->ndim() != tensor_.ndim || LayoutOf(*t) != tensor_.layout) {
+          t->ndim() != tensor_.ndim || LayoutOf(*t) != tensor_.layout ||
+          (GradEnabled() && RequiresGrad(*t)) != tensor_.tracks_grad) {
         return false;
       }
       for (int64_t d = 0; d < tensor_.ndim; ++d) {
@@ -331,6 +333,11 @@ std::optional<std::string> LeafGuard::Explain(const FrameInputs& frame) const {
         return absl::StrFormat("%s: expected a Tensor, actual %s", src, Py_TYPE(value)->tp_name);
       }
       const TensorProperties actual = PropertiesOf(*t);
+      if (actual.tracks_grad != tensor_.tracks_grad) {
+        return absl::StrFormat("%s: autograd followed it when traced (requires_grad with grad mode on): "
+                               "expected %s, actual %s", src, tensor_.tracks_grad ? "True" : "False",
+                               actual.tracks_grad ? "True" : "False");
+      }
       if (actual.dtype != tensor_.dtype) {
         return absl::StrFormat("%s.dtype: expected %s, actual %s", src, DTypeName(tensor_.dtype),
                                DTypeName(actual.dtype));

@@ -45,6 +45,9 @@ struct TensorProperties {
   int64_t ndim;
   std::vector<bool> size_is_one;
   Layout layout;
+  // Grad mode is on and the tensor requires grad: the call must run eagerly so autograd records
+  // it (compiled graphs record nothing), so a trace only ever holds tensors without it.
+  bool tracks_grad = false;
 };
 
 class LeafGuard {

@@ -280,15 +280,15 @@ PyObject* MethodBackward(PyObject* self, PyObject* args, PyObject* kwargs) {
 
 PyObject* FnAutogradGrad(PyObject*, PyObject* args, PyObject* kwargs) {
   static const char* keywords[] = {"outputs", "inputs", "grad_outputs", "retain_graph", "create_graph",
-                                   "allow_unused", nullptr};
+                                   "allow_unused", "accumulate", nullptr};
   PyObject *outputs, *inputs, *grad_outputs = Py_None, *retain = Py_None;
-  int create_graph = 0, allow_unused = 0;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|OOpp:grad", const_cast<char**>(keywords), &outputs, &inputs,
-                                   &grad_outputs, &retain, &create_graph, &allow_unused)) {
+  int create_graph = 0, allow_unused = 0, accumulate = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|OOppp:grad", const_cast<char**>(keywords), &outputs, &inputs,
+                                   &grad_outputs, &retain, &create_graph, &allow_unused, &accumulate)) {
     return nullptr;
   }
   BackwardRequest request;
-  request.accumulate = false;
+  request.accumulate = accumulate != 0;
   request.create_graph = create_graph != 0;
   request.retain_graph = retain == Py_None ? request.create_graph : PyObject_IsTrue(retain) == 1;
   request.allow_unused = allow_unused != 0;
@@ -329,7 +329,8 @@ PyMethodDef autograd_functions[] = {
     {"is_grad_enabled", FnIsGradEnabled, METH_NOARGS, "whether ops record gradients on this thread"},
     {"_set_grad_enabled", FnSetGradEnabled, METH_O, "turns gradient recording on or off for this thread"},
     {"_autograd_grad", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(FnAutogradGrad)),
-     METH_VARARGS | METH_KEYWORDS, "the engine behind dyntrace.autograd.grad"},
+     METH_VARARGS | METH_KEYWORDS,
+     "the engine behind dyntrace.autograd.grad (and, with accumulate=True and no inputs, backward)"},
     {nullptr, nullptr, 0, nullptr},
 };
 

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "interpreter/code_cache.h"
+#include "interpreter/embedded_sources.h"
 #include "interpreter/py_autograd.h"
 #include "interpreter/py_types.h"
 #include "interpreter/report.h"
@@ -265,6 +266,7 @@ extern "C" PyObject* PyInit_dyntrace() {
   PyRef priority = PyRef::Steal(PyFloat_FromDouble(1000.0));
   if (PyDict_SetItemString(TensorType.tp_dict, "__array_priority__", priority.get()) < 0) return nullptr;
   PyType_Modified(&TensorType);
+  if (!dt::interpreter::LoadEmbeddedSources(module.get())) return nullptr;
   // DYNTRACE_LOGS=graph,guards,... turns logs on in any Python process.
   if (const char* spec = std::getenv("DYNTRACE_LOGS")) {
     if (absl::Status status = dt::log::Configure(spec); !status.ok()) {

@@ -16,6 +16,7 @@
 #include "interpreter/sym_dict.h"
 #include "interpreter/traced_int.h"
 #include "interpreter/tracer_internal.h"
+#include "runtime/autograd_meta.h"
 #include "runtime/errors.h"
 #include "runtime/indexing.h"
 
@@ -91,6 +92,13 @@ absl::StatusOr<Sym> Tracer::TensorInput(PyObject* obj, SourceRef source) {
   const std::string key = source->ToString();
   if (auto it = inputs_by_source_.find(key); it != inputs_by_source_.end()) return it->second;
   const Tensor& real = py::Unwrap(obj);
+  if (GradEnabled() && RequiresGrad(real)) {
+    // Guarded, so the entry handing this back serves only calls where autograd follows it.
+    guards_.Add(LeafGuard::TensorMatch(source, real, Here()));
+    return Unsupported(absl::StrCat(key, " requires grad and grad mode is on: autograd must record the ops, which "
+                                         "compiled graphs do not yet (compiled training is issue 22), so this "
+                                         "runs eagerly"));
+  }
   Tensor meta(Storage::Allocate(0, Device::Meta()), real.sizes(), real.strides(), 0, real.dtype());
   guards_.Add(LeafGuard::TensorMatch(source, real, Here()));
   Sym s = MakeSym(SymKind::kTensor);
