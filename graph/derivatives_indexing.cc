@@ -91,8 +91,9 @@ absl::StatusOr<ArgGrads> IndexPutSubscriptGrad(const GradContext& c) {
     if (c.args.bool_(4)) {
       grads[0] = c.grad();
     } else {
-      DT_ASSIGN_OR_RETURN(grads[0], Op("_index_put", {c.grad(), c.args[1], c.args[2], Scalar::Int(0),
-                                                      Scalar::Bool(false)}));
+      // _index_put writes into its input: zero a copy, not the gradient other slots share.
+      DT_ASSIGN_OR_RETURN(Tensor g, Op("clone", {c.grad()}));
+      DT_ASSIGN_OR_RETURN(grads[0], Op("_index_put", {g, c.args[1], c.args[2], Scalar::Int(0), Scalar::Bool(false)}));
     }
   }
   if (c.needs(3)) {
@@ -113,7 +114,8 @@ absl::StatusOr<ArgGrads> IndexPutGrad(const GradContext& c) {
     if (c.args.bool_(3)) {
       grads[0] = c.grad();
     } else {
-      DT_ASSIGN_OR_RETURN(grads[0], Op("_index_put", {c.grad(), encoded, indices, Scalar::Int(0), Scalar::Bool(false)}));
+      DT_ASSIGN_OR_RETURN(Tensor g, Op("clone", {c.grad()}));
+      DT_ASSIGN_OR_RETURN(grads[0], Op("_index_put", {g, encoded, indices, Scalar::Int(0), Scalar::Bool(false)}));
     }
   }
   if (c.needs(2)) {
@@ -154,6 +156,43 @@ absl::StatusOr<ArgGrads> CumsumGrad(const GradContext& c) {  // a reversed cumul
   return FirstGrad(c, Op("flip", {g, dim}));
 }
 
+// x[mask] as masked_select: the gradient written back at the selected places (in the broadcast
+// shape of x and mask; the engine sums a broadcast x back).
+absl::StatusOr<ArgGrads> MaskedSelectGrad(const GradContext& c) {
+  DT_ASSIGN_OR_RETURN(Dims both, BroadcastShapes(c.input(0).sizes(), c.input(1).sizes()));
+  DT_ASSIGN_OR_RETURN(Tensor mask, Op("broadcast_to", {c.input(1), both}));
+  DT_ASSIGN_OR_RETURN(Tensor zeros, Op("full", {both, Scalar::Int(0), c.grad().dtype(), c.grad().device()}));
+  return FirstGrad(c, Op("_index_put", {zeros, TensorAt(0), std::vector<Tensor>{mask}, c.grad(),
+                                        Scalar::Bool(false)}));
+}
+
+// cumprod without dividing by the input (which may hold zeros): with y the result, the gradient
+// at i is y[i-1] * r[i], where r[i] = g[i] + x[i+1] * r[i+1] runs from the end of the dim.
+absl::StatusOr<ArgGrads> CumprodGrad(const GradContext& c) {
+  const Tensor& x = c.input(0);
+  if (x.ndim() == 0 || x.numel() == 0) return FirstGrad(c, c.grad());
+  DT_ASSIGN_OR_RETURN(int64_t dim, NormalizeDim(c.args.int_(1), x.ndim()));
+  const int64_t n = x.size(dim);
+  auto at = [&](const Tensor& t, int64_t i) { return Op("select", {t, Scalar::Int(dim), Scalar::Int(i)}); };
+  std::vector<Tensor> grads(n);
+  DT_ASSIGN_OR_RETURN(Tensor r, at(c.grad(), n - 1));
+  for (int64_t i = n - 1; i >= 0; --i) {
+    if (i < n - 1) {
+      DT_ASSIGN_OR_RETURN(Tensor next_x, at(x, i + 1));
+      DT_ASSIGN_OR_RETURN(Tensor g, at(c.grad(), i));
+      DT_ASSIGN_OR_RETURN(r, Op("mul", {r, next_x}));
+      DT_ASSIGN_OR_RETURN(r, Op("add", {r, g}));
+    }
+    if (i == 0) {
+      grads[i] = r;
+    } else {
+      DT_ASSIGN_OR_RETURN(Tensor before, at(c.output(), i - 1));
+      DT_ASSIGN_OR_RETURN(grads[i], Op("mul", {r, before}));
+    }
+  }
+  return FirstGrad(c, Op("stack", {std::move(grads), Scalar::Int(dim)}));
+}
+
 }  // namespace
 
 void RegisterIndexingDerivatives(OpRegistry& registry) {
@@ -171,6 +210,8 @@ void RegisterIndexingDerivatives(OpRegistry& registry) {
   registry.Mutable("sort").derivative = {&SortGrad, kNoInputs, kOutputs};
   registry.Mutable("topk").derivative = {&SortGrad, kNoInputs, kOutputs};
   registry.Mutable("cumsum").derivative = {&CumsumGrad, kNoInputs, kNoOutputs};
+  registry.Mutable("cumprod").derivative = {&CumprodGrad, kInputs, kOutputs};
+  registry.Mutable("masked_select").derivative = {&MaskedSelectGrad, kInputs, kNoOutputs};
 }
 
 void RegisterDerivatives(OpRegistry& registry) {

@@ -163,7 +163,12 @@ absl::StatusOr<ArgGrads> DivGrad(const GradContext& c) {  // a / b: g / b, -g a 
 absl::StatusOr<ArgGrads> PowGrad(const GradContext& c) {  // a^b: g b a^(b-1), g a^b log(a)
   ArgGrads grads = grad::NoGrads(c);
   if (c.needs(0)) {
-    DT_ASSIGN_OR_RETURN(Tensor bm1, Op("sub", {c.args[1], Num(1.0)}));
+    ArgValue bm1 = Num(0.0);
+    if (const Scalar* b = std::get_if<Scalar>(&c.args[1])) {
+      bm1 = b->is_float() ? Num(b->ToDouble() - 1.0) : ArgValue(Scalar::Int(b->ToInt() - 1));
+    } else {
+      DT_ASSIGN_OR_RETURN(bm1, Op("sub", {c.args[1], Num(1.0)}));
+    }
     DT_ASSIGN_OR_RETURN(Tensor p, Op("pow", {c.args[0], bm1}));
     DT_ASSIGN_OR_RETURN(p, Op("mul", {p, c.args[1]}));
     DT_ASSIGN_OR_RETURN(grads[0], Op("mul", {c.grad(), p}));

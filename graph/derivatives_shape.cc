@@ -141,6 +141,17 @@ absl::StatusOr<ArgGrads> RepeatGrad(const GradContext& c) {
   return FirstGrad(c, Op("reshape", {g, input.sizes()}));
 }
 
+// fill/zero/copy overwrite every element: nothing flows to the old values; copy's source (and a
+// tensor fill value) gets the whole gradient (the engine sums it to its shape).
+absl::StatusOr<ArgGrads> OverwriteGrad(const GradContext& c) {
+  ArgGrads grads = grad::NoGrads(c);
+  if (c.needs(0)) {
+    DT_ASSIGN_OR_RETURN(grads[0], Op("full_like", {c.grad(), Scalar::Int(0), None{}, None{}}));
+  }
+  if (c.needs(1)) grads[1] = c.grad();
+  return grads;
+}
+
 }  // namespace
 
 void RegisterShapeDerivatives(OpRegistry& registry) {
@@ -159,7 +170,8 @@ void RegisterShapeDerivatives(OpRegistry& registry) {
       {"concat", &CatGrad},        {"stack", &StackGrad},        {"split", &SplitGrad},
       {"split.sizes", &SplitGrad}, {"chunk", &SplitGrad},        {"unbind", &UnbindGrad},
       {"flip", &FlipGrad},         {"roll", &RollGrad},          {"tril", &TriangleGrad},
-      {"triu", &TriangleGrad},     {"repeat", &RepeatGrad},
+      {"triu", &TriangleGrad},     {"repeat", &RepeatGrad},      {"copy", &OverwriteGrad},
+      {"fill", &OverwriteGrad},    {"zero", &OverwriteGrad},
   };
   for (const Entry& e : entries) {
     registry.Mutable(e.op).derivative = Derivative{e.fn, e.uses_inputs, /*uses_outputs=*/false};

@@ -325,7 +325,21 @@ PyObject* FnSetGradEnabled(PyObject*, PyObject* value) {
   Py_RETURN_NONE;
 }
 
+// {op name: "formula" | "body" | "none"}: how autograd differentiates each registry op (a
+// declared formula, the composite's own body, or not at all), for the coverage tests.
+PyObject* FnAutogradOps(PyObject*, PyObject*) {
+  PyRef table = PyRef::Steal(PyDict_New());
+  if (!table) return nullptr;
+  for (const auto& op : OpRegistry::Get().ops()) {
+    const char* how = op->derivative.fn != nullptr ? "formula" : HasDerivative(*op) ? "body" : "none";
+    PyRef value = PyRef::Steal(PyUnicode_FromString(how));
+    if (!value || PyDict_SetItemString(table.get(), op->name().c_str(), value.get()) < 0) return nullptr;
+  }
+  return table.Release();
+}
+
 PyMethodDef autograd_functions[] = {
+    {"_autograd_ops", FnAutogradOps, METH_NOARGS, "how autograd differentiates each registry op"},
     {"is_grad_enabled", FnIsGradEnabled, METH_NOARGS, "whether ops record gradients on this thread"},
     {"_set_grad_enabled", FnSetGradEnabled, METH_O, "turns gradient recording on or off for this thread"},
     {"_autograd_grad", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(FnAutogradGrad)),
@@ -366,6 +380,16 @@ bool CheckInplaceTarget(PyObject* target, absl::string_view op) {
     return false;
   }
   return true;
+}
+
+absl::StatusOr<Tensor> OldValues(const Tensor& target) {
+  absl::StatusOr<Tensor> old;
+  {
+    GradModeGuard off(false);
+    old = Call("clone", {target});
+  }
+  if (old.ok()) old->set_autograd(target.autograd());
+  return old;
 }
 
 void AdoptHistory(PyObject* target, const Tensor& result) {

@@ -7,6 +7,7 @@
 
 #include <string>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "runtime/tensor.h"
 
@@ -35,6 +36,10 @@ std::string AutogradReprSuffix(const Tensor& t);
 // views of tensors that require grad; then makes `result`'s history the target's. `target` is
 // the Python tensor written into.
 [[nodiscard]] bool CheckInplaceTarget(PyObject* target, absl::string_view op);
+// A copy of `target`'s current values carrying its autograd identity: what a recorded call
+// computing an in-place change takes as its input, since the target itself is about to be
+// overwritten (and the backward pass may read the old values).
+[[nodiscard]] absl::StatusOr<Tensor> OldValues(const Tensor& target);
 void AdoptHistory(PyObject* target, const Tensor& result);
 
 }  // namespace dt::interpreter::py

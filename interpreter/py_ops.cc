@@ -215,13 +215,8 @@ PyObject* RunInplaceWithGrad(const OpDef& op, OpArgs args, PyObject* self) {
   if (!CheckInplaceTarget(self, PythonName(op) + "_()")) return nullptr;
   const Tensor target = args.tensor(0);
   if (op.derivative.uses_inputs) {
-    absl::StatusOr<Tensor> old;
-    {
-      GradModeGuard off(false);
-      old = Call("clone", {target});
-    }
+    absl::StatusOr<Tensor> old = OldValues(target);
     if (!old.ok()) return RaiseStatus(old.status());
-    old->set_autograd(target.autograd());
     args[0] = *std::move(old);
   }
   auto r = CallOp(op, args);

@@ -473,8 +473,10 @@ int SetItemWithGrad(PyObject* self, const ParsedIndex& parsed, ArgValue assigned
   if (HasAdvancedItems(parsed.items)) {
     std::vector<Tensor> tensors;
     for (PyObject* t : parsed.tensors) tensors.push_back(Unwrap(t));
-    result = Call("_index_put", {target, EncodeIndex(parsed.items), std::move(tensors), std::move(assigned),
-                                 Scalar::Bool(false)});
+    absl::StatusOr<Tensor> old = OldValues(target);
+    if (!old.ok()) return RaiseStatus(old.status()), -1;
+    result = Call("_index_put", {*std::move(old), EncodeIndex(parsed.items), std::move(tensors),
+                                 std::move(assigned), Scalar::Bool(false)});
     if (result.ok()) {
       GradModeGuard off(false);
       if (absl::Status copied = CopyInto(target, *result); !copied.ok()) result = copied;

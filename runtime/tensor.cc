@@ -158,6 +158,8 @@ absl::StatusOr<Dims> BroadcastStrides(const Tensor& t, DimsView sizes) {
 
 std::optional<Dims> ViewStrides(DimsView old_sizes, DimsView old_strides, DimsView new_sizes) {
   Dims new_strides(new_sizes.size());
+  // A 0-d tensor is one element: any shape of one element views it (the caller checked numel).
+  if (old_sizes.empty()) return ContiguousStrides(new_sizes);
   if (NumelOf(old_sizes) == 0) {
     if (NumelOf(new_sizes) == 0) return ContiguousStrides(new_sizes);
   }
