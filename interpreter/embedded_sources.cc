@@ -1,7 +1,5 @@
 #include "interpreter/embedded_sources.h"
 
-#include <algorithm>
-#include <cstring>
 #include <string>
 
 #include "interpreter/py_ref.h"
@@ -65,14 +63,9 @@ bool Run(PyObject* package, const EmbeddedSource& source) {
 bool LoadEmbeddedSources(PyObject* package) {
   // The sources `import dyntrace`; during the module's own initialisation that finds this one.
   if (PyDict_SetItemString(PyImport_GetModuleDict(), "dyntrace", package) < 0) return false;
-  std::vector<const EmbeddedSource*> order;
-  for (const EmbeddedSource& s : EmbeddedSources()) order.push_back(&s);
-  std::stable_sort(order.begin(), order.end(), [](const EmbeddedSource* a, const EmbeddedSource* b) {
-    return std::count(a->module, a->module + strlen(a->module), '.') <
-           std::count(b->module, b->module + strlen(b->module), '.');
-  });
-  for (const EmbeddedSource* s : order) {
-    if (!Run(package, *s)) return false;
+  // In the order //python:embedded_sources lists them: a module's imports come before it.
+  for (const EmbeddedSource& s : EmbeddedSources()) {
+    if (!Run(package, s)) return false;
   }
   return true;
 }

@@ -17,7 +17,7 @@ struct EmbeddedSource {
 
 const std::vector<EmbeddedSource>& EmbeddedSources();
 
-// Runs every embedded source as module dyntrace.<module> (parents first), registered in
+// Runs every embedded source, in the listed order, as module dyntrace.<module>, registered in
 // sys.modules and as an attribute of its parent, with its lines given to linecache so
 // tracebacks show them. A submodule the C++ side already made (dyntrace.nn) is extended.
 [[nodiscard]] bool LoadEmbeddedSources(PyObject* package);

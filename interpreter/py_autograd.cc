@@ -152,6 +152,29 @@ PyObject* GetIsLeaf(PyObject* self, void*) { return PyBool_FromLong(IsLeaf(Unwra
 PyObject* GetVersion(PyObject* self, void*) {
   return PyLong_FromUnsignedLongLong(Unwrap(self).storage()->version());
 }
+// tensor.data: the same values outside autograd; assigning swaps the values (storage, sizes,
+// dtype, device) under the same tensor object and autograd identity, as Module.to() needs.
+PyObject* GetData(PyObject* self, void*) {
+  Tensor t = Unwrap(self);
+  t.set_autograd(nullptr);
+  return Wrap(std::move(t));
+}
+
+int SetData(PyObject* self, PyObject* value, void*) {
+  if (value == nullptr || !IsTensor(value)) {
+    PyErr_SetString(PyExc_TypeError, "data must be a Tensor");
+    return -1;
+  }
+  Tensor replacement = Unwrap(value);
+  replacement.set_autograd(Unwrap(self).autograd());
+  Mutable(self) = std::move(replacement);
+  return 0;
+}
+
+PyObject* GetIsParameter(PyObject* self, void*) {
+  return PyBool_FromLong(reinterpret_cast<PyTensor*>(self)->is_parameter);
+}
+
 PyObject* GetRetainsGrad(PyObject* self, void*) {
   const AutogradMeta* meta = Unwrap(self).autograd().get();
   return PyBool_FromLong(meta != nullptr && meta->retains_grad);
@@ -166,6 +189,8 @@ PyGetSetDef autograd_getset[] = {
     {"is_leaf", GetIsLeaf, nullptr, "whether the tensor was made by the user rather than by a recorded op", nullptr},
     {"_version", GetVersion, nullptr, "the count of in-place changes of the tensor's storage", nullptr},
     {"retains_grad", GetRetainsGrad, nullptr, "whether retain_grad() was called on this non-leaf", nullptr},
+    {"data", GetData, SetData, "the values outside autograd (assigning replaces them in place)", nullptr},
+    {"_is_parameter", GetIsParameter, nullptr, "made by dyntrace.nn.Parameter", nullptr},
     {nullptr, nullptr, nullptr, nullptr, nullptr},
 };
 
@@ -314,6 +339,19 @@ PyObject* FnAutogradGrad(PyObject*, PyObject* args, PyObject* kwargs) {
   return tuple.Release();
 }
 
+// dyntrace.nn.Parameter's constructor: a new leaf over `data`'s values, flagged as a parameter.
+PyObject* FnMakeParameter(PyObject*, PyObject* args) {
+  PyObject* data;
+  int requires_grad = 1;
+  if (!PyArg_ParseTuple(args, "O!|p:Parameter", &TensorType, &data, &requires_grad)) return nullptr;
+  Tensor t = Unwrap(data);
+  t.set_autograd(nullptr);
+  PyRef param = PyRef::Steal(Wrap(std::move(t)));
+  if (!param || (requires_grad && !SetRequiresGradFlag(param.get(), true))) return nullptr;
+  reinterpret_cast<PyTensor*>(param.get())->is_parameter = true;
+  return param.Release();
+}
+
 PyObject* FnIsGradEnabled(PyObject*, PyObject*) { return PyBool_FromLong(GradEnabled()); }
 
 PyObject* FnSetGradEnabled(PyObject*, PyObject* value) {
@@ -339,6 +377,7 @@ PyObject* FnAutogradOps(PyObject*, PyObject*) {
 }
 
 PyMethodDef autograd_functions[] = {
+    {"_make_parameter", FnMakeParameter, METH_VARARGS, "dyntrace.nn.Parameter(data, requires_grad=True)"},
     {"_autograd_ops", FnAutogradOps, METH_NOARGS, "how autograd differentiates each registry op"},
     {"is_grad_enabled", FnIsGradEnabled, METH_NOARGS, "whether ops record gradients on this thread"},
     {"_set_grad_enabled", FnSetGradEnabled, METH_O, "turns gradient recording on or off for this thread"},

@@ -27,6 +27,7 @@ PyObject* Wrap(Tensor t) {
   obj->weakrefs = nullptr;
   obj->marked_dynamic = 0;
   obj->marked_static = 0;
+  obj->is_parameter = false;
   return reinterpret_cast<PyObject*>(obj);
 }
 

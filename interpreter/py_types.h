@@ -26,6 +26,8 @@ struct PyTensor {
   // dt.mark_dynamic / dt.mark_static: bit d set for dim d (dims beyond 63 cannot be marked).
   uint64_t marked_dynamic;
   uint64_t marked_static;
+  // Made by dyntrace.nn.Parameter: modules register such tensors as parameters on assignment.
+  bool is_parameter;
 };
 
 extern PyTypeObject TensorType;
