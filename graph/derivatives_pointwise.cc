@@ -50,28 +50,7 @@ absl::StatusOr<Tensor> TanSlope(const GradContext& c) {  // 1 + y^2
   DT_ASSIGN_OR_RETURN(Tensor sq, Op("square", {c.output()}));
   return Op("add", {sq, Num(1.0)});
 }
-absl::StatusOr<Tensor> TanhSlope(const GradContext& c) {  // 1 - y^2
-  DT_ASSIGN_OR_RETURN(Tensor sq, Op("square", {c.output()}));
-  return grad::OneMinus(sq);
-}
-absl::StatusOr<Tensor> SigmoidSlope(const GradContext& c) {  // y (1 - y)
-  DT_ASSIGN_OR_RETURN(Tensor rest, grad::OneMinus(c.output()));
-  return Op("mul", {c.output(), rest});
-}
 absl::StatusOr<Tensor> ReluSlope(const GradContext& c) { return Op("gt", {c.output(), Num(0.0)}); }
-absl::StatusOr<Tensor> GeluErfSlope(const GradContext& c) {  // Φ(x) + x φ(x)
-  const Tensor& x = c.input(0);
-  DT_ASSIGN_OR_RETURN(Tensor scaled, Op("mul", {x, Num(1.0 / std::numbers::sqrt2)}));
-  DT_ASSIGN_OR_RETURN(Tensor erf, Op("erf", {scaled}));
-  DT_ASSIGN_OR_RETURN(Tensor cdf, Op("mul", {erf, Num(0.5)}));
-  DT_ASSIGN_OR_RETURN(cdf, Op("add", {cdf, Num(0.5)}));
-  DT_ASSIGN_OR_RETURN(Tensor sq, Op("mul", {x, x}));
-  DT_ASSIGN_OR_RETURN(Tensor arg, Op("mul", {sq, Num(-0.5)}));
-  DT_ASSIGN_OR_RETURN(Tensor pdf, Op("exp", {arg}));
-  DT_ASSIGN_OR_RETURN(pdf, Op("mul", {pdf, Num(0.5 * std::numbers::inv_sqrtpi * std::numbers::sqrt2)}));
-  DT_ASSIGN_OR_RETURN(Tensor xpdf, Op("mul", {x, pdf}));
-  return Op("add", {cdf, xpdf});
-}
 absl::StatusOr<Tensor> GeluTanhSlope(const GradContext& c) {
   // u = k (x + a x^3), t = tanh(u): 0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 a x^2).
   constexpr double k = std::numbers::sqrt2 * std::numbers::inv_sqrtpi;
@@ -94,14 +73,6 @@ absl::StatusOr<Tensor> GeluTanhSlope(const GradContext& c) {
   DT_ASSIGN_OR_RETURN(right, Op("mul", {right, du}));
   return Op("add", {left, right});
 }
-absl::StatusOr<Tensor> SiluSlope(const GradContext& c) {  // s (1 + x (1 - s))
-  const Tensor& x = c.input(0);
-  DT_ASSIGN_OR_RETURN(Tensor s, Op("sigmoid", {x}));
-  DT_ASSIGN_OR_RETURN(Tensor rest, grad::OneMinus(s));
-  DT_ASSIGN_OR_RETURN(rest, Op("mul", {x, rest}));
-  DT_ASSIGN_OR_RETURN(rest, Op("add", {rest, Num(1.0)}));
-  return Op("mul", {s, rest});
-}
 absl::StatusOr<Tensor> ErfSlope(const GradContext& c) {  // 2/sqrt(pi) exp(-x^2)
   DT_ASSIGN_OR_RETURN(Tensor sq, Op("square", {c.input(0)}));
   DT_ASSIGN_OR_RETURN(Tensor e, Op("exp", {sq}));
@@ -113,6 +84,64 @@ absl::StatusOr<Tensor> ReciprocalSlope(const GradContext& c) {  // -y^2
   return Op("neg", {sq});
 }
 absl::StatusOr<Tensor> SquareSlope(const GradContext& c) { return Op("mul", {c.input(0), Num(2.0)}); }
+
+// gelu, silu, sigmoid and tanh apply their derivative as one fused pointwise op (graph/
+// ops_pointwise.cc's _*_backward), taking the input or the output as the formula needs.
+template <const char* kBackwardOp, bool kFromOutput>
+absl::StatusOr<ArgGrads> FusedUnaryGrad(const GradContext& c) {
+  return FirstGrad(c, Op(kBackwardOp, {c.grad(), kFromOutput ? c.output() : c.input(0)}));
+}
+constexpr char kGeluBackward[] = "_gelu_erf_backward";
+constexpr char kSiluBackward[] = "_silu_backward";
+constexpr char kSigmoidBackward[] = "_sigmoid_backward";
+constexpr char kTanhBackward[] = "_tanh_backward";
+
+// The fused derivatives' own derivatives (for create_graph): linear in g; in x (or y), the
+// second derivative times g.
+template <const char* kBackwardOp>
+absl::StatusOr<ArgGrads> SecondOrderGrad(const GradContext& c,
+                                         absl::StatusOr<Tensor> (*curvature)(const Tensor& v)) {
+  ArgGrads grads = grad::NoGrads(c);
+  if (c.needs(0)) {
+    DT_ASSIGN_OR_RETURN(grads[0], Op(kBackwardOp, {c.grad(), c.args[1]}));
+  }
+  if (c.needs(1)) {
+    DT_ASSIGN_OR_RETURN(Tensor second, curvature(c.input(1)));
+    DT_ASSIGN_OR_RETURN(Tensor gg, Op("mul", {c.grad(), c.args[0]}));
+    DT_ASSIGN_OR_RETURN(grads[1], Op("mul", {gg, second}));
+  }
+  return grads;
+}
+
+absl::StatusOr<Tensor> GeluCurvature(const Tensor& x) {  // φ(x) (2 - x²)
+  DT_ASSIGN_OR_RETURN(Tensor sq, Op("square", {x}));
+  DT_ASSIGN_OR_RETURN(Tensor pdf, Op("mul", {sq, Num(-0.5)}));
+  DT_ASSIGN_OR_RETURN(pdf, Op("exp", {pdf}));
+  DT_ASSIGN_OR_RETURN(pdf, Op("mul", {pdf, Num(0.5 * std::numbers::inv_sqrtpi * std::numbers::sqrt2)}));
+  DT_ASSIGN_OR_RETURN(Tensor two_minus, Op("sub", {sq, Num(2.0)}));
+  DT_ASSIGN_OR_RETURN(two_minus, Op("neg", {two_minus}));
+  return Op("mul", {pdf, two_minus});
+}
+absl::StatusOr<Tensor> SiluCurvature(const Tensor& x) {  // s (1 - s) (2 + x (1 - 2 s))
+  DT_ASSIGN_OR_RETURN(Tensor s, Op("sigmoid", {x}));
+  DT_ASSIGN_OR_RETURN(Tensor rest, grad::OneMinus(s));
+  DT_ASSIGN_OR_RETURN(Tensor slope, Op("mul", {s, rest}));
+  DT_ASSIGN_OR_RETURN(Tensor twice, Op("mul", {s, Num(-2.0)}));
+  DT_ASSIGN_OR_RETURN(twice, Op("add", {twice, Num(1.0)}));
+  DT_ASSIGN_OR_RETURN(twice, Op("mul", {twice, x}));
+  DT_ASSIGN_OR_RETURN(twice, Op("add", {twice, Num(2.0)}));
+  return Op("mul", {slope, twice});
+}
+absl::StatusOr<Tensor> SigmoidCurvature(const Tensor& y) {  // 1 - 2y
+  DT_ASSIGN_OR_RETURN(Tensor t, Op("mul", {y, Num(-2.0)}));
+  return Op("add", {t, Num(1.0)});
+}
+absl::StatusOr<Tensor> TanhCurvature(const Tensor& y) { return Op("mul", {y, Num(-2.0)}); }
+
+template <const char* kBackwardOp, absl::StatusOr<Tensor> (*kCurvature)(const Tensor&)>
+absl::StatusOr<ArgGrads> FusedBackwardGrad(const GradContext& c) {
+  return SecondOrderGrad<kBackwardOp>(c, kCurvature);
+}
 
 // Piecewise-constant ops (floor, sign ...): zero almost everywhere, as PyTorch defines them.
 absl::StatusOr<ArgGrads> ZeroGrad(const GradContext& c) {
@@ -262,12 +291,16 @@ void RegisterPointwiseDerivatives(OpRegistry& registry) {
       {"sin", {&Unary<&SinSlope>, kInputs, kNoOutputs}},
       {"cos", {&Unary<&CosSlope>, kInputs, kNoOutputs}},
       {"tan", {&Unary<&TanSlope>, kNoInputs, kOutputs}},
-      {"tanh", {&Unary<&TanhSlope>, kNoInputs, kOutputs}},
-      {"sigmoid", {&Unary<&SigmoidSlope>, kNoInputs, kOutputs}},
+      {"tanh", {&FusedUnaryGrad<kTanhBackward, true>, kNoInputs, kOutputs}},
+      {"sigmoid", {&FusedUnaryGrad<kSigmoidBackward, true>, kNoInputs, kOutputs}},
       {"relu", {&Unary<&ReluSlope>, kNoInputs, kOutputs}},
-      {"_gelu_erf", {&Unary<&GeluErfSlope>, kInputs, kNoOutputs}},
+      {"_gelu_erf", {&FusedUnaryGrad<kGeluBackward, false>, kInputs, kNoOutputs}},
       {"_gelu_tanh", {&Unary<&GeluTanhSlope>, kInputs, kNoOutputs}},
-      {"silu", {&Unary<&SiluSlope>, kInputs, kNoOutputs}},
+      {"silu", {&FusedUnaryGrad<kSiluBackward, false>, kInputs, kNoOutputs}},
+      {"_gelu_erf_backward", {&FusedBackwardGrad<kGeluBackward, &GeluCurvature>, kInputs, kNoOutputs}},
+      {"_silu_backward", {&FusedBackwardGrad<kSiluBackward, &SiluCurvature>, kInputs, kNoOutputs}},
+      {"_sigmoid_backward", {&FusedBackwardGrad<kSigmoidBackward, &SigmoidCurvature>, kInputs, kNoOutputs}},
+      {"_tanh_backward", {&FusedBackwardGrad<kTanhBackward, &TanhCurvature>, kInputs, kNoOutputs}},
       {"erf", {&Unary<&ErfSlope>, kInputs, kNoOutputs}},
       {"reciprocal", {&Unary<&ReciprocalSlope>, kNoInputs, kOutputs}},
       {"square", {&Unary<&SquareSlope>, kInputs, kNoOutputs}},

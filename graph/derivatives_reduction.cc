@@ -100,6 +100,68 @@ absl::StatusOr<ArgGrads> LogSoftmaxGrad(const GradContext& c) {  // g - exp(y) s
   return FirstGrad(c, Op("sub", {c.grad(), spread}));
 }
 
+// The normalized dims of layer_norm/rms_norm: the last len(normalized_shape) of the input.
+Dims NormalizedDims(const GradContext& c) {
+  Dims dims;
+  const int64_t k = static_cast<int64_t>(c.args.ints(1).size());
+  for (int64_t d = c.input(0).ndim() - k; d < c.input(0).ndim(); ++d) dims.push_back(d);
+  return dims;
+}
+
+absl::StatusOr<Tensor> MeanOver(const Tensor& t, const Dims& dims) {
+  return Op("mean", {t, dims, Scalar::Bool(true), None{}});
+}
+
+// Given x̂ (normalized input), its inverse scale r and the output gradient g of y = x̂ w + b:
+// w's gradient g x̂ and b's g (the engine sums the leading dims), and the input's
+// r (ĝ - mean(ĝ) - x̂ mean(ĝ x̂)) with ĝ = g w; rms_norm has no centring, so no mean(ĝ) term.
+absl::StatusOr<ArgGrads> NormGrads(const GradContext& c, const Tensor& xhat, const Tensor& r, bool centred) {
+  const Dims dims = NormalizedDims(c);
+  ArgGrads grads = grad::NoGrads(c);
+  if (c.needs(2)) {
+    DT_ASSIGN_OR_RETURN(grads[2], Op("mul", {c.grad(), xhat}));
+  }
+  if (centred && c.needs(3)) grads[3] = c.grad();
+  if (!c.needs(0)) return grads;
+  Tensor g = c.grad();
+  if (!c.args.is_none(2)) {
+    DT_ASSIGN_OR_RETURN(g, Op("mul", {g, c.args[2]}));
+  }
+  DT_ASSIGN_OR_RETURN(Tensor gx, Op("mul", {g, xhat}));
+  DT_ASSIGN_OR_RETURN(Tensor projection, MeanOver(gx, dims));
+  DT_ASSIGN_OR_RETURN(projection, Op("mul", {xhat, projection}));
+  DT_ASSIGN_OR_RETURN(Tensor dx, Op("sub", {g, projection}));
+  if (centred) {
+    DT_ASSIGN_OR_RETURN(Tensor mean_g, MeanOver(g, dims));
+    DT_ASSIGN_OR_RETURN(dx, Op("sub", {dx, mean_g}));
+  }
+  DT_ASSIGN_OR_RETURN(grads[0], Op("mul", {dx, r}));
+  return grads;
+}
+
+absl::StatusOr<ArgGrads> LayerNormGrad(const GradContext& c) {
+  const Dims dims = NormalizedDims(c);
+  DT_ASSIGN_OR_RETURN(Tensor mean, MeanOver(c.input(0), dims));
+  DT_ASSIGN_OR_RETURN(Tensor centred, Op("sub", {c.input(0), mean}));
+  DT_ASSIGN_OR_RETURN(Tensor sq, Op("square", {centred}));
+  DT_ASSIGN_OR_RETURN(Tensor var, MeanOver(sq, dims));
+  DT_ASSIGN_OR_RETURN(var, Op("add", {var, c.args[4]}));
+  DT_ASSIGN_OR_RETURN(Tensor r, Op("rsqrt", {var}));
+  DT_ASSIGN_OR_RETURN(Tensor xhat, Op("mul", {centred, r}));
+  return NormGrads(c, xhat, r, /*centred=*/true);
+}
+
+absl::StatusOr<ArgGrads> RmsNormGrad(const GradContext& c) {
+  const Tensor& x = c.input(0);
+  DT_ASSIGN_OR_RETURN(Tensor sq, Op("square", {x}));
+  DT_ASSIGN_OR_RETURN(Tensor ms, MeanOver(sq, NormalizedDims(c)));
+  const double eps = c.args.is_none(3) ? grad::RmsNormDefaultEps(x.dtype()) : c.args.float_(3);
+  DT_ASSIGN_OR_RETURN(ms, Op("add", {ms, Scalar::Float(eps)}));
+  DT_ASSIGN_OR_RETURN(Tensor r, Op("rsqrt", {ms}));
+  DT_ASSIGN_OR_RETURN(Tensor xhat, Op("mul", {x, r}));
+  return NormGrads(c, xhat, r, /*centred=*/false);
+}
+
 // matmul with PyTorch's rank rules: a 1-d operand takes part as a row (left) or column (right)
 // that the result then drops; batch dims broadcast (the engine sums them back).
 absl::StatusOr<ArgGrads> MatmulGrad(const GradContext& c) {
@@ -161,6 +223,8 @@ void RegisterReductionDerivatives(OpRegistry& registry) {
   registry.Mutable("amin").derivative = {&ExtremeGrad, true, true};
   registry.Mutable("softmax").derivative = {&SoftmaxGrad, false, true};
   registry.Mutable("log_softmax").derivative = {&LogSoftmaxGrad, false, true};
+  registry.Mutable("layer_norm").derivative = {&LayerNormGrad, true, false};
+  registry.Mutable("rms_norm").derivative = {&RmsNormGrad, true, false};
   for (const char* name : {"matmul", "mm", "bmm"}) registry.Mutable(name).derivative = {&MatmulGrad, true, false};
   registry.Mutable("dot").derivative = {&DotGrad, true, false};
 }

@@ -1,6 +1,7 @@
 #include "graph/grad_formulas.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "runtime/errors.h"
 #include "runtime/indexing.h"
@@ -43,6 +44,12 @@ absl::StatusOr<Tensor> ExpandReduced(const Tensor& grad, DimsView dims, bool kee
   DT_ASSIGN_OR_RETURN(Tensor g, UnsqueezeReduced(grad, dims, keepdim));
   DT_ASSIGN_OR_RETURN(g, Op("broadcast_to", {g, Dims(sizes.begin(), sizes.end())}));
   return Op("contiguous", {g});
+}
+
+double RmsNormDefaultEps(DType dtype) {
+  if (dtype == DType::kFloat64) return std::numeric_limits<double>::epsilon();
+  if (dtype == DType::kFloat16) return 0.0009765625;
+  return std::numeric_limits<float>::epsilon();
 }
 
 Dims EncodedSlice(int64_t dim, int64_t start, int64_t stop) {

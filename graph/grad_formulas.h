@@ -48,6 +48,9 @@ absl::StatusOr<Tensor> UnsqueezeReduced(const Tensor& grad, DimsView dims, bool 
 // The same, broadcast to `sizes` (materialised, so callers may write into it).
 absl::StatusOr<Tensor> ExpandReduced(const Tensor& grad, DimsView dims, bool keepdim, DimsView sizes);
 
+// rms_norm's eps when None: the dtype's machine epsilon, as PyTorch.
+double RmsNormDefaultEps(DType dtype);
+
 // `items` as _getitem/_setitem's encoded index argument.
 Dims EncodedSlice(int64_t dim, int64_t start, int64_t stop);
 

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "absl/strings/str_format.h"
+#include "graph/grad_formulas.h"
 #include "graph/op_registry.h"
 #include "graph/reduction.h"
 #include "runtime/errors.h"
@@ -189,11 +190,7 @@ absl::StatusOr<OpResult> RmsNormEager(const OpDef&, const OpArgs& args) {
   const Dims& shape = args.ints(1);
   DT_ASSIGN_OR_RETURN(Dims dims, NormalizedDims(x, shape, "rms_norm"));
   DT_RETURN_IF_ERROR(CheckAffine(args, 2, shape, "rms_norm", "weight"));
-  // PyTorch's default eps is the dtype's machine epsilon.
-  double eps = args.is_none(3) ? (x.dtype() == DType::kFloat64   ? std::numeric_limits<double>::epsilon()
-                                  : x.dtype() == DType::kFloat16 ? 0.0009765625
-                                                                 : std::numeric_limits<float>::epsilon())
-                               : args.float_(3);
+  const double eps = args.is_none(3) ? grad::RmsNormDefaultEps(x.dtype()) : args.float_(3);
   DT_ASSIGN_OR_RETURN(Tensor sq, Call("square", {x}));
   DT_ASSIGN_OR_RETURN(Tensor ms, Call("mean", {sq, dims, Scalar::Bool(true)}));
   DT_ASSIGN_OR_RETURN(Tensor shifted, Call("add", {ms, Scalar::Float(eps)}));

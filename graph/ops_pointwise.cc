@@ -71,7 +71,11 @@ constexpr uint32_t kBound = kMethod | kFunction | kInplaceVariant;
   X(ge, ge, kToBool, kBound)                                                         \
   X(logical_and, logical_and, kToBool, kBound | kCommutative)                        \
   X(logical_or, logical_or, kToBool, kBound | kCommutative)                          \
-  X(logical_xor, logical_xor, kToBool, kBound | kCommutative)
+  X(logical_xor, logical_xor, kToBool, kBound | kCommutative)                        \
+  X(_gelu_erf_backward, gelu_backward, kIntToFloat, kNoProperty)                     \
+  X(_silu_backward, silu_backward, kIntToFloat, kNoProperty)                         \
+  X(_sigmoid_backward, sigmoid_backward, kIntToFloat, kNoProperty)                   \
+  X(_tanh_backward, tanh_backward, kIntToFloat, kNoProperty)
 
 #define DT_DEFINE_ELEMENT_FN(name, fn, rule, props)                   \
   struct ElementFn_##name {                                           \

@@ -155,6 +155,19 @@ template <typename T> DT_HD T gelu_tanh(T x) {
 }
 template <typename T> DT_HD T silu(T x) { return x / (T(1) + exp_(-x)); }
 template <typename T> DT_HD T erf_(T x) { return erf(x); }
+// Derivatives autograd applies in one pass (`g` is the incoming gradient; `x` the input, `y` the
+// output): gelu's Φ(x) + x φ(x), silu's s (1 + x (1 - s)), sigmoid's y (1 - y), tanh's 1 - y².
+template <typename T> DT_HD T gelu_backward(T g, T x) {
+  const T cdf = T(0.5) * (T(1) + erf(x * T(0.70710678118654752440)));
+  const T pdf = exp_(T(-0.5) * x * x) * T(0.39894228040143267794);
+  return g * (cdf + x * pdf);
+}
+template <typename T> DT_HD T silu_backward(T g, T x) {
+  const T s = sigmoid(x);
+  return g * s * (T(1) + x * (T(1) - s));
+}
+template <typename T> DT_HD T sigmoid_backward(T g, T y) { return g * y * (T(1) - y); }
+template <typename T> DT_HD T tanh_backward(T g, T y) { return g * (T(1) - y * y); }
 // Integers are already whole: rounding ops are the identity on them.
 template <typename T> DT_HD T floor_(T x) { if constexpr (kIsIntegerLike<T>) return x; else return floor(x); }
 template <typename T> DT_HD T ceil_(T x) { if constexpr (kIsIntegerLike<T>) return x; else return ceil(x); }

@@ -141,28 +141,32 @@ def _numeric_columns(fn, inputs, position, eps):
     """For each element j of inputs[position]: the central difference of every floating output
     element, flattened in order. Works on a contiguous copy (the input itself never changes, so
     the graph backward walks stays valid)."""
+    # fn runs with grad mode as the caller has it (fn may itself differentiate); only the
+    # perturbations are made under no_grad.
     columns = []
-    with no_grad():
-        copy = inputs[position].detach().contiguous().clone()
-        flat = copy.view(-1)
-        trial = list(inputs)
-        trial[position] = copy
+    copy = inputs[position].detach().contiguous().clone().requires_grad_(inputs[position].requires_grad)
+    flat = copy.detach().view(-1)
+    trial = list(inputs)
+    trial[position] = copy
 
-        def evaluate():
-            values = []
-            for o in _as_tuple(fn(*trial)):
-                if o.is_floating_point():
-                    values.extend(o.reshape(-1).tolist())
-            return values
+    def evaluate():
+        values = []
+        for o in _as_tuple(fn(*trial)):
+            if o.is_floating_point():
+                values.extend(o.detach().reshape(-1).tolist())
+        return values
 
-        for j in range(copy.numel()):
+    for j in range(copy.numel()):
+        with no_grad():
             original = flat[j].item()
             flat[j] = original + eps
-            plus = evaluate()
+        plus = evaluate()
+        with no_grad():
             flat[j] = original - eps
-            minus = evaluate()
+        minus = evaluate()
+        with no_grad():
             flat[j] = original
-            columns.append([(p - m) / (2 * eps) for p, m in zip(plus, minus)])
+        columns.append([(p - m) / (2 * eps) for p, m in zip(plus, minus)])
     return columns
 
 
