@@ -20,6 +20,7 @@ const OpRegistry& OpRegistry::Get() {
     RegisterIndexingOps(*r);
     RegisterSortingOps(*r);
     RegisterDataOps(*r);
+    RegisterLossOps(*r);
     return r;
   }();
   return *registry;

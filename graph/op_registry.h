@@ -59,6 +59,9 @@ enum OpProperty : uint32_t {
   // Its eager definition runs CUDA tensors on the device itself (matmul through cuBLAS), instead
   // of through host mirrors (graph/cuda_eager.h).
   kCudaNative = 1u << 9,
+  // Bound as dyntrace.nn.functional.<name> (torch.nn.functional has it); ops torch also has at
+  // the top level carry kFunction too, and both names are the same op-function object.
+  kNNFunctional = 1u << 10,
 };
 
 // How a result's sizes follow from its operands' (the tracer follows this to write a size Python
@@ -174,6 +177,7 @@ void RegisterLinalgOps(OpRegistry& registry);
 void RegisterIndexingOps(OpRegistry& registry);
 void RegisterSortingOps(OpRegistry& registry);
 void RegisterDataOps(OpRegistry& registry);
+void RegisterLossOps(OpRegistry& registry);
 
 }  // namespace dt
 

@@ -237,7 +237,8 @@ extern "C" PyObject* PyInit_dyntrace() {
   if (!InitTypes(module.get())) return nullptr;
   MarkProcessConstantFunction(FnCudaIsAvailable);
   MarkProcessConstantFunction(FnCudaDeviceCount);
-  if (!AddOpBindings(module.get())) return nullptr;
+  PyObject* functional = AddNNModules(module.get());  // borrowed
+  if (functional == nullptr || !AddOpBindings(module.get(), functional)) return nullptr;
   if (!AddJitBindings(module.get())) return nullptr;
   if (!AddBytecodeBindings(module.get())) return nullptr;
   if (!dt::interpreter::AddReportBindings(module.get())) return nullptr;

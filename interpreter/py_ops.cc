@@ -358,7 +358,7 @@ absl::StatusOr<BoundCall> BindOpCall(PyObject* op_function, PyObject* const* arg
   return first_error;
 }
 
-bool AddOpBindings(PyObject* module) {
+bool AddOpBindings(PyObject* module, PyObject* functional) {
   OpFunctionType.tp_basicsize = sizeof(PyOpFunction);
   OpFunctionType.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_METHOD_DESCRIPTOR;
   OpFunctionType.tp_vectorcall_offset = offsetof(PyOpFunction, vectorcall);
@@ -386,6 +386,9 @@ bool AddOpBindings(PyObject* module) {
     PyRef fn = PyRef::Steal(NewOpFunction(overloads, false));
     if (!fn) return false;
     if (first.has(kFunction) && PyModule_AddObjectRef(module, name.c_str(), fn.get()) < 0) return false;
+    if (first.has(kNNFunctional) && PyModule_AddObjectRef(functional, name.c_str(), fn.get()) < 0) {
+      return false;
+    }
     // Names Tensor already defines by hand (e.g. properties) win.
     if (first.has(kMethod) && PyDict_GetItemString(tensor_dict, name.c_str()) == nullptr &&
         PyDict_SetItemString(tensor_dict, name.c_str(), fn.get()) < 0) {

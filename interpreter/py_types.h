@@ -103,8 +103,9 @@ PyObject* WrapGraph(std::shared_ptr<Graph> graph);
 void MarkProcessConstantFunction(PyCFunction fn);
 bool IsProcessConstantFunction(PyObject* fn);
 
-// Binds registry ops: dyntrace.<name> functions and Tensor methods (with in-place forms).
-[[nodiscard]] bool AddOpBindings(PyObject* module);
+// Binds registry ops: dyntrace.<name> functions, dyntrace.nn.functional.<name> (`functional`,
+// the same op-function objects) and Tensor methods (with in-place forms).
+[[nodiscard]] bool AddOpBindings(PyObject* module, PyObject* functional);
 
 }  // namespace dt::interpreter::py
 
