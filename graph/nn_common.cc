@@ -1,5 +1,7 @@
 #include "graph/nn_common.h"
 
+#include <cmath>
+
 #include "absl/strings/str_format.h"
 #include "runtime/errors.h"
 
@@ -55,6 +57,25 @@ absl::StatusOr<Tensor> AlongDim(const Tensor& t, int64_t dim, int64_t ndim) {
     DT_ASSIGN_OR_RETURN(v, Call("unsqueeze", {v, Scalar::Int(-1)}));
   }
   return v;
+}
+
+absl::StatusOr<Tensor> VectorNorm(const Tensor& x, double p, const ArgValue& dims, bool keepdim) {
+  const Scalar keep = Scalar::Bool(keepdim);
+  DT_ASSIGN_OR_RETURN(Tensor a, Call("abs", {x}));
+  if (std::isinf(p)) return Call(p > 0 ? "amax" : "amin", {a, dims, keep});
+  if (p == 0.0) {
+    DT_ASSIGN_OR_RETURN(Tensor nonzero, Call("ne", {x, Scalar::Int(0)}));
+    return Call("sum", {nonzero, dims, keep, x.dtype()});
+  }
+  if (p == 1.0) return Call("sum", {a, dims, keep});
+  if (p == 2.0) {
+    DT_ASSIGN_OR_RETURN(Tensor sq, Call("square", {x}));
+    DT_ASSIGN_OR_RETURN(Tensor s, Call("sum", {sq, dims, keep}));
+    return Call("sqrt", {s});
+  }
+  DT_ASSIGN_OR_RETURN(Tensor powered, Call("pow", {a, Scalar::Float(p)}));
+  DT_ASSIGN_OR_RETURN(Tensor s, Call("sum", {powered, dims, keep}));
+  return Call("pow", {s, Scalar::Float(1.0 / p)});
 }
 
 }  // namespace dt

@@ -36,6 +36,11 @@ enum class LossReduction : uint8_t { kNone, kMean, kSum };
 // dims added one by one, so no size is baked into the view.
 [[nodiscard]] absl::StatusOr<Tensor> AlongDim(const Tensor& t, int64_t dim, int64_t ndim);
 
+// The p-norm of `x` over `dims` (all dims when empty): max/min of |x| for p = +/-inf, the count
+// of nonzeros for 0, sqrt of the sum of squares for 2, (sum |x|^p)^(1/p) otherwise.
+[[nodiscard]] absl::StatusOr<Tensor> VectorNorm(const Tensor& x, double p, const ArgValue& dims,
+                                                bool keepdim);
+
 }  // namespace dt
 
 #endif  // DYNTRACE_GRAPH_NN_COMMON_H_

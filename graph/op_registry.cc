@@ -21,6 +21,8 @@ const OpRegistry& OpRegistry::Get() {
     RegisterSortingOps(*r);
     RegisterDataOps(*r);
     RegisterLossOps(*r);
+    RegisterNNOps(*r);
+    RegisterNormOps(*r);
     return r;
   }();
   return *registry;

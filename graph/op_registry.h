@@ -62,6 +62,9 @@ enum OpProperty : uint32_t {
   // Bound as dyntrace.nn.functional.<name> (torch.nn.functional has it); ops torch also has at
   // the top level carry kFunction too, and both names are the same op-function object.
   kNNFunctional = 1u << 10,
+  // Its eager body writes some of its tensor arguments (batch_norm's running statistics): a
+  // graph keeps its node though nothing reads the result, and runs it where it stands.
+  kWritesArguments = 1u << 11,
 };
 
 // How a result's sizes follow from its operands' (the tracer follows this to write a size Python
@@ -178,6 +181,8 @@ void RegisterIndexingOps(OpRegistry& registry);
 void RegisterSortingOps(OpRegistry& registry);
 void RegisterDataOps(OpRegistry& registry);
 void RegisterLossOps(OpRegistry& registry);
+void RegisterNNOps(OpRegistry& registry);
+void RegisterNormOps(OpRegistry& registry);
 
 }  // namespace dt
 
