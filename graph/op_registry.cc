@@ -23,6 +23,9 @@ const OpRegistry& OpRegistry::Get() {
     RegisterLossOps(*r);
     RegisterNNOps(*r);
     RegisterNormOps(*r);
+    RegisterIm2colOp(*r);
+    RegisterConvOps(*r);
+    RegisterResampleOps(*r);
     return r;
   }();
   return *registry;

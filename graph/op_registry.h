@@ -183,6 +183,9 @@ void RegisterDataOps(OpRegistry& registry);
 void RegisterLossOps(OpRegistry& registry);
 void RegisterNNOps(OpRegistry& registry);
 void RegisterNormOps(OpRegistry& registry);
+void RegisterIm2colOp(OpRegistry& registry);
+void RegisterConvOps(OpRegistry& registry);
+void RegisterResampleOps(OpRegistry& registry);
 
 }  // namespace dt
 

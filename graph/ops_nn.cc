@@ -27,7 +27,9 @@ std::optional<Tensor> OptionalTensorArg(const OpArgs& args, size_t i) {
 absl::StatusOr<OpResult> MaybeInplace(const OpArgs& args, size_t i, const Tensor& result) {
   if (!args.bool_(i)) return OneResult(result);
   const Tensor& input = args.tensor(0);
-  if (!input.is_meta()) DT_RETURN_IF_ERROR(CopyInto(input, result));
+  if (!input.is_meta()) {
+    DT_RETURN_IF_ERROR(CopyInto(input, result));
+  }
   return OneResult(input);
 }
 

@@ -86,7 +86,9 @@ absl::StatusOr<OpResult> UpdateStatsEager(const OpDef&, const OpArgs& args) {
     DT_ASSIGN_OR_RETURN(Tensor kept, Call("mul", {args.tensor(i), Scalar::Float(1.0 - momentum)}));
     DT_ASSIGN_OR_RETURN(Tensor added, Call("mul", {args.tensor(i + 2), Scalar::Float(momentum)}));
     DT_ASSIGN_OR_RETURN(Tensor updated, Call("add", {kept, added}));
-    if (!args.tensor(i).is_meta()) DT_RETURN_IF_ERROR(CopyInto(args.tensor(i), updated));
+    if (!args.tensor(i).is_meta()) {
+      DT_RETURN_IF_ERROR(CopyInto(args.tensor(i), updated));
+    }
   }
   DT_ASSIGN_OR_RETURN(Tensor done, Call("clone", {args.tensor(0)}));
   return OneResult(done);
