@@ -153,7 +153,8 @@ absl::StatusOr<OpResult> ConvEager(const OpDef& op, const OpArgs& args) {
   if (unbatched) {
     DT_ASSIGN_OR_RETURN(x, Call("unsqueeze", {x, Scalar::Int(0)}));
   }
-  auto widen = [&](const Dims& v) { return one_d ? Dims{1, v.at(0)} : v; };
+  // conv1d's height dim: kernel 1, stride 1, dilation 1, no padding.
+  auto widen = [&](const Dims& v, int64_t unit) { return one_d ? Dims{unit, v.at(0)} : v; };
   if (one_d) {
     DT_ASSIGN_OR_RETURN(x, Call("unsqueeze", {x, Scalar::Int(2)}));
     if (weight.ndim() == 3) {
@@ -162,10 +163,10 @@ absl::StatusOr<OpResult> ConvEager(const OpDef& op, const OpArgs& args) {
   }
   Window w;
   w.kernel = {weight.ndim() == 4 ? weight.size(2) : 1, weight.ndim() == 4 ? weight.size(3) : 1};
-  DT_ASSIGN_OR_RETURN(w.stride, Pair(widen(args.ints(3)), name, "stride"));
-  DT_ASSIGN_OR_RETURN(w.dilation, Pair(widen(args.ints(5)), name, "dilation"));
+  DT_ASSIGN_OR_RETURN(w.stride, Pair(widen(args.ints(3), 1), name, "stride"));
+  DT_ASSIGN_OR_RETURN(w.dilation, Pair(widen(args.ints(5), 1), name, "dilation"));
   ArgValue padding = args[4];
-  if (one_d && std::holds_alternative<Dims>(padding)) padding = widen(std::get<Dims>(padding));
+  if (one_d && std::holds_alternative<Dims>(padding)) padding = widen(std::get<Dims>(padding), 0);
   DT_RETURN_IF_ERROR(SetPadding(padding, w, name));
   std::optional<Tensor> bias;
   if (!args.is_none(2)) bias = args.tensor(2);

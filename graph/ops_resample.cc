@@ -26,17 +26,17 @@ absl::StatusOr<Tensor> PadConstantDim(Tensor x, int64_t dim, int64_t before, int
     DT_ASSIGN_OR_RETURN(x, Call("narrow", {x, Scalar::Int(dim), Scalar::Int(start), Scalar::Int(stop - start)}));
   }
   std::vector<Tensor> parts;
-  for (int64_t count : {before, int64_t{-1}, after}) {
-    if (count == -1) {
-      parts.push_back(x);
-      continue;
-    }
-    if (count <= 0) continue;
+  auto add_block = [&](int64_t count) -> absl::Status {
+    if (count <= 0) return absl::OkStatus();
     Dims shape(x.sizes().begin(), x.sizes().end());
     shape[dim] = count;
     DT_ASSIGN_OR_RETURN(Tensor block, Call("full", {shape, value, x.dtype(), x.device()}));
     parts.push_back(block);
-  }
+    return absl::OkStatus();
+  };
+  DT_RETURN_IF_ERROR(add_block(before));
+  parts.push_back(x);
+  DT_RETURN_IF_ERROR(add_block(after));
   return Call("cat", {parts, Scalar::Int(dim)});
 }
 
