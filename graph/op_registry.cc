@@ -26,6 +26,11 @@ const OpRegistry& OpRegistry::Get() {
     RegisterIm2colOp(*r);
     RegisterConvOps(*r);
     RegisterResampleOps(*r);
+    RegisterEinsumOp(*r);
+    RegisterMathOps(*r);
+    RegisterNormReductionOps(*r);
+    RegisterShapeExtraOps(*r);
+    RegisterRandomOps(*r);
     return r;
   }();
   return *registry;

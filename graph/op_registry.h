@@ -65,6 +65,8 @@ enum OpProperty : uint32_t {
   // Its eager body writes some of its tensor arguments (batch_norm's running statistics): a
   // graph keeps its node though nothing reads the result, and runs it where it stands.
   kWritesArguments = 1u << 11,
+  // Bound as dyntrace.linalg.<name without its "linalg_" prefix> (torch.linalg has it).
+  kLinalg = 1u << 12,
 };
 
 // How a result's sizes follow from its operands' (the tracer follows this to write a size Python
@@ -186,6 +188,11 @@ void RegisterNormOps(OpRegistry& registry);
 void RegisterIm2colOp(OpRegistry& registry);
 void RegisterConvOps(OpRegistry& registry);
 void RegisterResampleOps(OpRegistry& registry);
+void RegisterEinsumOp(OpRegistry& registry);
+void RegisterMathOps(OpRegistry& registry);
+void RegisterNormReductionOps(OpRegistry& registry);
+void RegisterShapeExtraOps(OpRegistry& registry);
+void RegisterRandomOps(OpRegistry& registry);
 
 }  // namespace dt
 

@@ -238,7 +238,8 @@ extern "C" PyObject* PyInit_dyntrace() {
   MarkProcessConstantFunction(FnCudaIsAvailable);
   MarkProcessConstantFunction(FnCudaDeviceCount);
   PyObject* functional = AddNNModules(module.get());  // borrowed
-  if (functional == nullptr || !AddOpBindings(module.get(), functional)) return nullptr;
+  PyObject* linalg = functional == nullptr ? nullptr : AddLinalgModule(module.get());  // borrowed
+  if (linalg == nullptr || !AddOpBindings(module.get(), functional, linalg)) return nullptr;
   if (!AddJitBindings(module.get())) return nullptr;
   if (!AddBytecodeBindings(module.get())) return nullptr;
   if (!dt::interpreter::AddReportBindings(module.get())) return nullptr;

@@ -1,11 +1,12 @@
-// dyntrace.nn and dyntrace.nn.functional: plain module objects, as torch.nn and
-// torch.nn.functional are to torch.
+// dyntrace.nn, dyntrace.nn.functional and dyntrace.linalg: plain module objects, as torch.nn,
+// torch.nn.functional and torch.linalg are to torch.
 //
 // Both are made here, at dyntrace's init, and entered in sys.modules under their dotted names, so
 // `import dyntrace.nn.functional as F` and `from dyntrace.nn import functional` find them without a
 // package directory. functional is filled from the op registry (ops flagged kNNFunctional, the
 // same op-function objects dyntrace.X binds, so the tracer records F.relu exactly as dt.relu).
 // dyntrace.nn is left a plain module whose dict Python source (Module, Linear ...) may extend.
+// linalg is filled the same way from ops flagged kLinalg (registered as linalg_<name>).
 #include <Python.h>
 
 #include "interpreter/py_module.h"
@@ -41,6 +42,11 @@ PyObject* AddNNModules(PyObject* dyntrace) {
   return AddSubmodule(nn, "functional", "dyntrace.nn.functional",
                       "Neural-network functions, as torch.nn.functional: the dyntrace ops of "
                       "the same names.");
+}
+
+PyObject* AddLinalgModule(PyObject* dyntrace) {
+  return AddSubmodule(dyntrace, "linalg", "dyntrace.linalg",
+                      "Linear algebra, as torch.linalg: the dyntrace ops named linalg_<name> in the registry.");
 }
 
 }  // namespace dt::interpreter::py
