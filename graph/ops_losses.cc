@@ -209,19 +209,12 @@ absl::StatusOr<Tensor> Difference(const OpDef& op, const OpArgs& args) {
   return Call("sub", {args.tensor(0), args.tensor(1)});
 }
 
-absl::StatusOr<OpResult> MseLossEager(const OpDef& op, const OpArgs& args) {
+// mse_loss: (input - target)^2; l1_loss: |input - target|.
+absl::StatusOr<OpResult> DistanceLossEager(const OpDef& op, const OpArgs& args) {
   DT_ASSIGN_OR_RETURN(LossReduction reduction, ReductionArg(op, args));
   DT_ASSIGN_OR_RETURN(Tensor d, Difference(op, args));
-  DT_ASSIGN_OR_RETURN(Tensor sq, Call("square", {d}));
-  DT_ASSIGN_OR_RETURN(Tensor r, Reduce(sq, reduction));
-  return OneResult(r);
-}
-
-absl::StatusOr<OpResult> L1LossEager(const OpDef& op, const OpArgs& args) {
-  DT_ASSIGN_OR_RETURN(LossReduction reduction, ReductionArg(op, args));
-  DT_ASSIGN_OR_RETURN(Tensor d, Difference(op, args));
-  DT_ASSIGN_OR_RETURN(Tensor a, Call("abs", {d}));
-  DT_ASSIGN_OR_RETURN(Tensor r, Reduce(a, reduction));
+  DT_ASSIGN_OR_RETURN(Tensor loss, Call(op.name() == "mse_loss" ? "square" : "abs", {d}));
+  DT_ASSIGN_OR_RETURN(Tensor r, Reduce(loss, reduction));
   return OneResult(r);
 }
 
@@ -331,10 +324,10 @@ void RegisterLossOps(OpRegistry& registry) {
                OpKind::kComposite, kLoss, &NllLossEager);
   registry.Add("mse_loss(Tensor input, Tensor target, bool? size_average=None, bool? reduce=None, "
                "str reduction='mean') -> Tensor",
-               OpKind::kComposite, kLoss, &MseLossEager);
+               OpKind::kComposite, kLoss, &DistanceLossEager);
   registry.Add("l1_loss(Tensor input, Tensor target, bool? size_average=None, bool? reduce=None, "
                "str reduction='mean') -> Tensor",
-               OpKind::kComposite, kLoss, &L1LossEager);
+               OpKind::kComposite, kLoss, &DistanceLossEager);
   registry.Add("smooth_l1_loss(Tensor input, Tensor target, bool? size_average=None, bool? reduce=None, "
                "str reduction='mean', float beta=1.0) -> Tensor",
                OpKind::kComposite, kLoss, &SmoothL1LossEager);

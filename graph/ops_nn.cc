@@ -1,7 +1,8 @@
-// Neural-network functions of torch.nn.functional that are not losses or convolutions: dropout,
-// linear, scaled_dot_product_attention, the activations softplus/elu/leaky_relu/hardswish/mish/
-// glu, and normalize/group_norm/batch_norm. Each is a composite of registry ops; those whose body
-// bakes no size into a constant are decomposable (the fuser sees their primitives).
+// Neural-network functions of torch.nn.functional that are not losses, normalisations or
+// convolutions: dropout, linear, scaled_dot_product_attention, and the activations softplus, elu,
+// leaky_relu, hardswish, mish, glu, hardtanh, relu6 (and relu/silu with `inplace=`). Each is a
+// composite of registry ops; those whose body bakes no size into a constant are decomposable
+// (the fuser sees their primitives).
 //
 // `inplace=True` writes the input. Eagerly that is a copy into it after the computation; the
 // tracer cannot express a write into an argument of a composite, so such a call breaks the graph
@@ -153,23 +154,35 @@ absl::StatusOr<OpResult> SoftplusEager(const OpDef&, const OpArgs& args) {
   return OneResult(y);
 }
 
-absl::StatusOr<OpResult> EluEager(const OpDef&, const OpArgs& args) {
+// x where x > 0, else elu's alpha * expm1(x) or leaky_relu's negative_slope * x.
+absl::StatusOr<OpResult> PiecewiseLinearEager(const OpDef& op, const OpArgs& args) {
   const Tensor& x = args.tensor(0);
-  DT_RETURN_IF_ERROR(RequireFloatingInput(x, "elu"));
-  DT_ASSIGN_OR_RETURN(Tensor em, Call("expm1", {x}));
-  DT_ASSIGN_OR_RETURN(Tensor negative, Call("mul", {em, args.scalar(1)}));
+  DT_RETURN_IF_ERROR(RequireFloatingInput(x, op.name()));
+  Tensor below = x;
+  if (op.name() == "elu") {
+    DT_ASSIGN_OR_RETURN(below, Call("expm1", {x}));
+  }
+  DT_ASSIGN_OR_RETURN(Tensor negative, Call("mul", {below, args.scalar(1)}));
   DT_ASSIGN_OR_RETURN(Tensor positive, Call("gt", {x, Scalar::Int(0)}));
   DT_ASSIGN_OR_RETURN(Tensor y, Call("where", {positive, x, negative}));
   return MaybeInplace(args, 2, y);
 }
 
-absl::StatusOr<OpResult> LeakyReluEager(const OpDef&, const OpArgs& args) {
-  const Tensor& x = args.tensor(0);
-  DT_RETURN_IF_ERROR(RequireFloatingInput(x, "leaky_relu"));
-  DT_ASSIGN_OR_RETURN(Tensor negative, Call("mul", {x, args.scalar(1)}));
-  DT_ASSIGN_OR_RETURN(Tensor positive, Call("gt", {x, Scalar::Int(0)}));
-  DT_ASSIGN_OR_RETURN(Tensor y, Call("where", {positive, x, negative}));
-  return MaybeInplace(args, 2, y);
+// F.relu/F.silu with `inplace=` (overloads of the pointwise ops, taken when it is given).
+absl::StatusOr<OpResult> ActivationInplaceEager(const OpDef& op, const OpArgs& args) {
+  DT_ASSIGN_OR_RETURN(Tensor y, Call(op.name().substr(0, op.name().find('.')), {args.tensor(0)}));
+  return MaybeInplace(args, 1, y);
+}
+
+// hardtanh: x clamped to [min_val, max_val]; relu6 is hardtanh(0, 6).
+absl::StatusOr<OpResult> HardtanhEager(const OpDef& op, const OpArgs& args) {
+  const bool relu6 = op.name() == "relu6";
+  const Scalar low = relu6 ? Scalar::Int(0) : args.scalar(1), high = relu6 ? Scalar::Int(6) : args.scalar(2);
+  if (low.ToDouble() > high.ToDouble()) {
+    return Error(ErrorKind::kValue, "hardtanh(): min_val cannot be greater than max_val");
+  }
+  DT_ASSIGN_OR_RETURN(Tensor y, Call("clamp", {args.tensor(0), low, high}));
+  return MaybeInplace(args, relu6 ? 1 : 3, y);
 }
 
 // x * relu6(x + 3) / 6.
@@ -232,9 +245,17 @@ void RegisterNNOps(OpRegistry& registry) {
   registry.Add("softplus(Tensor input, Scalar beta=1, Scalar threshold=20) -> Tensor", OpKind::kComposite, kNN,
                &SoftplusEager).shape_rule = ShapeRule::kSameAsFirst;
   registry.Add("elu(Tensor input, Scalar alpha=1.0, bool inplace=False) -> Tensor", OpKind::kComposite, kNN,
-               &EluEager).data_dependent_shape = &InplaceBreaks<2>;
+               &PiecewiseLinearEager).data_dependent_shape = &InplaceBreaks<2>;
   registry.Add("leaky_relu(Tensor input, Scalar negative_slope=0.01, bool inplace=False) -> Tensor",
-               OpKind::kComposite, kNN, &LeakyReluEager).data_dependent_shape = &InplaceBreaks<2>;
+               OpKind::kComposite, kNN, &PiecewiseLinearEager).data_dependent_shape = &InplaceBreaks<2>;
+  registry.Add("relu.inplace(Tensor input, bool inplace) -> Tensor", OpKind::kComposite, kNN,
+               &ActivationInplaceEager).data_dependent_shape = &InplaceBreaks<1>;
+  registry.Add("silu.inplace(Tensor input, bool inplace) -> Tensor", OpKind::kComposite, kNN,
+               &ActivationInplaceEager).data_dependent_shape = &InplaceBreaks<1>;
+  registry.Add("hardtanh(Tensor input, Scalar min_val=-1.0, Scalar max_val=1.0, bool inplace=False) -> Tensor",
+               OpKind::kComposite, kNN, &HardtanhEager).data_dependent_shape = &InplaceBreaks<3>;
+  registry.Add("relu6(Tensor input, bool inplace=False) -> Tensor", OpKind::kComposite, kNN, &HardtanhEager)
+      .data_dependent_shape = &InplaceBreaks<1>;
   registry.Add("hardswish(Tensor input, bool inplace=False) -> Tensor", OpKind::kComposite, kNN,
                &HardswishEager).data_dependent_shape = &InplaceBreaks<1>;
   registry.Add("mish(Tensor input, bool inplace=False) -> Tensor", OpKind::kComposite, kNN, &MishEager)

@@ -19,58 +19,58 @@ namespace {
 constexpr uint32_t kBound = kMethod | kFunction | kInplaceVariant;
 
 // X(name, scalar function, dtype rule, properties)
-#define DT_UNARY_POINTWISE_OPS(X)                                \
-  X(neg, neg, kPromote, kBound | kRejectsBool)                   \
-  X(abs, abs_, kPromote, kBound | kRejectsBool)                  \
-  X(exp, exp_, kIntToFloat, kBound)                              \
-  X(exp2, exp2_, kIntToFloat, kBound)                            \
-  X(log, log_, kIntToFloat, kBound)                              \
-  X(log2, log2_, kIntToFloat, kBound)                            \
-  X(log1p, log1p_, kIntToFloat, kBound)                          \
-  X(expm1, expm1_, kIntToFloat, kBound)                          \
-  X(sqrt, sqrt_, kIntToFloat, kBound)                            \
-  X(rsqrt, rsqrt, kIntToFloat, kBound)                           \
-  X(sin, sin_, kIntToFloat, kBound)                              \
-  X(cos, cos_, kIntToFloat, kBound)                              \
-  X(tan, tan_, kIntToFloat, kBound)                              \
-  X(tanh, tanh_, kIntToFloat, kBound | kNNFunctional)            \
-  X(sigmoid, sigmoid, kIntToFloat, kBound | kNNFunctional)       \
+#define DT_UNARY_POINTWISE_OPS(X)                                  \
+  X(neg, neg, kPromote, kBound | kRejectsBool)                     \
+  X(abs, abs_, kPromote, kBound | kRejectsBool)                    \
+  X(exp, exp_, kIntToFloat, kBound)                                \
+  X(exp2, exp2_, kIntToFloat, kBound)                              \
+  X(log, log_, kIntToFloat, kBound)                                \
+  X(log2, log2_, kIntToFloat, kBound)                              \
+  X(log1p, log1p_, kIntToFloat, kBound)                            \
+  X(expm1, expm1_, kIntToFloat, kBound)                            \
+  X(sqrt, sqrt_, kIntToFloat, kBound)                              \
+  X(rsqrt, rsqrt, kIntToFloat, kBound)                             \
+  X(sin, sin_, kIntToFloat, kBound)                                \
+  X(cos, cos_, kIntToFloat, kBound)                                \
+  X(tan, tan_, kIntToFloat, kBound)                                \
+  X(tanh, tanh_, kIntToFloat, kBound | kNNFunctional) \
+  X(sigmoid, sigmoid, kIntToFloat, kBound | kNNFunctional) \
   X(relu, relu, kPromote, kBound | kRejectsBool | kNNFunctional) \
-  X(_gelu_erf, gelu, kIntToFloat, kNoProperty)                   \
-  X(_gelu_tanh, gelu_tanh, kIntToFloat, kNoProperty)             \
-  X(silu, silu, kIntToFloat, kBound | kNNFunctional)             \
-  X(erf, erf_, kIntToFloat, kBound)                              \
-  X(floor, floor_, kPromote, kBound | kRejectsBool)              \
-  X(ceil, ceil_, kPromote, kBound | kRejectsBool)                \
-  X(round, round_, kPromote, kBound | kRejectsBool)              \
-  X(trunc, trunc_, kPromote, kBound | kRejectsBool)              \
-  X(sign, sign, kPromote, kBound)                                \
-  X(reciprocal, reciprocal, kIntToFloat, kBound)                 \
-  X(square, square, kPromote, kBound | kRejectsBool)             \
-  X(logical_not, logical_not, kToBool, kBound)                   \
-  X(isnan, isnan_, kToBool, kBound)                              \
-  X(isinf, isinf_, kToBool, kBound)                              \
+  X(_gelu_erf, gelu, kIntToFloat, kNoProperty)                     \
+  X(_gelu_tanh, gelu_tanh, kIntToFloat, kNoProperty)               \
+  X(silu, silu, kIntToFloat, kBound | kNNFunctional) \
+  X(erf, erf_, kIntToFloat, kBound)                                \
+  X(floor, floor_, kPromote, kBound | kRejectsBool)                \
+  X(ceil, ceil_, kPromote, kBound | kRejectsBool)                  \
+  X(round, round_, kPromote, kBound | kRejectsBool)                \
+  X(trunc, trunc_, kPromote, kBound | kRejectsBool)                \
+  X(sign, sign, kPromote, kBound)                                  \
+  X(reciprocal, reciprocal, kIntToFloat, kBound)                   \
+  X(square, square, kPromote, kBound | kRejectsBool)               \
+  X(logical_not, logical_not, kToBool, kBound)                     \
+  X(isnan, isnan_, kToBool, kBound)                                \
+  X(isinf, isinf_, kToBool, kBound)                                \
   X(isfinite, isfinite_, kToBool, kBound)
 
-#define DT_BINARY_POINTWISE_OPS(X)                                                  \
-  X(add, add, kPromote, kBound | kCommutative)                                      \
-  X(sub, sub, kPromote, kBound | kRejectsBool)                                      \
-  X(mul, mul, kPromote, kBound | kCommutative)                                      \
-  X(div, div, kIntToFloat, kBound)                                                  \
-  X(floor_divide, floor_divide, kPromote, kBound | kRejectsBool | kIntegerDivision) \
-  X(remainder, remainder, kPromote, kBound | kRejectsBool | kIntegerDivision)       \
-  X(pow, pow_, kPromote, kBound | kRejectsBool | kIntegerPower)                     \
-  X(maximum, maximum, kPromote, kMethod | kFunction | kCommutative)                 \
-  X(minimum, minimum, kPromote, kMethod | kFunction | kCommutative)                 \
-  X(atan2, atan2_, kIntToFloat, kBound)                                             \
-  X(eq, eq, kToBool, kBound | kCommutative)                                         \
-  X(ne, ne, kToBool, kBound | kCommutative)                                         \
-  X(lt, lt, kToBool, kBound)                                                        \
-  X(le, le, kToBool, kBound)                                                        \
-  X(gt, gt, kToBool, kBound)                                                        \
-  X(ge, ge, kToBool, kBound)                                                        \
-  X(logical_and, logical_and, kToBool, kBound | kCommutative)                       \
-  X(logical_or, logical_or, kToBool, kBound | kCommutative)                         \
+#define DT_BINARY_POINTWISE_OPS(X)                                                   \
+  X(add, add, kPromote, kBound | kCommutative)                                       \
+  X(sub, sub, kPromote, kBound | kRejectsBool)                                       \
+  X(mul, mul, kPromote, kBound | kCommutative)                                       \
+  X(div, div, kIntToFloat, kBound)                                                   \
+  X(floor_divide, floor_divide, kPromote, kBound | kRejectsBool | kIntegerDivision)  \
+  X(remainder, remainder, kPromote, kBound | kRejectsBool | kIntegerDivision)        \
+  X(pow, pow_, kPromote, kBound | kRejectsBool | kIntegerPower)                      \
+  X(maximum, maximum, kPromote, kMethod | kFunction | kCommutative)                  \
+  X(minimum, minimum, kPromote, kMethod | kFunction | kCommutative)                  \
+  X(atan2, atan2_, kIntToFloat, kBound)                                              \
+  X(eq, eq, kToBool, kBound | kCommutative)                                          \
+  X(ne, ne, kToBool, kBound | kCommutative)                                          \
+  X(lt, lt, kToBool, kBound)                                                         \
+  X(le, le, kToBool, kBound)                                                         \
+  X(gt, gt, kToBool, kBound)                                                         \
+  X(ge, ge, kToBool, kBound)                                                         \
+  X(logical_and, logical_and, kToBool, kBound | kCommutative)                        \
+  X(logical_or, logical_or, kToBool, kBound | kCommutative)                          \
   X(logical_xor, logical_xor, kToBool, kBound | kCommutative)
 
 #define DT_DEFINE_ELEMENT_FN(name, fn, rule, props)                   \

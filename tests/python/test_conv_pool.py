@@ -6,8 +6,8 @@ import itertools
 
 import dyntrace as dt
 import dyntrace.nn.functional as F
-from cpulib import check
-from jitlib import Call, jitted_copy, run_differential, stats
+from cpulib import check_traced_and_compiled
+from jitlib import Call
 from testlib import assert_close, assert_raises, np, rand_tensor, require_numpy, seed
 
 TOL64 = dict(rtol=1e-12, atol=1e-12)
@@ -195,8 +195,4 @@ def _cnn_inputs(i):
 
 
 def test_conv_and_pools_under_jit_match_eager_without_breaks():
-    dt.reset()
-    run_differential(cnn, jitted_copy(cnn), _cnn_inputs, 2, seed_base=1924)
-    s = stats()
-    assert s["graph_breaks"] == 0 and s["fallbacks"] == 0, s["break_reasons"]
-    check(cnn, lambda i: _cnn_inputs(i).args, calls=2, rtol=1e-5, atol=1e-5)
+    check_traced_and_compiled(cnn, _cnn_inputs, 1924, rtol=1e-5, atol=1e-5)

@@ -211,7 +211,8 @@ def test_simple_ops_compile():
 
 def test_nn_functional_ops():
     # Overloads and internal ops exercised here: conv1d.padding and conv2d.padding (padding="same"),
-    # _im2col (inside conv2d and the pools), _batch_norm_update_stats (batch_norm, training=True).
+    # _im2col (inside conv2d and the pools), _batch_norm_update_stats (batch_norm, training=True),
+    # relu.inplace and silu.inplace (F.relu/F.silu with inplace=False).
     import dyntrace.nn.functional as F
 
     def losses(x, t, p, y):
@@ -222,6 +223,7 @@ def test_nn_functional_ops():
         h = F.linear(x, w, b)
         h = F.batch_norm(h, rm, rv, training=True) + F.group_norm(h.unsqueeze(-1), 2).squeeze(-1)
         h = F.softplus(h) + F.leaky_relu(h) + F.hardswish(h) + F.mish(h) + F.normalize(h) + F.elu(h)
+        h = F.hardtanh(h, -2.0, 2.0) + F.relu6(h) + F.relu(h, inplace=False) + F.silu(h, inplace=False)
         q = h.unsqueeze(0)
         return F.glu(h) + 1, F.scaled_dot_product_attention(q, q, q), F.dropout(h, training=False)
 

@@ -5,8 +5,8 @@ numpy; and all of them under dt.jit (eager and cpu backends) without graph break
 float64 inputs: results are sums of at most ~60 products of O(1) values, so 1e-12 bounds the
 rounding with a wide margin (60 * 2**-52 * 60 ~ 1e-12 is the worst case, far from reached)."""
 import dyntrace as dt
-from cpulib import check
-from jitlib import Call, jitted_copy, run_differential, stats
+from cpulib import check_traced_and_compiled
+from jitlib import Call
 from testlib import assert_close, assert_raises, np, rand_tensor, require_numpy, seed
 
 TOL64 = dict(rtol=1e-12, atol=1e-12)
@@ -154,8 +154,4 @@ def _math_inputs(i):
 
 
 def test_math_under_jit_match_eager_without_breaks():
-    dt.reset()
-    run_differential(mathy, jitted_copy(mathy), _math_inputs, 2, seed_base=1935)
-    s = stats()
-    assert s["graph_breaks"] == 0 and s["fallbacks"] == 0, s["break_reasons"]
-    check(mathy, lambda i: _math_inputs(i).args, calls=2, rtol=1e-5, atol=1e-5)
+    check_traced_and_compiled(mathy, _math_inputs, 1935, rtol=1e-5, atol=1e-5)

@@ -78,6 +78,14 @@ def test_activations():
     assert_close(F.leaky_relu(x, 0.2), np.where(xn > 0, xn, 0.2 * xn), **TOL64)
     assert_close(F.hardswish(x), xn * np.clip(xn + 3, 0, 6) / 6, **TOL64)
     assert_close(F.mish(x), xn * np.tanh(softplus), **TOL64)
+    assert_close(F.hardtanh(x, -2.0, 3.0), np.clip(xn, -2, 3), **TOL64)
+    assert_close(F.relu6(x), np.clip(xn, 0, 6), **TOL64)
+    assert_close(F.relu(x, inplace=False), np.maximum(xn, 0), **TOL64)
+    assert_close(F.silu(x, inplace=False), xn / (1 + np.exp(-xn)), **TOL64)
+    r = x.clone()
+    F.relu(r, inplace=True)
+    assert_close(r, np.maximum(xn, 0), **TOL64)
+    assert_raises(ValueError, F.hardtanh, x, 2.0, 1.0, match="min_val")
     g = rand_tensor((3, 6), dt.float64)
     gn = _np(g)
     assert_close(F.glu(g), gn[:, :3] / (1 + np.exp(-gn[:, 3:])), **TOL64)
@@ -179,3 +187,17 @@ def test_inplace_activation_under_jit_breaks_with_a_reason_and_writes():
     run_differential(f, jfn, lambda i: Call(rand_tensor((3, 4))), 2, seed_base=1915)
     reasons = " ".join(str(r) for r in stats()["break_reasons"])
     assert "inplace=True" in reasons, reasons
+
+
+def via_module_attributes(x):
+    return dt.nn.functional.relu(x) + F.gelu(x) + dt.nn.functional.linear(x, x)
+
+
+def test_calls_through_nn_functional_trace_as_dyntrace_ops():
+    dt.reset()
+    jfn = jitted_copy(via_module_attributes)
+    run_differential(via_module_attributes, jfn, lambda i: Call(rand_tensor((3, 3))), 2, seed_base=1916)
+    s = stats()
+    assert s["graph_breaks"] == 0 and s["fallbacks"] == 0, s["break_reasons"]
+    graph = "\n".join(dt.graphs(jfn))
+    assert "dyntrace.relu(" in graph and "dyntrace.linear(" in graph, graph
