@@ -1,4 +1,4 @@
-// pad (constant, reflect, replicate) and interpolate (nearest, bilinear) of
+// pad (constant, reflect, replicate, circular) and interpolate (nearest, bilinear) of
 // torch.nn.functional, as composites of registry ops: constant padding concatenates filled
 // blocks (a negative pad narrows), reflect/replicate and interpolation gather with index
 // tensors made by arange on the input's device, so they run wherever their parts run. Sizes
@@ -40,10 +40,13 @@ absl::StatusOr<Tensor> PadConstantDim(Tensor x, int64_t dim, int64_t before, int
   return Call("cat", {parts, Scalar::Int(dim)});
 }
 
-// Source positions of a reflect or replicate pad: i in [-before, n + after) mapped into [0, n).
-absl::StatusOr<Tensor> PadIndex(int64_t n, int64_t before, int64_t after, bool reflect, const Tensor& like) {
+// Source positions of a reflect, replicate or circular pad: i in [-before, n + after) mapped
+// into [0, n).
+absl::StatusOr<Tensor> PadIndex(int64_t n, int64_t before, int64_t after, const std::string& mode,
+                                const Tensor& like) {
   DT_ASSIGN_OR_RETURN(Tensor i, Arange(-before, n + after, DType::kInt64, like));
-  if (!reflect) return Call("clamp", {i, Scalar::Int(0), Scalar::Int(n - 1)});
+  if (mode == "replicate") return Call("clamp", {i, Scalar::Int(0), Scalar::Int(n - 1)});
+  if (mode == "circular") return Call("remainder", {i, Scalar::Int(n)});  // Python's sign: in [0, n)
   // (n-1) - |(n-1) - |i||: mirrors at both edges without repeating the edge element.
   DT_ASSIGN_OR_RETURN(Tensor a, Call("abs", {i}));
   DT_ASSIGN_OR_RETURN(Tensor d, Call("sub", {a, Scalar::Int(n - 1)}));
@@ -59,9 +62,9 @@ absl::Status CheckPadMode(const Tensor& x, const Dims& pad, const std::string& m
                                                     x.ndim(), pad.size()));
   }
   if (mode == "constant") return absl::OkStatus();
-  if (mode != "reflect" && mode != "replicate") {
+  if (mode != "reflect" && mode != "replicate" && mode != "circular") {
     return Error(ErrorKind::kNotImplemented, absl::StrFormat("pad(): mode '%s' is not supported (constant, "
-                                                             "reflect, replicate)", mode));
+                                                             "reflect, replicate, circular)", mode));
   }
   if (static_cast<int64_t>(pad.size()) / 2 >= x.ndim()) {
     return Error(ErrorKind::kNotImplemented,
@@ -70,12 +73,15 @@ absl::Status CheckPadMode(const Tensor& x, const Dims& pad, const std::string& m
   }
   for (size_t k = 0; k < pad.size(); ++k) {
     const int64_t dim = x.ndim() - 1 - static_cast<int64_t>(k / 2);
-    if (pad[k] < 0 || (mode == "reflect" && pad[k] >= x.size(dim)) || x.size(dim) == 0) {
+    if (pad[k] < 0 || (mode == "reflect" && pad[k] >= x.size(dim)) || (mode == "circular" && pad[k] > x.size(dim)) ||
+        x.size(dim) == 0) {
       return Error(ErrorKind::kRuntime,
                    absl::StrFormat("pad(): %s padding (%d, %d) at dimension %d of input %s: the pads must be "
                                    "non-negative%s",
                                    mode, pad[k - k % 2], pad[k - k % 2 + 1], dim, x.ShapeString(),
-                                   mode == "reflect" ? " and smaller than the dim's size" : ""));
+                                   mode == "reflect"    ? " and smaller than the dim's size"
+                                   : mode == "circular" ? " and at most the dim's size"
+                                                        : ""));
     }
   }
   return absl::OkStatus();
@@ -95,7 +101,7 @@ absl::StatusOr<OpResult> PadEager(const OpDef&, const OpArgs& args) {
     if (mode == "constant") {
       DT_ASSIGN_OR_RETURN(x, PadConstantDim(x, dim, pad[k], pad[k + 1], value));
     } else {
-      DT_ASSIGN_OR_RETURN(Tensor index, PadIndex(x.size(dim), pad[k], pad[k + 1], mode == "reflect", x));
+      DT_ASSIGN_OR_RETURN(Tensor index, PadIndex(x.size(dim), pad[k], pad[k + 1], mode, x));
       DT_ASSIGN_OR_RETURN(x, Call("index_select", {x, Scalar::Int(dim), index}));
     }
   }

@@ -139,14 +139,15 @@ def test_pad():
     assert_close(F.pad(x, (1, 2, 0, 3), value=1.5), np.pad(xn, ((0, 0),) * 2 + ((0, 3), (1, 2)), constant_values=1.5),
                  **TOL64)
     assert_close(F.pad(x, (-1, 2, 1, -2)), np.pad(xn, ((0, 0),) * 2 + ((1, 0), (0, 2)))[:, :, :-2, 1:], **TOL64)
-    for mode, np_mode in (("reflect", "reflect"), ("replicate", "edge")):
+    for mode, np_mode in (("reflect", "reflect"), ("replicate", "edge"), ("circular", "wrap")):
         assert_close(F.pad(x, (2, 3, 3, 1), mode=mode), np.pad(xn, ((0, 0),) * 2 + ((3, 1), (2, 3)), mode=np_mode),
                      **TOL64)
         assert_close(F.pad(x[0], (1, 1), mode=mode), np.pad(xn[0], ((0, 0),) * 2 + ((1, 1),), mode=np_mode), **TOL64)
     assert F.pad(dt.tensor([1, 2], dtype=dt.int64), (1, 0)).tolist() == [0, 1, 2]
     assert_raises(RuntimeError, F.pad, x, (5, 0), mode="reflect", match=("(5, 0)", "[2, 3, 4, 5]"))
     assert_raises(ValueError, F.pad, x, (1, 2, 3), match="divisible by 2")
-    assert_raises(NotImplementedError, F.pad, x, (1, 1), mode="circular", match="circular")
+    assert_raises(NotImplementedError, F.pad, x, (1, 1), mode="symmetric", match="symmetric")
+    assert_raises(RuntimeError, F.pad, x, (6, 0), mode="circular", match="(6, 0)")
 
 
 def _ref_linear_1d(x, axis, out, align_corners, scale=None):
