@@ -193,6 +193,32 @@ absl::StatusOr<ArgGrads> CumprodGrad(const GradContext& c) {
   return FirstGrad(c, Op("stack", {std::move(grads), Scalar::Int(dim)}));
 }
 
+// _im2col copies input elements (or padding zeros) to new places: its adjoint adds each
+// gradient back at its source. The sources come from running _im2col itself on the positions
+// 1..n (in float64, exact up to 2^53; padding reads 0), so the formula follows the op's own
+// layout rules instead of restating them.
+absl::StatusOr<ArgGrads> Im2colGrad(const GradContext& c) {
+  const Tensor& input = c.input(0);
+  const int64_t n = input.numel();
+  DT_ASSIGN_OR_RETURN(Tensor positions, Op("arange", {Scalar::Int(1), Scalar::Int(n + 1), Scalar::Int(1),
+                                                      DType::kFloat64, c.grad().device()}));
+  DT_ASSIGN_OR_RETURN(positions, Op("reshape", {positions, input.sizes()}));
+  std::vector<ArgValue> args{positions};
+  for (size_t i = 1; i + 1 < c.args.size(); ++i) args.push_back(c.args[i]);
+  args.push_back(Scalar::Int(0));  // padding reads 0: no source
+  DT_ASSIGN_OR_RETURN(Tensor sources, Op("_im2col", std::move(args)));
+  DT_ASSIGN_OR_RETURN(sources, Op("reshape", {sources, Dims{-1}}));
+  DT_ASSIGN_OR_RETURN(Tensor real, Op("gt", {sources, Scalar::Int(0)}));
+  DT_ASSIGN_OR_RETURN(Tensor index, Op("sub", {sources, Scalar::Int(1)}));
+  DT_ASSIGN_OR_RETURN(index, Op("where", {real, index, Scalar::Int(0)}));
+  DT_ASSIGN_OR_RETURN(index, Op("_to", {index, DType::kInt64}));
+  DT_ASSIGN_OR_RETURN(Tensor g, Op("reshape", {c.grad(), Dims{-1}}));
+  DT_ASSIGN_OR_RETURN(g, Op("where", {real, g, Scalar::Int(0)}));
+  const Tensor flat_like = Tensor::Empty({n}, input.dtype(), Device::Meta());
+  DT_ASSIGN_OR_RETURN(Tensor flat, ScatterAddIntoZeros(flat_like, Scalar::Int(0), index, g));
+  return FirstGrad(c, Op("reshape", {flat, input.sizes()}));
+}
+
 }  // namespace
 
 void RegisterIndexingDerivatives(OpRegistry& registry) {
@@ -211,6 +237,7 @@ void RegisterIndexingDerivatives(OpRegistry& registry) {
   registry.Mutable("topk").derivative = {&SortGrad, kNoInputs, kOutputs};
   registry.Mutable("cumsum").derivative = {&CumsumGrad, kNoInputs, kNoOutputs};
   registry.Mutable("cumprod").derivative = {&CumprodGrad, kInputs, kOutputs};
+  registry.Mutable("_im2col").derivative = {&Im2colGrad, kNoInputs, kNoOutputs};
   registry.Mutable("masked_select").derivative = {&MaskedSelectGrad, kInputs, kNoOutputs};
 }
 

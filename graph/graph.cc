@@ -45,7 +45,7 @@ int Graph::EliminateDeadCode() {
   std::vector<bool> keep(nodes_.size(), false);
   for (int i = static_cast<int>(nodes_.size()) - 1; i >= 0; --i) {
     const Node& n = nodes_[i];
-    bool needed = n.inplace || n.op->has(kRandom);
+    bool needed = n.inplace || n.op->has(kRandom) || n.op->has(kWritesArguments);
     for (ValueId v : n.outputs) needed |= live[v];
     if (!needed) continue;
     keep[i] = true;

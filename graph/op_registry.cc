@@ -21,7 +21,18 @@ const OpRegistry& OpRegistry::Get() {
     RegisterIndexingOps(*r);
     RegisterSortingOps(*r);
     RegisterDataOps(*r);
-    RegisterDerivatives(*r);
+    RegisterLossOps(*r);
+    RegisterNNOps(*r);
+    RegisterNormOps(*r);
+    RegisterIm2colOp(*r);
+    RegisterConvOps(*r);
+    RegisterResampleOps(*r);
+    RegisterEinsumOp(*r);
+    RegisterMathOps(*r);
+    RegisterNormReductionOps(*r);
+    RegisterShapeExtraOps(*r);
+    RegisterRandomOps(*r);
+    RegisterDerivatives(*r);  // last: it amends ops registered above
     return r;
   }();
   return *registry;

@@ -60,6 +60,14 @@ enum OpProperty : uint32_t {
   // Its eager definition runs CUDA tensors on the device itself (matmul through cuBLAS), instead
   // of through host mirrors (graph/cuda_eager.h).
   kCudaNative = 1u << 9,
+  // Bound as dyntrace.nn.functional.<name> (torch.nn.functional has it); ops torch also has at
+  // the top level carry kFunction too, and both names are the same op-function object.
+  kNNFunctional = 1u << 10,
+  // Its eager body writes some of its tensor arguments (batch_norm's running statistics): a
+  // graph keeps its node though nothing reads the result, and runs it where it stands.
+  kWritesArguments = 1u << 11,
+  // Bound as dyntrace.linalg.<name without its "linalg_" prefix> (torch.linalg has it).
+  kLinalg = 1u << 12,
 };
 
 // How a result's sizes follow from its operands' (the tracer follows this to write a size Python
@@ -197,6 +205,17 @@ void RegisterPointwiseDerivatives(OpRegistry& registry);
 void RegisterShapeDerivatives(OpRegistry& registry);
 void RegisterReductionDerivatives(OpRegistry& registry);
 void RegisterIndexingDerivatives(OpRegistry& registry);
+void RegisterLossOps(OpRegistry& registry);
+void RegisterNNOps(OpRegistry& registry);
+void RegisterNormOps(OpRegistry& registry);
+void RegisterIm2colOp(OpRegistry& registry);
+void RegisterConvOps(OpRegistry& registry);
+void RegisterResampleOps(OpRegistry& registry);
+void RegisterEinsumOp(OpRegistry& registry);
+void RegisterMathOps(OpRegistry& registry);
+void RegisterNormReductionOps(OpRegistry& registry);
+void RegisterShapeExtraOps(OpRegistry& registry);
+void RegisterRandomOps(OpRegistry& registry);
 
 }  // namespace dt
 

@@ -302,17 +302,17 @@ void RegisterCompositeOps(OpRegistry& registry) {
   registry.Add("logsumexp(Tensor input, int[] dim, bool keepdim=False) -> Tensor", OpKind::kComposite,
                kBoth | kDecomposable, &LogsumexpEager);
   registry.Add("softmax(Tensor input, int dim, DType? dtype=None) -> Tensor", OpKind::kComposite,
-               kBoth | kDecomposable, &SoftmaxEager).shape_rule = ShapeRule::kSameAsFirst;
+               kBoth | kNNFunctional | kDecomposable, &SoftmaxEager).shape_rule = ShapeRule::kSameAsFirst;
   registry.Add("log_softmax(Tensor input, int dim, DType? dtype=None) -> Tensor",
-               OpKind::kComposite, kBoth | kDecomposable, &SoftmaxEager).shape_rule = ShapeRule::kSameAsFirst;
+               OpKind::kComposite, kBoth | kNNFunctional | kDecomposable, &SoftmaxEager).shape_rule = ShapeRule::kSameAsFirst;
   registry.Add("layer_norm(Tensor input, int[] normalized_shape, Tensor? weight=None, "
                "Tensor? bias=None, float eps=1e-05) -> Tensor",
-               OpKind::kComposite, kFunction | kDecomposable, &LayerNormEager).shape_rule = ShapeRule::kSameAsFirst;
+               OpKind::kComposite, kFunction | kNNFunctional | kDecomposable, &LayerNormEager).shape_rule = ShapeRule::kSameAsFirst;
   registry.Add("rms_norm(Tensor input, int[] normalized_shape, Tensor? weight=None, "
                "float? eps=None) -> Tensor",
-               OpKind::kComposite, kFunction | kDecomposable, &RmsNormEager).shape_rule = ShapeRule::kSameAsFirst;
+               OpKind::kComposite, kFunction | kNNFunctional | kDecomposable, &RmsNormEager).shape_rule = ShapeRule::kSameAsFirst;
   registry.Add("gelu(Tensor input, *, str approximate='none') -> Tensor", OpKind::kComposite,
-               kBoth | kDecomposable, &GeluEager).shape_rule = ShapeRule::kSameAsFirst;
+               kBoth | kNNFunctional | kDecomposable, &GeluEager).shape_rule = ShapeRule::kSameAsFirst;
   // clamp/clip broadcast a tensor min or max: not the first operand's shape in general.
   registry.Add("clamp(Tensor input, Operand? min=None, Operand? max=None) -> Tensor",
                OpKind::kComposite, kBoth | kInplaceVariant | kDecomposable, &ClampEager);

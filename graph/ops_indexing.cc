@@ -450,8 +450,8 @@ void RegisterIndexingOps(OpRegistry& registry) {
                kBoth | kInplaceVariant | kDecomposable, &MaskedFillEager);
   registry.Add("embedding(Tensor input, Tensor weight, int? padding_idx=None, float? max_norm=None, "
                "float norm_type=2.0, bool scale_grad_by_freq=False, bool sparse=False) -> Tensor",
-               OpKind::kData, kFunction, &EmbeddingEager);
-  registry.Add("one_hot(Tensor input, int num_classes=-1) -> Tensor", OpKind::kData, kFunction, &OneHotEager)
+               OpKind::kData, kFunction | kNNFunctional, &EmbeddingEager);
+  registry.Add("one_hot(Tensor input, int num_classes=-1) -> Tensor", OpKind::kData, kFunction | kNNFunctional, &OneHotEager)
       .data_dependent_shape = &OneHotDataDependence;
   registry.Add("nonzero(Tensor input) -> Tensor", OpKind::kData, kBoth, &NonzeroEager).data_dependent_shape =
       &AlwaysDataDependent;

@@ -33,12 +33,12 @@ constexpr uint32_t kBound = kMethod | kFunction | kInplaceVariant;
   X(sin, sin_, kIntToFloat, kBound)                                \
   X(cos, cos_, kIntToFloat, kBound)                                \
   X(tan, tan_, kIntToFloat, kBound)                                \
-  X(tanh, tanh_, kIntToFloat, kBound)                              \
-  X(sigmoid, sigmoid, kIntToFloat, kBound)                         \
-  X(relu, relu, kPromote, kBound | kRejectsBool)                   \
+  X(tanh, tanh_, kIntToFloat, kBound | kNNFunctional) \
+  X(sigmoid, sigmoid, kIntToFloat, kBound | kNNFunctional) \
+  X(relu, relu, kPromote, kBound | kRejectsBool | kNNFunctional) \
   X(_gelu_erf, gelu, kIntToFloat, kNoProperty)                     \
   X(_gelu_tanh, gelu_tanh, kIntToFloat, kNoProperty)               \
-  X(silu, silu, kIntToFloat, kBound)                               \
+  X(silu, silu, kIntToFloat, kBound | kNNFunctional) \
   X(erf, erf_, kIntToFloat, kBound)                                \
   X(floor, floor_, kPromote, kBound | kRejectsBool)                \
   X(ceil, ceil_, kPromote, kBound | kRejectsBool)                  \

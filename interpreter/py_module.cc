@@ -239,8 +239,10 @@ extern "C" PyObject* PyInit_dyntrace() {
   if (!InitTypes(module.get())) return nullptr;
   MarkProcessConstantFunction(FnCudaIsAvailable);
   MarkProcessConstantFunction(FnCudaDeviceCount);
-  if (!AddOpBindings(module.get())) return nullptr;
   if (!AddAutogradBindings(module.get())) return nullptr;
+  PyObject* functional = AddNNModules(module.get());  // borrowed
+  PyObject* linalg = functional == nullptr ? nullptr : AddLinalgModule(module.get());  // borrowed
+  if (linalg == nullptr || !AddOpBindings(module.get(), functional, linalg)) return nullptr;
   if (!AddJitBindings(module.get())) return nullptr;
   if (!AddBytecodeBindings(module.get())) return nullptr;
   if (!dt::interpreter::AddReportBindings(module.get())) return nullptr;

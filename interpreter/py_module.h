@@ -17,6 +17,11 @@ namespace dt::interpreter::py {
 [[nodiscard]] bool AddJitBindings(PyObject* module);
 // dyntrace._instruction_table() and _stack_effect(), for the instruction table's test.
 [[nodiscard]] bool AddBytecodeBindings(PyObject* module);
+// dyntrace.nn and dyntrace.nn.functional, entered in sys.modules (py_submodules.cc); returns
+// functional (borrowed), or null with a Python exception set.
+PyObject* AddNNModules(PyObject* dyntrace);
+// dyntrace.linalg, likewise; returns it (borrowed) or null.
+PyObject* AddLinalgModule(PyObject* dyntrace);
 
 }  // namespace dt::interpreter::py
 

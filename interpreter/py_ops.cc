@@ -6,6 +6,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "graph/pointwise.h"
@@ -127,12 +128,16 @@ absl::StatusOr<OpArgs> BindArgs(const OpDef& op, PyObject* const* args, Py_ssize
                                 PyObject* kwnames, std::vector<PyRef>* supplied = nullptr) {
   const auto& params = op.schema.params;
   std::vector<PyObject*> slots(params.size(), nullptr);
-  PyRef shape_tuple;  // keeps a varargs shape alive
+  PyRef shape_tuple;  // keeps a varargs shape (or tensor list) alive
   Py_ssize_t next = 0;
   for (size_t i = 0; i < params.size() && next < nargs; ++i) {
     if (params[i].keyword_only) break;
-    if (params[i].type == ParamType::kShape &&
-        (nargs - next > 1 || (!PyTuple_Check(args[next]) && !PyList_Check(args[next])))) {
+    // A shape, or a tensor list that is the last positional parameter (einsum(eq, a, b)), may
+    // be given as separate arguments.
+    const bool last_positional = i + 1 == params.size() || params[i + 1].keyword_only;
+    const bool varargs = params[i].type == ParamType::kShape ||
+                         (params[i].type == ParamType::kTensorList && last_positional);
+    if (varargs && (nargs - next > 1 || (!PyTuple_Check(args[next]) && !PyList_Check(args[next])))) {
       shape_tuple = PyRef::Steal(PyTuple_New(nargs - next));
       for (Py_ssize_t j = next; j < nargs; ++j) {
         Py_INCREF(args[j]);
@@ -425,7 +430,7 @@ absl::StatusOr<BoundCall> BindOpCall(PyObject* op_function, PyObject* const* arg
   return first_error;
 }
 
-bool AddOpBindings(PyObject* module) {
+bool AddOpBindings(PyObject* module, PyObject* functional, PyObject* linalg) {
   OpFunctionType.tp_basicsize = sizeof(PyOpFunction);
   OpFunctionType.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_METHOD_DESCRIPTOR;
   OpFunctionType.tp_vectorcall_offset = offsetof(PyOpFunction, vectorcall);
@@ -453,6 +458,13 @@ bool AddOpBindings(PyObject* module) {
     PyRef fn = PyRef::Steal(NewOpFunction(overloads, false));
     if (!fn) return false;
     if (first.has(kFunction) && PyModule_AddObjectRef(module, name.c_str(), fn.get()) < 0) return false;
+    if (first.has(kNNFunctional) && PyModule_AddObjectRef(functional, name.c_str(), fn.get()) < 0) {
+      return false;
+    }
+    if (first.has(kLinalg) && absl::StartsWith(name, "linalg_") &&
+        PyModule_AddObjectRef(linalg, name.substr(7).c_str(), fn.get()) < 0) {
+      return false;
+    }
     // Names Tensor already defines by hand (e.g. properties) win.
     if (first.has(kMethod) && PyDict_GetItemString(tensor_dict, name.c_str()) == nullptr &&
         PyDict_SetItemString(tensor_dict, name.c_str(), fn.get()) < 0) {

@@ -105,8 +105,10 @@ PyObject* WrapGraph(std::shared_ptr<Graph> graph);
 void MarkProcessConstantFunction(PyCFunction fn);
 bool IsProcessConstantFunction(PyObject* fn);
 
-// Binds registry ops: dyntrace.<name> functions and Tensor methods (with in-place forms).
-[[nodiscard]] bool AddOpBindings(PyObject* module);
+// Binds registry ops: dyntrace.<name> functions, dyntrace.nn.functional.<name> (`functional`,
+// the same op-function objects), dyntrace.linalg.<name> (`linalg`, ops named linalg_<name>) and
+// Tensor methods (with in-place forms).
+[[nodiscard]] bool AddOpBindings(PyObject* module, PyObject* functional, PyObject* linalg);
 
 }  // namespace dt::interpreter::py
 

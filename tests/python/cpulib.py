@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import dyntrace as dt
-from jitlib import fresh_copy
+from jitlib import fresh_copy, jitted_copy, run_differential, stats
 from testlib import assert_close
 
 ALL_DTYPES = (dt.bool, dt.int32, dt.int64, dt.float16, dt.float32, dt.float64)
@@ -66,6 +66,16 @@ def check(fn, make_inputs, calls=2, rtol=None, atol=None, kernels=None, min_kern
     else:
         assert n >= min_kernels, "expected at least %d kernel(s), got %d" % (min_kernels, n)
     return g
+
+
+def check_traced_and_compiled(fn, make_call, seed_base, rtol=None, atol=None):
+    """fn under dt.jit (default backend) against plain CPython on make_call(i) for two calls,
+    without a graph break or fallback; then compiled by the cpu backend against eager."""
+    dt.reset()
+    run_differential(fn, jitted_copy(fn), make_call, 2, seed_base=seed_base)
+    s = stats()
+    assert s["graph_breaks"] == 0 and s["fallbacks"] == 0, s["break_reasons"]
+    return check(fn, lambda i: make_call(i).args, calls=2, rtol=rtol, atol=atol)
 
 
 def module_dir():

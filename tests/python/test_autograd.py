@@ -9,6 +9,8 @@ import dyntrace as dt
 from dyntrace.autograd import gradcheck
 from testlib import assert_raises
 
+F = dt.nn.functional
+
 F64 = dt.float64
 
 
@@ -173,6 +175,64 @@ CASES = {
     "min.other": [(dt.min, lambda: [rnd(2, 3), rnd(2, 1)])],
     "nan_to_num": [(dt.nan_to_num, lambda: [rnd(3)])],
     "std": [(lambda a: dt.std(a, 1), lambda: [rnd(2, 3)])],
+    # The issue-19 ops: composites through their bodies, conv and pools through _im2col's formula.
+    "_im2col": [(lambda a, w: F.conv2d(a, w, padding=1, stride=2), lambda: [rnd(1, 2, 4, 4), rnd(2, 2, 3, 3)])],
+    "conv2d": [(lambda a, w, b: F.conv2d(a, w, b, padding=1, groups=2), lambda: [rnd(1, 2, 3, 3), rnd(2, 1, 2, 2), rnd(2)])],
+    "conv2d.padding": [(lambda a, w: F.conv2d(a, w, padding="same"), lambda: [rnd(1, 1, 3, 3), rnd(1, 1, 3, 3)])],
+    "conv1d": [(lambda a, w: F.conv1d(a, w, dilation=2), lambda: [rnd(1, 2, 6), rnd(2, 2, 2)])],
+    "conv1d.padding": [(lambda a, w: F.conv1d(a, w, padding="valid"), lambda: [rnd(1, 1, 5), rnd(1, 1, 2)])],
+    "max_pool2d": [(lambda a: F.max_pool2d(a, 2), lambda: [rnd(1, 1, 4, 4)])],
+    "avg_pool2d": [(lambda a: F.avg_pool2d(a, 2, padding=1), lambda: [rnd(1, 1, 3, 3)])],
+    "adaptive_avg_pool2d": [(lambda a: F.adaptive_avg_pool2d(a, (2, 1)), lambda: [rnd(1, 1, 4, 3)])],
+    "pad": [(lambda a: F.pad(a, (1, 2), mode="reflect"), lambda: [rnd(1, 2, 4)]),
+            (lambda a: F.pad(a, (1, 1, 0, 1), value=0.5), lambda: [rnd(2, 3)])],
+    "interpolate": [(lambda a: F.interpolate(a, scale_factor=2, mode="bilinear"), lambda: [rnd(1, 1, 2, 2)])],
+    "linear": [(F.linear, lambda: [rnd(2, 3), rnd(4, 3), rnd(4)])],
+    "cross_entropy": [(lambda a: F.cross_entropy(a, dt.tensor([2, 0]), label_smoothing=0.1), lambda: [rnd(2, 3)]),
+                      (lambda a, p: F.cross_entropy(a, p.softmax(-1)), lambda: [rnd(2, 3), rnd(2, 3)])],
+    "nll_loss": [(lambda a: F.nll_loss(a, dt.tensor([1, 2]), ignore_index=2), lambda: [rnd(2, 3)])],
+    "mse_loss": [(F.mse_loss, lambda: [rnd(2, 3), rnd(2, 3)])],
+    "l1_loss": [(F.l1_loss, lambda: [rnd(2, 3), rnd(2, 3)])],
+    "smooth_l1_loss": [(lambda a, b: F.smooth_l1_loss(a, b, beta=0.5), lambda: [rnd(4), rnd(4)])],
+    "binary_cross_entropy_with_logits": [(F.binary_cross_entropy_with_logits,
+                                          lambda: [rnd(2, 3), rnd(2, 3).sigmoid().detach()])],
+    "kl_div": [(lambda a, b: F.kl_div(a, b, reduction="batchmean"), lambda: [rnd(2, 3), rnd(2, 3, low=0.1)])],
+    "dropout": [(lambda a: F.dropout(a, 0.5, training=False), lambda: [rnd(3)])],
+    "scaled_dot_product_attention": [(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+                                      lambda: [rnd(1, 3, 2), rnd(1, 3, 2), rnd(1, 3, 2)])],
+    "softplus": [(F.softplus, lambda: [rnd(4)])],
+    "elu": [(F.elu, lambda: [rnd(4)])],
+    "leaky_relu": [(lambda a: F.leaky_relu(a, 0.1), lambda: [rnd(4)])],
+    "hardswish": [(F.hardswish, lambda: [rnd(4)])],
+    "hardtanh": [(F.hardtanh, lambda: [rnd(4)])],
+    "relu6": [(lambda a: F.relu6(a * 4), lambda: [rnd(4)])],
+    "relu.inplace": [(lambda a: F.relu(a, inplace=False), lambda: [rnd(4)])],
+    "silu.inplace": [(lambda a: F.silu(a, inplace=False), lambda: [rnd(4)])],
+    "mish": [(F.mish, lambda: [rnd(4)])],
+    "glu": [(F.glu, lambda: [rnd(2, 4)])],
+    "normalize": [(F.normalize, lambda: [rnd(2, 3)])],
+    "group_norm": [(lambda a, w, b: F.group_norm(a, 2, w, b), lambda: [rnd(1, 4, 2), rnd(4), rnd(4)])],
+    "batch_norm": [(lambda a, w, b: F.batch_norm(a, None, None, w, b, training=True), lambda: [rnd(3, 2), rnd(2), rnd(2)])],
+    "einsum": [(lambda a, b: dt.einsum("ij,jk->ik", a, b), lambda: [rnd(2, 3), rnd(3, 2)])],
+    "addmm": [(dt.addmm, lambda: [rnd(2), rnd(2, 3), rnd(3, 2)])],
+    "baddbmm": [(dt.baddbmm, lambda: [rnd(1, 2, 2), rnd(1, 2, 3), rnd(1, 3, 2)])],
+    "lerp": [(dt.lerp, lambda: [rnd(3), rnd(3), rnd(3)])],
+    "hypot": [(dt.hypot, lambda: [rnd(3), rnd(3)])],
+    "logaddexp": [(dt.logaddexp, lambda: [rnd(3), rnd(3)])],
+    "norm": [(dt.norm, lambda: [rnd(2, 3)])],
+    "norm.str": [(lambda a: dt.norm(a, "fro"), lambda: [rnd(2, 3)])],
+    "linalg_norm": [(dt.linalg.norm, lambda: [rnd(2, 3)])],
+    "linalg_norm.str": [(lambda a: dt.linalg.norm(a, "fro"), lambda: [rnd(2, 3)])],
+    "linalg_vector_norm": [(lambda a: dt.linalg.vector_norm(a, 3), lambda: [rnd(4)])],
+    "outer": [(dt.outer, lambda: [rnd(2), rnd(3)])],
+    "cross": [(lambda a, b: dt.cross(a, b, dim=1), lambda: [rnd(2, 3), rnd(2, 3)])],
+    "linalg_cross": [(dt.linalg.cross, lambda: [rnd(2, 3), rnd(2, 3)])],
+    "diag": [(dt.diag, lambda: [rnd(3, 3)]), (dt.diag, lambda: [rnd(3)])],
+    "trace": [(dt.trace, lambda: [rnd(3, 3)])],
+    "movedim": [(lambda a: dt.movedim(a, 0, 1) * dt.arange(2, dtype=F64), lambda: [rnd(2, 3)])],
+    "t": [(lambda a: a.t() * dt.arange(2, dtype=F64), lambda: [rnd(2, 3)])],
+    "tile": [(lambda a: dt.tile(a, (2, 1)), lambda: [rnd(2, 3)])],
+    "type_as": [(lambda a: a.type_as(a), lambda: [rnd(3)])],
     "var": [(dt.var, lambda: [rnd(2, 3)])],
 }
 
@@ -183,6 +243,10 @@ NOT_DIFFERENTIABLE = {
         "logical_or", "logical_xor", "logical_not")},
     **{name: "an integer result" for name in (
         "argmax", "argmin", "argsort", "nonzero", "one_hot", "where.condition")},
+    **{name: "a bool result or a Python-level comparison" for name in ("allclose", "equal", "isclose")},
+    **{name: "a random draw, or new values that depend on nothing differentiable" for name in (
+        "bernoulli", "bernoulli.p", "multinomial", "normal", "normal.float", "randint", "randint.low", "randperm",
+        "uniform", "new_empty", "new_full", "new_ones", "new_zeros", "_batch_norm_update_stats")},
     **{name: "makes a new leaf from sizes or values" for name in (
         "_tensor_constant", "arange", "empty", "empty_like", "eye", "full", "full_like", "linspace", "ones",
         "ones_like", "rand", "rand_like", "randn", "randn_like", "zeros", "zeros_like")},

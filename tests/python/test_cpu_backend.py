@@ -209,6 +209,70 @@ def test_simple_ops_compile():
     check(f, lambda i: (rand_tensor((3 + i, 4)), rand_tensor((3 + i, 4))))
 
 
+def test_nn_functional_ops():
+    # Overloads and internal ops exercised here: conv1d.padding and conv2d.padding (padding="same"),
+    # _im2col (inside conv2d and the pools), _batch_norm_update_stats (batch_norm, training=True),
+    # relu.inplace and silu.inplace (F.relu/F.silu with inplace=False).
+    import dyntrace.nn.functional as F
+
+    def losses(x, t, p, y):
+        return (F.cross_entropy(x, t), F.nll_loss(F.log_softmax(x, 1), t), F.mse_loss(x, y), F.l1_loss(x, y),
+                F.smooth_l1_loss(x, y), F.binary_cross_entropy_with_logits(x, p), F.kl_div(x, p))
+
+    def layers(x, w, b, rm, rv):
+        h = F.linear(x, w, b)
+        h = F.batch_norm(h, rm, rv, training=True) + F.group_norm(h.unsqueeze(-1), 2).squeeze(-1)
+        h = F.softplus(h) + F.leaky_relu(h) + F.hardswish(h) + F.mish(h) + F.normalize(h) + F.elu(h)
+        h = F.hardtanh(h, -2.0, 2.0) + F.relu6(h) + F.relu(h, inplace=False) + F.silu(h, inplace=False)
+        q = h.unsqueeze(0)
+        return F.glu(h) + 1, F.scaled_dot_product_attention(q, q, q), F.dropout(h, training=False)
+
+    def images(x, w, w1):
+        h = F.conv2d(x, w, padding=1) + F.conv2d(x, w, padding="same")
+        h = F.max_pool2d(h, 2) + F.avg_pool2d(h, 2) + F.adaptive_avg_pool2d(h, 3)
+        h = F.interpolate(F.pad(h, (1, 1, 1, 1)), scale_factor=2)
+        return h, F.conv1d(h.flatten(2), w1), F.conv1d(h.flatten(2), w1, padding="same")
+
+    n = lambda i: 4 + i
+    check(losses, lambda i: (rand_tensor((n(i), 6)), (dt.rand(n(i)) * 6).floor().long(),
+                             dt.rand(n(i), 6), rand_tensor((n(i), 6))), rtol=1e-5, atol=1e-5)
+    check(layers, lambda i: (rand_tensor((n(i), 5)), rand_tensor((4, 5)), rand_tensor((4,)), dt.zeros(4), dt.ones(4)),
+          rtol=1e-4, atol=1e-5)
+    check(images, lambda i: (rand_tensor((2, 3, 6 + 2 * i, 6)), rand_tensor((4, 3, 3, 3)), rand_tensor((2, 4, 3))),
+          rtol=1e-5, atol=1e-5, min_kernels=0)
+
+
+def test_math_and_shape_ops():
+    # dt.linalg.X is the registry's linalg_X: linalg_vector_norm, linalg_norm, linalg_norm.str (a
+    # string ord), linalg_cross; norm.str is dt.norm with p="fro".
+    def math(a, b, c, v):
+        e = dt.einsum("ij,jk->ik", a, b)
+        return (dt.isclose(e, e), dt.allclose(e, e), dt.equal(e, e), dt.addmm(e, a, b), dt.baddbmm(c, c, c),
+                dt.lerp(e, e * 2, 0.5), dt.hypot(e, e), dt.logaddexp(e, e), dt.outer(v, v), dt.norm(e, "fro"),
+                dt.linalg.vector_norm(e, 3), dt.linalg.norm(e), dt.linalg.norm(e, "fro"), dt.linalg.cross(c, c),
+                dt.cross(c, c), dt.diag(e), dt.trace(e), dt.tile(v, (2,)), dt.movedim(c, 0, 1), e.t(),
+                e.new_zeros(2), e.new_ones(2), e.new_empty(2).shape, e.new_full((2,), 3), v.long().type_as(e))
+
+    check(math, lambda i: (rand_tensor((3 + i, 3)), rand_tensor((3, 3)), rand_tensor((3, 3, 3)), rand_tensor((3,))),
+          rtol=1e-5, atol=1e-5)
+
+
+def test_random_ops_draw_what_eager_draws():
+    # Overloads: randint.low (low, high, size), bernoulli.p (a float p), normal.float (floats and a size).
+    def draws(x, p):
+        return (dt.randint(5, (4,)), dt.randint(2, 5, (4,)), dt.randperm(4), dt.multinomial(p, 2),
+                dt.bernoulli(x.sigmoid()), dt.bernoulli(x, 0.5), dt.normal(x, 0.5), dt.normal(0.0, 1.0, (3,)),
+                x.clone().uniform_(1, 2))
+
+    g = compiled(draws)
+    for i in range(2):
+        x, p = rand_tensor((4 + i,)), dt.tensor([0.1, 0.2, 0.3, 0.4])
+        seed(60 + i)
+        expected = draws(x, p)
+        seed(60 + i)
+        compare(g(x, p), expected, rtol=0, atol=0)
+
+
 def test_op_coverage():
     """Every registered op appears in some test of this file (a new op needs a compiled test)."""
     source = open(__file__).read()

@@ -1,0 +1,100 @@
+// _im2col: the patches of a [N, C, H, W] input as columns, [N, C*kh*kw, OH*OW], so that a
+// convolution or a pooling is a matrix multiply or a reduction over them (ops_conv.cc). Padding
+// may differ before and after (padding='same' with an even kernel): the caller gives the output
+// size, and every read outside the input gives `pad_value`.
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_format.h"
+#include "graph/op_registry.h"
+#include "runtime/errors.h"
+#include "runtime/parallel.h"
+
+namespace dt {
+namespace {
+
+struct Geometry {
+  int64_t channels, height, width;
+  int64_t kh, kw, dh, dw, ph, pw, sh, sw, oh, ow;
+};
+
+// The [lo, hi) range of output positions o with 0 <= o*stride + offset < size.
+std::pair<int64_t, int64_t> InsideRange(int64_t offset, int64_t stride, int64_t size, int64_t count) {
+  int64_t lo = offset >= 0 ? 0 : (-offset + stride - 1) / stride;
+  int64_t hi = size - 1 - offset < 0 ? 0 : (size - 1 - offset) / stride + 1;
+  lo = std::min(lo, count);
+  hi = std::clamp(hi, lo, count);
+  return {lo, hi};
+}
+
+// One column row: channel plane `src` [H, W] read at kernel offset (ki, kj) into `dst` [OH*OW].
+template <typename T>
+void FillRow(const T* src, T* dst, const Geometry& g, int64_t ki, int64_t kj, T pad) {
+  const int64_t row_off = ki * g.dh - g.ph, col_off = kj * g.dw - g.pw;
+  const auto [wlo, whi] = InsideRange(col_off, g.sw, g.width, g.ow);
+  for (int64_t o = 0; o < g.oh; ++o) {
+    T* out = dst + o * g.ow;
+    const int64_t ih = o * g.sh + row_off;
+    if (ih < 0 || ih >= g.height) {
+      std::fill(out, out + g.ow, pad);
+      continue;
+    }
+    const T* in = src + ih * g.width + col_off;
+    std::fill(out, out + wlo, pad);
+    if (g.sw == 1) {
+      std::memcpy(out + wlo, in + wlo, (whi - wlo) * sizeof(T));
+    } else {
+      for (int64_t p = wlo; p < whi; ++p) out[p] = in[p * g.sw];
+    }
+    std::fill(out + whi, out + g.ow, pad);
+  }
+}
+
+template <typename T>
+void Im2col(const Tensor& input, const Tensor& out, const Geometry& g, double pad_value) {
+  const T* src = input.data_as<T>();
+  T* dst = out.data_as<T>();
+  const int64_t planes = input.size(0) * g.channels;
+  const int64_t rows_per_plane = g.kh * g.kw, row = g.oh * g.ow;
+  const T pad = static_cast<T>(pad_value);
+  ParallelFor(planes, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t p = begin; p < end; ++p) {
+      const T* plane = src + p * g.height * g.width;
+      for (int64_t ki = 0; ki < g.kh; ++ki) {
+        for (int64_t kj = 0; kj < g.kw; ++kj) {
+          FillRow(plane, dst + (p * rows_per_plane + ki * g.kw + kj) * row, g, ki, kj, pad);
+        }
+      }
+    }
+  });
+}
+
+absl::StatusOr<OpResult> Im2colEager(const OpDef&, const OpArgs& args) {
+  const Tensor& x = args.tensor(0);
+  const Dims &k = args.ints(1), &d = args.ints(2), &p = args.ints(3), &s = args.ints(4), &o = args.ints(5);
+  if (x.ndim() != 4 || k.size() != 2 || d.size() != 2 || p.size() != 2 || s.size() != 2 || o.size() != 2) {
+    return absl::InternalError(absl::StrFormat("_im2col: bad arguments for input %s", x.ShapeString()));
+  }
+  if (x.dtype() != DType::kFloat32 && x.dtype() != DType::kFloat64) {
+    return Error(ErrorKind::kType, absl::StrFormat("convolution and pooling on the CPU take float32 or float64 "
+                                                   "inputs, got %s",
+                                                   DTypeName(x.dtype())));
+  }
+  const Geometry g{x.size(1), x.size(2), x.size(3), k[0], k[1], d[0], d[1], p[0], p[1], s[0], s[1], o[0], o[1]};
+  Tensor out = Tensor::Empty({x.size(0), g.channels * g.kh * g.kw, g.oh * g.ow}, x.dtype(), x.device());
+  if (out.is_meta() || out.numel() == 0) return OpResult{out};
+  DT_ASSIGN_OR_RETURN(Tensor input, Call("contiguous", {x}));
+  if (x.dtype() == DType::kFloat32) Im2col<float>(input, out, g, args.float_(6));
+  else Im2col<double>(input, out, g, args.float_(6));
+  return OpResult{out};
+}
+
+}  // namespace
+
+void RegisterIm2colOp(OpRegistry& registry) {
+  registry.Add("_im2col(Tensor input, int[] kernel_size, int[] dilation, int[] padding, int[] stride, "
+               "int[] output_size, Scalar pad_value=0) -> Tensor",
+               OpKind::kData, kNoProperty, &Im2colEager);
+}
+
+}  // namespace dt
