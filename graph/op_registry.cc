@@ -21,6 +21,7 @@ const OpRegistry& OpRegistry::Get() {
     RegisterIndexingOps(*r);
     RegisterSortingOps(*r);
     RegisterDataOps(*r);
+    RegisterOptimOps(*r);
     RegisterDerivatives(*r);
     return r;
   }();

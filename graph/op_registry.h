@@ -191,6 +191,7 @@ void RegisterLinalgOps(OpRegistry& registry);
 void RegisterIndexingOps(OpRegistry& registry);
 void RegisterSortingOps(OpRegistry& registry);
 void RegisterDataOps(OpRegistry& registry);
+void RegisterOptimOps(OpRegistry& registry);
 // Sets `derivative` on the ops that have one; runs after every op is registered.
 void RegisterDerivatives(OpRegistry& registry);
 void RegisterPointwiseDerivatives(OpRegistry& registry);
