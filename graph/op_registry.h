@@ -60,6 +60,10 @@ enum OpProperty : uint32_t {
   // Its eager definition runs CUDA tensors on the device itself (matmul through cuBLAS), instead
   // of through host mirrors (graph/cuda_eager.h).
   kCudaNative = 1u << 9,
+  // Writes its tensor arguments in place and returns nothing (the optimizer updates): autograd
+  // refuses a call whose arguments require grad (it could not record it), and traces break
+  // before one (a node without results would be dead code to the fuser).
+  kWritesArguments = 1u << 10,
 };
 
 // How a result's sizes follow from its operands' (the tracer follows this to write a size Python

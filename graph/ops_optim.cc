@@ -13,10 +13,10 @@
 //
 // They write their arguments, so each bumps the version of every storage it changes (autograd's
 // check that saved tensors were not modified sees it). They have no derivative: dyntrace.optim
-// calls them under no_grad. They run on contiguous CPU tensors only; dyntrace.optim takes its
-// per-tensor path (registry ops, which stay on the device) for anything else. A trace breaks
-// before them and runs them eagerly: a graph node that changes its inputs and returns nothing
-// would be dead code to the fuser.
+// calls them under no_grad, and autograd refuses them otherwise (kWritesArguments, which also
+// makes a trace break before them and run them eagerly). They run on contiguous CPU tensors only;
+// dyntrace.optim takes its per-tensor path (registry ops, which stay on the device) for anything
+// else.
 #include <cmath>
 #include <vector>
 
@@ -32,7 +32,8 @@ namespace {
 template <typename T> struct Compute { using type = T; };
 template <> struct Compute<Half> { using type = float; };
 
-// Every tensor of every list must be a contiguous CPU tensor of the params' dtype and size.
+// Every tensor of every list must be a contiguous CPU tensor of its param's size and of one dtype
+// (the loops are instantiated once per call, for params[0]'s).
 absl::Status CheckLists(const OpDef& op, const std::vector<const std::vector<Tensor>*>& lists,
                         const std::vector<const char*>& names) {
   const std::vector<Tensor>& params = *lists[0];
@@ -43,12 +44,12 @@ absl::Status CheckLists(const OpDef& op, const std::vector<const std::vector<Ten
     }
     for (size_t i = 0; i < params.size(); ++i) {
       const Tensor& t = (*lists[l])[i];
-      if (!t.device().is_cpu() || !t.is_contiguous() || t.dtype() != params[i].dtype() ||
+      if (!t.device().is_cpu() || !t.is_contiguous() || t.dtype() != params[0].dtype() ||
           t.sizes() != params[i].sizes()) {
         return Error(ErrorKind::kValue,
-                     absl::StrFormat("%s(): %s[%d] must be a contiguous CPU tensor shaped and typed like params[%d] "
-                                     "(%s %s), got %s %s on %s%s",
-                                     op.name(), names[l], i, i, DTypeName(params[i].dtype()),
+                     absl::StrFormat("%s(): %s[%d] must be a contiguous CPU tensor shaped like params[%d] and typed "
+                                     "like params[0] (%s %s), got %s %s on %s%s",
+                                     op.name(), names[l], i, i, DTypeName(params[0].dtype()),
                                      params[i].ShapeString(), DTypeName(t.dtype()), t.ShapeString(),
                                      t.device().ToString(), t.is_contiguous() ? "" : ", not contiguous"));
       }
@@ -240,10 +241,6 @@ absl::StatusOr<OpResult> FusedAdamEager(const OpDef& op, const OpArgs& args) {
   return OpResult{};
 }
 
-std::optional<std::string> WritesItsArguments(const OpArgs&) {
-  return std::string("a multi-tensor optimizer update writes its arguments in place; it runs eagerly");
-}
-
 }  // namespace
 
 void RegisterOptimOps(OpRegistry& registry) {
@@ -252,15 +249,13 @@ void RegisterOptimOps(OpRegistry& registry) {
   registry
       .Add("_fused_sgd_(Tensor[] params, Tensor[] grads, Tensor[] momentum_buffers, int[] fresh_buffers, "
            "float lr, float momentum, float dampening, float weight_decay, bool nesterov, bool maximize) -> Tensor[]",
-           OpKind::kData, kFunction | kCudaNative, &FusedSgdEager)
-      .data_dependent_shape = &WritesItsArguments;
+           OpKind::kData, kFunction | kCudaNative | kWritesArguments, &FusedSgdEager);
   registry.Mutable("_fused_sgd_").doc = "SGD's update of a param group, in place (dyntrace.optim.SGD)";
   registry
       .Add("_fused_adam_(Tensor[] params, Tensor[] grads, Tensor[] exp_avgs, Tensor[] exp_avg_sqs, "
            "Tensor[] max_exp_avg_sqs, Tensor[] state_steps, float lr, float beta1, float beta2, "
            "float weight_decay, float eps, bool amsgrad, bool maximize, bool decoupled_weight_decay) -> Tensor[]",
-           OpKind::kData, kFunction | kCudaNative, &FusedAdamEager)
-      .data_dependent_shape = &WritesItsArguments;
+           OpKind::kData, kFunction | kCudaNative | kWritesArguments, &FusedAdamEager);
   registry.Mutable("_fused_adam_").doc = "Adam's or AdamW's update of a param group, in place (dyntrace.optim)";
 }
 

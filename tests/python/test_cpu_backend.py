@@ -215,7 +215,9 @@ def test_op_coverage():
     creation_like = {"_tensor_constant", "_getitem", "_setitem", "_to", "_gelu_erf", "_gelu_tanh",
                      "rand", "randn", "empty", "tensor", "split.sizes", "rand_like", "randn_like",
                      "empty_like", "linspace"}
-    missing = [n for n in dt._op_names() if n not in creation_like and n not in source]
+    # Optimizer updates write their arguments: a trace breaks before them (test_optim.py checks it).
+    eager_only = {"_fused_sgd_", "_fused_adam_"}
+    missing = [n for n in dt._op_names() if n not in creation_like | eager_only and n not in source]
     assert not missing, "ops without a cpu-backend test: %s" % missing
 
 
