@@ -170,7 +170,8 @@ def test_tensor_from_bad_data():
     assert_raises(TypeError, dt.tensor, ["a"])
     assert_raises(TypeError, dt.tensor, [1, None])
     assert_raises(ValueError, dt.tensor, [2 ** 70], match="too large")
-    assert_raises(NotImplementedError, dt.tensor, [1.0], requires_grad=True)
+    assert dt.tensor([1.0], requires_grad=True).requires_grad
+    assert_raises(RuntimeError, dt.tensor, [1], requires_grad=True)  # integer tensors can't require grad
     assert_raises(RuntimeError, dt.tensor, [1.0], device="cuda")
     assert_raises(Exception, dt.tensor, [1.0], dtype="floaty")
 

@@ -577,3 +577,27 @@ def test_gpt2_style_layer_stays_on_the_device_in_one_cuda_graph():
         assert s["graph_breaks"] == 0 and s["compile_failures"] == [], s
         assert (s["cuda_graph_captures"], s["cuda_graph_replays"], s["cuda_graph_refusals"]) == (1, 4, 0), s
     """, FAKE_CUDA_ACCEPT_MODULES="1")
+
+
+def test_autograd_on_cuda_tensors_and_device_moves():
+    # The same model's gradients on the CPU and on the (stand-in) device; x.cuda() and .cpu()
+    # inside the graph (_to_device) send gradients back across devices. float32 BLAS sums of at
+    # most 8 terms of O(1) values: 1e-5 relative covers their ordering differences.
+    run_with_fake_driver("""
+        from dyntrace import nn
+        dt.manual_seed(0)
+        x = dt.randn(4, 6)
+        m = nn.Sequential(nn.Linear(6, 8), nn.LayerNorm(8), nn.GELU(), nn.Linear(8, 3))
+        m(x).square().sum().backward()
+        expected = [p.grad for p in m.parameters()]
+        m.zero_grad()
+        m.cuda()
+        assert all(p.device.type == "cuda" for p in m.parameters())
+        m(x.cuda()).square().sum().backward()
+        for p, e in zip(m.parameters(), expected):
+            assert p.grad.device.type == "cuda" and close(p.grad.cpu(), e), (p.grad, e)
+        w = dt.ones(3, requires_grad=True)
+        y = (w.cuda() * 2).cpu().sum()
+        y.backward()
+        assert w.grad.device.type == "cpu" and w.grad.tolist() == [2.0, 2.0, 2.0]
+        """)

@@ -1,0 +1,178 @@
+"""dyntrace.nn: the module protocol (registration by assignment, traversal, state_dict round
+trips and errors, train/eval, to/zero_grad/apply), each layer's forward against a plain-Python
+reference and its default initialisation's range, containers, and a module under dt.jit
+(compiled under no_grad, eager while autograd follows its parameters)."""
+import math
+
+import dyntrace as dt
+from dyntrace import nn
+from testlib import assert_raises
+
+
+def rows(t):
+    return t.tolist()
+
+
+def close(a, b, tol):
+    fa, fb = _flat(a), _flat(b)
+    return len(fa) == len(fb) and all(abs(x - y) <= tol * (1 + abs(y)) for x, y in zip(fa, fb))
+
+
+def _flat(v):
+    if isinstance(v, dt.Tensor):
+        v = v.tolist()
+    if isinstance(v, list):
+        out = []
+        for item in v:
+            out.extend(_flat(item))
+        return out
+    return [v]
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(4, 3)
+        self.norm = nn.LayerNorm(3)
+        self.register_buffer("scale", dt.full((3,), 2.0))
+        self.register_buffer("cache", dt.zeros(1), persistent=False)
+        self.plain = dt.ones(2)  # a tensor attribute, neither parameter nor buffer
+
+    def forward(self, x):
+        return self.norm(self.proj(x)) * self.scale
+
+
+def test_registration_and_traversal():
+    b = Block()
+    assert [n for n, _ in b.named_parameters()] == ["proj.weight", "proj.bias", "norm.weight", "norm.bias"]
+    assert [n for n, _ in b.named_buffers()] == ["scale", "cache"]
+    assert [n for n, _ in b.named_children()] == ["proj", "norm"]
+    assert [type(m).__name__ for m in b.modules()] == ["Block", "Linear", "LayerNorm"]
+    assert all(p.requires_grad and p.is_leaf for p in b.parameters())
+    assert isinstance(b.proj.weight, nn.Parameter) and not isinstance(b.plain, nn.Parameter)
+    assert_raises(TypeError, lambda: setattr(b.proj, "weight", dt.ones(3, 4)))
+    b.proj.bias = None
+    assert [n for n, _ in b.named_parameters()] == ["proj.weight", "norm.weight", "norm.bias"]
+    shared = nn.Linear(2, 2)
+    seq = nn.Sequential(shared, nn.ReLU(), shared)
+    assert len(list(seq.parameters())) == 2  # a shared module counts once
+
+
+def test_state_dict_round_trip_and_errors():
+    a, b = Block(), Block()
+    sd = a.state_dict()
+    # PyTorch's order: own parameters, own (persistent) buffers, then each child's.
+    assert list(sd) == ["scale", "proj.weight", "proj.bias", "norm.weight", "norm.bias"]
+    assert not sd["proj.weight"].requires_grad
+    weight = b.proj.weight
+    assert b.load_state_dict(sd) == ([], [])
+    assert b.proj.weight is weight and rows(weight) == rows(a.proj.weight)  # copied in, same object
+    x = dt.randn(5, 4)
+    assert rows(a(x)) == rows(b(x))
+    bad = dict(sd)
+    bad["proj.weight"] = dt.zeros(2, 2)
+    assert_raises(RuntimeError, lambda: b.load_state_dict(bad))
+    del bad["proj.weight"]
+    bad["extra"] = dt.zeros(1)
+    assert_raises(RuntimeError, lambda: b.load_state_dict(bad))
+    missing, unexpected = b.load_state_dict(bad, strict=False)
+    assert missing == ["proj.weight"] and unexpected == ["extra"]
+
+
+def test_modes_zero_grad_apply_and_conversions():
+    b = Block()
+    assert b.training and b.norm.training
+    b.eval()
+    assert not b.training and not b.proj.training
+    b.train()
+    b(dt.randn(2, 4)).sum().backward()
+    assert b.proj.weight.grad is not None
+    b.zero_grad()
+    assert all(p.grad is None for p in b.parameters())
+    seen = []
+    b.apply(lambda m: seen.append(type(m).__name__))
+    assert seen == ["Linear", "LayerNorm", "Block"]
+    weight = b.proj.weight
+    b.double()
+    assert b.proj.weight is weight and weight.dtype == dt.float64 and weight.requires_grad
+    assert b.scale.dtype == dt.float64
+
+
+def test_linear_matches_its_formula_and_default_init_range():
+    dt.manual_seed(1)
+    layer = nn.Linear(50, 7)
+    bound = 1 / math.sqrt(50)  # kaiming_uniform_(a=sqrt(5)) gives U(-1/sqrt(fan_in), 1/sqrt(fan_in))
+    assert all(-bound <= v <= bound for v in _flat(layer.weight)) and max(map(abs, _flat(layer.weight))) > 0.8 * bound
+    x = dt.randn(3, 50)
+    w, b = rows(layer.weight), rows(layer.bias)
+    expected = [[sum(xi * wi for xi, wi in zip(row, w[o])) + b[o] for o in range(7)] for row in rows(x)]
+    # float32 dot products of 50 terms: error below 50 * 2**-24 * sum|x w| <= 1e-5 here.
+    assert close(layer(x), expected, 1e-5)
+
+
+def test_embedding_layernorm_rmsnorm_activations():
+    emb = nn.Embedding(5, 3, padding_idx=1)
+    assert rows(emb.weight)[1] == [0.0, 0.0, 0.0]
+    idx = dt.tensor([[4, 1], [0, 4]])
+    assert rows(emb(idx)) == [[rows(emb.weight)[4], rows(emb.weight)[1]], [rows(emb.weight)[0], rows(emb.weight)[4]]]
+    x = dt.randn(2, 6)
+    mean = [sum(r) / 6 for r in rows(x)]
+    var = [sum((v - m) ** 2 for v in r) / 6 for r, m in zip(rows(x), mean)]
+    ln = [[(v - m) / math.sqrt(s + 1e-5) for v in r] for r, m, s in zip(rows(x), mean, var)]
+    assert close(nn.LayerNorm(6)(x), ln, 1e-5)
+    rms = [[v / math.sqrt(sum(u * u for u in r) / 6 + 1e-6) for v in r] for r in rows(x)]
+    assert close(nn.RMSNorm(6, eps=1e-6)(x), rms, 1e-5)
+    assert rows(nn.ReLU()(x)) == [[max(v, 0.0) for v in r] for r in rows(x)]
+    assert close(nn.Tanh()(x), [[math.tanh(v) for v in r] for r in rows(x)], 1e-6)
+    assert close(nn.SiLU()(x), [[v / (1 + math.exp(-v)) for v in r] for r in rows(x)], 1e-6)
+    assert close(nn.GELU()(x), [[0.5 * v * (1 + math.erf(v / math.sqrt(2))) for v in r] for r in rows(x)], 1e-6)
+    assert rows(nn.Identity(3, k=1)(x)) == rows(x)
+
+
+def test_containers():
+    seq = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
+    assert len(seq) == 3 and isinstance(seq[-1], nn.Linear) and len(seq[:2]) == 2
+    x = dt.randn(5, 3)
+    assert rows(seq(x)) == rows(seq[2](seq[1](seq[0](x))))
+    ml = nn.ModuleList([nn.Linear(2, 2) for _ in range(3)])
+    ml.append(nn.Tanh())
+    ml.insert(0, nn.Identity())
+    assert [type(m).__name__ for m in ml] == ["Identity", "Linear", "Linear", "Linear", "Tanh"]
+    assert len(list(ml.parameters())) == 6
+    md = nn.ModuleDict({"a": nn.Linear(2, 2), "b": nn.ReLU()})
+    assert list(md.keys()) == ["a", "b"] and "a" in md and len(list(md.parameters())) == 2
+    assert_raises(IndexError, lambda: seq[3])
+
+
+def test_init_functions():
+    dt.manual_seed(3)
+    w = dt.empty(200, 100)
+    nn.init.xavier_uniform_(w)
+    bound = math.sqrt(6 / 300)
+    assert all(-bound <= v <= bound for v in _flat(w))
+    nn.init.trunc_normal_(w, std=0.02, a=-0.04, b=0.04)
+    values = _flat(w)
+    assert all(-0.04 <= v <= 0.04 for v in values)
+    std = math.sqrt(sum(v * v for v in values) / len(values))
+    # 20000 draws of a normal truncated at 2 sigma: std 0.0176; its sampling error is ~1%.
+    assert 0.0165 < std < 0.0187
+    nn.init.zeros_(w)
+    assert set(values := _flat(w)) == {0.0}
+    nn.init.kaiming_normal_(w, nonlinearity="relu")
+    std = math.sqrt(sum(v * v for v in _flat(w)) / 20000)
+    assert abs(std - math.sqrt(2 / 100)) < 0.05 * math.sqrt(2 / 100)
+
+
+def test_module_under_jit():
+    model = nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.LayerNorm(16), nn.Linear(16, 4))
+    run = dt.jit(backend="eager")(lambda m, x: m(x))
+    x = dt.randn(3, 8)
+    expected = rows(model(x))
+    before = dt.stats()["graphs"]
+    with dt.no_grad():
+        assert close(run(model, x), expected, 1e-6)
+    assert dt.stats()["graphs"] > before  # compiled: no tensor needed autograd
+    out = run(model, x)  # parameters require grad: runs eagerly, gradients flow
+    assert out.requires_grad
+    out.sum().backward()
+    assert model[0].weight.grad is not None
