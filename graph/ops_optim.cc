@@ -112,7 +112,8 @@ absl::StatusOr<OpResult> FusedSgdEager(const OpDef& op, const OpArgs& args) {
     lists.push_back(&args.tensors(2));
     names.push_back("momentum_buffers");
   } else if (!args.tensors(2).empty()) {
-    return Error(ErrorKind::kValue, absl::StrFormat("%s(): momentum_buffers must be empty when momentum is 0", op.name()));
+    return Error(ErrorKind::kValue,
+                 absl::StrFormat("%s(): momentum_buffers must be empty when momentum is 0", op.name()));
   }
   DT_RETURN_IF_ERROR(CheckLists(op, lists, names));
   std::vector<bool> fresh(params.size(), false);

@@ -163,7 +163,8 @@ def test_files_move_to_and_from_pytorch():
     header, data = {}, b""
     for name, t in theirs.items():
         raw = t.numpy().tobytes()
-        header[name] = {"dtype": names[t.dtype], "shape": list(t.shape), "data_offsets": [len(data), len(data) + len(raw)]}
+        header[name] = {"dtype": names[t.dtype], "shape": list(t.shape),
+                        "data_offsets": [len(data), len(data) + len(raw)]}
         data += raw
     ours = dt.load(write_file(tmp("from_torch.safetensors"), header, data))
     for name, t in theirs.items():

@@ -27,19 +27,14 @@ class Adam(Optimizer):
                         maximize=maximize, foreach=foreach)
         super().__init__(params, defaults)
 
-    def step(self, closure=None):
-        loss = self._closure_loss(closure)
-        with _dt.no_grad():
-            for group in self.param_groups:
-                self._step_group(group)
-        return loss
-
     def _state_of(self, p, amsgrad):
         state = self.state.setdefault(p, {})
         if not state:
             state["step"] = _dt.tensor(0.0, dtype=_dt.float32)
             state["exp_avg"] = _dt.zeros_like(p)
             state["exp_avg_sq"] = _dt.zeros_like(p)
+        elif not isinstance(state["step"], _dt.Tensor):  # a count saved as a number (older PyTorch)
+            state["step"] = _dt.tensor(float(state["step"]), dtype=_dt.float32)
         if amsgrad and "max_exp_avg_sq" not in state:
             state["max_exp_avg_sq"] = _dt.zeros_like(p)
         return state

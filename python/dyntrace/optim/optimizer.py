@@ -13,6 +13,7 @@ foreach=False.
 import copy
 
 import dyntrace as _dt
+from dyntrace.nn.module import _zero_grads
 
 
 class _RequiredParameter:
@@ -75,24 +76,22 @@ class Optimizer:
         self.param_groups.append(group)
 
     def zero_grad(self, set_to_none=True):
-        for group in self.param_groups:
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                if set_to_none:
-                    p.grad = None
-                else:
-                    with _dt.no_grad():
-                        p.grad.zero_()
+        _zero_grads((p for group in self.param_groups for p in group["params"]), set_to_none)
 
     def step(self, closure=None):
-        raise NotImplementedError
+        """Calls `closure` (with grad enabled) for the loss it returns, then updates every param
+        group under no_grad with the subclass's _step_group(group)."""
+        loss = None
+        if closure is not None:
+            with _dt.enable_grad():
+                loss = closure()
+        with _dt.no_grad():
+            for group in self.param_groups:
+                self._step_group(group)
+        return loss
 
-    def _closure_loss(self, closure):
-        if closure is None:
-            return None
-        with _dt.enable_grad():
-            return closure()
+    def _step_group(self, group):
+        raise NotImplementedError(f"{type(self).__name__} does not define its update (_step_group)")
 
     # ---- state_dict ----
     def state_dict(self):

@@ -19,13 +19,6 @@ class SGD(Optimizer):
                         nesterov=nesterov, maximize=maximize, foreach=foreach)
         super().__init__(params, defaults)
 
-    def step(self, closure=None):
-        loss = self._closure_loss(closure)
-        with _dt.no_grad():
-            for group in self.param_groups:
-                self._step_group(group)
-        return loss
-
     def _step_group(self, group):
         params = [p for p in group["params"] if p.grad is not None]
         grads = [p.grad.contiguous() for p in params]
