@@ -317,6 +317,8 @@ def test_a_traced_function_breaks_before_an_update_and_runs_it_eagerly():
     p = dt.tensor([1.0, 2.0])
     out = f([p], [dt.tensor([1.0, 1.0])], 0.5)
     assert p.tolist() == [0.5, 1.5] and out.tolist() == [2.5, 5.5], (p.tolist(), out.tolist())
+    report = str(dt.explain(step, [dt.tensor([1.0])], [dt.tensor([1.0])], 0.5))
+    assert "_fused_sgd_ writes its arguments in place; it runs eagerly" in report, report
 
 
 # ---- schedulers --------------------------------------------------------------------------------
