@@ -11,6 +11,7 @@ per-tensor registry ops otherwise (CUDA tensors: those ops stay on the device) o
 foreach=False.
 """
 import copy
+from collections import defaultdict
 
 import dyntrace as _dt
 from dyntrace.nn.module import _zero_grads
@@ -31,7 +32,7 @@ def _is_tensor(x):
 class Optimizer:
     def __init__(self, params, defaults):
         self.defaults = defaults
-        self.state = {}
+        self.state = defaultdict(dict)
         self.param_groups = []
         if _is_tensor(params):
             raise TypeError("params argument given to the optimizer should be an iterable of Tensors or dicts, "
@@ -119,7 +120,7 @@ class Optimizer:
         by_index = {}
         for ours, saved in zip(self.param_groups, saved_groups):
             by_index.update(zip(saved["params"], ours["params"]))
-        self.state = {}
+        self.state = defaultdict(dict)
         for key, values in state_dict["state"].items():
             if int(key) not in by_index:
                 raise ValueError(f"loaded state dict has state for parameter {key}, which no group holds")
