@@ -1,5 +1,6 @@
 #include "autograd/record.h"
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "autograd/op_node.h"
 #include "runtime/autograd_meta.h"
@@ -43,6 +44,11 @@ bool HasDerivative(const OpDef& op) { return op.derivative.fn != nullptr || op.k
 
 absl::StatusOr<OpResult> RecordCall(const OpDef& op, const OpArgs& args) {
   if (op.kind == OpKind::kCreation) return CallOpUnrecorded(op, args);  // zeros_like(x) has no history
+  if (op.has(kEagerUpdate)) {
+    return Error(ErrorKind::kRuntime, absl::StrCat(op.name(), "(): tensors that require grad would be changed in "
+                                                              "place, which autograd cannot record; call it under "
+                                                              "dyntrace.no_grad()"));
+  }
   if (op.derivative.fn == nullptr && op.kind == OpKind::kComposite) return RecordThroughBody(op, args);
   absl::StatusOr<OpResult> outputs;
   {

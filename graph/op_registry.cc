@@ -32,6 +32,7 @@ const OpRegistry& OpRegistry::Get() {
     RegisterNormReductionOps(*r);
     RegisterShapeExtraOps(*r);
     RegisterRandomOps(*r);
+    RegisterOptimOps(*r);
     RegisterDerivatives(*r);  // last: it amends ops registered above
     return r;
   }();

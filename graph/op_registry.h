@@ -68,6 +68,10 @@ enum OpProperty : uint32_t {
   kWritesArguments = 1u << 11,
   // Bound as dyntrace.linalg.<name without its "linalg_" prefix> (torch.linalg has it).
   kLinalg = 1u << 12,
+  // Writes its tensor arguments in place and returns nothing (the optimizer updates): autograd
+  // refuses a call whose arguments require grad (it could not record it), and traces break
+  // before one (a node without results would be dead code to the fuser).
+  kEagerUpdate = 1u << 13,
 };
 
 // How a result's sizes follow from its operands' (the tracer follows this to write a size Python
@@ -199,6 +203,7 @@ void RegisterLinalgOps(OpRegistry& registry);
 void RegisterIndexingOps(OpRegistry& registry);
 void RegisterSortingOps(OpRegistry& registry);
 void RegisterDataOps(OpRegistry& registry);
+void RegisterOptimOps(OpRegistry& registry);
 // Sets `derivative` on the ops that have one; runs after every op is registered.
 void RegisterDerivatives(OpRegistry& registry);
 void RegisterPointwiseDerivatives(OpRegistry& registry);

@@ -11,6 +11,7 @@
 #include "interpreter/code_cache.h"
 #include "interpreter/embedded_sources.h"
 #include "interpreter/py_autograd.h"
+#include "interpreter/py_bytes.h"
 #include "interpreter/py_types.h"
 #include "interpreter/report.h"
 #include "interpreter/resume_iterator.h"
@@ -243,6 +244,7 @@ extern "C" PyObject* PyInit_dyntrace() {
   PyObject* functional = AddNNModules(module.get());  // borrowed
   PyObject* linalg = functional == nullptr ? nullptr : AddLinalgModule(module.get());  // borrowed
   if (linalg == nullptr || !AddOpBindings(module.get(), functional, linalg)) return nullptr;
+  if (!AddBytesBindings(module.get())) return nullptr;
   if (!AddJitBindings(module.get())) return nullptr;
   if (!AddBytecodeBindings(module.get())) return nullptr;
   if (!dt::interpreter::AddReportBindings(module.get())) return nullptr;

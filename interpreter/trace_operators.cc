@@ -66,6 +66,9 @@ absl::StatusOr<std::vector<Sym>> Tracer::Emit(const OpDef* op, std::vector<ArgVa
   // draw at trace time.
   CreateOnMeta(*op, meta_args);
   OpArgs args(std::move(meta_args));
+  if (op->has(kEagerUpdate)) {
+    return Unsupported(absl::StrCat(op->name(), " writes its arguments in place; it runs eagerly"));
+  }
   if (op->data_dependent_shape != nullptr) {
     if (std::optional<std::string> why = op->data_dependent_shape(args)) {
       return DataDependent(absl::StrCat(op->name(), ": ", *why));

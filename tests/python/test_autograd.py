@@ -250,6 +250,8 @@ NOT_DIFFERENTIABLE = {
     **{name: "makes a new leaf from sizes or values" for name in (
         "_tensor_constant", "arange", "empty", "empty_like", "eye", "full", "full_like", "linspace", "ones",
         "ones_like", "rand", "rand_like", "randn", "randn_like", "zeros", "zeros_like")},
+    **{name: "an optimizer's in-place update, run under no_grad (test_optim.py)" for name in (
+        "_fused_sgd_", "_fused_adam_")},
 }
 # Checked elsewhere: moving between devices needs a CUDA device (test_cuda_runtime's stand-in).
 CHECKED_ON_DEVICE = {"_to_device"}

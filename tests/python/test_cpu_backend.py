@@ -282,7 +282,9 @@ def test_op_coverage():
                      # Made only while autograd follows a tensor, which compiled code never holds.
                      "_to_device", "_gelu_erf_backward", "_silu_backward", "_sigmoid_backward",
                      "_tanh_backward"}
-    missing = [n for n in dt._op_names() if n not in creation_like and n not in source]
+    # Optimizer updates write their arguments: a trace breaks before them (test_optim.py checks it).
+    eager_only = {"_fused_sgd_", "_fused_adam_"}
+    missing = [n for n in dt._op_names() if n not in creation_like | eager_only and n not in source]
     assert not missing, "ops without a cpu-backend test: %s" % missing
 
 

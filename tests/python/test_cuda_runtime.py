@@ -601,3 +601,35 @@ def test_autograd_on_cuda_tensors_and_device_moves():
         y.backward()
         assert w.grad.device.type == "cpu" and w.grad.tolist() == [2.0, 2.0, 2.0]
         """)
+
+
+def test_optimizers_update_cuda_params_by_the_same_rules():
+    # CUDA parameters take the optimizers' per-tensor path (the multi-tensor ops take CPU tensors
+    # and refuse others); the plain stand-in driver runs those ops through the host, so the values
+    # are the CPU's and are compared step by step. Adam's step counts stay on the CPU.
+    run_with_fake_driver("""
+        for make in (lambda ps: dt.optim.SGD(ps, lr=0.1, momentum=0.9, nesterov=True, weight_decay=0.01),
+                     lambda ps: dt.optim.Adam(ps, lr=0.05, amsgrad=True, weight_decay=0.1),
+                     lambda ps: dt.optim.AdamW(ps, lr=0.05)):
+            cpu = [dt.randn(3, 2).requires_grad_(), dt.randn(4).requires_grad_()]
+            gpu = [p.detach().cuda().requires_grad_() for p in cpu]
+            a, b = make(cpu), make(gpu)
+            for step in range(3):
+                for p, q in zip(cpu, gpu):
+                    p.grad = dt.randn(*p.shape)
+                    q.grad = p.grad.cuda()
+                a.step()
+                b.step()
+                for p, q in zip(cpu, gpu):
+                    assert q.is_cuda and close(q.cpu(), p), (step, q.cpu(), p)
+            for state in b.state.values():
+                assert all(t.is_cuda for k, t in state.items() if k != "step")
+                assert "step" not in state or not state["step"].is_cuda
+        g = dt.zeros(2).cuda()
+        try:
+            with dt.no_grad():
+                dt._fused_sgd_([g], [g], [], [], 0.1, 0.0, 0.0, 0.0, False, False)
+            raise AssertionError("no error")
+        except ValueError as e:
+            assert "CPU" in str(e), e
+    """)

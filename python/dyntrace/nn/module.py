@@ -240,14 +240,7 @@ class Module:
         return self
 
     def zero_grad(self, set_to_none=True):
-        for p in self.parameters():
-            if p.grad is None:
-                continue
-            if set_to_none:
-                p.grad = None
-            else:
-                with _dt.no_grad():
-                    p.grad.zero_()
+        _zero_grads(self.parameters(), set_to_none)
 
     def apply(self, fn):
         for child in self.children():
@@ -310,3 +303,15 @@ class Module:
 
 def _is_dtype(value):
     return isinstance(value, _dt.dtype)
+
+
+def _zero_grads(params, set_to_none=True):
+    """Module.zero_grad and Optimizer.zero_grad: each grad dropped (None) or zeroed in place."""
+    for p in params:
+        if p.grad is None:
+            continue
+        if set_to_none:
+            p.grad = None
+        else:
+            with _dt.no_grad():
+                p.grad.zero_()

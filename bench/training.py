@@ -1,0 +1,86 @@
+"""Training step time, eagerly: dyntrace against PyTorch's eager CPU execution, side by side in
+one run, on the same model, weights and data.
+
+    PYTHONPATH=dist/python3.11 python3 bench/training.py [--steps 40] [--threads N]
+
+The model and data are examples/train_mlp.py's: an MLP classifier 64 -> 256 -> 256 -> 10 with
+LayerNorm and GELU, AdamW (lr 1e-3), batch 128, points around 10 cluster centres made
+deterministically. A step is zero_grad, forward, loss, backward and the optimizer's update.
+The cross-entropy is log_softmax + gather in both (dt.nn.functional.cross_entropy is being added
+on another branch). Both runs start from the same weights (PyTorch's are copied from dyntrace's).
+The loss curves are printed next to each other; dyntrace's must fall below 0.7 of its start
+within 40 steps. Step times are the median over the steps after the first 5, measured
+round-robin (each step of one is followed by the same step of the other), so load from
+elsewhere slows both alike. PyTorch is Debian's python3-torch where installed; without it, its
+column says why."""
+import argparse
+import os
+import statistics
+import sys
+import time
+
+import dyntrace as dt
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
+from train_mlp import make_data, make_model, train_step  # noqa: E402 - found through the path set above
+
+try:
+    import torch
+    torch_missing = None
+except ImportError as e:
+    torch, torch_missing = None, f"PyTorch not importable here ({e})"
+
+
+def torch_copy_of(model):
+    """PyTorch's model with dyntrace's weights, parameter for parameter."""
+    theirs = make_model(torch)
+    with torch.no_grad():
+        for (name, p), (their_name, q) in zip(model.named_parameters(), theirs.named_parameters()):
+            assert name == their_name and tuple(p.shape) == tuple(q.shape), (name, their_name)
+            q.copy_(torch.tensor(p.tolist()))
+    return theirs
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--steps", type=int, default=40)
+    parser.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0: PyTorch's default)")
+    args = parser.parse_args()
+    dt.manual_seed(0)
+    model = make_model(dt)
+    contenders = {"dyntrace": (dt, model, dt.optim.AdamW(model.parameters(), lr=1e-3), make_data(dt))}
+    if torch is not None:
+        if args.threads:
+            torch.set_num_threads(args.threads)
+        theirs = torch_copy_of(model)
+        contenders["torch"] = (torch, theirs, torch.optim.AdamW(theirs.parameters(), lr=1e-3), make_data(torch))
+    losses = {name: [] for name in contenders}
+    times = {name: [] for name in contenders}
+    for step in range(args.steps):
+        for name, (ns, m, opt, data) in contenders.items():
+            x, y = data[step % len(data)]
+            start = time.perf_counter()
+            losses[name].append(train_step(ns, m, opt, x, y))
+            times[name].append(time.perf_counter() - start)
+    print(f"{'step':>4}  {'dyntrace loss':>13}  {'torch loss':>10}")
+    for step in range(args.steps):
+        theirs = f"{losses['torch'][step]:10.4f}" if torch is not None else f"{'-':>10}"
+        print(f"{step:4d}  {losses['dyntrace'][step]:13.4f}  {theirs}")
+    median = {name: statistics.median(t[5:] or t) * 1e3 for name, t in times.items()}
+    print(f"\nper-step time (median of steps 5..{args.steps - 1}), batch 128:")
+    print(f"  dyntrace eager  {median['dyntrace']:8.3f} ms")
+    if torch is not None:
+        print(f"  torch eager     {median['torch']:8.3f} ms  (threads: {torch.get_num_threads()}, "
+              f"torch {torch.__version__})")
+        print(f"  ratio dyntrace / torch: {median['dyntrace'] / median['torch']:.2f}x")
+    else:
+        print(f"  torch eager     -  ({torch_missing})")
+    first, best = losses["dyntrace"][0], min(losses["dyntrace"][:40])
+    verdict = "OK" if best < 0.7 * first else "FAILED"
+    print(f"loss: {first:.4f} -> {best:.4f} within 40 steps ({best / first:.2f} of its start; must be < 0.70): "
+          f"{verdict}")
+    return 0 if verdict == "OK" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,89 @@
+"""dyntrace.optim.Adam and AdamW: PyTorch's rules (bias-corrected moments, amsgrad, maximize;
+Adam's L2 weight decay added to the gradient, AdamW's decoupled decay of the parameter), as
+torch.optim.Adam/AdamW update (see graph/ops_optim.cc). state["step"] is a 0-d float32 CPU
+tensor per parameter, as in PyTorch."""
+import math
+
+import dyntrace as _dt
+from dyntrace.optim.optimizer import Optimizer
+
+
+class Adam(Optimizer):
+    _decoupled_weight_decay = False
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, amsgrad=False, *,
+                 foreach=None, maximize=False):
+        if not 0.0 <= lr:
+            raise ValueError(f"Invalid learning rate: {lr}")
+        if not 0.0 <= eps:
+            raise ValueError(f"Invalid epsilon value: {eps}")
+        if not 0.0 <= betas[0] < 1.0:
+            raise ValueError(f"Invalid beta parameter at index 0: {betas[0]}")
+        if not 0.0 <= betas[1] < 1.0:
+            raise ValueError(f"Invalid beta parameter at index 1: {betas[1]}")
+        if not 0.0 <= weight_decay:
+            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
+                        maximize=maximize, foreach=foreach)
+        super().__init__(params, defaults)
+
+    def _state_of(self, p, amsgrad):
+        state = self.state.setdefault(p, {})
+        if not state:
+            state["step"] = _dt.tensor(0.0, dtype=_dt.float32)
+            state["exp_avg"] = _dt.zeros_like(p)
+            state["exp_avg_sq"] = _dt.zeros_like(p)
+        elif not isinstance(state["step"], _dt.Tensor):  # a count saved as a number (older PyTorch)
+            state["step"] = _dt.tensor(float(state["step"]), dtype=_dt.float32)
+        if amsgrad and "max_exp_avg_sq" not in state:
+            state["max_exp_avg_sq"] = _dt.zeros_like(p)
+        return state
+
+    def _step_group(self, group):
+        params = [p for p in group["params"] if p.grad is not None]
+        grads = [p.grad.contiguous() for p in params]
+        amsgrad = group["amsgrad"]
+        states = [self._state_of(p, amsgrad) for p in params]
+        lists = [[s[k] for s in states] for k in ("exp_avg", "exp_avg_sq")]
+        max_sqs = [s["max_exp_avg_sq"] for s in states] if amsgrad else []
+        steps = [s["step"] for s in states]
+        beta1, beta2 = group["betas"]
+        options = (group["lr"], beta1, beta2, group["weight_decay"], group["eps"], amsgrad, group["maximize"],
+                   self._decoupled_weight_decay)
+        cpu_steps = all(s.device.type == "cpu" and s.dtype in (_dt.float32, _dt.float64) for s in steps)
+        if cpu_steps and self._use_fused(group, params + grads + lists[0] + lists[1] + max_sqs):
+            _dt._fused_adam_(params, grads, lists[0], lists[1], max_sqs, steps, *options)
+        else:
+            _adam_per_tensor(params, grads, lists[0], lists[1], max_sqs, steps, *options)
+
+
+class AdamW(Adam):
+    _decoupled_weight_decay = True
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, amsgrad=False, *,
+                 foreach=None, maximize=False):
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, foreach=foreach, maximize=maximize)
+
+
+def _adam_per_tensor(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps, lr, beta1, beta2, weight_decay,
+                     eps, amsgrad, maximize, decoupled):
+    """The same rule with registry ops, one tensor at a time: the path for CUDA tensors (whose ops
+    stay on the device), mixed or non-contiguous layouts, and foreach=False."""
+    for i, p in enumerate(params):
+        steps[i].add_(1)
+        step = steps[i].item()
+        g = -grads[i] if maximize else grads[i]
+        if weight_decay != 0:
+            if decoupled:
+                p.mul_(1 - lr * weight_decay)
+            else:
+                g = g.add(p, alpha=weight_decay)
+        m, v = exp_avgs[i], exp_avg_sqs[i]
+        m.add_((g - m) * (1 - beta1))
+        v.mul_(beta2).add_(g * g * (1 - beta2))
+        if amsgrad:
+            max_exp_avg_sqs[i].copy_(_dt.maximum(max_exp_avg_sqs[i], v))
+            v = max_exp_avg_sqs[i]
+        step_size = lr / (1 - beta1 ** step)
+        denom = v.sqrt() / math.sqrt(1 - beta2 ** step) + eps
+        p.add_(m / denom, alpha=-step_size)
