@@ -22,6 +22,8 @@ std::string Source::ToString() const {
     case Kind::kCellContents: return absl::StrCat(parent->ToString(), ".cell_contents");
     case Kind::kFreeCell: return absl::StrCat("cell(C['", name, "'])");
     case Kind::kIterItem: return absl::StrCat(parent->ToString(), ".remaining[", index, "]");
+    case Kind::kMethodFunc: return absl::StrCat(parent->ToString(), ".__func__");
+    case Kind::kMethodSelf: return absl::StrCat(parent->ToString(), ".__self__");
   }
   __builtin_unreachable();
 }
@@ -132,6 +134,12 @@ PyObject* Source::Resolve(const FrameInputs& frame) const {
       const Py_ssize_t i = remaining.start + index;
       return i < PySequence_Fast_GET_SIZE(remaining.items) ? PySequence_Fast_GET_ITEM(remaining.items, i) : nullptr;
     }
+    case Kind::kMethodFunc:
+    case Kind::kMethodSelf: {
+      PyObject* p = parent->Resolve(frame);
+      if (p == nullptr || !PyMethod_Check(p)) return nullptr;
+      return kind == Kind::kMethodFunc ? PyMethod_GET_FUNCTION(p) : PyMethod_GET_SELF(p);
+    }
   }
   __builtin_unreachable();
 }
@@ -185,6 +193,8 @@ bool ReadRemainingItems(PyObject* obj, RemainingItems* out) {
 SourceRef IterItemSource(SourceRef iterator, int index) {
   return Make(Source::Kind::kIterItem, index, "", std::move(iterator));
 }
+SourceRef MethodFuncSource(SourceRef method) { return Make(Source::Kind::kMethodFunc, -1, "", std::move(method)); }
+SourceRef MethodSelfSource(SourceRef method) { return Make(Source::Kind::kMethodSelf, -1, "", std::move(method)); }
 
 SourceRef StackSource(int index) { return Make(Source::Kind::kStack, index, "", nullptr); }
 SourceRef CellContentsSource(SourceRef cell) {

@@ -51,6 +51,8 @@ struct Source {
     kCellContents,  // contents of the cell object at parent
     kFreeCell,      // the root function's closure cell `index` itself (named `name`)
     kIterItem,      // remaining item `index` of a resume iterator at parent
+    kMethodFunc,    // parent.__func__ of a bound method (a with block's __exit__ on the stack)
+    kMethodSelf,    // parent.__self__ of a bound method
   };
   Kind kind;
   int index = -1;
@@ -78,6 +80,8 @@ SourceRef StackSource(int index);
 SourceRef CellContentsSource(SourceRef cell);
 SourceRef FreeCellSource(int index, std::string name);
 SourceRef IterItemSource(SourceRef iterator, int index);
+SourceRef MethodFuncSource(SourceRef method);
+SourceRef MethodSelfSource(SourceRef method);
 
 // The iterators dyntrace makes when a loop's state crosses a graph break expose their remaining
 // items without running Python code; the interpreter layer registers how to read them.

@@ -128,6 +128,8 @@ std::vector<InstructionRow>* BuildTable() {
       {Op::kReturnGenerator, {"RETURN_GENERATOR"}, {"RETURN_GENERATOR"}, F::kNext, X::kHandBack,
        [](int, bool) { return Fixed(0, 1); }},
       {Op::kYieldValue, {"YIELD_VALUE"}, {"YIELD_VALUE"}, F::kNext, X::kHandBack, [](int, bool) { return Fixed(1, 1); }},
+      // [manager] -> [bound __exit__, what __enter__ returned] (trace_with.cc).
+      {Op::kBeforeWith, {"BEFORE_WITH"}, {"BEFORE_WITH"}, F::kNext, X::kHandBack, [](int, bool) { return Fixed(1, 2); }},
   };
   return t;
 }

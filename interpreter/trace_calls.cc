@@ -395,6 +395,10 @@ absl::StatusOr<Sym> Tracer::CallSym(const Sym& callable, std::vector<Sym> args,
         DT_ASSIGN_OR_RETURN(std::string method, Text(name.get()));
         return CallTensorMethod(self, method, args, kwargs);
       }
+      if (!PyFunction_Check(callable->obj.get())) {
+        DT_ASSIGN_OR_RETURN(Sym exited, CallKnownExit(callable, args));
+        if (exited != nullptr) return exited;
+      }
       Sym fn = MakeSym(SymKind::kFunction);
       fn->obj = callable->obj;
       args.insert(args.begin(), self);
@@ -546,6 +550,20 @@ absl::Status Tracer::BindDefaults(TFrame& f, const Sym& function, PyObject* defa
   return absl::OkStatus();
 }
 
+namespace {
+
+bool ReadsGlobals(const DecodedCode& code) {
+  for (const Instr& in : code.instrs) {
+    if (in.op == Op::kLoadGlobal || in.opname == "LOAD_NAME" || in.opname == "IMPORT_NAME" ||
+        in.opname == "STORE_GLOBAL" || in.opname == "DELETE_GLOBAL") {
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
 absl::StatusOr<Sym> Tracer::Inline(const Sym& function, std::vector<Sym> args,
                                    Kwargs kwargs) {
   if (current_ != nullptr && current_->depth + 1 > kMaxDepth) {
@@ -584,8 +602,12 @@ absl::StatusOr<Sym> Tracer::Inline(const Sym& function, std::vector<Sym> args,
   f.depth = current_ == nullptr ? 0 : current_->depth + 1;
   f.caller = current_;
   if (globals != frame_.inputs.globals) {
-    if (function->source == nullptr) return Unsupported("a function from another module without a source");
-    f.globals_source = guards::FuncGlobalsSource(function->source);
+    // Guards on another module's globals are read through the function; a method found on a
+    // class (contextlib.nullcontext.__enter__) has no source, which is fine while it reads none.
+    if (function->source == nullptr && ReadsGlobals(*f.decoded)) {
+      return Unsupported("a function from another module without a source");
+    }
+    if (function->source != nullptr) f.globals_source = guards::FuncGlobalsSource(function->source);
   } else if (current_ != nullptr) {
     f.globals_source = current_->globals_source;
   }

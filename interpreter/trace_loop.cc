@@ -67,9 +67,8 @@ absl::StatusOr<Sym> Tracer::RunFrame(TFrame& f) {
                                f.kw_names_offset, graph_->nodes().size(), journal_.size(),
                                guards_.size()};
     }
-    absl::Status s = f.decoded->protected_offsets.contains(in.offset) || in.opname == "BEFORE_WITH" ||
-                             in.opname == "BEFORE_ASYNC_WITH"
-                         ? Unsupported("a try/except/finally or with block: CPython runs it")
+    absl::Status s = f.generator && f.decoded->protected_offsets.contains(in.offset)
+                         ? Unsupported("a try/except/finally or with block in a generator the trace runs: CPython runs it")
                          : Step(f, in);
     if (!s.ok()) {
       if (fail_line_ < 0) {
@@ -196,6 +195,7 @@ absl::Status Tracer::Step(TFrame& f, const Instr& in) {
       st.push_back(ConstSym(PyRef::Borrow(Py_None)));
       return absl::OkStatus();
     case Op::kYieldValue: return DoYieldValue(f, in);
+    case Op::kBeforeWith: return DoBeforeWith(f, in);
     case Op::kUnsupported:
       return Unsupported(absl::StrCat("instruction ", in.opname, " is not supported by the tracer"));
   }

@@ -323,6 +323,7 @@ absl::StatusOr<Sym> Tracer::Wrap(PyObject* obj, SourceRef source) {
   }
   DT_ASSIGN_OR_RETURN(Sym container, WrapContainer(obj, source));
   if (container != nullptr) return container;
+  if (PyMethod_Check(obj) && PyFunction_Check(PyMethod_GET_FUNCTION(obj))) return WrapBoundMethod(obj, source);
   if (GuardedByIdentity(obj)) {
     guards_.Add(LeafGuard::Identity(source, obj, where));
     const SymKind kind = PyFunction_Check(obj) ? SymKind::kFunction
@@ -340,11 +341,13 @@ absl::StatusOr<Sym> Tracer::Wrap(PyObject* obj, SourceRef source) {
     return WithSource(it, source);
   }
   // A plain object: its class is fixed by a guard; attributes are read (and guarded) on use.
-  // An object the trace stored attributes on, reached again another way, could alias or not in
-  // a later call passing the same guards: CPython runs that part.
+  // Reached again another way (a with block's `__exit__.__self__` and the manager's name), it is
+  // the same Sym, so a store through one name is seen through the other; a guard says both
+  // sources are still one object.
   SeenObject& seen = objects_[obj];
-  if (seen.sym != nullptr && !seen.sym->keys.empty()) {
-    return Unsupported("an object the traced code stored an attribute on, reached a second way");
+  if (seen.sym != nullptr && seen.sym->source != nullptr) {
+    guards_.Add(LeafGuard::Same(source, seen.sym->source, where));
+    return seen.sym;
   }
   guards_.Add(LeafGuard::Type(source, Py_TYPE(obj), where));
   Sym s = MakeSym(SymKind::kObject);
@@ -353,6 +356,18 @@ absl::StatusOr<Sym> Tracer::Wrap(PyObject* obj, SourceRef source) {
   ++seen.sources;
   DT_RETURN_IF_ERROR(NoteCallerValue(obj, s));
   return WithSource(s, source);
+}
+
+// A bound method of a Python function (a with block's __exit__ on a segment's start stack, a
+// method passed as an argument): its function guarded by identity, its self wrapped as any value.
+absl::StatusOr<Sym> Tracer::WrapBoundMethod(PyObject* method, const SourceRef& source) {
+  guards_.Add(LeafGuard::Type(source, &PyMethod_Type, Here()));
+  DT_ASSIGN_OR_RETURN(Sym function, Wrap(PyMethod_GET_FUNCTION(method), guards::MethodFuncSource(source)));
+  DT_ASSIGN_OR_RETURN(Sym self, Wrap(PyMethod_GET_SELF(method), guards::MethodSelfSource(source)));
+  Sym s = MakeSym(SymKind::kBoundMethod);
+  s->obj = function->obj;
+  s->items.push_back(std::move(self));
+  return s;
 }
 
 void Tracer::GuardStillUnbound(TFrame& f, int index) {

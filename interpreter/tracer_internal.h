@@ -236,6 +236,7 @@ class Tracer {
   absl::StatusOr<Sym> WrapSegmentState(PyObject* obj, const SourceRef& source);
   absl::StatusOr<Sym> WrapIteratorOrCell(PyObject* obj, const SourceRef& source);
   absl::StatusOr<Sym> WrapContainer(PyObject* obj, const SourceRef& source);
+  absl::StatusOr<Sym> WrapBoundMethod(PyObject* method, const SourceRef& source);
   absl::StatusOr<Sym> TensorInput(PyObject* obj, SourceRef source);
   absl::StatusOr<Sym> LoadGlobal(TFrame& f, const std::string& name);
   absl::StatusOr<Sym> LoadLocal(TFrame& f, int index);
@@ -348,6 +349,16 @@ class Tracer {
   absl::StatusOr<Sym> NextLiveItem(const Sym& it);
   absl::Status DoReturn(TFrame& f, const Instr& in);
   absl::Status DoYieldValue(TFrame& f, const Instr& in);
+  // with blocks (trace_with.cc)
+  absl::Status DoBeforeWith(TFrame& f, const Instr& in);
+  // A context manager implemented in C that the tracer follows: what its __enter__ returns and
+  // what its __exit__(None, None, None) does, in the trace.
+  struct ContextManagerRule {
+    absl::StatusOr<Sym> (Tracer::*enter)(const Sym& manager);
+    absl::StatusOr<Sym> (Tracer::*exit)(const Sym& manager);
+  };
+  static const absl::flat_hash_map<PyTypeObject*, ContextManagerRule>& KnownContextManagers();
+  absl::StatusOr<Sym> CallKnownExit(const Sym& method, const std::vector<Sym>& args);
   // calls
   absl::Status DoKwNames(TFrame& f, const Instr& in);
   absl::Status DoCall(TFrame& f, const Instr& in);
