@@ -24,6 +24,7 @@ std::string Source::ToString() const {
     case Kind::kIterItem: return absl::StrCat(parent->ToString(), ".remaining[", index, "]");
     case Kind::kMethodFunc: return absl::StrCat(parent->ToString(), ".__func__");
     case Kind::kMethodSelf: return absl::StrCat(parent->ToString(), ".__self__");
+    case Kind::kTypeOf: return absl::StrCat("type(", parent->ToString(), ")");
   }
   __builtin_unreachable();
 }
@@ -140,6 +141,10 @@ PyObject* Source::Resolve(const FrameInputs& frame) const {
       if (p == nullptr || !PyMethod_Check(p)) return nullptr;
       return kind == Kind::kMethodFunc ? PyMethod_GET_FUNCTION(p) : PyMethod_GET_SELF(p);
     }
+    case Kind::kTypeOf: {
+      PyObject* p = parent->Resolve(frame);
+      return p != nullptr ? reinterpret_cast<PyObject*>(Py_TYPE(p)) : nullptr;
+    }
   }
   __builtin_unreachable();
 }
@@ -194,6 +199,7 @@ SourceRef IterItemSource(SourceRef iterator, int index) {
   return Make(Source::Kind::kIterItem, index, "", std::move(iterator));
 }
 SourceRef MethodFuncSource(SourceRef method) { return Make(Source::Kind::kMethodFunc, -1, "", std::move(method)); }
+SourceRef TypeOfSource(SourceRef object) { return Make(Source::Kind::kTypeOf, -1, "", std::move(object)); }
 SourceRef MethodSelfSource(SourceRef method) { return Make(Source::Kind::kMethodSelf, -1, "", std::move(method)); }
 
 SourceRef StackSource(int index) { return Make(Source::Kind::kStack, index, "", nullptr); }

@@ -53,6 +53,7 @@ struct Source {
     kIterItem,      // remaining item `index` of a resume iterator at parent
     kMethodFunc,    // parent.__func__ of a bound method (a with block's __exit__ on the stack)
     kMethodSelf,    // parent.__self__ of a bound method
+    kTypeOf,        // type(parent): its attributes are found on the MRO (class constants)
   };
   Kind kind;
   int index = -1;
@@ -82,6 +83,7 @@ SourceRef FreeCellSource(int index, std::string name);
 SourceRef IterItemSource(SourceRef iterator, int index);
 SourceRef MethodFuncSource(SourceRef method);
 SourceRef MethodSelfSource(SourceRef method);
+SourceRef TypeOfSource(SourceRef object);
 
 // The iterators dyntrace makes when a loop's state crosses a graph break expose their remaining
 // items without running Python code; the interpreter layer registers how to read them.

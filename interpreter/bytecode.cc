@@ -130,6 +130,9 @@ std::vector<InstructionRow>* BuildTable() {
       {Op::kYieldValue, {"YIELD_VALUE"}, {"YIELD_VALUE"}, F::kNext, X::kHandBack, [](int, bool) { return Fixed(1, 1); }},
       // [manager] -> [bound __exit__, what __enter__ returned] (trace_with.cc).
       {Op::kBeforeWith, {"BEFORE_WITH"}, {"BEFORE_WITH"}, F::kNext, X::kHandBack, [](int, bool) { return Fixed(1, 2); }},
+      // [super, class, self] -> the attribute; the low bit asks for a NULL below it (a call follows).
+      {Op::kLoadSuperAttr, {}, {"LOAD_SUPER_ATTR"}, F::kNext, X::kHandBack,
+       [](int arg, bool) { return Fixed(3, 1 + (arg & 1)); }},
   };
   return t;
 }

@@ -107,6 +107,7 @@ absl::StatusOr<Sym> Tracer::ObjectAttr(const Sym& obj, const std::string& name) 
   }
   if (own == nullptr && cls_attr != nullptr) {
     if (PyFunction_Check(cls_attr)) return BoundTo(SymKind::kBoundMethod, PyRef::Borrow(cls_attr), obj);
+    if (IsPureConstType(cls_attr)) return ClassConstantOf(obj, cls_attr, name);
     return Unsupported(absl::StrCat("class attribute '", name, "' of ", Py_TYPE(o)->tp_name));
   }
   if (own == nullptr) {
@@ -114,6 +115,15 @@ absl::StatusOr<Sym> Tracer::ObjectAttr(const Sym& obj, const std::string& name) 
   }
   if (obj->source == nullptr) return Unsupported("attribute of an object without a source");
   return Wrap(own, guards::AttrSource(obj->source, name));
+}
+
+absl::StatusOr<Sym> Tracer::ClassConstantOf(const Sym& obj, PyObject* value, const std::string& name) {
+  SourceRef cls_source = obj->made_by_trace ? obj->class_source
+                         : obj->source != nullptr ? guards::TypeOfSource(obj->source) : nullptr;
+  if (cls_source == nullptr) return Unsupported(absl::StrCat("class attribute '", name, "' of an object of an unknown class"));
+  // A later instance could shadow it in its own __dict__ (a made one starts blank).
+  if (!obj->made_by_trace) guards_.Add(LeafGuard::Absent(guards::AttrSource(obj->source, name), Here()));
+  return Wrap(value, guards::AttrSource(cls_source, name));
 }
 
 // type.__getattribute__: a data descriptor of the metaclass (__dict__, __doc__, __name__) wins
@@ -201,6 +211,7 @@ absl::StatusOr<Sym> Tracer::GetAttr(const Sym& obj, const std::string& name) {
     case SymKind::kSlice:
     case SymKind::kNumber:
     case SymKind::kRunIter: break;
+    case SymKind::kSuper: return SuperAttr(obj, name);
   }
   return Unsupported(absl::StrCat("attribute '", name, "' of a ", Describe(obj)));
 }

@@ -120,7 +120,8 @@ absl::StatusOr<Sym> Tracer::BuiltinLen(const Sym& a) {
     case SymKind::kObject:
     case SymKind::kSlice:
     case SymKind::kNumber:
-    case SymKind::kRunIter: break;
+    case SymKind::kRunIter:
+    case SymKind::kSuper: break;
   }
   return Sym();  // not decided here: a pure call on a constant, or unsupported
 }
@@ -160,7 +161,8 @@ absl::StatusOr<Sym> Tracer::BuiltinIsinstance(const Sym& value, const Sym& class
     case SymKind::kOpMethod:
     case SymKind::kSlice:
     case SymKind::kShape:
-    case SymKind::kRunIter: return Unsupported("isinstance() of an unusual value");
+    case SymKind::kRunIter:
+    case SymKind::kSuper: return Unsupported("isinstance() of an unusual value");
   }
   if (probe == nullptr) probe = holder.get();
   const int r = probe != nullptr ? PyObject_IsInstance(probe, cls.get()) : -1;
@@ -306,12 +308,17 @@ absl::StatusOr<Sym> Tracer::BuiltinTypeFacts(PyObject* fn, const std::vector<Sym
     case SymKind::kNull:
     case SymKind::kIter:
     case SymKind::kCell:
-    case SymKind::kRunIter: break;
+    case SymKind::kRunIter:
+    case SymKind::kSuper: break;
   }
   const bool is_type = fn == reinterpret_cast<PyObject*>(&PyType_Type);
   if (is_type) {
     if (type == nullptr) return Sym();
-    return ConstSym(PyRef::Borrow(reinterpret_cast<PyObject*>(type)));
+    Sym cls = ConstSym(PyRef::Borrow(reinterpret_cast<PyObject*>(type)));
+    // Where the class is read from, so its attributes can be guarded (`type(self).scale`).
+    if (x->kind == SymKind::kObject) cls->source = x->made_by_trace ? x->class_source
+                                                   : x->source != nullptr ? guards::TypeOfSource(x->source) : nullptr;
+    return cls;
   }
   if (type == nullptr && !is_callable) return Sym();
   return ConstSym(PyRef::Borrow(is_callable ? Py_True : Py_False));

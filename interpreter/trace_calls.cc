@@ -396,8 +396,8 @@ absl::StatusOr<Sym> Tracer::CallSym(const Sym& callable, std::vector<Sym> args,
         return CallTensorMethod(self, method, args, kwargs);
       }
       if (!PyFunction_Check(callable->obj.get())) {
-        DT_ASSIGN_OR_RETURN(Sym exited, CallKnownExit(callable, args));
-        if (exited != nullptr) return exited;
+        DT_ASSIGN_OR_RETURN(Sym slot, CallBoundSlot(callable, args, kwargs));
+        if (slot != nullptr) return slot;
       }
       Sym fn = MakeSym(SymKind::kFunction);
       fn->obj = callable->obj;
@@ -421,11 +421,14 @@ absl::StatusOr<Sym> Tracer::CallSym(const Sym& callable, std::vector<Sym> args,
       // functools, itertools (heap types on 3.12) and operator functions.
       DT_ASSIGN_OR_RETURN(Sym functional, CallItertools(fn, args, kwargs));
       if (functional != nullptr) return functional;
+      if (fn == reinterpret_cast<PyObject*>(&PySuper_Type)) return MakeSuper(args, kwargs);
       if (PyType_Check(fn) && !PyType_HasFeature(reinterpret_cast<PyTypeObject*>(fn), Py_TPFLAGS_HEAPTYPE)) {
         return CallBuiltin(fn, args, kwargs);
       }
       if (PyCFunction_Check(fn)) return CallBuiltin(fn, args, kwargs);
-      if (PyType_Check(fn)) return ConstructObject(reinterpret_cast<PyTypeObject*>(fn), std::move(args), std::move(kwargs));
+      if (PyType_Check(fn)) {
+        return ConstructObject(reinterpret_cast<PyTypeObject*>(fn), callable->source, std::move(args), std::move(kwargs));
+      }
       return Unsupported(absl::StrCat("call to ", ShortRepr(fn), " is not supported by the tracer"));
     }
     case SymKind::kTensor:
@@ -439,6 +442,7 @@ absl::StatusOr<Sym> Tracer::CallSym(const Sym& callable, std::vector<Sym> args,
     case SymKind::kShape:
     case SymKind::kNumber:
     case SymKind::kRunIter:
+    case SymKind::kSuper:
       return Unsupported(absl::StrCat("calling a ", Describe(callable)));
   }
 }

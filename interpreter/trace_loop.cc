@@ -196,6 +196,7 @@ absl::Status Tracer::Step(TFrame& f, const Instr& in) {
       return absl::OkStatus();
     case Op::kYieldValue: return DoYieldValue(f, in);
     case Op::kBeforeWith: return DoBeforeWith(f, in);
+    case Op::kLoadSuperAttr: return DoLoadSuperAttr(f, in);
     case Op::kUnsupported:
       return Unsupported(absl::StrCat("instruction ", in.opname, " is not supported by the tracer"));
   }

@@ -37,7 +37,8 @@ absl::Status PlainClass(PyTypeObject* cls) {
 
 }  // namespace
 
-absl::StatusOr<Sym> Tracer::ConstructObject(PyTypeObject* cls, std::vector<Sym> args, Kwargs kwargs) {
+absl::StatusOr<Sym> Tracer::ConstructObject(PyTypeObject* cls, const SourceRef& cls_source, std::vector<Sym> args,
+                                            Kwargs kwargs) {
   DT_RETURN_IF_ERROR(PlainClass(cls));
   PyRef init_name = PyRef::Steal(PyUnicode_FromString("__init__"));
   PyObject* init = cpython::LookupOnType(cls, init_name.get());
@@ -57,6 +58,7 @@ absl::StatusOr<Sym> Tracer::ConstructObject(PyTypeObject* cls, std::vector<Sym> 
   Sym self = MakeSym(SymKind::kObject);
   self->obj = std::move(blank);
   self->made_by_trace = true;
+  self->class_source = cls_source;
   if (object_init) return self;
   Sym fn = MakeSym(SymKind::kFunction);
   fn->obj = PyRef::Borrow(init);

@@ -303,7 +303,8 @@ absl::StatusOr<bool> Tracer::Truth(const Sym& s) {
     case SymKind::kCell:
     case SymKind::kObject:
     case SymKind::kSlice:
-    case SymKind::kRunIter: return Unsupported(absl::StrCat("truth value of a ", Describe(s)));
+    case SymKind::kRunIter:
+    case SymKind::kSuper: return Unsupported(absl::StrCat("truth value of a ", Describe(s)));
   }
 }
 
@@ -618,7 +619,8 @@ absl::StatusOr<std::vector<Sym>> Tracer::Iterate(const Sym& s) {
     case SymKind::kObject:
     case SymKind::kSlice:
     case SymKind::kNumber:
-    case SymKind::kRunIter: return Unsupported(absl::StrCat("iterating over a ", Describe(s)));
+    case SymKind::kRunIter:
+    case SymKind::kSuper: return Unsupported(absl::StrCat("iterating over a ", Describe(s)));
   }
 }
 

@@ -162,6 +162,7 @@ absl::StatusOr<OutputSpec> Tracer::ToOutput(const Sym& s, std::vector<ValueId>& 
     case SymKind::kNumber: return OfKind(OutputSpec::Kind::kScalarSlot, s->value);
     // The same iterator object, at its current position.
     case SymKind::kRunIter: return FromSource(s->source);
+    case SymKind::kSuper: return Unsupported("a super() object crossing a graph break");
     case SymKind::kObject:
       if (!s->made_by_trace) return FromSource(s->source);
       return ContainerOutput(s, std::move(out), outputs);

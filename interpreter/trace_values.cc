@@ -62,6 +62,7 @@ std::string Describe(const Sym& s) {
     case SymKind::kShape: return "shape";
     case SymKind::kNumber: return absl::StrCat("number s", s->value, "=", ShortRepr(s->obj.get()));
     case SymKind::kRunIter: return "run-time iterator";
+    case SymKind::kSuper: return absl::StrCat("super(", reinterpret_cast<PyTypeObject*>(s->obj.get())->tp_name, ", ...)");
   }
   __builtin_unreachable();
 }
@@ -487,6 +488,7 @@ absl::StatusOr<PyObject*> Tracer::ToPython(const Sym& s) {
     case SymKind::kFunction:
     case SymKind::kObject:
     case SymKind::kRunIter:
+    case SymKind::kSuper:
       break;
   }
   return Unsupported(absl::StrCat("passing a ", Describe(s), " to a dyntrace op"));
@@ -535,6 +537,7 @@ absl::StatusOr<PyRef> Tracer::ConstValue(const Sym& s) {
     case SymKind::kFunction:
     case SymKind::kObject:
     case SymKind::kRunIter:
+    case SymKind::kSuper:
       return Unsupported(absl::StrCat("using a ", Describe(s), " as a Python value"));
   }
 }

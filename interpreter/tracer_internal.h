@@ -286,7 +286,11 @@ class Tracer {
   absl::StatusOr<Sym> CallOpFunction(PyObject* fn, const Sym& bound_self, const std::vector<Sym>& args,
                                      const Kwargs& kwargs);
   absl::StatusOr<Sym> Inline(const Sym& function, std::vector<Sym> args, Kwargs kwargs);
-  absl::StatusOr<Sym> ConstructObject(PyTypeObject* cls, std::vector<Sym> args, Kwargs kwargs);
+  absl::StatusOr<Sym> ConstructObject(PyTypeObject* cls, const SourceRef& cls_source, std::vector<Sym> args,
+                                      Kwargs kwargs);
+  // A constant class attribute read through an instance (`self.scale` where the class says
+  // `scale = 2`): guarded on the class, and on the instance not shadowing it.
+  absl::StatusOr<Sym> ClassConstantOf(const Sym& obj, PyObject* value, const std::string& name);
   absl::StatusOr<Sym> RunGenerator(TFrame& f);
   absl::Status BindArguments(TFrame& f, std::vector<Sym> args, Kwargs kwargs);
   absl::Status BindDefaults(TFrame& f, const Sym& function, PyObject* defaults, PyObject* kwdefaults);
@@ -359,6 +363,13 @@ class Tracer {
   };
   static const absl::flat_hash_map<PyTypeObject*, ContextManagerRule>& KnownContextManagers();
   absl::StatusOr<Sym> CallKnownExit(const Sym& method, const std::vector<Sym>& args);
+  // super() (trace_super.cc)
+  absl::StatusOr<Sym> MakeSuper(const std::vector<Sym>& args, const Kwargs& kwargs);
+  absl::StatusOr<Sym> ZeroArgumentSuper();
+  absl::StatusOr<Sym> SuperOf(const Sym& cls, const Sym& self);
+  absl::StatusOr<Sym> SuperAttr(const Sym& super, const std::string& name);
+  absl::Status DoLoadSuperAttr(TFrame& f, const Instr& in);
+  absl::StatusOr<Sym> CallBoundSlot(const Sym& method, const std::vector<Sym>& args, const Kwargs& kwargs);
   // calls
   absl::Status DoKwNames(TFrame& f, const Instr& in);
   absl::Status DoCall(TFrame& f, const Instr& in);
