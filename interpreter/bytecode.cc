@@ -130,6 +130,10 @@ std::vector<InstructionRow>* BuildTable() {
       {Op::kYieldValue, {"YIELD_VALUE"}, {"YIELD_VALUE"}, F::kNext, X::kHandBack, [](int, bool) { return Fixed(1, 1); }},
       // [manager] -> [bound __exit__, what __enter__ returned] (trace_with.cc).
       {Op::kBeforeWith, {"BEFORE_WITH"}, {"BEFORE_WITH"}, F::kNext, X::kHandBack, [](int, bool) { return Fixed(1, 2); }},
+      {Op::kBuildSet, {"BUILD_SET"}, {"BUILD_SET"}, F::kNext, X::kHandBack, [](int n, bool) { return Fixed(n, 1); }},
+      // The set stays in place, `arg` slots down (trace_sets.cc).
+      {Op::kSetAdd, {"SET_ADD"}, {"SET_ADD"}, F::kNext, X::kHandBack, [](int, bool) { return Fixed(1, 0); }},
+      {Op::kSetUpdate, {"SET_UPDATE"}, {"SET_UPDATE"}, F::kNext, X::kHandBack, [](int, bool) { return Fixed(1, 0); }},
       // [super, class, self] -> the attribute; the low bit asks for a NULL below it (a call follows).
       {Op::kLoadSuperAttr, {}, {"LOAD_SUPER_ATTR"}, F::kNext, X::kHandBack,
        [](int arg, bool) { return Fixed(3, 1 + (arg & 1)); }},

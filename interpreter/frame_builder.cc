@@ -202,6 +202,10 @@ PyObject* Builder::BuildUnmemoised(const trace::OutputSpec& spec) {
     }
     case Kind::kBoundMethod: return BuildBoundMethod(spec);
     case Kind::kFunction: return BuildFunction(spec);
+    case Kind::kSet: {
+      PyObject* set = py::ReplaySet(spec.obj.get());
+      return set != nullptr ? set : Fail();
+    }
   }
   __builtin_unreachable();
 }

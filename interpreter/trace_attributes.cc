@@ -85,7 +85,10 @@ absl::StatusOr<Sym> Tracer::ContainerAttr(const Sym& obj, const std::string& nam
       "get", "items", "keys", "values", "pop", "setdefault", "update", "copy", "clear"};
   static const auto* list_methods = new absl::flat_hash_set<std::string>{
       "append", "extend", "index", "count", "pop", "insert", "clear", "reverse", "copy", "remove", "sort"};
+  static const auto* set_methods = new absl::flat_hash_set<std::string>{
+      "add", "discard", "remove", "pop", "update", "union", "clear", "copy", "issubset", "issuperset", "isdisjoint"};
   const bool followed = (obj->kind == SymKind::kDict && dict_methods->contains(name)) ||
+                        (obj->kind == SymKind::kSet && set_methods->contains(name)) ||
                         (obj->kind == SymKind::kList && list_methods->contains(name)) ||
                         (obj->kind == SymKind::kTuple && (name == "index" || name == "count"));
   if (!followed) return Unsupported(absl::StrCat("attribute '", name, "' of a ", Describe(obj)));
@@ -212,6 +215,7 @@ absl::StatusOr<Sym> Tracer::GetAttr(const Sym& obj, const std::string& name) {
     case SymKind::kNumber:
     case SymKind::kRunIter: break;
     case SymKind::kSuper: return SuperAttr(obj, name);
+    case SymKind::kSet: return ContainerAttr(obj, name);
   }
   return Unsupported(absl::StrCat("attribute '", name, "' of a ", Describe(obj)));
 }

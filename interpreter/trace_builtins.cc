@@ -122,6 +122,10 @@ absl::StatusOr<Sym> Tracer::BuiltinLen(const Sym& a) {
     case SymKind::kNumber:
     case SymKind::kRunIter:
     case SymKind::kSuper: break;
+    case SymKind::kSet: {
+      DT_ASSIGN_OR_RETURN(PyRef value, SetValue(a));
+      return ConstSym(PyRef::Steal(PyLong_FromSsize_t(PySet_GET_SIZE(value.get()))));
+    }
   }
   return Sym();  // not decided here: a pure call on a constant, or unsupported
 }
@@ -154,6 +158,7 @@ absl::StatusOr<Sym> Tracer::BuiltinIsinstance(const Sym& value, const Sym& class
     case SymKind::kTuple: holder = PyRef::Steal(PyTuple_New(0)); break;
     case SymKind::kList: holder = PyRef::Steal(PyList_New(0)); break;
     case SymKind::kDict: holder = PyRef::Steal(PyDict_New()); break;
+    case SymKind::kSet: holder = PyRef::Steal(PySet_New(nullptr)); break;
     case SymKind::kNull:
     case SymKind::kIter:
     case SymKind::kCell:
@@ -253,11 +258,11 @@ absl::StatusOr<Sym> Tracer::CallFollowedBuiltin(PyObject* fn, const std::vector<
   if ((is("getattr") || is("hasattr")) && (args.size() == 2 || (is("getattr") && args.size() == 3)) && kwargs.empty()) {
     return BuiltinGetattr(args, is("hasattr"));
   }
-  // min(), max(), any(), all(), sorted() of an iterator the trace holds (a generator, zip ...)
-  // or of a dict's keys: the items as a tuple (an iterator is consumed), then folded like any
+  // min(), max(), any(), all(), sorted() of an iterator the trace holds (a generator, zip ...),
+  // of a dict's keys or of a set's elements: the items as a tuple (an iterator is consumed), then folded like any
   // constant arguments.
   if ((is("min") || is("max") || is("any") || is("all") || is("sorted")) && args.size() == 1 &&
-      (args[0]->kind == SymKind::kIter || args[0]->kind == SymKind::kDict)) {
+      (args[0]->kind == SymKind::kIter || args[0]->kind == SymKind::kDict || args[0]->kind == SymKind::kSet)) {
     Sym items = MakeSym(SymKind::kTuple);
     DT_ASSIGN_OR_RETURN(items->items, Iterate(args[0]));
     if (args[0]->kind == SymKind::kIter) {
@@ -268,7 +273,8 @@ absl::StatusOr<Sym> Tracer::CallFollowedBuiltin(PyObject* fn, const std::vector<
     return FoldPureCall(fn, folded, kwargs);
   }
   if (is("sum") && args.size() == 1 && kwargs.empty() &&
-      (args[0]->kind == SymKind::kTuple || args[0]->kind == SymKind::kList || args[0]->kind == SymKind::kIter)) {
+      (args[0]->kind == SymKind::kTuple || args[0]->kind == SymKind::kList || args[0]->kind == SymKind::kIter ||
+       args[0]->kind == SymKind::kSet)) {
     // Python's order: ((0 + a) + b) + ...
     Sym acc = ConstSym(PyRef::Steal(PyLong_FromLong(0)));
     DT_ASSIGN_OR_RETURN(std::vector<Sym> items, Iterate(args[0]));
@@ -296,6 +302,7 @@ absl::StatusOr<Sym> Tracer::BuiltinTypeFacts(PyObject* fn, const std::vector<Sym
     case SymKind::kList: type = &PyList_Type; break;
     case SymKind::kDict: type = &PyDict_Type; break;
     case SymKind::kSlice: type = &PySlice_Type; break;
+    case SymKind::kSet: type = &PySet_Type; break;
     case SymKind::kObject:
     case SymKind::kConst: type = Py_TYPE(x->obj.get()); is_callable = PyCallable_Check(x->obj.get()); break;
     case SymKind::kFunction:

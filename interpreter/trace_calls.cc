@@ -362,6 +362,7 @@ absl::StatusOr<Sym> Tracer::CallListMethod(const Sym& self, const std::string& n
 absl::StatusOr<Sym> Tracer::CallContainerMethod(const Sym& self, const std::string& name, const std::vector<Sym>& args,
                                                 const Kwargs& kwargs) {
   if (self->kind == SymKind::kDict) return CallDictMethod(self, name, args, kwargs);
+  if (self->kind == SymKind::kSet) return CallSetMethod(self, name, args, kwargs);
   if (self->kind == SymKind::kList && name == "sort") return ListSort(self, args, kwargs);
   if (!kwargs.empty()) return Unsupported(absl::StrCat(name, "() with keyword arguments"));
   if (self->kind == SymKind::kList && name != "index" && name != "count") return CallListMethod(self, name, args);
@@ -422,6 +423,8 @@ absl::StatusOr<Sym> Tracer::CallSym(const Sym& callable, std::vector<Sym> args,
       DT_ASSIGN_OR_RETURN(Sym functional, CallItertools(fn, args, kwargs));
       if (functional != nullptr) return functional;
       if (fn == reinterpret_cast<PyObject*>(&PySuper_Type)) return MakeSuper(args, kwargs);
+      if (fn == reinterpret_cast<PyObject*>(&PySet_Type)) return BuiltinSet(args, kwargs);
+      if (fn == reinterpret_cast<PyObject*>(&PyFrozenSet_Type)) return BuiltinFrozenset(args, kwargs);
       if (PyType_Check(fn) && !PyType_HasFeature(reinterpret_cast<PyTypeObject*>(fn), Py_TPFLAGS_HEAPTYPE)) {
         return CallBuiltin(fn, args, kwargs);
       }
@@ -443,6 +446,7 @@ absl::StatusOr<Sym> Tracer::CallSym(const Sym& callable, std::vector<Sym> args,
     case SymKind::kNumber:
     case SymKind::kRunIter:
     case SymKind::kSuper:
+    case SymKind::kSet:
       return Unsupported(absl::StrCat("calling a ", Describe(callable)));
   }
 }

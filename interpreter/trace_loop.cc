@@ -197,6 +197,9 @@ absl::Status Tracer::Step(TFrame& f, const Instr& in) {
     case Op::kYieldValue: return DoYieldValue(f, in);
     case Op::kBeforeWith: return DoBeforeWith(f, in);
     case Op::kLoadSuperAttr: return DoLoadSuperAttr(f, in);
+    case Op::kBuildSet: return DoBuildSet(f, in);
+    case Op::kSetAdd:
+    case Op::kSetUpdate: return DoSetAddOrUpdate(f, in);
     case Op::kUnsupported:
       return Unsupported(absl::StrCat("instruction ", in.opname, " is not supported by the tracer"));
   }

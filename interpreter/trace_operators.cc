@@ -283,6 +283,10 @@ absl::StatusOr<bool> Tracer::Truth(const Sym& s) {
     case SymKind::kTuple:
     case SymKind::kList:
     case SymKind::kDict: return !s->items.empty();
+    case SymKind::kSet: {
+      DT_ASSIGN_OR_RETURN(PyRef value, SetValue(s));
+      return PySet_GET_SIZE(value.get()) > 0;
+    }
     case SymKind::kShape: return s->items[0]->meta.ndim() > 0;
     case SymKind::kTensor:
       return DataDependent(absl::StrFormat(
@@ -317,6 +321,7 @@ absl::StatusOr<Sym> Tracer::BinaryOp(const std::string& nb_name, const Sym& a, c
       {"+", "add"}, {"-", "sub"}, {"*", "mul"}, {"/", "div"}, {"//", "floor_divide"},
       {"%", "remainder"}, {"**", "pow"}, {"@", "matmul"}, {"&", "logical_and"},
       {"|", "logical_or"}, {"^", "logical_xor"}};
+  if (a->kind == SymKind::kSet || b->kind == SymKind::kSet) return SetBinaryOp(nb_name, a, b);
   if (a->kind == SymKind::kTensor || b->kind == SymKind::kTensor) {
     auto it = ops->find(sym);
     if (it == ops->end()) return Unsupported(absl::StrCat("operator ", sym, " on tensors"));
@@ -417,6 +422,7 @@ absl::StatusOr<Sym> Tracer::Compare(const std::string& op, const Sym& a, const S
       {"!=", {"ne", Py_NE}}, {">", {"gt", Py_GT}}, {">=", {"ge", Py_GE}}};
   auto it = names->find(op);
   if (it == names->end()) return Unsupported(absl::StrCat("comparison ", op));
+  if (a->kind == SymKind::kSet || b->kind == SymKind::kSet) return SetCompare(it->second.second, a, b);
   if (a->kind == SymKind::kTensor || b->kind == SymKind::kTensor) {
     for (const Sym& s : {a, b}) {
       if (s->kind == SymKind::kConst && s->obj.get() == Py_None) {
@@ -621,6 +627,7 @@ absl::StatusOr<std::vector<Sym>> Tracer::Iterate(const Sym& s) {
     case SymKind::kNumber:
     case SymKind::kRunIter:
     case SymKind::kSuper: return Unsupported(absl::StrCat("iterating over a ", Describe(s)));
+    case SymKind::kSet: return SetItems(s);
   }
 }
 

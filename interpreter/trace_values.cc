@@ -25,6 +25,17 @@ bool IsPureConstType(PyObject* obj) {
   return obj == Py_None || PyBool_Check(obj) || PyLong_CheckExact(obj) || PyFloat_CheckExact(obj) ||
          PyUnicode_CheckExact(obj) || PyBytes_CheckExact(obj) || PyComplex_CheckExact(obj) ||
          obj == Py_Ellipsis || PySlice_Check(obj) || PyRange_Check(obj) ||
+         (PyFrozenSet_CheckExact(obj) && [&] {  // `x in {1, 2}` compiles to a frozenset constant
+           // Iterating a set runs no code of its elements.
+           PyRef it = PyRef::Steal(PyObject_GetIter(obj));
+           bool pure = static_cast<bool>(it);
+           while (PyObject* item = pure ? PyIter_Next(it.get()) : nullptr) {
+             pure = IsPureConstType(item);
+             Py_DECREF(item);
+           }
+           PyErr_Clear();
+           return pure;
+         }()) ||
          PyObject_TypeCheck(obj, &py::DTypeType) || PyObject_TypeCheck(obj, &py::DeviceType) ||
          ((PyTuple_CheckExact(obj) || PyList_CheckExact(obj)) && [&] {
            for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(obj); ++i) {
@@ -62,6 +73,7 @@ std::string Describe(const Sym& s) {
     case SymKind::kShape: return "shape";
     case SymKind::kNumber: return absl::StrCat("number s", s->value, "=", ShortRepr(s->obj.get()));
     case SymKind::kRunIter: return "run-time iterator";
+    case SymKind::kSet: return absl::StrCat("set (", s->keys.size(), " steps)");
     case SymKind::kSuper: return absl::StrCat("super(", reinterpret_cast<PyTypeObject*>(s->obj.get())->tp_name, ", ...)");
   }
   __builtin_unreachable();
@@ -489,6 +501,7 @@ absl::StatusOr<PyObject*> Tracer::ToPython(const Sym& s) {
     case SymKind::kObject:
     case SymKind::kRunIter:
     case SymKind::kSuper:
+    case SymKind::kSet:
       break;
   }
   return Unsupported(absl::StrCat("passing a ", Describe(s), " to a dyntrace op"));
@@ -521,6 +534,7 @@ absl::StatusOr<PyRef> Tracer::ConstValue(const Sym& s) {
       DT_ASSIGN_OR_RETURN(Sym t, MaterializeShape(s));
       return ConstValue(t);
     }
+    case SymKind::kSet: return SetValue(s);
     case SymKind::kSlice: {
       DT_ASSIGN_OR_RETURN(PyRef a, ConstValue(s->items[0]));
       DT_ASSIGN_OR_RETURN(PyRef b, ConstValue(s->items[1]));

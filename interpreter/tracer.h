@@ -41,6 +41,7 @@ struct OutputSpec {
     kSlice,        // children: start, stop, step
     kMemo,         // the object built for memo slot `index`
     kScalarSlot,   // the runtime Python number in scalar slot `index`
+    kSet,          // a new set: py::ReplaySet of the history tuple `obj`
   };
   Kind kind = Kind::kConst;
   int index = -1;  // kGraphOutput: position in graph outputs; kMemo: memo slot

@@ -363,6 +363,24 @@ class Tracer {
   };
   static const absl::flat_hash_map<PyTypeObject*, ContextManagerRule>& KnownContextManagers();
   absl::StatusOr<Sym> CallKnownExit(const Sym& method, const std::vector<Sym>& args);
+  // sets (trace_sets.cc)
+  absl::StatusOr<PyRef> SetValue(const Sym& set);  // a new set replayed from its history
+  absl::StatusOr<PyRef> SetElement(const Sym& item);
+  absl::StatusOr<PyRef> SetOperandValue(const Sym& s);
+  absl::Status AppendSetStep(const Sym& set, PyRef step);
+  absl::StatusOr<Sym> NewSet(const std::vector<Sym>& items);
+  absl::Status UpdateSet(const Sym& set, const Sym& iterable);
+  absl::StatusOr<Sym> BuiltinSet(const std::vector<Sym>& args, const Kwargs& kwargs);
+  absl::StatusOr<Sym> BuiltinFrozenset(const std::vector<Sym>& args, const Kwargs& kwargs);
+  absl::Status DoBuildSet(TFrame& f, const Instr& in);
+  absl::Status DoSetAddOrUpdate(TFrame& f, const Instr& in);
+  absl::StatusOr<std::vector<Sym>> SetItems(const Sym& set);
+  absl::Status CheckSetUnchanged(const Sym& it);
+  absl::StatusOr<bool> SetContains(const Sym& set, const Sym& item);
+  absl::StatusOr<Sym> CallSetMethod(const Sym& self, const std::string& name, const std::vector<Sym>& args,
+                                    const Kwargs& kwargs);
+  absl::StatusOr<Sym> SetCompare(int op, const Sym& a, const Sym& b);
+  absl::StatusOr<Sym> SetBinaryOp(const std::string& nb_name, const Sym& a, const Sym& b);
   // super() (trace_super.cc)
   absl::StatusOr<Sym> MakeSuper(const std::vector<Sym>& args, const Kwargs& kwargs);
   absl::StatusOr<Sym> ZeroArgumentSuper();

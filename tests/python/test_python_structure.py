@@ -109,3 +109,85 @@ def super_without_the_attribute(x, m):
 
 def test_super_errors_are_cpythons():
     check(super_without_the_attribute, lambda i: Call(T(), Residual(1, 2)), whole=False)
+
+
+# ---------------------------------------------------------------------------------------------
+# Sets: made in the trace, their order CPython's (replayed from their history).
+
+def set_building_and_order(x, n):
+    s = {3, 1, 2}
+    s.add(9)
+    s.add(17)
+    s.discard(1)
+    s.add(25)  # may reuse the slot the discard left: the order depends on the history
+    t = set()
+    for k in s:
+        t.add(k * 2)
+    u = {k for k in range(n)} | {100, 3}
+    w = u & s
+    names = {"alpha", "b", "c"} | set("xyz")
+    y = x * len(s)
+    if 3 in s and 4 not in s and "b" in names:
+        y = y + 1
+    return y, list(s), list(t), list(u), list(w - {2}), sorted(s), list(names), s, t, names
+
+
+def set_returned_then_extended(n):
+    s = {1, 9, 17}
+    s.discard(1)
+    s |= {33}
+    s.update([n, n + 8])
+    return s, s.copy(), s.union([41]), frozenset(s), s.pop(), {*s, 57}
+
+
+def set_methods_and_comparisons(x):
+    s = set([4, 5, 6])
+    s.remove(5)
+    return (x + len(s), s <= {4, 5, 6}, s == {6, 4}, s.isdisjoint([1, 2]), s.issubset(range(10)),
+            frozenset({4, 6}) | s, sum(s), max(s), any(s), 6 in frozenset({6, 7}))
+
+
+def test_sets_compile_whole_in_cpythons_order():
+    check(set_building_and_order, lambda i: Call(T(), 5 + i))
+    check(set_returned_then_extended, lambda i: Call(i))
+    check(set_methods_and_comparisons, lambda i: Call(T()))
+    dt.reset()
+    jfn = jitted_copy(set_returned_then_extended)
+    for n in range(3):
+        a, b = jfn(n)[0], set_returned_then_extended(n)[0]
+        for k in (2, 10, 18, 26):  # the caller's later adds land where CPython's would
+            a.add(k)
+            b.add(k)
+        assert list(a) == list(b), (list(a), list(b))
+
+
+def set_changed_while_iterated(x):
+    s = {1, 2, 3}
+    for k in s:
+        if k == 2:
+            s.add(10)
+        x = x + k
+    return x
+
+
+def set_errors(x, k):
+    s = {1, 2}
+    s.remove(k)
+    return x + len(s)
+
+
+def set_of_tensors(x):
+    s = {x, x + 1}
+    return len(s)
+
+
+def unhashable_member(x):
+    return [1] in {1, 2}
+
+
+def test_set_errors_and_breaks_are_cpythons():
+    check(set_changed_while_iterated, lambda i: Call(T()), whole=False)
+    check(set_errors, lambda i: Call(T(), 1 + i), whole=False)
+    s = check(set_of_tensors, lambda i: Call(T()), whole=False)
+    assert any("set of tensors" in r for r in s["break_reasons"] + s["fallback_reasons"]), s
+    check(unhashable_member, lambda i: Call(T()), whole=False)
