@@ -25,6 +25,9 @@ std::string Source::ToString() const {
     case Kind::kMethodFunc: return absl::StrCat(parent->ToString(), ".__func__");
     case Kind::kMethodSelf: return absl::StrCat(parent->ToString(), ".__self__");
     case Kind::kTypeOf: return absl::StrCat("type(", parent->ToString(), ")");
+    case Kind::kGlobalsDict: return "globals()";
+    case Kind::kSysModule: return absl::StrCat("sys.modules['", name, "']");
+    case Kind::kPartialPart: return absl::StrCat(parent->ToString(), ".", name);
   }
   __builtin_unreachable();
 }
@@ -78,6 +81,22 @@ PyObject* CellContents(PyObject* closure, int index) {
   }
   PyObject* cell = PyTuple_GET_ITEM(closure, index);
   return PyCell_Check(cell) ? PyCell_GET(cell) : nullptr;
+}
+
+// A part of a functools.partial (C's partial type exactly: its members are read-only slots that
+// run no code). Borrowed: the partial holds it.
+PyObject* PartialPart(PyObject* p, const std::string& part) {
+  if (p == nullptr || PyType_HasFeature(Py_TYPE(p), Py_TPFLAGS_HEAPTYPE) ||
+      std::string(Py_TYPE(p)->tp_name) != "functools.partial") {
+    return nullptr;
+  }
+  PyObject* value = PyObject_GetAttrString(p, part.c_str());
+  if (value == nullptr) {
+    PyErr_Clear();
+    return nullptr;
+  }
+  Py_DECREF(value);  // the partial keeps it alive
+  return value;
 }
 
 }  // namespace
@@ -145,6 +164,9 @@ PyObject* Source::Resolve(const FrameInputs& frame) const {
       PyObject* p = parent->Resolve(frame);
       return p != nullptr ? reinterpret_cast<PyObject*>(Py_TYPE(p)) : nullptr;
     }
+    case Kind::kGlobalsDict: return frame.globals;
+    case Kind::kSysModule: return DictLookup(PyImport_GetModuleDict(), name);
+    case Kind::kPartialPart: return PartialPart(parent->Resolve(frame), name);
   }
   __builtin_unreachable();
 }
@@ -199,6 +221,11 @@ SourceRef IterItemSource(SourceRef iterator, int index) {
   return Make(Source::Kind::kIterItem, index, "", std::move(iterator));
 }
 SourceRef MethodFuncSource(SourceRef method) { return Make(Source::Kind::kMethodFunc, -1, "", std::move(method)); }
+SourceRef PartialPartSource(SourceRef partial, std::string part) {
+  return Make(Source::Kind::kPartialPart, -1, std::move(part), std::move(partial));
+}
+SourceRef GlobalsDictSource() { return Make(Source::Kind::kGlobalsDict, -1, "", nullptr); }
+SourceRef SysModuleSource(std::string name) { return Make(Source::Kind::kSysModule, -1, std::move(name), nullptr); }
 SourceRef TypeOfSource(SourceRef object) { return Make(Source::Kind::kTypeOf, -1, "", std::move(object)); }
 SourceRef MethodSelfSource(SourceRef method) { return Make(Source::Kind::kMethodSelf, -1, "", std::move(method)); }
 

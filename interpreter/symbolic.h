@@ -37,6 +37,7 @@ enum class SymKind : uint8_t {
   kRunIter,      // an iterator from the segment's start state, advanced only at run time (source)
   kSuper,        // super(obj, items[0]): obj the class whose MRO successors are searched, items[0] self
   kSet,          // a set the trace made: keys = its history of steps (py_types.h ReplaySet)
+  kPartial,      // functools.partial: items = [func, args..., keyword values...], keys = keyword names
 };
 
 struct SymValue;

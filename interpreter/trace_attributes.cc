@@ -98,6 +98,14 @@ absl::StatusOr<Sym> Tracer::ContainerAttr(const Sym& obj, const std::string& nam
 // object.__getattribute__ for a plain object: the instance dict, unless a data descriptor of the
 // class wins; methods found on the class are bound.
 absl::StatusOr<Sym> Tracer::ObjectAttr(const Sym& obj, const std::string& name) {
+  if (name == "__class__" && Py_TYPE(obj->obj.get())->tp_getattro == PyBaseObject_Type.tp_getattro) {
+    // object's own __class__ descriptor (a class that defines __class__ is read the usual way).
+    PyRef key = PyRef::Steal(PyUnicode_FromString("__class__"));
+    if (cpython::LookupOnType(Py_TYPE(obj->obj.get()), key.get()) ==
+        cpython::LookupOnType(&PyBaseObject_Type, key.get())) {
+      return TypeOfObject(obj);
+    }
+  }
   for (size_t i = 0; i < obj->keys.size(); ++i) {  // stored earlier in this trace
     if (PyUnicode_CompareWithASCIIString(obj->keys[i].get(), name.c_str()) == 0) return obj->items[i];
   }
@@ -118,6 +126,15 @@ absl::StatusOr<Sym> Tracer::ObjectAttr(const Sym& obj, const std::string& name) 
   }
   if (obj->source == nullptr) return Unsupported("attribute of an object without a source");
   return Wrap(own, guards::AttrSource(obj->source, name));
+}
+
+// type(obj) of a plain object: its class, read from where the object is (so attributes of the
+// class are guarded there).
+Sym Tracer::TypeOfObject(const Sym& obj) {
+  Sym cls = ConstSym(PyRef::Borrow(reinterpret_cast<PyObject*>(Py_TYPE(obj->obj.get()))));
+  cls->source = obj->made_by_trace ? obj->class_source
+                : obj->source != nullptr ? guards::TypeOfSource(obj->source) : nullptr;
+  return cls;
 }
 
 absl::StatusOr<Sym> Tracer::ClassConstantOf(const Sym& obj, PyObject* value, const std::string& name) {
@@ -213,7 +230,8 @@ absl::StatusOr<Sym> Tracer::GetAttr(const Sym& obj, const std::string& name) {
     case SymKind::kFunction:
     case SymKind::kSlice:
     case SymKind::kNumber:
-    case SymKind::kRunIter: break;
+    case SymKind::kRunIter:
+    case SymKind::kPartial: break;
     case SymKind::kSuper: return SuperAttr(obj, name);
     case SymKind::kSet: return ContainerAttr(obj, name);
   }

@@ -121,6 +121,7 @@ absl::StatusOr<Sym> Tracer::BuiltinLen(const Sym& a) {
     case SymKind::kSlice:
     case SymKind::kNumber:
     case SymKind::kRunIter:
+    case SymKind::kPartial:
     case SymKind::kSuper: break;
     case SymKind::kSet: {
       DT_ASSIGN_OR_RETURN(PyRef value, SetValue(a));
@@ -167,6 +168,7 @@ absl::StatusOr<Sym> Tracer::BuiltinIsinstance(const Sym& value, const Sym& class
     case SymKind::kSlice:
     case SymKind::kShape:
     case SymKind::kRunIter:
+    case SymKind::kPartial:
     case SymKind::kSuper: return Unsupported("isinstance() of an unusual value");
   }
   if (probe == nullptr) probe = holder.get();
@@ -308,6 +310,10 @@ absl::StatusOr<Sym> Tracer::BuiltinTypeFacts(PyObject* fn, const std::vector<Sym
     case SymKind::kFunction:
     case SymKind::kBoundMethod:
     case SymKind::kOpMethod: is_callable = true; break;
+    case SymKind::kPartial:
+      type = reinterpret_cast<PyTypeObject*>(x->obj.get());
+      is_callable = true;
+      break;
     // A computed run-time number's type may depend on its values (`n ** k`): specialised by the
     // constant folding instead.
     case SymKind::kNumber:
@@ -321,11 +327,9 @@ absl::StatusOr<Sym> Tracer::BuiltinTypeFacts(PyObject* fn, const std::vector<Sym
   const bool is_type = fn == reinterpret_cast<PyObject*>(&PyType_Type);
   if (is_type) {
     if (type == nullptr) return Sym();
-    Sym cls = ConstSym(PyRef::Borrow(reinterpret_cast<PyObject*>(type)));
     // Where the class is read from, so its attributes can be guarded (`type(self).scale`).
-    if (x->kind == SymKind::kObject) cls->source = x->made_by_trace ? x->class_source
-                                                   : x->source != nullptr ? guards::TypeOfSource(x->source) : nullptr;
-    return cls;
+    if (x->kind == SymKind::kObject) return TypeOfObject(x);
+    return ConstSym(PyRef::Borrow(reinterpret_cast<PyObject*>(type)));
   }
   if (type == nullptr && !is_callable) return Sym();
   return ConstSym(PyRef::Borrow(is_callable ? Py_True : Py_False));

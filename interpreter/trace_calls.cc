@@ -419,6 +419,7 @@ absl::StatusOr<Sym> Tracer::CallSym(const Sym& callable, std::vector<Sym> args,
     }
     case SymKind::kConst: {
       PyObject* fn = callable->obj.get();
+      if (fn == PartialType()) return MakePartial(args, kwargs);
       // functools, itertools (heap types on 3.12) and operator functions.
       DT_ASSIGN_OR_RETURN(Sym functional, CallItertools(fn, args, kwargs));
       if (functional != nullptr) return functional;
@@ -444,6 +445,7 @@ absl::StatusOr<Sym> Tracer::CallSym(const Sym& callable, std::vector<Sym> args,
     case SymKind::kSlice:
     case SymKind::kShape:
     case SymKind::kNumber:
+    case SymKind::kPartial: return CallPartial(callable, std::move(args), std::move(kwargs));
     case SymKind::kRunIter:
     case SymKind::kSuper:
     case SymKind::kSet:

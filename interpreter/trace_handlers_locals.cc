@@ -194,6 +194,7 @@ absl::StatusOr<std::vector<AttrStore>> Tracer::AttrStores(std::vector<ValueId>& 
       stores.push_back(AttrStore{obj->source, obj->keys[i], std::move(value)});
     }
   }
+  DT_RETURN_IF_ERROR(AppendGlobalStores(stores, outputs));
   return stores;
 }
 

@@ -198,6 +198,14 @@ absl::Status Tracer::Step(TFrame& f, const Instr& in) {
     case Op::kBeforeWith: return DoBeforeWith(f, in);
     case Op::kLoadSuperAttr: return DoLoadSuperAttr(f, in);
     case Op::kBuildSet: return DoBuildSet(f, in);
+    case Op::kImportName: return DoImportName(f, in);
+    case Op::kImportFrom: return DoImportFrom(f, in);
+    case Op::kStoreGlobal: return DoStoreGlobal(f, in);
+    case Op::kMatchSequence:
+    case Op::kMatchMapping: return DoMatchKind(f, in);
+    case Op::kGetLen: return DoGetLen(f, in);
+    case Op::kMatchKeys: return DoMatchKeys(f, in);
+    case Op::kMatchClass: return DoMatchClass(f, in);
     case Op::kSetAdd:
     case Op::kSetUpdate: return DoSetAddOrUpdate(f, in);
     case Op::kUnsupported:

@@ -165,6 +165,9 @@ absl::StatusOr<OutputSpec> Tracer::ToOutput(const Sym& s, std::vector<ValueId>& 
     // The same iterator object, at its current position.
     case SymKind::kRunIter: return FromSource(s->source);
     case SymKind::kSuper: return Unsupported("a super() object crossing a graph break");
+    case SymKind::kPartial:
+      if (s->source != nullptr) return FromSource(s->source);
+      return PartialOutput(s, std::move(out), outputs);
     case SymKind::kSet: {  // rebuilt from its history, so its table is CPython's
       out.kind = OutputSpec::Kind::kSet;
       out.obj = PyRef::Steal(PyTuple_New(static_cast<Py_ssize_t>(s->keys.size())));

@@ -73,6 +73,7 @@ std::string Describe(const Sym& s) {
     case SymKind::kShape: return "shape";
     case SymKind::kNumber: return absl::StrCat("number s", s->value, "=", ShortRepr(s->obj.get()));
     case SymKind::kRunIter: return "run-time iterator";
+    case SymKind::kPartial: return "functools.partial";
     case SymKind::kSet: return absl::StrCat("set (", s->keys.size(), " steps)");
     case SymKind::kSuper: return absl::StrCat("super(", reinterpret_cast<PyTypeObject*>(s->obj.get())->tp_name, ", ...)");
   }
@@ -337,6 +338,7 @@ absl::StatusOr<Sym> Tracer::Wrap(PyObject* obj, SourceRef source) {
   DT_ASSIGN_OR_RETURN(Sym container, WrapContainer(obj, source));
   if (container != nullptr) return container;
   if (PyMethod_Check(obj) && PyFunction_Check(PyMethod_GET_FUNCTION(obj))) return WrapBoundMethod(obj, source);
+  if (Py_TYPE(obj) == reinterpret_cast<PyTypeObject*>(PartialType())) return WrapPartial(obj, source);
   if (GuardedByIdentity(obj)) {
     guards_.Add(LeafGuard::Identity(source, obj, where));
     const SymKind kind = PyFunction_Check(obj) ? SymKind::kFunction
@@ -410,6 +412,7 @@ absl::StatusOr<Sym> Tracer::LoadLocal(TFrame& f, int index) {
 }
 
 absl::StatusOr<Sym> Tracer::LoadGlobal(TFrame& f, const std::string& name) {
+  if (Sym stored = StoredGlobal(f, name)) return stored;  // a `global` store earlier in the trace
   PyObject* value = PyDict_GetItemString(f.globals, name.c_str());
   if (value != nullptr) {
     SourceRef src = f.globals_source == nullptr ? guards::GlobalSource(name)
@@ -502,6 +505,7 @@ absl::StatusOr<PyObject*> Tracer::ToPython(const Sym& s) {
     case SymKind::kRunIter:
     case SymKind::kSuper:
     case SymKind::kSet:
+    case SymKind::kPartial:
       break;
   }
   return Unsupported(absl::StrCat("passing a ", Describe(s), " to a dyntrace op"));
@@ -552,6 +556,7 @@ absl::StatusOr<PyRef> Tracer::ConstValue(const Sym& s) {
     case SymKind::kObject:
     case SymKind::kRunIter:
     case SymKind::kSuper:
+    case SymKind::kPartial:
       return Unsupported(absl::StrCat("using a ", Describe(s), " as a Python value"));
   }
 }

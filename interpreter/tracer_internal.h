@@ -67,6 +67,10 @@ absl::StatusOr<std::string> KeywordName(PyObject* key);
 
 using Kwargs = std::vector<std::pair<std::string, Sym>>;
 
+// `module.name` of an imported module (borrowed: the module keeps it); null when there is none.
+PyObject* ModuleAttr(const char* module, const char* name);
+PyObject* PartialType();  // functools.partial
+
 struct TFrame {
   PyCodeObject* code;
   std::shared_ptr<const DecodedCode> decoded;
@@ -291,6 +295,7 @@ class Tracer {
   // A constant class attribute read through an instance (`self.scale` where the class says
   // `scale = 2`): guarded on the class, and on the instance not shadowing it.
   absl::StatusOr<Sym> ClassConstantOf(const Sym& obj, PyObject* value, const std::string& name);
+  Sym TypeOfObject(const Sym& obj);
   absl::StatusOr<Sym> RunGenerator(TFrame& f);
   absl::Status BindArguments(TFrame& f, std::vector<Sym> args, Kwargs kwargs);
   absl::Status BindDefaults(TFrame& f, const Sym& function, PyObject* defaults, PyObject* kwdefaults);
@@ -363,6 +368,26 @@ class Tracer {
   };
   static const absl::flat_hash_map<PyTypeObject*, ContextManagerRule>& KnownContextManagers();
   absl::StatusOr<Sym> CallKnownExit(const Sym& method, const std::vector<Sym>& args);
+  // import and global stores (trace_imports.cc)
+  absl::Status DoImportName(TFrame& f, const Instr& in);
+  absl::Status DoImportFrom(TFrame& f, const Instr& in);
+  absl::Status DoStoreGlobal(TFrame& f, const Instr& in);
+  Sym StoredGlobal(const TFrame& f, const std::string& name) const;
+  absl::Status AppendGlobalStores(std::vector<AttrStore>& stores, std::vector<ValueId>& outputs);
+  // The root module's globals the trace stored (`global` names): keys are names, items values.
+  Sym global_stores_ = MakeSym(SymKind::kDict);
+  // match statements (trace_match.cc)
+  absl::StatusOr<bool> HasTypeFlag(const Sym& s, unsigned long flag);
+  absl::Status DoMatchKind(TFrame& f, const Instr& in);
+  absl::Status DoGetLen(TFrame& f, const Instr& in);
+  absl::Status DoMatchKeys(TFrame& f, const Instr& in);
+  absl::StatusOr<std::vector<PyRef>> MatchClassNames(const Sym& cls, int count, PyObject* keywords, bool& self);
+  absl::Status DoMatchClass(TFrame& f, const Instr& in);
+  // functools.partial (trace_partial.cc)
+  absl::StatusOr<Sym> MakePartial(const std::vector<Sym>& args, const Kwargs& kwargs);
+  absl::StatusOr<Sym> WrapPartial(PyObject* obj, const SourceRef& source);
+  absl::StatusOr<Sym> CallPartial(const Sym& p, std::vector<Sym> args, Kwargs kwargs);
+  absl::StatusOr<OutputSpec> PartialOutput(const Sym& p, OutputSpec out, std::vector<ValueId>& outputs);
   // sets (trace_sets.cc)
   absl::StatusOr<PyRef> SetValue(const Sym& set);  // a new set replayed from its history
   absl::StatusOr<PyRef> SetElement(const Sym& item);

@@ -191,3 +191,107 @@ def test_set_errors_and_breaks_are_cpythons():
     s = check(set_of_tensors, lambda i: Call(T()), whole=False)
     assert any("set of tensors" in r for r in s["break_reasons"] + s["fallback_reasons"]), s
     check(unhashable_member, lambda i: Call(T()), whole=False)
+
+
+# ---------------------------------------------------------------------------------------------
+# functools.partial, import and global inside functions.
+
+import dataclasses  # noqa: E402
+import functools  # noqa: E402
+
+
+def scaled_add(x, y, alpha=1.0, beta=2.0):
+    return x * alpha + y * beta
+
+
+ADD3 = functools.partial(scaled_add, beta=3.0)
+
+
+def partials(x, y, given):
+    add = functools.partial(scaled_add, alpha=0.5)
+    bound = functools.partial(add, y)  # a partial of a partial: flattened when it leaves
+    return (add(x, y), ADD3(x, y), given(x, y, alpha=2.0), bound(x),
+            functools.reduce(add, [x, y, x]), bound)
+
+
+def test_partials_compile_whole():
+    check(partials, lambda i: Call(T(), T(), functools.partial(scaled_add, beta=-1.0 - i)))
+
+
+STEP = 0
+LAST = None
+
+
+def imports_and_globals(x):
+    global STEP, LAST
+    import math
+    import os.path
+    from functools import reduce
+    STEP = STEP + 1
+    LAST = x * 2
+    return LAST + STEP + math.pi, os.path.sep, STEP, reduce(lambda a, b: a + b, [1, 2, 3])
+
+
+def test_imports_and_global_stores_compile_whole():
+    global STEP
+    for backend in BACKENDS:
+        STEP = 0
+        dt.reset()
+        jfn = jitted_copy(imports_and_globals, backend=backend, fullgraph=True)
+        x = T()
+        for n in range(1, 4):
+            y, sep, step, total = jfn(x)
+            assert STEP == n == step and sep == "/" and total == 6, (STEP, n, step)
+            assert LAST.tolist() == (x * 2).tolist()
+        s = stats()
+        assert s["graph_breaks"] == 0 and s["fallbacks"] == 0, s["break_reasons"]
+
+
+def import_not_yet_imported(x):
+    import this_module_does_not_exist  # noqa: F401
+    return x
+
+
+def test_imports_cpython_must_run_are_left_to_it():
+    check(import_not_yet_imported, lambda i: Call(T()), whole=False)
+
+
+# ---------------------------------------------------------------------------------------------
+# match statements.
+
+@dataclasses.dataclass
+class Conv:
+    channels: int
+    kernel: int = 3
+
+
+def match_shapes(x, spec):
+    match spec:
+        case [a, b, *rest]:
+            return x * a + b + len(rest)
+        case {"scale": s, **others}:
+            return x * s + len(others)
+        case int(n) | float(n):
+            return x * n
+        case "double":
+            return x * 2
+        case _:
+            return x
+
+
+def match_classes(x, spec):
+    match spec:
+        case Conv(channels=1, kernel=k):
+            return x + k
+        case Conv(c, 5):
+            return x - c
+        case Conv():
+            return x * spec.kernel
+    return x
+
+
+def test_match_statements_compile_whole():
+    for specs in ([[2, 3, 4, 5], (1.5, 2), {"scale": 3.0, "bias": 1}], [7, 2.5, "double", "other"],
+                  [None, {"bias": 2}, [1]]):
+        check(match_shapes, lambda i: Call(T(), specs[i]), calls=len(specs))
+    check(match_classes, lambda i: Call(T(), [Conv(1, 7), Conv(4, 5), Conv(4, 3), 3][i]), calls=4)
