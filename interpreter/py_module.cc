@@ -238,6 +238,7 @@ extern "C" PyObject* PyInit_dyntrace() {
   MarkProcessConstantFunction(FnCudaIsAvailable);
   MarkProcessConstantFunction(FnCudaDeviceCount);
   if (!AddOpBindings(module.get())) return nullptr;
+  if (!AddDTypeInfo(module.get())) return nullptr;
   if (!AddJitBindings(module.get())) return nullptr;
   if (!AddBytecodeBindings(module.get())) return nullptr;
   if (!dt::interpreter::AddReportBindings(module.get())) return nullptr;

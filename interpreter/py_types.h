@@ -114,6 +114,11 @@ enum SetStep : int { kSetAdd = 0, kSetDiscard = 1, kSetPop = 2, kSetUpdate = 3, 
 enum SetOperator : int { kSetOr = 0, kSetAnd = 1, kSetSub = 2, kSetXor = 3 };
 PyObject* ReplaySet(PyObject* history);
 
+// dyntrace.finfo, iinfo, is_floating_point and numel (py_dtype_info.cc). IsDTypeInfo: whether
+// `obj` is what finfo() or iinfo() returned (immutable: the tracer folds it).
+[[nodiscard]] bool AddDTypeInfo(PyObject* module);
+bool IsDTypeInfo(PyObject* obj);
+
 // Binds registry ops: dyntrace.<name> functions and Tensor methods (with in-place forms).
 [[nodiscard]] bool AddOpBindings(PyObject* module);
 

@@ -422,6 +422,13 @@ absl::StatusOr<Sym> Tracer::CallBuiltin(PyObject* fn, const std::vector<Sym>& ar
   if (IsDyntraceFunction(fn, "is_tensor") && args.size() == 1 && kwargs.empty()) {
     return ConstSym(PyRef::Borrow(args[0]->kind == SymKind::kTensor ? Py_True : Py_False));
   }
+  if ((IsDyntraceFunction(fn, "is_floating_point") || IsDyntraceFunction(fn, "numel")) && args.size() == 1 &&
+      kwargs.empty() && args[0]->kind == SymKind::kTensor) {
+    // The tensor's own methods: numel() a run-time number where sizes are dynamic.
+    return CallTensorMethod(args[0], IsDyntraceFunction(fn, "numel") ? "numel" : "is_floating_point", {}, {});
+  }
+  // finfo()/iinfo() of a dtype: constants (what they return is immutable).
+  if (IsDyntraceFunction(fn, "finfo") || IsDyntraceFunction(fn, "iinfo")) return FoldPureCall(fn, args, kwargs);
   DT_ASSIGN_OR_RETURN(Sym followed, CallFollowedBuiltin(fn, args, kwargs));
   if (followed != nullptr) return followed;
   if (!IsPureBuiltin(fn, frame_.inputs.builtins)) {

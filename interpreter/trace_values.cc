@@ -36,7 +36,7 @@ bool IsPureConstType(PyObject* obj) {
            PyErr_Clear();
            return pure;
          }()) ||
-         PyObject_TypeCheck(obj, &py::DTypeType) || PyObject_TypeCheck(obj, &py::DeviceType) ||
+         PyObject_TypeCheck(obj, &py::DTypeType) || PyObject_TypeCheck(obj, &py::DeviceType) || py::IsDTypeInfo(obj) ||
          ((PyTuple_CheckExact(obj) || PyList_CheckExact(obj)) && [&] {
            for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(obj); ++i) {
              if (!IsPureConstType(PySequence_Fast_GET_ITEM(obj, i))) return false;
@@ -203,7 +203,8 @@ bool GuardedByIdentity(PyObject* obj) {
   return obj == Py_None || PyBool_Check(obj) || obj == Py_Ellipsis || obj == Py_NotImplemented ||
          PyFunction_Check(obj) || py::IsOpFunction(obj) || PyModule_Check(obj) || PyType_Check(obj) ||
          PyCFunction_Check(obj) || PyObject_TypeCheck(obj, &py::DTypeType) ||
-         PyObject_TypeCheck(obj, &PyMethodDescr_Type) || PyObject_TypeCheck(obj, &PyWrapperDescr_Type);
+         PyObject_TypeCheck(obj, &PyMethodDescr_Type) || PyObject_TypeCheck(obj, &PyWrapperDescr_Type) ||
+         py::IsDTypeInfo(obj);
 }
 
 }  // namespace

@@ -295,3 +295,39 @@ def test_match_statements_compile_whole():
                   [None, {"bias": 2}, [1]]):
         check(match_shapes, lambda i: Call(T(), specs[i]), calls=len(specs))
     check(match_classes, lambda i: Call(T(), [Conv(1, 7), Conv(4, 5), Conv(4, 3), 3][i]), calls=4)
+
+
+# ---------------------------------------------------------------------------------------------
+# dt.finfo, dt.iinfo, dt.is_floating_point, dt.numel.
+
+EPS64 = dt.finfo(dt.float64)
+
+
+def dtype_facts(x, i):
+    fi = dt.finfo(x.dtype)
+    y = x.clamp(min=fi.min, max=fi.max) + fi.eps
+    return (y * dt.numel(x) + dt.is_floating_point(x) + dt.iinfo(i.dtype).bits + EPS64.eps,
+            dt.is_floating_point(i), dt.numel(i), fi.bits, dt.finfo().resolution)
+
+
+def test_dtype_facts_compile_whole():
+    check(dtype_facts, lambda i: Call(rand_tensor((2, 3 + i), dt.float32, -2.0, 2.0),
+                                      dt.ones(4 + i, dtype=(dt.int32, dt.int64, dt.int32)[i])))
+    assert dt.finfo(dt.float32).eps == 2.0 ** -23 and dt.finfo(dt.float16).max == 65504.0
+    assert dt.iinfo(dt.int32).min == -2 ** 31 and dt.iinfo(dt.int64).max == 2 ** 63 - 1
+    assert dt.finfo().dtype == dt.float32 and dt.finfo(dt.float64).bits == 64
+    for bad in (lambda: dt.finfo(dt.int32), lambda: dt.iinfo(dt.float32), lambda: dt.numel(3),
+                lambda: dt.is_floating_point([1.0])):
+        try:
+            bad()
+        except TypeError:
+            continue
+        raise AssertionError("no TypeError")
+
+
+def dtype_fact_errors(x):
+    return dt.iinfo(x.dtype).max
+
+
+def test_dtype_fact_errors_are_cpythons():
+    check(dtype_fact_errors, lambda i: Call(T()), whole=False)
