@@ -292,28 +292,17 @@ absl::StatusOr<Sym> Tracer::CallFollowedBuiltin(PyObject* fn, const std::vector<
   return Sym();
 }
 
-// type(x) and callable(x) of values whose type the trace knows (guarded, or made by the trace).
-// Null: left to the constant folding (type() of a constant) or unsupported.
-absl::StatusOr<Sym> Tracer::BuiltinTypeFacts(PyObject* fn, const std::vector<Sym>& args) {
-  const Sym& x = args[0];
-  PyTypeObject* type = nullptr;
-  bool is_callable = false;
+PyTypeObject* KnownTypeOf(const Sym& x) {
   switch (x->kind) {
-    case SymKind::kTensor: type = &py::TensorType; break;
-    case SymKind::kTuple: type = &PyTuple_Type; break;
-    case SymKind::kList: type = &PyList_Type; break;
-    case SymKind::kDict: type = &PyDict_Type; break;
-    case SymKind::kSlice: type = &PySlice_Type; break;
-    case SymKind::kSet: type = &PySet_Type; break;
+    case SymKind::kTensor: return &py::TensorType;
+    case SymKind::kTuple: return &PyTuple_Type;
+    case SymKind::kList: return &PyList_Type;
+    case SymKind::kDict: return &PyDict_Type;
+    case SymKind::kSlice: return &PySlice_Type;
+    case SymKind::kSet: return &PySet_Type;
     case SymKind::kObject:
-    case SymKind::kConst: type = Py_TYPE(x->obj.get()); is_callable = PyCallable_Check(x->obj.get()); break;
-    case SymKind::kFunction:
-    case SymKind::kBoundMethod:
-    case SymKind::kOpMethod: is_callable = true; break;
-    case SymKind::kPartial:
-      type = reinterpret_cast<PyTypeObject*>(x->obj.get());
-      is_callable = true;
-      break;
+    case SymKind::kConst: return Py_TYPE(x->obj.get());
+    case SymKind::kPartial: return reinterpret_cast<PyTypeObject*>(x->obj.get());
     // A computed run-time number's type may depend on its values (`n ** k`): specialised by the
     // constant folding instead.
     case SymKind::kNumber:
@@ -322,8 +311,22 @@ absl::StatusOr<Sym> Tracer::BuiltinTypeFacts(PyObject* fn, const std::vector<Sym
     case SymKind::kIter:
     case SymKind::kCell:
     case SymKind::kRunIter:
-    case SymKind::kSuper: break;
+    case SymKind::kSuper:
+    case SymKind::kFunction:
+    case SymKind::kBoundMethod:
+    case SymKind::kOpMethod: break;
   }
+  return nullptr;
+}
+
+// type(x) and callable(x) of values whose type the trace knows (guarded, or made by the trace).
+// Null: left to the constant folding (type() of a constant) or unsupported.
+absl::StatusOr<Sym> Tracer::BuiltinTypeFacts(PyObject* fn, const std::vector<Sym>& args) {
+  const Sym& x = args[0];
+  PyTypeObject* type = KnownTypeOf(x);
+  const bool is_callable = x->kind == SymKind::kFunction || x->kind == SymKind::kBoundMethod ||
+                           x->kind == SymKind::kOpMethod || x->kind == SymKind::kPartial ||
+                           ((x->kind == SymKind::kObject || x->kind == SymKind::kConst) && PyCallable_Check(x->obj.get()));
   const bool is_type = fn == reinterpret_cast<PyObject*>(&PyType_Type);
   if (is_type) {
     if (type == nullptr) return Sym();

@@ -32,31 +32,17 @@ bool MatchesSelf(PyObject* cls) {
 
 // The subject's type flags (Py_TPFLAGS_SEQUENCE or Py_TPFLAGS_MAPPING), as CPython reads them.
 absl::StatusOr<bool> Tracer::HasTypeFlag(const Sym& s, unsigned long flag) {
-  PyTypeObject* type = nullptr;
-  switch (s->kind) {
-    case SymKind::kTuple: type = &PyTuple_Type; break;
-    case SymKind::kList: type = &PyList_Type; break;
-    case SymKind::kDict: type = &PyDict_Type; break;
-    case SymKind::kSet: type = &PySet_Type; break;
-    case SymKind::kTensor: type = &py::TensorType; break;
-    case SymKind::kShape: {
-      DT_ASSIGN_OR_RETURN(Sym t, MaterializeShape(s));
-      return HasTypeFlag(t, flag);
-    }
-    case SymKind::kNumber:
-    case SymKind::kConst:
-    case SymKind::kObject:
-    case SymKind::kFunction: type = Py_TYPE(s->obj.get()); break;
-    case SymKind::kNull:
-    case SymKind::kIter:
-    case SymKind::kCell:
-    case SymKind::kBoundMethod:
-    case SymKind::kOpMethod:
-    case SymKind::kSlice:
-    case SymKind::kRunIter:
-    case SymKind::kSuper:
-    case SymKind::kPartial: return Unsupported(absl::StrCat("match on a ", Describe(s)));
+  if (s->kind == SymKind::kShape) {
+    DT_ASSIGN_OR_RETURN(Sym t, MaterializeShape(s));
+    return HasTypeFlag(t, flag);
   }
+  // Numbers and functions are neither sequences nor mappings, whatever their exact type.
+  if (s->kind == SymKind::kNumber || s->kind == SymKind::kFunction || s->kind == SymKind::kBoundMethod ||
+      s->kind == SymKind::kOpMethod) {
+    return false;
+  }
+  PyTypeObject* type = KnownTypeOf(s);
+  if (type == nullptr) return Unsupported(absl::StrCat("match on a ", Describe(s)));
   return PyType_HasFeature(type, flag);
 }
 

@@ -70,6 +70,8 @@ using Kwargs = std::vector<std::pair<std::string, Sym>>;
 // `module.name` of an imported module (borrowed: the module keeps it); null when there is none.
 PyObject* ModuleAttr(const char* module, const char* name);
 PyObject* PartialType();  // functools.partial
+// The exact type of a value the trace knows it of (guarded, or made by the trace); null otherwise.
+PyTypeObject* KnownTypeOf(const Sym& x);
 
 struct TFrame {
   PyCodeObject* code;

@@ -3,7 +3,7 @@ and in objects made by the trace, class-attribute constants, sets, functools.par
 and `global` inside functions, and `match`. Each function runs plain (an unmarked copy) and under
 `dt.jit` on the eager and cpu backends on equal inputs (jitlib.run_differential)."""
 import dyntrace as dt
-from jitlib import Call, jitted_copy, run_differential, stats
+from jitlib import Call, check_compiled, jitted_copy, stats
 from testlib import rand_tensor
 
 BACKENDS = ("eager", "cpu")
@@ -14,18 +14,7 @@ def T(n=3):
 
 
 def check(fn, factory, whole=True, calls=3):
-    """fn under jit matches plain Python on each backend; `whole`: with no graph break, also
-    with fullgraph=True. Returns the last run's stats."""
-    for backend in BACKENDS:
-        for fullgraph in ((False, True) if whole else (False,)):
-            dt.reset()
-            jfn = jitted_copy(fn, backend=backend, fullgraph=fullgraph)
-            run_differential(fn, jfn, factory, calls, seed_base=23)
-            s = stats()
-            if whole:
-                assert s["graph_breaks"] == 0 and s["fallbacks"] == 0, (fn.__name__, backend,
-                                                                         s["break_reasons"])
-    return s
+    return check_compiled(fn, factory, whole=whole, calls=calls, seed_base=23)
 
 
 # ---------------------------------------------------------------------------------------------

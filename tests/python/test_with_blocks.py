@@ -8,29 +8,15 @@ import contextlib
 import threading
 
 import dyntrace as dt
-from jitlib import Call, jitted_copy, run_differential, stats
+from jitlib import Call, check_compiled
 from testlib import rand_tensor
-
-BACKENDS = ("eager", "cpu")
-
 
 def T(n=3):
     return rand_tensor((n,), dt.float32, -2.0, 2.0)
 
 
 def check(fn, factory, whole=True, calls=3):
-    """fn under jit matches plain Python on each backend; `whole`: with no graph break, also
-    with fullgraph=True. Returns the last run's stats."""
-    for backend in BACKENDS:
-        for fullgraph in ((False, True) if whole else (False,)):
-            dt.reset()
-            jfn = jitted_copy(fn, backend=backend, fullgraph=fullgraph)
-            run_differential(fn, jfn, factory, calls, seed_base=18)
-            s = stats()
-            if whole:
-                assert s["graph_breaks"] == 0 and s["fallbacks"] == 0, (fn.__name__, backend,
-                                                                         s["break_reasons"])
-    return s
+    return check_compiled(fn, factory, whole=whole, calls=calls, seed_base=18)
 
 
 class Scaled:
