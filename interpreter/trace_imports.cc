@@ -38,6 +38,22 @@ PyObject* ImportedModule(const std::string& name) {
   return module;
 }
 
+// `from package import name`: CPython imports a submodule `name` the package does not have
+// yet as an attribute (importlib's _handle_fromlist); only one already there is read here.
+absl::Status FromListPresent(PyObject* module, const Sym& fromlist) {
+  if (fromlist->kind != SymKind::kConst || !PyTuple_Check(fromlist->obj.get())) {
+    return Unsupported("an import with a computed list of names");
+  }
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(fromlist->obj.get()); ++i) {
+    PyObject* name = PyTuple_GET_ITEM(fromlist->obj.get(), i);
+    if (!PyUnicode_Check(name) || PyDict_GetItemWithError(PyModule_GetDict(module), name) == nullptr) {
+      PyErr_Clear();
+      return Unsupported("`from m import name` where name is not yet an attribute of m (CPython imports it)");
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 // [level, fromlist] -> the module: the package `a` for `import a.b`, `a.b` itself when names are
@@ -63,6 +79,7 @@ absl::Status Tracer::DoImportName(TFrame& f, const Instr& in) {
       return Unsupported(absl::StrCat("importing ", needed, ", which is not imported yet (CPython runs the import)"));
     }
   }
+  if (names_from) DT_RETURN_IF_ERROR(FromListPresent(ImportedModule(returned), fromlist));
   // The imported module itself is pinned too: `import a.b` must not run a.b's import either.
   guards_.Add(LeafGuard::Identity(guards::SysModuleSource(name), ImportedModule(name), Here()));
   DT_ASSIGN_OR_RETURN(Sym module, Wrap(ImportedModule(returned), guards::SysModuleSource(returned)));

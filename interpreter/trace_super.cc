@@ -38,6 +38,14 @@ PyObject* ObjectInit() {
   return init;
 }
 
+bool FirstArgumentIsCell(PyCodeObject* code) {
+  PyRef cells = PyRef::Steal(PyCode_GetCellvars(code));
+  PyObject* first = cpython::LocalNameObject(code, 0);
+  const int found = cells && first != nullptr ? PySequence_Contains(cells.get(), first) : -1;
+  PyErr_Clear();
+  return found == 1;
+}
+
 Sym Bound(PyObject* function, const Sym& self) {
   Sym s = MakeSym(SymKind::kBoundMethod);
   s->obj = PyRef::Borrow(function);
@@ -75,7 +83,11 @@ absl::StatusOr<Sym> Tracer::ZeroArgumentSuper() {
   }
   if (cls == nullptr) return Raises("the traced code raises RuntimeError: super(): __class__ cell not found");
   DT_ASSIGN_OR_RETURN(Sym self, LoadLocal(f, 0));
-  if (self->kind == SymKind::kCell) self = self->items.empty() ? nullptr : self->items[0];
+  // Only a first argument that is itself a cell variable is read through its cell; a cell
+  // object passed as self is self (and super() raises on it).
+  if (self->kind == SymKind::kCell && FirstArgumentIsCell(f.code)) {
+    self = self->items.empty() ? nullptr : self->items[0];
+  }
   if (self == nullptr) return Raises("the traced code raises RuntimeError: super(): arg[0] deleted");
   return SuperOf(cls, self);
 }
