@@ -38,6 +38,8 @@ enum class SymKind : uint8_t {
   kSuper,        // super(obj, items[0]): obj the class whose MRO successors are searched, items[0] self
   kSet,          // a set the trace made: keys = its history of steps (py_types.h ReplaySet)
   kPartial,      // functools.partial: items = [func, args..., keyword values...], keys = keyword names
+  kGenManager,   // a contextlib.contextmanager manager the trace made: items[0] the generator
+                 // function; position: its frame (Tracer::manager_frames_); consumed: entered, exited
 };
 
 struct SymValue;

@@ -231,7 +231,8 @@ absl::StatusOr<Sym> Tracer::GetAttr(const Sym& obj, const std::string& name) {
     case SymKind::kSlice:
     case SymKind::kNumber:
     case SymKind::kRunIter:
-    case SymKind::kPartial: break;
+    case SymKind::kPartial:
+    case SymKind::kGenManager: break;
     case SymKind::kSuper: return SuperAttr(obj, name);
     case SymKind::kSet: return ContainerAttr(obj, name);
   }

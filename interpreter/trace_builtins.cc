@@ -122,6 +122,7 @@ absl::StatusOr<Sym> Tracer::BuiltinLen(const Sym& a) {
     case SymKind::kNumber:
     case SymKind::kRunIter:
     case SymKind::kPartial:
+    case SymKind::kGenManager:
     case SymKind::kSuper: break;
     case SymKind::kSet: {
       DT_ASSIGN_OR_RETURN(PyRef value, SetValue(a));
@@ -169,6 +170,7 @@ absl::StatusOr<Sym> Tracer::BuiltinIsinstance(const Sym& value, const Sym& class
     case SymKind::kShape:
     case SymKind::kRunIter:
     case SymKind::kPartial:
+    case SymKind::kGenManager:
     case SymKind::kSuper: return Unsupported("isinstance() of an unusual value");
   }
   if (probe == nullptr) probe = holder.get();
@@ -311,6 +313,7 @@ PyTypeObject* KnownTypeOf(const Sym& x) {
     case SymKind::kIter:
     case SymKind::kCell:
     case SymKind::kRunIter:
+    case SymKind::kGenManager:
     case SymKind::kSuper:
     case SymKind::kFunction:
     case SymKind::kBoundMethod:

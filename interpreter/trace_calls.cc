@@ -383,6 +383,7 @@ absl::StatusOr<Sym> Tracer::CallSym(const Sym& callable, std::vector<Sym> args,
       return CallOpFunction(callable->obj.get(), callable->items.empty() ? nullptr : callable->items[0], args, kwargs);
     case SymKind::kBoundMethod: {
       const Sym& self = callable->items[0];
+      if (self->kind == SymKind::kGenManager) return ExitGeneratorManager(self, args);
       if (PyUnicode_Check(callable->obj.get())) {
         DT_ASSIGN_OR_RETURN(std::string method, Text(callable->obj.get()));
         return CallContainerMethod(self, method, args, kwargs);
@@ -405,7 +406,11 @@ absl::StatusOr<Sym> Tracer::CallSym(const Sym& callable, std::vector<Sym> args,
       args.insert(args.begin(), self);
       return Inline(fn, std::move(args), std::move(kwargs));
     }
-    case SymKind::kFunction: return Inline(callable, std::move(args), std::move(kwargs));
+    case SymKind::kFunction:
+      if (IsContextManagerHelper(callable->obj.get())) {
+        return MakeGeneratorManager(callable, std::move(args), std::move(kwargs));
+      }
+      return Inline(callable, std::move(args), std::move(kwargs));
     case SymKind::kObject: {
       PyRef name = PyRef::Steal(PyUnicode_FromString("__call__"));
       PyObject* call = cpython::LookupOnType(Py_TYPE(callable->obj.get()), name.get());
@@ -447,6 +452,7 @@ absl::StatusOr<Sym> Tracer::CallSym(const Sym& callable, std::vector<Sym> args,
     case SymKind::kNumber:
     case SymKind::kPartial: return CallPartial(callable, std::move(args), std::move(kwargs));
     case SymKind::kRunIter:
+    case SymKind::kGenManager:
     case SymKind::kSuper:
     case SymKind::kSet:
       return Unsupported(absl::StrCat("calling a ", Describe(callable)));
@@ -574,8 +580,19 @@ bool ReadsGlobals(const DecodedCode& code) {
 
 }  // namespace
 
-absl::StatusOr<Sym> Tracer::Inline(const Sym& function, std::vector<Sym> args,
-                                   Kwargs kwargs) {
+absl::StatusOr<Sym> Tracer::Inline(const Sym& function, std::vector<Sym> args, Kwargs kwargs) {
+  TFrame f;
+  DT_RETURN_IF_ERROR(PrepareFrame(function, std::move(args), std::move(kwargs), f));
+  TFrame* saved = current_;
+  current_ = &f;
+  auto result = f.generator ? RunGenerator(f) : RunFrame(f);
+  current_ = saved;
+  return result;
+}
+
+// A frame for calling `function` from the current frame, its arguments bound as CPython binds
+// them.
+absl::Status Tracer::PrepareFrame(const Sym& function, std::vector<Sym> args, Kwargs kwargs, TFrame& f) {
   if (current_ != nullptr && current_->depth + 1 > kMaxDepth) {
     return LimitReached("calls nested more than 12 deep (recursion?)");
   }
@@ -600,7 +617,6 @@ absl::StatusOr<Sym> Tracer::Inline(const Sym& function, std::vector<Sym> args,
   if (code->co_flags & (CO_COROUTINE | CO_ASYNC_GENERATOR | CO_ITERABLE_COROUTINE)) {
     return Unsupported("calling a coroutine function");
   }
-  TFrame f;
   f.code = code;
   f.generator = (code->co_flags & CO_GENERATOR) != 0;
   DT_ASSIGN_OR_RETURN(f.decoded, Decode(code));
@@ -622,12 +638,7 @@ absl::StatusOr<Sym> Tracer::Inline(const Sym& function, std::vector<Sym> args,
     f.globals_source = current_->globals_source;
   }
   DT_RETURN_IF_ERROR(BindArguments(f, std::move(args), std::move(kwargs)));
-  DT_RETURN_IF_ERROR(BindDefaults(f, function, defaults, kwdefaults));
-  TFrame* saved = current_;
-  current_ = &f;
-  auto result = f.generator ? RunGenerator(f) : RunFrame(f);
-  current_ = saved;
-  return result;
+  return BindDefaults(f, function, defaults, kwdefaults);
 }
 
 // A generator called in the trace runs to its end at once; the consumer iterates what it

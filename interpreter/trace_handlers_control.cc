@@ -133,6 +133,7 @@ absl::Status Tracer::DoYieldValue(TFrame& f, const Instr& in) {
   DT_RETURN_IF_ERROR(f.Need(1, in));
   f.yields.push_back(f.Pop());
   f.stack.push_back(ConstSym(PyRef::Borrow(Py_None)));  // what next() sends
+  f.suspended = f.suspend_at_yield;
   return absl::OkStatus();
 }
 

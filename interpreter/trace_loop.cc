@@ -49,11 +49,13 @@ void LogInstruction(const TFrame& f, const Instr& in) {
 
 absl::StatusOr<Sym> Tracer::RunFrame(TFrame& f) {
   const auto& instrs = f.decoded->instrs;
-  f.pc = 0;
-  if (f.is_root && frame_.start_offset > 0) {
-    auto it = f.decoded->index_of_offset.find(frame_.start_offset);
-    if (it == f.decoded->index_of_offset.end()) return Unsupported("a segment starting at an unknown offset");
-    f.pc = it->second;
+  if (!f.resume) {
+    f.pc = 0;
+    if (f.is_root && frame_.start_offset > 0) {
+      auto it = f.decoded->index_of_offset.find(frame_.start_offset);
+      if (it == f.decoded->index_of_offset.end()) return Unsupported("a segment starting at an unknown offset");
+      f.pc = it->second;
+    }
   }
   if (log::Enabled(log::Kind::kBytecode)) LogFrameHeader(f);
   while (f.pc < static_cast<int>(instrs.size())) {
@@ -67,7 +69,7 @@ absl::StatusOr<Sym> Tracer::RunFrame(TFrame& f) {
                                f.kw_names_offset, graph_->nodes().size(), journal_.size(),
                                guards_.size()};
     }
-    absl::Status s = f.generator && f.decoded->protected_offsets.contains(in.offset)
+    absl::Status s = f.generator && !f.suspend_at_yield && f.decoded->protected_offsets.contains(in.offset)
                          ? Unsupported("a try/except/finally or with block in a generator the trace runs: CPython runs it")
                          : Step(f, in);
     if (!s.ok()) {
@@ -88,6 +90,7 @@ absl::StatusOr<Sym> Tracer::RunFrame(TFrame& f) {
     }
     CheckStackEffect(f, in, depth_before, before);
     if (f.pc == before) ++f.pc;
+    if (f.suspended) return f.yields.back();  // a contextmanager's generator at its yield
   }
   return Unsupported("fell off the end of the code");
 }

@@ -309,6 +309,7 @@ absl::StatusOr<bool> Tracer::Truth(const Sym& s) {
     case SymKind::kObject:
     case SymKind::kSlice:
     case SymKind::kRunIter:
+    case SymKind::kGenManager:
     case SymKind::kSuper: return Unsupported(absl::StrCat("truth value of a ", Describe(s)));
   }
 }
@@ -648,6 +649,7 @@ absl::StatusOr<std::vector<Sym>> Tracer::Iterate(const Sym& s) {
     case SymKind::kNumber:
     case SymKind::kRunIter:
     case SymKind::kPartial:
+    case SymKind::kGenManager:
     case SymKind::kSuper: return Unsupported(absl::StrCat("iterating over a ", Describe(s)));
     case SymKind::kSet: return SetItems(s);
   }

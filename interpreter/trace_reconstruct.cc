@@ -166,6 +166,8 @@ absl::StatusOr<OutputSpec> Tracer::ToOutput(const Sym& s, std::vector<ValueId>& 
     // The same iterator object, at its current position.
     case SymKind::kRunIter: return FromSource(s->source);
     case SymKind::kSuper: return Unsupported("a super() object crossing a graph break");
+    // Its generator is suspended inside the trace: no real generator can be made at that point.
+    case SymKind::kGenManager: return Unsupported("a contextlib.contextmanager manager crossing a graph break");
     case SymKind::kPartial:
       if (s->source != nullptr) return FromSource(s->source);
       return PartialOutput(s, std::move(out), outputs);

@@ -74,6 +74,7 @@ std::string Describe(const Sym& s) {
     case SymKind::kNumber: return absl::StrCat("number s", s->value, "=", ShortRepr(s->obj.get()));
     case SymKind::kRunIter: return "run-time iterator";
     case SymKind::kPartial: return "functools.partial";
+    case SymKind::kGenManager: return "contextlib.contextmanager manager";
     case SymKind::kSet: return absl::StrCat("set (", s->keys.size(), " steps)");
     case SymKind::kSuper: return absl::StrCat("super(", reinterpret_cast<PyTypeObject*>(s->obj.get())->tp_name, ", ...)");
   }
@@ -504,6 +505,7 @@ absl::StatusOr<PyObject*> Tracer::ToPython(const Sym& s) {
     case SymKind::kFunction:
     case SymKind::kObject:
     case SymKind::kRunIter:
+    case SymKind::kGenManager:
     case SymKind::kSuper:
     case SymKind::kSet:
     case SymKind::kPartial:
@@ -556,6 +558,7 @@ absl::StatusOr<PyRef> Tracer::ConstValue(const Sym& s) {
     case SymKind::kFunction:
     case SymKind::kObject:
     case SymKind::kRunIter:
+    case SymKind::kGenManager:
     case SymKind::kSuper:
     case SymKind::kPartial:
       return Unsupported(absl::StrCat("using a ", Describe(s), " as a Python value"));

@@ -2,7 +2,8 @@
 // follows.
 //
 // A block compiles when its manager's __enter__ and __exit__ are Python functions (a user class,
-// contextlib.nullcontext): BEFORE_WITH inlines __enter__ and pushes the bound __exit__, and the
+// contextlib.nullcontext; @contextlib.contextmanager generators are trace_contextmanager.cc's):
+// BEFORE_WITH inlines __enter__ and pushes the bound __exit__, and the
 // `__exit__(None, None, None)` CALL that ends the block inlines like any other method call. Only
 // the path where the block finishes is traced. The exception path (PUSH_EXC_INFO,
 // WITH_EXCEPT_START) is reached only through a raise, and a raise stops the trace: CPython runs
@@ -51,12 +52,15 @@ const absl::flat_hash_map<PyTypeObject*, Tracer::ContextManagerRule>& Tracer::Kn
 absl::Status Tracer::DoBeforeWith(TFrame& f, const Instr& in) {
   DT_RETURN_IF_ERROR(f.Need(1, in));
   const Sym manager = f.stack.back();
-  if (manager->kind != SymKind::kObject && manager->kind != SymKind::kConst) {
+  if (manager->kind != SymKind::kObject && manager->kind != SymKind::kConst && manager->kind != SymKind::kGenManager) {
     return Unsupported(absl::StrCat("a with block over a ", Describe(manager)));
   }
   PyTypeObject* type = Py_TYPE(manager->obj.get());
   Sym exit, entered;
-  if (auto known = KnownContextManagers().find(type); known != KnownContextManagers().end()) {
+  if (manager->kind == SymKind::kGenManager) {  // @contextlib.contextmanager (trace_contextmanager.cc)
+    DT_ASSIGN_OR_RETURN(entered, EnterGeneratorManager(manager));
+    exit = Bound(manager->obj.get(), manager);
+  } else if (auto known = KnownContextManagers().find(type); known != KnownContextManagers().end()) {
     DT_ASSIGN_OR_RETURN(entered, (this->*known->second.enter)(manager));
     exit = Bound(SpecialMethod(type, "__exit__"), manager);
   } else {

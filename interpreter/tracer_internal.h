@@ -70,6 +70,9 @@ using Kwargs = std::vector<std::pair<std::string, Sym>>;
 // `module.name` of an imported module (borrowed: the module keeps it); null when there is none.
 PyObject* ModuleAttr(const char* module, const char* name);
 PyObject* PartialType();  // functools.partial
+// contextlib.contextmanager's wrapper (`helper`, defined in contextlib), whose one closure cell
+// holds the generator function.
+bool IsContextManagerHelper(PyObject* fn);
 // The exact type of a value the trace knows it of (guarded, or made by the trace); null otherwise.
 PyTypeObject* KnownTypeOf(const Sym& x);
 
@@ -97,6 +100,11 @@ struct TFrame {
   // A generator's body run straight through for a consumer in the trace: what it yields.
   bool generator = false;
   std::vector<Sym> yields;
+  // A contextlib.contextmanager generator, run in step with its with block (trace_contextmanager.cc):
+  // it stops at each YIELD_VALUE (`suspended`), and RunFrame continues it from there (`resume`).
+  bool suspend_at_yield = false;
+  bool suspended = false;
+  bool resume = false;
 
   Sym Pop() {
     Sym s = std::move(stack.back());
@@ -292,6 +300,7 @@ class Tracer {
   absl::StatusOr<Sym> CallOpFunction(PyObject* fn, const Sym& bound_self, const std::vector<Sym>& args,
                                      const Kwargs& kwargs);
   absl::StatusOr<Sym> Inline(const Sym& function, std::vector<Sym> args, Kwargs kwargs);
+  absl::Status PrepareFrame(const Sym& function, std::vector<Sym> args, Kwargs kwargs, TFrame& f);
   absl::StatusOr<Sym> ConstructObject(PyTypeObject* cls, const SourceRef& cls_source, std::vector<Sym> args,
                                       Kwargs kwargs);
   // A constant class attribute read through an instance (`self.scale` where the class says
@@ -385,6 +394,13 @@ class Tracer {
   absl::Status DoMatchKeys(TFrame& f, const Instr& in);
   absl::StatusOr<std::vector<PyRef>> MatchClassNames(const Sym& cls, int count, PyObject* keywords, bool& self);
   absl::Status DoMatchClass(TFrame& f, const Instr& in);
+  // contextlib.contextmanager (trace_contextmanager.cc)
+  absl::StatusOr<Sym> MakeGeneratorManager(const Sym& helper, std::vector<Sym> args, Kwargs kwargs);
+  absl::StatusOr<Sym> EnterGeneratorManager(const Sym& manager);
+  absl::StatusOr<Sym> ExitGeneratorManager(const Sym& manager, const std::vector<Sym>& args);
+  absl::StatusOr<Sym> RunToYield(TFrame& f);
+  // The generator frames of entered contextmanager managers (SymValue::position indexes them).
+  std::vector<std::unique_ptr<TFrame>> manager_frames_;
   // functools.partial (trace_partial.cc)
   absl::StatusOr<Sym> MakePartial(const std::vector<Sym>& args, const Kwargs& kwargs);
   absl::StatusOr<Sym> WrapPartial(PyObject* obj, const SourceRef& source);

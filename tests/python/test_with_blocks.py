@@ -154,3 +154,51 @@ def test_a_c_manager_the_tracer_does_not_know_breaks_with_a_reason():
     s = check(with_c_manager, lambda i: Call(T()), whole=False)
     reasons = " ".join(s["break_reasons"] + s["fallback_reasons"])
     assert "KnownContextManagers" in reasons and "lock" in reasons, reasons
+
+
+# ---------------------------------------------------------------------------------------------
+# @contextlib.contextmanager generators: run in step with the block.
+
+class State:
+    def __init__(self):
+        self.scale = 1.0
+        self.log = []
+
+
+@contextlib.contextmanager
+def scaled_state(state, k, tag="t"):
+    old = state.scale
+    state.scale = k
+    state.log.append("enter " + tag)
+    try:
+        yield state.scale * 2
+    finally:
+        state.scale = old
+        state.log.append("exit")
+
+
+def with_contextmanager(x, state):
+    with scaled_state(state, 3.0, tag="a") as v:
+        y = x * state.scale + v
+    return y + state.scale, state.log
+
+
+def with_contextmanager_break(x, state):
+    with scaled_state(state, 2.0) as v:
+        print("inside", state.scale)
+        y = x * v
+    return y, state.scale
+
+
+def with_contextmanager_raises(x, state):
+    with scaled_state(state, 2.0 + x.shape[0]):
+        if x.shape[0] > 3:
+            raise ValueError("too long")
+        y = x * state.scale
+    return y
+
+
+def test_contextmanager_generators_compile_in_step_with_the_block():
+    check(with_contextmanager, lambda i: Call(T(), State()))
+    check(with_contextmanager_break, lambda i: Call(T(), State()), whole=False)
+    check(with_contextmanager_raises, lambda i: Call(T(3 + i % 2), State()), whole=False, calls=4)
