@@ -83,11 +83,11 @@ PyObject* CellContents(PyObject* closure, int index) {
   return PyCell_Check(cell) ? PyCell_GET(cell) : nullptr;
 }
 
-// A part of a functools.partial (C's partial type exactly: its members are read-only slots that
-// run no code). Borrowed: the partial holds it.
+// A part of a functools.partial (C's partial type exactly, named "functools.partial" by its type
+// spec, a Python class would be named "partial": its members are read-only slots that run no
+// code). Borrowed: the partial holds it.
 PyObject* PartialPart(PyObject* p, const std::string& part) {
-  if (p == nullptr || PyType_HasFeature(Py_TYPE(p), Py_TPFLAGS_HEAPTYPE) ||
-      std::string(Py_TYPE(p)->tp_name) != "functools.partial") {
+  if (p == nullptr || std::string(Py_TYPE(p)->tp_name) != "functools.partial") {
     return nullptr;
   }
   PyObject* value = PyObject_GetAttrString(p, part.c_str());

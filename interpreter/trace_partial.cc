@@ -39,6 +39,8 @@ absl::StatusOr<Sym> Tracer::MakePartial(const std::vector<Sym>& args, const Kwar
 // A functools.partial of the caller (exactly that type): its function, arguments and keywords,
 // each read through the partial and guarded like any value.
 absl::StatusOr<Sym> Tracer::WrapPartial(PyObject* obj, const SourceRef& source) {
+  if (wrap_depth_ >= kMaxUnpackedDepth) return Unsupported("a functools.partial nested too deep to follow");
+  WrapDepthScope nested(wrap_depth_);
   guards_.Add(LeafGuard::Type(source, Py_TYPE(obj), Here()));
   PyRef parts[3];
   const char* names[3] = {"func", "args", "keywords"};

@@ -278,11 +278,7 @@ absl::StatusOr<Sym> Tracer::WrapContainer(PyObject* obj, const SourceRef& source
   if (auto seen = containers_by_source_.find(source->ToString()); seen != containers_by_source_.end()) {
     return seen->second;  // read before through this very source
   }
-  struct DepthScope {
-    int& depth;
-    explicit DepthScope(int& d) : depth(d) { ++depth; }
-    ~DepthScope() { --depth; }
-  } nested(wrap_depth_);
+  WrapDepthScope nested(wrap_depth_);
   const Provenance where = Here();
   guards_.Add(LeafGuard::Type(source, Py_TYPE(obj), where));
   guards_.Add(LeafGuard::Length(source, PyObject_Length(obj), where));
@@ -378,6 +374,8 @@ absl::StatusOr<Sym> Tracer::Wrap(PyObject* obj, SourceRef source) {
 // A bound method of a Python function (a with block's __exit__ on a segment's start stack, a
 // method passed as an argument): its function guarded by identity, its self wrapped as any value.
 absl::StatusOr<Sym> Tracer::WrapBoundMethod(PyObject* method, const SourceRef& source) {
+  if (wrap_depth_ >= kMaxUnpackedDepth) return Unsupported("a bound method nested too deep to follow");
+  WrapDepthScope nested(wrap_depth_);
   guards_.Add(LeafGuard::Type(source, &PyMethod_Type, Here()));
   DT_ASSIGN_OR_RETURN(Sym function, Wrap(PyMethod_GET_FUNCTION(method), guards::MethodFuncSource(source)));
   DT_ASSIGN_OR_RETURN(Sym self, Wrap(PyMethod_GET_SELF(method), guards::MethodSelfSource(source)));

@@ -231,6 +231,13 @@ class Tracer {
   static constexpr Py_ssize_t kMaxUnpackedItems = 256;
   static constexpr int kMaxUnpackedDepth = 4;
   int wrap_depth_ = 0;
+  // Counts one level of values Wrap unpacks (containers, partials, bound methods), so a value
+  // that contains itself (a partial of itself) ends as an opaque break, not a recursion.
+  struct WrapDepthScope {
+    int& depth;
+    explicit WrapDepthScope(int& d) : depth(d) { ++depth; }
+    ~WrapDepthScope() { --depth; }
+  };
   static constexpr int kMaxInstructions = 50000;
 
   // ---- helpers ----
