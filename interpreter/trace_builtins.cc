@@ -227,7 +227,10 @@ absl::StatusOr<Sym> Tracer::CallFollowedBuiltin(PyObject* fn, const std::vector<
   if (is("isinstance") && args.size() == 2) return BuiltinIsinstance(args[0], args[1]);
   if ((is("tuple") || is("list")) && args.size() == 1 && kwargs.empty()) {
     // tuple(t) of an exact tuple is t itself in CPython (`tuple(args) is args`).
-    if (is("tuple") && args[0]->kind == SymKind::kTuple) return args[0];
+    if (is("tuple") && (args[0]->kind == SymKind::kTuple ||
+                        (args[0]->kind == SymKind::kConst && PyTuple_CheckExact(args[0]->obj.get())))) {
+      return args[0];
+    }
     DT_ASSIGN_OR_RETURN(std::vector<Sym> items, Iterate(args[0]));
     Sym s = MakeSym(is("tuple") ? SymKind::kTuple : SymKind::kList);
     s->items = std::move(items);
