@@ -212,6 +212,12 @@ LeafGuard LeafGuard::NotSame(SourceRef source, SourceRef other, Provenance where
   return g;
 }
 
+LeafGuard LeafGuard::Same(SourceRef source, SourceRef other, Provenance where) {
+  LeafGuard g(Kind::kSame, std::move(source), std::move(where));
+  g.other_ = std::move(other);
+  return g;
+}
+
 LeafGuard LeafGuard::KeysInOrder(SourceRef source, PyObject* keys, Provenance where) {
   LeafGuard g(Kind::kKeys, std::move(source), std::move(where));
   g.expected_ = keys;
@@ -233,7 +239,8 @@ bool LeafGuard::CheckValue(PyObject* value) const {
       }
       return true;
     }
-    case Kind::kNotSame: return false;  // two values: Check() decides
+    case Kind::kNotSame:
+    case Kind::kSame: return false;  // two values: Check() decides
     // A dead expected object's address may be reused: the weak reference tells them apart.
     case Kind::kType: return Py_TYPE(value) == type_ && LiveExpected() != nullptr;
     case Kind::kIdentity: return value == expected_ && LiveExpected() != nullptr;
@@ -278,6 +285,7 @@ bool LeafGuard::Check(const FrameInputs& frame) const {
   }
   PyObject* value = source_->Resolve(frame);
   if (kind_ == Kind::kNotSame) return value != nullptr && value != other_->Resolve(frame);
+  if (kind_ == Kind::kSame) return value != nullptr && value == other_->Resolve(frame);
   return CheckValue(value);
 }
 
@@ -294,12 +302,16 @@ std::optional<std::string> LeafGuard::Explain(const FrameInputs& frame) const {
     return absl::StrFormat("%s is %s: expected two different objects, actual the same %s", src,
                            other_->ToString(), Py_TYPE(value)->tp_name);
   }
+  if (kind_ == Kind::kSame && value != nullptr) {
+    return absl::StrFormat("%s is not %s: expected one object, actual two", src, other_->ToString());
+  }
   if (kind_ == Kind::kAbsent) return absl::StrFormat("%s: expected no such name, actual %s", src, Repr(value));
   if (value == nullptr) return absl::StrCat(src, ": expected a value, actual: it no longer exists");
   switch (kind_) {
     case Kind::kAbsent:
     case Kind::kRelation:
-    case Kind::kNotSame: break;
+    case Kind::kNotSame:
+    case Kind::kSame: break;
     case Kind::kKeys: {
       PyObject* actual = PyDict_Check(value) ? PySequence_Tuple(value) : nullptr;
       if (actual == nullptr) PyErr_Clear();
@@ -381,6 +393,7 @@ std::string LeafGuard::ToString() const {
     case Kind::kAbsent: code = absl::StrFormat("%s does not exist", src); break;
     case Kind::kRelation: code = holds_ ? expression_ : absl::StrCat("not (", expression_, ")"); break;
     case Kind::kNotSame: code = absl::StrFormat("%s is not %s", src, other_->ToString()); break;
+    case Kind::kSame: code = absl::StrFormat("%s is %s", src, other_->ToString()); break;
     case Kind::kKeys: code = absl::StrFormat("tuple(%s) == %s", src, Repr(expected_)); break;
   }
   if (where_.line >= 0 || !where_.instruction.empty()) {

@@ -52,7 +52,7 @@ struct TensorProperties {
 
 class LeafGuard {
  public:
-  enum class Kind : uint8_t { kType, kIdentity, kEquals, kLength, kTensor, kTensorSize, kAbsent, kRelation, kNotSame, kKeys };
+  enum class Kind : uint8_t { kType, kIdentity, kEquals, kLength, kTensor, kTensorSize, kAbsent, kRelation, kNotSame, kSame, kKeys };
   // Evaluates a relation on the frame's values; nullopt when it cannot (a value is gone).
   using RelationFn = std::function<std::optional<bool>(const FrameInputs&)>;
 
@@ -75,6 +75,9 @@ class LeafGuard {
   // Passes when `source` and `other` are two different objects: a trace that changes a container
   // of the caller relies on no other name of the caller reaching that same container.
   static LeafGuard NotSame(SourceRef source, SourceRef other, Provenance where);
+  // Passes when `source` and `other` are one object: a trace that reached an object two ways
+  // (a with block's bound __exit__ on the stack, and the manager's own name) keeps one Sym for it.
+  static LeafGuard Same(SourceRef source, SourceRef other, Provenance where);
   // Passes when the source is a dict whose keys are the str keys of the tuple `keys`, in that
   // order: a trace that iterates a dict of the caller relies on its order.
   static LeafGuard KeysInOrder(SourceRef source, PyObject* keys, Provenance where);
@@ -96,7 +99,7 @@ class LeafGuard {
 
   Kind kind_;
   SourceRef source_;
-  SourceRef other_;  // kNotSame
+  SourceRef other_;  // kNotSame, kSame
   Provenance where_;
   PyTypeObject* type_ = nullptr;
   // kType, kIdentity, kEquals: the expected object. Held through `weak_expected_` (an owned weak

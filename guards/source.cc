@@ -22,6 +22,12 @@ std::string Source::ToString() const {
     case Kind::kCellContents: return absl::StrCat(parent->ToString(), ".cell_contents");
     case Kind::kFreeCell: return absl::StrCat("cell(C['", name, "'])");
     case Kind::kIterItem: return absl::StrCat(parent->ToString(), ".remaining[", index, "]");
+    case Kind::kMethodFunc: return absl::StrCat(parent->ToString(), ".__func__");
+    case Kind::kMethodSelf: return absl::StrCat(parent->ToString(), ".__self__");
+    case Kind::kTypeOf: return absl::StrCat("type(", parent->ToString(), ")");
+    case Kind::kGlobalsDict: return "globals()";
+    case Kind::kSysModule: return absl::StrCat("sys.modules['", name, "']");
+    case Kind::kPartialPart: return absl::StrCat(parent->ToString(), ".", name);
   }
   __builtin_unreachable();
 }
@@ -75,6 +81,22 @@ PyObject* CellContents(PyObject* closure, int index) {
   }
   PyObject* cell = PyTuple_GET_ITEM(closure, index);
   return PyCell_Check(cell) ? PyCell_GET(cell) : nullptr;
+}
+
+// A part of a functools.partial (C's partial type exactly, named "functools.partial" by its type
+// spec, a Python class would be named "partial": its members are read-only slots that run no
+// code). Borrowed: the partial holds it.
+PyObject* PartialPart(PyObject* p, const std::string& part) {
+  if (p == nullptr || std::string(Py_TYPE(p)->tp_name) != "functools.partial") {
+    return nullptr;
+  }
+  PyObject* value = PyObject_GetAttrString(p, part.c_str());
+  if (value == nullptr) {
+    PyErr_Clear();
+    return nullptr;
+  }
+  Py_DECREF(value);  // the partial keeps it alive
+  return value;
 }
 
 }  // namespace
@@ -132,6 +154,19 @@ PyObject* Source::Resolve(const FrameInputs& frame) const {
       const Py_ssize_t i = remaining.start + index;
       return i < PySequence_Fast_GET_SIZE(remaining.items) ? PySequence_Fast_GET_ITEM(remaining.items, i) : nullptr;
     }
+    case Kind::kMethodFunc:
+    case Kind::kMethodSelf: {
+      PyObject* p = parent->Resolve(frame);
+      if (p == nullptr || !PyMethod_Check(p)) return nullptr;
+      return kind == Kind::kMethodFunc ? PyMethod_GET_FUNCTION(p) : PyMethod_GET_SELF(p);
+    }
+    case Kind::kTypeOf: {
+      PyObject* p = parent->Resolve(frame);
+      return p != nullptr ? reinterpret_cast<PyObject*>(Py_TYPE(p)) : nullptr;
+    }
+    case Kind::kGlobalsDict: return frame.globals;
+    case Kind::kSysModule: return DictLookup(PyImport_GetModuleDict(), name);
+    case Kind::kPartialPart: return PartialPart(parent->Resolve(frame), name);
   }
   __builtin_unreachable();
 }
@@ -185,6 +220,14 @@ bool ReadRemainingItems(PyObject* obj, RemainingItems* out) {
 SourceRef IterItemSource(SourceRef iterator, int index) {
   return Make(Source::Kind::kIterItem, index, "", std::move(iterator));
 }
+SourceRef MethodFuncSource(SourceRef method) { return Make(Source::Kind::kMethodFunc, -1, "", std::move(method)); }
+SourceRef PartialPartSource(SourceRef partial, std::string part) {
+  return Make(Source::Kind::kPartialPart, -1, std::move(part), std::move(partial));
+}
+SourceRef GlobalsDictSource() { return Make(Source::Kind::kGlobalsDict, -1, "", nullptr); }
+SourceRef SysModuleSource(std::string name) { return Make(Source::Kind::kSysModule, -1, std::move(name), nullptr); }
+SourceRef TypeOfSource(SourceRef object) { return Make(Source::Kind::kTypeOf, -1, "", std::move(object)); }
+SourceRef MethodSelfSource(SourceRef method) { return Make(Source::Kind::kMethodSelf, -1, "", std::move(method)); }
 
 SourceRef StackSource(int index) { return Make(Source::Kind::kStack, index, "", nullptr); }
 SourceRef CellContentsSource(SourceRef cell) {

@@ -51,6 +51,12 @@ struct Source {
     kCellContents,  // contents of the cell object at parent
     kFreeCell,      // the root function's closure cell `index` itself (named `name`)
     kIterItem,      // remaining item `index` of a resume iterator at parent
+    kMethodFunc,    // parent.__func__ of a bound method (a with block's __exit__ on the stack)
+    kMethodSelf,    // parent.__self__ of a bound method
+    kTypeOf,        // type(parent): its attributes are found on the MRO (class constants)
+    kGlobalsDict,   // the root frame's globals dict itself (where `global` stores land)
+    kSysModule,     // sys.modules[name] (a module an `import` inside the function reads)
+    kPartialPart,   // of a functools.partial at parent: .func ("func"), .args ("args") or .keywords
   };
   Kind kind;
   int index = -1;
@@ -78,6 +84,12 @@ SourceRef StackSource(int index);
 SourceRef CellContentsSource(SourceRef cell);
 SourceRef FreeCellSource(int index, std::string name);
 SourceRef IterItemSource(SourceRef iterator, int index);
+SourceRef MethodFuncSource(SourceRef method);
+SourceRef MethodSelfSource(SourceRef method);
+SourceRef TypeOfSource(SourceRef object);
+SourceRef GlobalsDictSource();
+SourceRef SysModuleSource(std::string name);
+SourceRef PartialPartSource(SourceRef partial, std::string part);  // "func", "args" or "keywords"
 
 // The iterators dyntrace makes when a loop's state crosses a graph break expose their remaining
 // items without running Python code; the interpreter layer registers how to read them.

@@ -128,6 +128,26 @@ std::vector<InstructionRow>* BuildTable() {
       {Op::kReturnGenerator, {"RETURN_GENERATOR"}, {"RETURN_GENERATOR"}, F::kNext, X::kHandBack,
        [](int, bool) { return Fixed(0, 1); }},
       {Op::kYieldValue, {"YIELD_VALUE"}, {"YIELD_VALUE"}, F::kNext, X::kHandBack, [](int, bool) { return Fixed(1, 1); }},
+      // [manager] -> [bound __exit__, what __enter__ returned] (trace_with.cc).
+      {Op::kBeforeWith, {"BEFORE_WITH"}, {"BEFORE_WITH"}, F::kNext, X::kHandBack, [](int, bool) { return Fixed(1, 2); }},
+      // [level, fromlist] -> module; [module] -> [module, attribute] (trace_imports.cc).
+      {Op::kImportName, {"IMPORT_NAME"}, {"IMPORT_NAME"}, F::kNext, X::kHandBack, [](int, bool) { return Fixed(2, 1); }},
+      {Op::kImportFrom, {"IMPORT_FROM"}, {"IMPORT_FROM"}, F::kNext, X::kHandBack, [](int, bool) { return Fixed(1, 2); }},
+      {Op::kStoreGlobal, {"STORE_GLOBAL"}, {"STORE_GLOBAL"}, F::kNext, X::kHandBack, [](int, bool) { return Fixed(1, 0); }},
+      // match statements (trace_match.cc): the subject stays, a test result goes on top.
+      {Op::kMatchSequence, {"MATCH_SEQUENCE"}, {"MATCH_SEQUENCE"}, F::kNext, X::kHandBack, [](int, bool) { return Fixed(0, 1); }},
+      {Op::kMatchMapping, {"MATCH_MAPPING"}, {"MATCH_MAPPING"}, F::kNext, X::kHandBack, [](int, bool) { return Fixed(0, 1); }},
+      {Op::kGetLen, {"GET_LEN"}, {"GET_LEN"}, F::kNext, X::kHandBack, [](int, bool) { return Fixed(0, 1); }},
+      {Op::kMatchKeys, {"MATCH_KEYS"}, {"MATCH_KEYS"}, F::kNext, X::kHandBack, [](int, bool) { return Fixed(0, 1); }},
+      // [subject, class, keyword names] -> attributes or None
+      {Op::kMatchClass, {"MATCH_CLASS"}, {"MATCH_CLASS"}, F::kNext, X::kHandBack, [](int, bool) { return Fixed(3, 1); }},
+      {Op::kBuildSet, {"BUILD_SET"}, {"BUILD_SET"}, F::kNext, X::kHandBack, [](int n, bool) { return Fixed(n, 1); }},
+      // The set stays in place, `arg` slots down (trace_sets.cc).
+      {Op::kSetAdd, {"SET_ADD"}, {"SET_ADD"}, F::kNext, X::kHandBack, [](int, bool) { return Fixed(1, 0); }},
+      {Op::kSetUpdate, {"SET_UPDATE"}, {"SET_UPDATE"}, F::kNext, X::kHandBack, [](int, bool) { return Fixed(1, 0); }},
+      // [super, class, self] -> the attribute; the low bit asks for a NULL below it (a call follows).
+      {Op::kLoadSuperAttr, {}, {"LOAD_SUPER_ATTR"}, F::kNext, X::kHandBack,
+       [](int arg, bool) { return Fixed(3, 1 + (arg & 1)); }},
   };
   return t;
 }

@@ -35,7 +35,8 @@ enum class Op : uint8_t {
   kListAppend, kListExtend, kDictUpdate, kDictMerge, kMapAdd, kListToTuple, kBuildSlice,
   kBinarySubscr, kStoreSubscr, kDeleteSubscr, kBinarySlice, kStoreSlice, kUnpackSequence, kUnpackEx, kGetIter,
   kForIter, kEndFor, kFormatValue, kBuildString, kMakeFunction, kReturnValue, kReturnConst,
-  kReturnGenerator, kYieldValue,
+  kReturnGenerator, kYieldValue, kBeforeWith, kLoadSuperAttr, kBuildSet, kSetAdd, kSetUpdate, kImportName, kImportFrom, kStoreGlobal,
+  kMatchSequence, kMatchMapping, kGetLen, kMatchKeys, kMatchClass,
   kUnsupported,  // every instruction without a row: the trace stops there
 };
 
@@ -94,8 +95,10 @@ struct DecodedCode {
   std::string filename;
   std::vector<std::string> binary_ops;  // dis._nb_ops names by BINARY_OP argument
   // Offsets inside try/except/finally and with bodies (exception-table ranges whose handler
-  // starts with PUSH_EXC_INFO): a handler must be able to catch what the body raises, so the
-  // trace stops there and CPython runs the region (comprehension cleanup handlers do not count).
+  // starts with PUSH_EXC_INFO; comprehension cleanup handlers do not count). The root frame and
+  // inlined calls trace them: a handler runs only when something raises, and a raise stops the
+  // trace, so CPython runs that instruction and its own exception table finds the handler. A
+  // generator run straight through does not (its `finally` would also run when it is closed).
   absl::flat_hash_set<int> protected_offsets;
 };
 

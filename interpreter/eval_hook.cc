@@ -506,6 +506,9 @@ PyObject* SegmentRun::Run() {
   // last other reference to the function).
   PyRef keep_code = PyRef::Borrow(reinterpret_cast<PyObject*>(view_.code));
   for (;;) {
+    // An escape may have installed sys.settrace (a test's tracer around a call): from then on
+    // CPython runs the frame, so the calls and lines it reports are all there.
+    if (!at_entry_ && cpython::TraceFunctionSet(tstate_, /*profile=*/StressMode())) return HandBackHere();
     const guards::FrameInputs inputs = Inputs();
     std::shared_ptr<CacheEntry> entry = Lookup(inputs);
     if (entry != nullptr && entry->fallback()) {

@@ -123,6 +123,28 @@ PyObject* Builder::BuildCell(const trace::OutputSpec& spec) {
   return cell;
 }
 
+// functools.partial(func, *args, **keywords): the keywords are the last children.
+PyObject* Builder::BuildPartial(const trace::OutputSpec& spec) {
+  const size_t nkw = spec.keys.size();
+  const size_t npos = spec.children.size() - nkw;
+  py::PyRef args = py::PyRef::Steal(PyTuple_New(static_cast<Py_ssize_t>(npos)));
+  py::PyRef kwargs = py::PyRef::Steal(PyDict_New());
+  if (!args || !kwargs) return Fail();
+  for (size_t i = 0; i < spec.children.size(); ++i) {
+    PyObject* value = Build(spec.children[i]);
+    if (value == nullptr) return Fail();
+    if (i < npos) {
+      PyTuple_SET_ITEM(args.get(), static_cast<Py_ssize_t>(i), value);
+      continue;
+    }
+    const int r = PyDict_SetItem(kwargs.get(), spec.keys[i - npos].get(), value);
+    Py_DECREF(value);
+    if (r < 0) return Fail();
+  }
+  PyObject* partial = PyObject_Call(spec.obj.get(), args.get(), kwargs.get());
+  return partial != nullptr ? partial : Fail();
+}
+
 PyObject* Builder::BuildBoundMethod(const trace::OutputSpec& spec) {
   PyObject* self = Build(spec.children[0]);
   if (self == nullptr) return Fail();
@@ -202,6 +224,11 @@ PyObject* Builder::BuildUnmemoised(const trace::OutputSpec& spec) {
     }
     case Kind::kBoundMethod: return BuildBoundMethod(spec);
     case Kind::kFunction: return BuildFunction(spec);
+    case Kind::kSet: {
+      PyObject* set = py::ReplaySet(spec.obj.get());
+      return set != nullptr ? set : Fail();
+    }
+    case Kind::kPartial: return BuildPartial(spec);
   }
   __builtin_unreachable();
 }

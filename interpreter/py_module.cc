@@ -245,6 +245,7 @@ extern "C" PyObject* PyInit_dyntrace() {
   PyObject* linalg = functional == nullptr ? nullptr : AddLinalgModule(module.get());  // borrowed
   if (linalg == nullptr || !AddOpBindings(module.get(), functional, linalg)) return nullptr;
   if (!AddBytesBindings(module.get())) return nullptr;
+  if (!AddDTypeInfo(module.get())) return nullptr;
   if (!AddJitBindings(module.get())) return nullptr;
   if (!AddBytecodeBindings(module.get())) return nullptr;
   if (!dt::interpreter::AddReportBindings(module.get())) return nullptr;

@@ -109,6 +109,24 @@ bool IsProcessConstantFunction(PyObject* fn);
 // the same op-function objects), dyntrace.linalg.<name> (`linalg`, ops named linalg_<name>) and
 // Tensor methods (with in-place forms).
 [[nodiscard]] bool AddOpBindings(PyObject* module, PyObject* functional, PyObject* linalg);
+// A set made by traced code, rebuilt from its history so that its table, and so its iteration
+// order and that of whatever CPython later adds to it, is the one CPython's own operations give.
+// `history` is a tuple of steps, each a tuple: (kSetAdd, x), (kSetDiscard, x), (kSetPop,),
+// (kSetUpdate, history of another set), or, only first, (kSetFrom, operator, history, history):
+// the set `a | b` (kSetOr), `a & b`, `a - b` or `a ^ b`. Where a history is expected, a
+// frozenset constant stands for itself. Returns a new reference, or null with an
+// error set (only when the history is malformed or memory runs out: elements are constants).
+enum SetStep : int { kSetAdd = 0, kSetDiscard = 1, kSetPop = 2, kSetUpdate = 3, kSetFrom = 4 };
+enum SetOperator : int { kSetOr = 0, kSetAnd = 1, kSetSub = 2, kSetXor = 3 };
+PyObject* ReplaySet(PyObject* history);
+
+// dyntrace.finfo, iinfo, is_floating_point and numel (py_dtype_info.cc). IsDTypeInfo: whether
+// `obj` is what finfo() or iinfo() returned (immutable: the tracer folds it).
+[[nodiscard]] bool AddDTypeInfo(PyObject* module);
+bool IsDTypeInfo(PyObject* obj);
+
+// Binds registry ops: dyntrace.<name> functions and Tensor methods (with in-place forms).
+[[nodiscard]] bool AddOpBindings(PyObject* module);
 
 }  // namespace dt::interpreter::py
 

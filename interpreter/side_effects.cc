@@ -18,6 +18,7 @@ struct Pending {
   PyRef target;
   PyRef name;
   PyRef value;
+  bool dict_item = false;  // target[name] = value (a `global` store), not setattr
 };
 
 // Makes dict `target` hold `contents`' items in `contents`' order (keys are constants: str, int
@@ -57,6 +58,7 @@ bool ReplaceDictContents(PyObject* target, PyObject* contents) {
 
 bool Apply(const Pending& change) {
   PyObject* target = change.target.get();
+  if (change.name && change.dict_item) return PyDict_SetItem(target, change.name.get(), change.value.get()) == 0;
   if (change.name) return PyObject_SetAttr(target, change.name.get(), change.value.get()) == 0;
   if (PyList_CheckExact(target) && PyList_CheckExact(change.value.get())) {
     return PyList_SetSlice(target, 0, PyList_GET_SIZE(target), change.value.get()) == 0;
@@ -72,18 +74,19 @@ bool Apply(const Pending& change) {
 
 bool ApplySideEffects(const trace::TraceResult& trace, Builder& builder, const guards::FrameInputs& inputs) {
   std::vector<Pending> pending;
-  auto add = [&](const guards::SourceRef& source, const PyRef& name, const trace::OutputSpec& spec) {
+  auto add = [&](const guards::SourceRef& source, const PyRef& name, const trace::OutputSpec& spec,
+                 bool dict_item = false) {
     PyRef target = PyRef::Borrow(source->Resolve(inputs));
     PyRef value = PyRef::Steal(builder.Build(spec));
     if (!target || !value) {
       if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "dyntrace: a side effect lost its object");
       return false;
     }
-    pending.push_back(Pending{std::move(target), name, std::move(value)});
+    pending.push_back(Pending{std::move(target), name, std::move(value), dict_item});
     return true;
   };
   for (const trace::AttrStore& store : trace.attr_stores) {
-    if (!add(store.object, store.name, store.value)) return false;
+    if (!add(store.object, store.name, store.value, store.dict_item)) return false;
   }
   for (const trace::ContainerStore& store : trace.container_stores) {
     if (!add(store.container, PyRef(), store.contents)) return false;

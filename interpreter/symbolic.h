@@ -35,6 +35,11 @@ enum class SymKind : uint8_t {
   kShape,        // items[0]: the tensor whose .shape this is
   kNumber,       // a Python number known only at run time: scalar slot `value`, obj: trace-time value
   kRunIter,      // an iterator from the segment's start state, advanced only at run time (source)
+  kSuper,        // super(obj, items[0]): obj the class whose MRO successors are searched, items[0] self
+  kSet,          // a set the trace made: keys = its history of steps (py_types.h ReplaySet)
+  kPartial,      // functools.partial: items = [func, args..., keyword values...], keys = keyword names
+  kGenManager,   // a contextlib.contextmanager manager the trace made: items[0] the generator
+                 // function; position: its frame (Tracer::manager_frames_); consumed: entered, exited
 };
 
 struct SymValue;
@@ -74,6 +79,11 @@ struct SymValue {
   // A kObject the traced code made by calling its class (trace_objects.cc): `obj` is a blank
   // instance standing for it, `keys`/`items` its attributes; built for real when it leaves.
   bool made_by_trace = false;
+  guards::SourceRef class_source;  // made_by_trace: where its class was read (null: unknown)
+  // A loop's iterator over a set the trace made: the set, whose history at GET_ITER is
+  // keys_at_start. CPython's set iterator raises once the size changes, and follows the table
+  // when it changes at the same size (then the trace stops).
+  Sym iterated_set;
   // A kTuple of an op's named results (`x.max(1)`): their named-tuple type, which Python sees and
   // whose fields (`.values`) read items; null for plain tuples.
   py::PyRef named_type;

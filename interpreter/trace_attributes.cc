@@ -85,7 +85,10 @@ absl::StatusOr<Sym> Tracer::ContainerAttr(const Sym& obj, const std::string& nam
       "get", "items", "keys", "values", "pop", "setdefault", "update", "copy", "clear"};
   static const auto* list_methods = new absl::flat_hash_set<std::string>{
       "append", "extend", "index", "count", "pop", "insert", "clear", "reverse", "copy", "remove", "sort"};
+  static const auto* set_methods = new absl::flat_hash_set<std::string>{
+      "add", "discard", "remove", "pop", "update", "union", "clear", "copy", "issubset", "issuperset", "isdisjoint"};
   const bool followed = (obj->kind == SymKind::kDict && dict_methods->contains(name)) ||
+                        (obj->kind == SymKind::kSet && set_methods->contains(name)) ||
                         (obj->kind == SymKind::kList && list_methods->contains(name)) ||
                         (obj->kind == SymKind::kTuple && (name == "index" || name == "count"));
   if (!followed) return Unsupported(absl::StrCat("attribute '", name, "' of a ", Describe(obj)));
@@ -95,6 +98,14 @@ absl::StatusOr<Sym> Tracer::ContainerAttr(const Sym& obj, const std::string& nam
 // object.__getattribute__ for a plain object: the instance dict, unless a data descriptor of the
 // class wins; methods found on the class are bound.
 absl::StatusOr<Sym> Tracer::ObjectAttr(const Sym& obj, const std::string& name) {
+  if (name == "__class__" && Py_TYPE(obj->obj.get())->tp_getattro == PyBaseObject_Type.tp_getattro) {
+    // object's own __class__ descriptor (a class that defines __class__ is read the usual way).
+    PyRef key = PyRef::Steal(PyUnicode_FromString("__class__"));
+    if (cpython::LookupOnType(Py_TYPE(obj->obj.get()), key.get()) ==
+        cpython::LookupOnType(&PyBaseObject_Type, key.get())) {
+      return TypeOfObject(obj);
+    }
+  }
   for (size_t i = 0; i < obj->keys.size(); ++i) {  // stored earlier in this trace
     if (PyUnicode_CompareWithASCIIString(obj->keys[i].get(), name.c_str()) == 0) return obj->items[i];
   }
@@ -107,6 +118,7 @@ absl::StatusOr<Sym> Tracer::ObjectAttr(const Sym& obj, const std::string& name) 
   }
   if (own == nullptr && cls_attr != nullptr) {
     if (PyFunction_Check(cls_attr)) return BoundTo(SymKind::kBoundMethod, PyRef::Borrow(cls_attr), obj);
+    if (IsPureConstType(cls_attr)) return ClassConstantOf(obj, cls_attr, name);
     return Unsupported(absl::StrCat("class attribute '", name, "' of ", Py_TYPE(o)->tp_name));
   }
   if (own == nullptr) {
@@ -114,6 +126,24 @@ absl::StatusOr<Sym> Tracer::ObjectAttr(const Sym& obj, const std::string& name) 
   }
   if (obj->source == nullptr) return Unsupported("attribute of an object without a source");
   return Wrap(own, guards::AttrSource(obj->source, name));
+}
+
+// type(obj) of a plain object: its class, read from where the object is (so attributes of the
+// class are guarded there).
+Sym Tracer::TypeOfObject(const Sym& obj) {
+  Sym cls = ConstSym(PyRef::Borrow(reinterpret_cast<PyObject*>(Py_TYPE(obj->obj.get()))));
+  cls->source = obj->made_by_trace ? obj->class_source
+                : obj->source != nullptr ? guards::TypeOfSource(obj->source) : nullptr;
+  return cls;
+}
+
+absl::StatusOr<Sym> Tracer::ClassConstantOf(const Sym& obj, PyObject* value, const std::string& name) {
+  SourceRef cls_source = obj->made_by_trace ? obj->class_source
+                         : obj->source != nullptr ? guards::TypeOfSource(obj->source) : nullptr;
+  if (cls_source == nullptr) return Unsupported(absl::StrCat("class attribute '", name, "' of an object of an unknown class"));
+  // A later instance could shadow it in its own __dict__ (a made one starts blank).
+  if (!obj->made_by_trace) guards_.Add(LeafGuard::Absent(guards::AttrSource(obj->source, name), Here()));
+  return Wrap(value, guards::AttrSource(cls_source, name));
 }
 
 // type.__getattribute__: a data descriptor of the metaclass (__dict__, __doc__, __name__) wins
@@ -200,7 +230,11 @@ absl::StatusOr<Sym> Tracer::GetAttr(const Sym& obj, const std::string& name) {
     case SymKind::kFunction:
     case SymKind::kSlice:
     case SymKind::kNumber:
-    case SymKind::kRunIter: break;
+    case SymKind::kRunIter:
+    case SymKind::kPartial:
+    case SymKind::kGenManager: break;
+    case SymKind::kSuper: return SuperAttr(obj, name);
+    case SymKind::kSet: return ContainerAttr(obj, name);
   }
   return Unsupported(absl::StrCat("attribute '", name, "' of a ", Describe(obj)));
 }

@@ -120,7 +120,14 @@ absl::StatusOr<Sym> Tracer::BuiltinLen(const Sym& a) {
     case SymKind::kObject:
     case SymKind::kSlice:
     case SymKind::kNumber:
-    case SymKind::kRunIter: break;
+    case SymKind::kRunIter:
+    case SymKind::kPartial:
+    case SymKind::kGenManager:
+    case SymKind::kSuper: break;
+    case SymKind::kSet: {
+      DT_ASSIGN_OR_RETURN(PyRef value, SetValue(a));
+      return ConstSym(PyRef::Steal(PyLong_FromSsize_t(PySet_GET_SIZE(value.get()))));
+    }
   }
   return Sym();  // not decided here: a pure call on a constant, or unsupported
 }
@@ -153,6 +160,7 @@ absl::StatusOr<Sym> Tracer::BuiltinIsinstance(const Sym& value, const Sym& class
     case SymKind::kTuple: holder = PyRef::Steal(PyTuple_New(0)); break;
     case SymKind::kList: holder = PyRef::Steal(PyList_New(0)); break;
     case SymKind::kDict: holder = PyRef::Steal(PyDict_New()); break;
+    case SymKind::kSet: holder = PyRef::Steal(PySet_New(nullptr)); break;
     case SymKind::kNull:
     case SymKind::kIter:
     case SymKind::kCell:
@@ -160,7 +168,10 @@ absl::StatusOr<Sym> Tracer::BuiltinIsinstance(const Sym& value, const Sym& class
     case SymKind::kOpMethod:
     case SymKind::kSlice:
     case SymKind::kShape:
-    case SymKind::kRunIter: return Unsupported("isinstance() of an unusual value");
+    case SymKind::kRunIter:
+    case SymKind::kPartial:
+    case SymKind::kGenManager:
+    case SymKind::kSuper: return Unsupported("isinstance() of an unusual value");
   }
   if (probe == nullptr) probe = holder.get();
   const int r = probe != nullptr ? PyObject_IsInstance(probe, cls.get()) : -1;
@@ -216,7 +227,10 @@ absl::StatusOr<Sym> Tracer::CallFollowedBuiltin(PyObject* fn, const std::vector<
   if (is("isinstance") && args.size() == 2) return BuiltinIsinstance(args[0], args[1]);
   if ((is("tuple") || is("list")) && args.size() == 1 && kwargs.empty()) {
     // tuple(t) of an exact tuple is t itself in CPython (`tuple(args) is args`).
-    if (is("tuple") && args[0]->kind == SymKind::kTuple) return args[0];
+    if (is("tuple") && (args[0]->kind == SymKind::kTuple ||
+                        (args[0]->kind == SymKind::kConst && PyTuple_CheckExact(args[0]->obj.get())))) {
+      return args[0];
+    }
     DT_ASSIGN_OR_RETURN(std::vector<Sym> items, Iterate(args[0]));
     Sym s = MakeSym(is("tuple") ? SymKind::kTuple : SymKind::kList);
     s->items = std::move(items);
@@ -251,11 +265,11 @@ absl::StatusOr<Sym> Tracer::CallFollowedBuiltin(PyObject* fn, const std::vector<
   if ((is("getattr") || is("hasattr")) && (args.size() == 2 || (is("getattr") && args.size() == 3)) && kwargs.empty()) {
     return BuiltinGetattr(args, is("hasattr"));
   }
-  // min(), max(), any(), all(), sorted() of an iterator the trace holds (a generator, zip ...)
-  // or of a dict's keys: the items as a tuple (an iterator is consumed), then folded like any
+  // min(), max(), any(), all(), sorted() of an iterator the trace holds (a generator, zip ...),
+  // of a dict's keys or of a set's elements: the items as a tuple (an iterator is consumed), then folded like any
   // constant arguments.
   if ((is("min") || is("max") || is("any") || is("all") || is("sorted")) && args.size() == 1 &&
-      (args[0]->kind == SymKind::kIter || args[0]->kind == SymKind::kDict)) {
+      (args[0]->kind == SymKind::kIter || args[0]->kind == SymKind::kDict || args[0]->kind == SymKind::kSet)) {
     Sym items = MakeSym(SymKind::kTuple);
     DT_ASSIGN_OR_RETURN(items->items, Iterate(args[0]));
     if (args[0]->kind == SymKind::kIter) {
@@ -266,7 +280,8 @@ absl::StatusOr<Sym> Tracer::CallFollowedBuiltin(PyObject* fn, const std::vector<
     return FoldPureCall(fn, folded, kwargs);
   }
   if (is("sum") && args.size() == 1 && kwargs.empty() &&
-      (args[0]->kind == SymKind::kTuple || args[0]->kind == SymKind::kList || args[0]->kind == SymKind::kIter)) {
+      (args[0]->kind == SymKind::kTuple || args[0]->kind == SymKind::kList || args[0]->kind == SymKind::kIter ||
+       args[0]->kind == SymKind::kSet)) {
     // Python's order: ((0 + a) + b) + ...
     Sym acc = ConstSym(PyRef::Steal(PyLong_FromLong(0)));
     DT_ASSIGN_OR_RETURN(std::vector<Sym> items, Iterate(args[0]));
@@ -282,23 +297,17 @@ absl::StatusOr<Sym> Tracer::CallFollowedBuiltin(PyObject* fn, const std::vector<
   return Sym();
 }
 
-// type(x) and callable(x) of values whose type the trace knows (guarded, or made by the trace).
-// Null: left to the constant folding (type() of a constant) or unsupported.
-absl::StatusOr<Sym> Tracer::BuiltinTypeFacts(PyObject* fn, const std::vector<Sym>& args) {
-  const Sym& x = args[0];
-  PyTypeObject* type = nullptr;
-  bool is_callable = false;
+PyTypeObject* KnownTypeOf(const Sym& x) {
   switch (x->kind) {
-    case SymKind::kTensor: type = &py::TensorType; break;
-    case SymKind::kTuple: type = &PyTuple_Type; break;
-    case SymKind::kList: type = &PyList_Type; break;
-    case SymKind::kDict: type = &PyDict_Type; break;
-    case SymKind::kSlice: type = &PySlice_Type; break;
+    case SymKind::kTensor: return &py::TensorType;
+    case SymKind::kTuple: return &PyTuple_Type;
+    case SymKind::kList: return &PyList_Type;
+    case SymKind::kDict: return &PyDict_Type;
+    case SymKind::kSlice: return &PySlice_Type;
+    case SymKind::kSet: return &PySet_Type;
     case SymKind::kObject:
-    case SymKind::kConst: type = Py_TYPE(x->obj.get()); is_callable = PyCallable_Check(x->obj.get()); break;
-    case SymKind::kFunction:
-    case SymKind::kBoundMethod:
-    case SymKind::kOpMethod: is_callable = true; break;
+    case SymKind::kConst: return Py_TYPE(x->obj.get());
+    case SymKind::kPartial: return reinterpret_cast<PyTypeObject*>(x->obj.get());
     // A computed run-time number's type may depend on its values (`n ** k`): specialised by the
     // constant folding instead.
     case SymKind::kNumber:
@@ -306,11 +315,29 @@ absl::StatusOr<Sym> Tracer::BuiltinTypeFacts(PyObject* fn, const std::vector<Sym
     case SymKind::kNull:
     case SymKind::kIter:
     case SymKind::kCell:
-    case SymKind::kRunIter: break;
+    case SymKind::kRunIter:
+    case SymKind::kGenManager:
+    case SymKind::kSuper:
+    case SymKind::kFunction:
+    case SymKind::kBoundMethod:
+    case SymKind::kOpMethod: break;
   }
+  return nullptr;
+}
+
+// type(x) and callable(x) of values whose type the trace knows (guarded, or made by the trace).
+// Null: left to the constant folding (type() of a constant) or unsupported.
+absl::StatusOr<Sym> Tracer::BuiltinTypeFacts(PyObject* fn, const std::vector<Sym>& args) {
+  const Sym& x = args[0];
+  PyTypeObject* type = KnownTypeOf(x);
+  const bool is_callable = x->kind == SymKind::kFunction || x->kind == SymKind::kBoundMethod ||
+                           x->kind == SymKind::kOpMethod || x->kind == SymKind::kPartial ||
+                           ((x->kind == SymKind::kObject || x->kind == SymKind::kConst) && PyCallable_Check(x->obj.get()));
   const bool is_type = fn == reinterpret_cast<PyObject*>(&PyType_Type);
   if (is_type) {
     if (type == nullptr) return Sym();
+    // Where the class is read from, so its attributes can be guarded (`type(self).scale`).
+    if (x->kind == SymKind::kObject) return TypeOfObject(x);
     return ConstSym(PyRef::Borrow(reinterpret_cast<PyObject*>(type)));
   }
   if (type == nullptr && !is_callable) return Sym();
@@ -404,6 +431,13 @@ absl::StatusOr<Sym> Tracer::CallBuiltin(PyObject* fn, const std::vector<Sym>& ar
   if (IsDyntraceFunction(fn, "is_tensor") && args.size() == 1 && kwargs.empty()) {
     return ConstSym(PyRef::Borrow(args[0]->kind == SymKind::kTensor ? Py_True : Py_False));
   }
+  if ((IsDyntraceFunction(fn, "is_floating_point") || IsDyntraceFunction(fn, "numel")) && args.size() == 1 &&
+      kwargs.empty() && args[0]->kind == SymKind::kTensor) {
+    // The tensor's own methods: numel() a run-time number where sizes are dynamic.
+    return CallTensorMethod(args[0], IsDyntraceFunction(fn, "numel") ? "numel" : "is_floating_point", {}, {});
+  }
+  // finfo()/iinfo() of a dtype: constants (what they return is immutable).
+  if (IsDyntraceFunction(fn, "finfo") || IsDyntraceFunction(fn, "iinfo")) return FoldPureCall(fn, args, kwargs);
   DT_ASSIGN_OR_RETURN(Sym followed, CallFollowedBuiltin(fn, args, kwargs));
   if (followed != nullptr) return followed;
   if (!IsPureBuiltin(fn, frame_.inputs.builtins)) {

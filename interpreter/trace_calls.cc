@@ -362,6 +362,7 @@ absl::StatusOr<Sym> Tracer::CallListMethod(const Sym& self, const std::string& n
 absl::StatusOr<Sym> Tracer::CallContainerMethod(const Sym& self, const std::string& name, const std::vector<Sym>& args,
                                                 const Kwargs& kwargs) {
   if (self->kind == SymKind::kDict) return CallDictMethod(self, name, args, kwargs);
+  if (self->kind == SymKind::kSet) return CallSetMethod(self, name, args, kwargs);
   if (self->kind == SymKind::kList && name == "sort") return ListSort(self, args, kwargs);
   if (!kwargs.empty()) return Unsupported(absl::StrCat(name, "() with keyword arguments"));
   if (self->kind == SymKind::kList && name != "index" && name != "count") return CallListMethod(self, name, args);
@@ -382,6 +383,7 @@ absl::StatusOr<Sym> Tracer::CallSym(const Sym& callable, std::vector<Sym> args,
       return CallOpFunction(callable->obj.get(), callable->items.empty() ? nullptr : callable->items[0], args, kwargs);
     case SymKind::kBoundMethod: {
       const Sym& self = callable->items[0];
+      if (self->kind == SymKind::kGenManager) return ExitGeneratorManager(self, args);
       if (PyUnicode_Check(callable->obj.get())) {
         DT_ASSIGN_OR_RETURN(std::string method, Text(callable->obj.get()));
         return CallContainerMethod(self, method, args, kwargs);
@@ -395,12 +397,20 @@ absl::StatusOr<Sym> Tracer::CallSym(const Sym& callable, std::vector<Sym> args,
         DT_ASSIGN_OR_RETURN(std::string method, Text(name.get()));
         return CallTensorMethod(self, method, args, kwargs);
       }
+      if (!PyFunction_Check(callable->obj.get())) {
+        DT_ASSIGN_OR_RETURN(Sym slot, CallBoundSlot(callable, args, kwargs));
+        if (slot != nullptr) return slot;
+      }
       Sym fn = MakeSym(SymKind::kFunction);
       fn->obj = callable->obj;
       args.insert(args.begin(), self);
       return Inline(fn, std::move(args), std::move(kwargs));
     }
-    case SymKind::kFunction: return Inline(callable, std::move(args), std::move(kwargs));
+    case SymKind::kFunction:
+      if (IsContextManagerHelper(callable->obj.get())) {
+        return MakeGeneratorManager(callable, std::move(args), std::move(kwargs));
+      }
+      return Inline(callable, std::move(args), std::move(kwargs));
     case SymKind::kObject: {
       PyRef name = PyRef::Steal(PyUnicode_FromString("__call__"));
       PyObject* call = cpython::LookupOnType(Py_TYPE(callable->obj.get()), name.get());
@@ -414,14 +424,20 @@ absl::StatusOr<Sym> Tracer::CallSym(const Sym& callable, std::vector<Sym> args,
     }
     case SymKind::kConst: {
       PyObject* fn = callable->obj.get();
+      if (fn == PartialType()) return MakePartial(args, kwargs);
       // functools, itertools (heap types on 3.12) and operator functions.
       DT_ASSIGN_OR_RETURN(Sym functional, CallItertools(fn, args, kwargs));
       if (functional != nullptr) return functional;
+      if (fn == reinterpret_cast<PyObject*>(&PySuper_Type)) return MakeSuper(args, kwargs);
+      if (fn == reinterpret_cast<PyObject*>(&PySet_Type)) return BuiltinSet(args, kwargs);
+      if (fn == reinterpret_cast<PyObject*>(&PyFrozenSet_Type)) return BuiltinFrozenset(args, kwargs);
       if (PyType_Check(fn) && !PyType_HasFeature(reinterpret_cast<PyTypeObject*>(fn), Py_TPFLAGS_HEAPTYPE)) {
         return CallBuiltin(fn, args, kwargs);
       }
       if (PyCFunction_Check(fn)) return CallBuiltin(fn, args, kwargs);
-      if (PyType_Check(fn)) return ConstructObject(reinterpret_cast<PyTypeObject*>(fn), std::move(args), std::move(kwargs));
+      if (PyType_Check(fn)) {
+        return ConstructObject(reinterpret_cast<PyTypeObject*>(fn), callable->source, std::move(args), std::move(kwargs));
+      }
       return Unsupported(absl::StrCat("call to ", ShortRepr(fn), " is not supported by the tracer"));
     }
     case SymKind::kTensor:
@@ -434,7 +450,11 @@ absl::StatusOr<Sym> Tracer::CallSym(const Sym& callable, std::vector<Sym> args,
     case SymKind::kSlice:
     case SymKind::kShape:
     case SymKind::kNumber:
+    case SymKind::kPartial: return CallPartial(callable, std::move(args), std::move(kwargs));
     case SymKind::kRunIter:
+    case SymKind::kGenManager:
+    case SymKind::kSuper:
+    case SymKind::kSet:
       return Unsupported(absl::StrCat("calling a ", Describe(callable)));
   }
 }
@@ -546,8 +566,33 @@ absl::Status Tracer::BindDefaults(TFrame& f, const Sym& function, PyObject* defa
   return absl::OkStatus();
 }
 
-absl::StatusOr<Sym> Tracer::Inline(const Sym& function, std::vector<Sym> args,
-                                   Kwargs kwargs) {
+namespace {
+
+bool ReadsGlobals(const DecodedCode& code) {
+  for (const Instr& in : code.instrs) {
+    if (in.op == Op::kLoadGlobal || in.opname == "LOAD_NAME" || in.opname == "IMPORT_NAME" ||
+        in.opname == "STORE_GLOBAL" || in.opname == "DELETE_GLOBAL") {
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+absl::StatusOr<Sym> Tracer::Inline(const Sym& function, std::vector<Sym> args, Kwargs kwargs) {
+  TFrame f;
+  DT_RETURN_IF_ERROR(PrepareFrame(function, std::move(args), std::move(kwargs), f));
+  TFrame* saved = current_;
+  current_ = &f;
+  auto result = f.generator ? RunGenerator(f) : RunFrame(f);
+  current_ = saved;
+  return result;
+}
+
+// A frame for calling `function` from the current frame, its arguments bound as CPython binds
+// them.
+absl::Status Tracer::PrepareFrame(const Sym& function, std::vector<Sym> args, Kwargs kwargs, TFrame& f) {
   if (current_ != nullptr && current_->depth + 1 > kMaxDepth) {
     return LimitReached("calls nested more than 12 deep (recursion?)");
   }
@@ -572,7 +617,6 @@ absl::StatusOr<Sym> Tracer::Inline(const Sym& function, std::vector<Sym> args,
   if (code->co_flags & (CO_COROUTINE | CO_ASYNC_GENERATOR | CO_ITERABLE_COROUTINE)) {
     return Unsupported("calling a coroutine function");
   }
-  TFrame f;
   f.code = code;
   f.generator = (code->co_flags & CO_GENERATOR) != 0;
   DT_ASSIGN_OR_RETURN(f.decoded, Decode(code));
@@ -584,18 +628,17 @@ absl::StatusOr<Sym> Tracer::Inline(const Sym& function, std::vector<Sym> args,
   f.depth = current_ == nullptr ? 0 : current_->depth + 1;
   f.caller = current_;
   if (globals != frame_.inputs.globals) {
-    if (function->source == nullptr) return Unsupported("a function from another module without a source");
-    f.globals_source = guards::FuncGlobalsSource(function->source);
+    // Guards on another module's globals are read through the function; a method found on a
+    // class (contextlib.nullcontext.__enter__) has no source, which is fine while it reads none.
+    if (function->source == nullptr && ReadsGlobals(*f.decoded)) {
+      return Unsupported("a function from another module without a source");
+    }
+    if (function->source != nullptr) f.globals_source = guards::FuncGlobalsSource(function->source);
   } else if (current_ != nullptr) {
     f.globals_source = current_->globals_source;
   }
   DT_RETURN_IF_ERROR(BindArguments(f, std::move(args), std::move(kwargs)));
-  DT_RETURN_IF_ERROR(BindDefaults(f, function, defaults, kwdefaults));
-  TFrame* saved = current_;
-  current_ = &f;
-  auto result = f.generator ? RunGenerator(f) : RunFrame(f);
-  current_ = saved;
-  return result;
+  return BindDefaults(f, function, defaults, kwdefaults);
 }
 
 // A generator called in the trace runs to its end at once; the consumer iterates what it

@@ -19,8 +19,6 @@
 
 namespace dt::interpreter::trace {
 
-namespace {
-
 PyObject* ModuleAttr(const char* module, const char* name) {
   PyObject* modules = PyImport_GetModuleDict();
   PyObject* m = modules != nullptr ? PyDict_GetItemString(modules, module) : nullptr;
@@ -33,6 +31,8 @@ PyObject* ModuleAttr(const char* module, const char* name) {
   Py_DECREF(attr);  // the module keeps it alive
   return attr;
 }
+
+namespace {
 
 bool Is(PyObject* fn, const char* module, const char* name) {
   PyObject* attr = ModuleAttr(module, name);

@@ -72,6 +72,10 @@ absl::Status Tracer::DoGetIter(TFrame& f, const Instr& in) {
     it->keys_at_start = iterable->keys;
   } else {
     DT_ASSIGN_OR_RETURN(it->items, Iterate(iterable));
+    if (iterable->kind == SymKind::kSet) {
+      it->iterated_set = iterable;
+      it->keys_at_start = iterable->keys;
+    }
   }
   f.Pop();
   f.stack.push_back(it);
@@ -105,6 +109,7 @@ absl::Status Tracer::DoForIter(TFrame& f, const Instr& in) {
   Sym it = f.stack.back();
   if (it->kind == SymKind::kRunIter) return DataDependent("the next loop item is only known at run time");
   if (it->kind != SymKind::kIter) return Unsupported("FOR_ITER on a non-iterator");
+  if (it->iterated_set != nullptr) DT_RETURN_IF_ERROR(CheckSetUnchanged(it));
   Sym next;
   if (it->over != nullptr) {
     DT_ASSIGN_OR_RETURN(next, NextLiveItem(it));
@@ -128,6 +133,7 @@ absl::Status Tracer::DoYieldValue(TFrame& f, const Instr& in) {
   DT_RETURN_IF_ERROR(f.Need(1, in));
   f.yields.push_back(f.Pop());
   f.stack.push_back(ConstSym(PyRef::Borrow(Py_None)));  // what next() sends
+  f.suspended = f.suspend_at_yield;
   return absl::OkStatus();
 }
 

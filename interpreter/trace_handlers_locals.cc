@@ -88,6 +88,13 @@ absl::Status Tracer::DoCopyFreeVars(TFrame& f, const Instr& in) {
     if (PyObject* contents = PyCell_GET(cell); contents != nullptr) {
       SourceRef src = f.is_root ? guards::ClosureSource(i, name)
                                 : (f.function_source ? guards::FuncCellSource(f.function_source, i, name) : nullptr);
+      if (src == nullptr && name == "__class__" && PyType_Check(contents)) {
+        // A method's class cell (zero-argument super()): set when the class is made, and
+        // belonging to that method, found on that class.
+        c->items[0] = ConstSym(PyRef::Borrow(contents));
+        f.locals[first + i] = c;
+        continue;
+      }
       if (src == nullptr) return Unsupported("a closure of a function without a source");
       DT_ASSIGN_OR_RETURN(c->items[0], Wrap(contents, src));
     }
@@ -187,6 +194,7 @@ absl::StatusOr<std::vector<AttrStore>> Tracer::AttrStores(std::vector<ValueId>& 
       stores.push_back(AttrStore{obj->source, obj->keys[i], std::move(value)});
     }
   }
+  DT_RETURN_IF_ERROR(AppendGlobalStores(stores, outputs));
   return stores;
 }
 

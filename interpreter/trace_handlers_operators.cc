@@ -138,6 +138,7 @@ absl::Status Tracer::DoIsOp(TFrame& f, const Instr& in) {
 }
 
 absl::StatusOr<bool> Tracer::Contains(const Sym& container, const Sym& item) {
+  if (container->kind == SymKind::kSet) return SetContains(container, item);
   DT_ASSIGN_OR_RETURN(PyRef key, ConstValue(item));
   if (container->kind == SymKind::kDict) {
     DT_ASSIGN_OR_RETURN(std::optional<size_t> at, DictFind(*container, key.get()));

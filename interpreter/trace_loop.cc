@@ -49,11 +49,13 @@ void LogInstruction(const TFrame& f, const Instr& in) {
 
 absl::StatusOr<Sym> Tracer::RunFrame(TFrame& f) {
   const auto& instrs = f.decoded->instrs;
-  f.pc = 0;
-  if (f.is_root && frame_.start_offset > 0) {
-    auto it = f.decoded->index_of_offset.find(frame_.start_offset);
-    if (it == f.decoded->index_of_offset.end()) return Unsupported("a segment starting at an unknown offset");
-    f.pc = it->second;
+  if (!f.resume) {
+    f.pc = 0;
+    if (f.is_root && frame_.start_offset > 0) {
+      auto it = f.decoded->index_of_offset.find(frame_.start_offset);
+      if (it == f.decoded->index_of_offset.end()) return Unsupported("a segment starting at an unknown offset");
+      f.pc = it->second;
+    }
   }
   if (log::Enabled(log::Kind::kBytecode)) LogFrameHeader(f);
   while (f.pc < static_cast<int>(instrs.size())) {
@@ -67,9 +69,8 @@ absl::StatusOr<Sym> Tracer::RunFrame(TFrame& f) {
                                f.kw_names_offset, graph_->nodes().size(), journal_.size(),
                                guards_.size()};
     }
-    absl::Status s = f.decoded->protected_offsets.contains(in.offset) || in.opname == "BEFORE_WITH" ||
-                             in.opname == "BEFORE_ASYNC_WITH"
-                         ? Unsupported("a try/except/finally or with block: CPython runs it")
+    absl::Status s = f.generator && !f.suspend_at_yield && f.decoded->protected_offsets.contains(in.offset)
+                         ? Unsupported("a try/except/finally or with block in a generator the trace runs: CPython runs it")
                          : Step(f, in);
     if (!s.ok()) {
       if (fail_line_ < 0) {
@@ -89,6 +90,7 @@ absl::StatusOr<Sym> Tracer::RunFrame(TFrame& f) {
     }
     CheckStackEffect(f, in, depth_before, before);
     if (f.pc == before) ++f.pc;
+    if (f.suspended) return f.yields.back();  // a contextmanager's generator at its yield
   }
   return Unsupported("fell off the end of the code");
 }
@@ -196,6 +198,19 @@ absl::Status Tracer::Step(TFrame& f, const Instr& in) {
       st.push_back(ConstSym(PyRef::Borrow(Py_None)));
       return absl::OkStatus();
     case Op::kYieldValue: return DoYieldValue(f, in);
+    case Op::kBeforeWith: return DoBeforeWith(f, in);
+    case Op::kLoadSuperAttr: return DoLoadSuperAttr(f, in);
+    case Op::kBuildSet: return DoBuildSet(f, in);
+    case Op::kImportName: return DoImportName(f, in);
+    case Op::kImportFrom: return DoImportFrom(f, in);
+    case Op::kStoreGlobal: return DoStoreGlobal(f, in);
+    case Op::kMatchSequence:
+    case Op::kMatchMapping: return DoMatchKind(f, in);
+    case Op::kGetLen: return DoGetLen(f, in);
+    case Op::kMatchKeys: return DoMatchKeys(f, in);
+    case Op::kMatchClass: return DoMatchClass(f, in);
+    case Op::kSetAdd:
+    case Op::kSetUpdate: return DoSetAddOrUpdate(f, in);
     case Op::kUnsupported:
       return Unsupported(absl::StrCat("instruction ", in.opname, " is not supported by the tracer"));
   }

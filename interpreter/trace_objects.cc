@@ -15,12 +15,15 @@
 namespace dt::interpreter::trace {
 namespace {
 
-// A class whose instances the trace can make: type as its metaclass, object's __new__ and
+// A class whose instances the trace can make: a metaclass whose call is type's (abc.ABCMeta,
+// which contextlib's managers have, adds no code to making an instance), object's __new__ and
 // __setattr__, a __dict__ per instance, no __del__ (a blank instance is made and dropped at
 // trace time), and __init__ a Python function or object's own.
 absl::Status PlainClass(PyTypeObject* cls) {
   const std::string name = cls->tp_name;
-  if (Py_TYPE(cls) != &PyType_Type) return Unsupported(absl::StrCat("making a ", name, " (its class has a metaclass)"));
+  if (Py_TYPE(cls)->tp_call != PyType_Type.tp_call) {
+    return Unsupported(absl::StrCat("making a ", name, " (its metaclass defines __call__)"));
+  }
   if (cls->tp_new != PyBaseObject_Type.tp_new || cls->tp_setattro != PyBaseObject_Type.tp_setattro ||
       cls->tp_dictoffset == 0) {
     return Unsupported(absl::StrCat("making a ", name, " (a custom __new__ or __setattr__, a builtin base, or no __dict__)"));
@@ -34,7 +37,8 @@ absl::Status PlainClass(PyTypeObject* cls) {
 
 }  // namespace
 
-absl::StatusOr<Sym> Tracer::ConstructObject(PyTypeObject* cls, std::vector<Sym> args, Kwargs kwargs) {
+absl::StatusOr<Sym> Tracer::ConstructObject(PyTypeObject* cls, const SourceRef& cls_source, std::vector<Sym> args,
+                                            Kwargs kwargs) {
   DT_RETURN_IF_ERROR(PlainClass(cls));
   PyRef init_name = PyRef::Steal(PyUnicode_FromString("__init__"));
   PyObject* init = cpython::LookupOnType(cls, init_name.get());
@@ -54,6 +58,7 @@ absl::StatusOr<Sym> Tracer::ConstructObject(PyTypeObject* cls, std::vector<Sym> 
   Sym self = MakeSym(SymKind::kObject);
   self->obj = std::move(blank);
   self->made_by_trace = true;
+  self->class_source = cls_source;
   if (object_init) return self;
   Sym fn = MakeSym(SymKind::kFunction);
   fn->obj = PyRef::Borrow(init);

@@ -286,6 +286,10 @@ absl::StatusOr<bool> Tracer::Truth(const Sym& s) {
     case SymKind::kTuple:
     case SymKind::kList:
     case SymKind::kDict: return !s->items.empty();
+    case SymKind::kSet: {
+      DT_ASSIGN_OR_RETURN(PyRef value, SetValue(s));
+      return PySet_GET_SIZE(value.get()) > 0;
+    }
     case SymKind::kShape: return s->items[0]->meta.ndim() > 0;
     case SymKind::kTensor:
       return DataDependent(absl::StrFormat(
@@ -293,7 +297,8 @@ absl::StatusOr<bool> Tracer::Truth(const Sym& s) {
           s->value, DescribeMeta(s->meta)));
     case SymKind::kFunction:
     case SymKind::kBoundMethod:
-    case SymKind::kOpMethod: return true;
+    case SymKind::kOpMethod:
+    case SymKind::kPartial: return true;
     case SymKind::kNumber:
       // Control flow on symbolic sizes or dynamic arguments: the trace holds for every frame
       // where the condition comes out the same, which is what it guards.
@@ -306,7 +311,9 @@ absl::StatusOr<bool> Tracer::Truth(const Sym& s) {
     case SymKind::kCell:
     case SymKind::kObject:
     case SymKind::kSlice:
-    case SymKind::kRunIter: return Unsupported(absl::StrCat("truth value of a ", Describe(s)));
+    case SymKind::kRunIter:
+    case SymKind::kGenManager:
+    case SymKind::kSuper: return Unsupported(absl::StrCat("truth value of a ", Describe(s)));
   }
 }
 
@@ -319,6 +326,7 @@ absl::StatusOr<Sym> Tracer::BinaryOp(const std::string& nb_name, const Sym& a, c
       {"+", "add"}, {"-", "sub"}, {"*", "mul"}, {"/", "div"}, {"//", "floor_divide"},
       {"%", "remainder"}, {"**", "pow"}, {"@", "matmul"}, {"&", "logical_and"},
       {"|", "logical_or"}, {"^", "logical_xor"}};
+  if (a->kind == SymKind::kSet || b->kind == SymKind::kSet) return SetBinaryOp(nb_name, a, b);
   if (a->kind == SymKind::kTensor || b->kind == SymKind::kTensor) {
     auto it = ops->find(sym);
     if (it == ops->end()) return Unsupported(absl::StrCat("operator ", sym, " on tensors"));
@@ -413,12 +421,33 @@ absl::StatusOr<Sym> Tracer::BinaryOp(const std::string& nb_name, const Sym& a, c
   return ConstSym(PyRef::Steal(r));
 }
 
+namespace {
+
+// A list, tuple or dict against a str, number, bytes or None: never equal, and no user code runs.
+bool ContainerAgainstScalar(const Sym& container, const Sym& scalar) {
+  if (container->kind != SymKind::kList && container->kind != SymKind::kTuple && container->kind != SymKind::kDict) {
+    return false;
+  }
+  if (scalar->kind != SymKind::kConst) return false;
+  PyObject* o = scalar->obj.get();
+  return o == Py_None || PyBool_Check(o) || PyLong_CheckExact(o) || PyFloat_CheckExact(o) || PyUnicode_CheckExact(o) ||
+         PyBytes_CheckExact(o);
+}
+
+}  // namespace
+
 absl::StatusOr<Sym> Tracer::Compare(const std::string& op, const Sym& a, const Sym& b) {
   static const auto* names = new absl::flat_hash_map<std::string, std::pair<std::string, int>>{
       {"<", {"lt", Py_LT}}, {"<=", {"le", Py_LE}}, {"==", {"eq", Py_EQ}},
       {"!=", {"ne", Py_NE}}, {">", {"gt", Py_GT}}, {">=", {"ge", Py_GE}}};
   auto it = names->find(op);
   if (it == names->end()) return Unsupported(absl::StrCat("comparison ", op));
+  if (a->kind == SymKind::kSet || b->kind == SymKind::kSet) return SetCompare(it->second.second, a, b);
+  if ((op == "==" || op == "!=") && (ContainerAgainstScalar(a, b) || ContainerAgainstScalar(b, a))) {
+    // Both sides' __eq__ return NotImplemented, so Python compares identities (a `match` literal
+    // case tried on a dict or list subject).
+    return ConstSym(PyRef::Borrow(op == "!=" ? Py_True : Py_False));
+  }
   if (a->kind == SymKind::kTensor || b->kind == SymKind::kTensor) {
     for (const Sym& s : {a, b}) {
       if (s->kind == SymKind::kConst && s->obj.get() == Py_None) {
@@ -621,7 +650,11 @@ absl::StatusOr<std::vector<Sym>> Tracer::Iterate(const Sym& s) {
     case SymKind::kObject:
     case SymKind::kSlice:
     case SymKind::kNumber:
-    case SymKind::kRunIter: return Unsupported(absl::StrCat("iterating over a ", Describe(s)));
+    case SymKind::kRunIter:
+    case SymKind::kPartial:
+    case SymKind::kGenManager:
+    case SymKind::kSuper: return Unsupported(absl::StrCat("iterating over a ", Describe(s)));
+    case SymKind::kSet: return SetItems(s);
   }
 }
 

@@ -42,6 +42,7 @@ OutputSpec OfKind(OutputSpec::Kind kind, int index = -1) {
 bool HasIdentity(const Sym& s) {
   return s->kind == SymKind::kList || s->kind == SymKind::kDict || s->kind == SymKind::kTuple ||
          s->kind == SymKind::kCell || s->kind == SymKind::kIter || s->kind == SymKind::kObject ||
+         s->kind == SymKind::kSet || s->kind == SymKind::kPartial ||
          (s->kind == SymKind::kFunction && !PyFunction_Check(s->obj.get()));
 }
 
@@ -130,6 +131,8 @@ absl::StatusOr<OutputSpec> Tracer::ContainerOutput(const Sym& s, OutputSpec out,
 // A loop's iterator: the object read from the frame, advanced past what this segment consumed;
 // live over its list or dict; or over the items left.
 absl::StatusOr<OutputSpec> Tracer::IteratorOutput(const Sym& s, OutputSpec out, std::vector<ValueId>& outputs) {
+  // Over the items left, it would not raise when CPython code between segments changes the set.
+  if (s->iterated_set != nullptr) return Unsupported("a loop over a set crosses a graph break");
   if (s->resumed && s->source != nullptr) {
     OutputSpec advanced = OfKind(OutputSpec::Kind::kAdvancedIterator, static_cast<int>(s->consumed));
     advanced.children.push_back(FromSource(s->source));
@@ -162,6 +165,18 @@ absl::StatusOr<OutputSpec> Tracer::ToOutput(const Sym& s, std::vector<ValueId>& 
     case SymKind::kNumber: return OfKind(OutputSpec::Kind::kScalarSlot, s->value);
     // The same iterator object, at its current position.
     case SymKind::kRunIter: return FromSource(s->source);
+    case SymKind::kSuper: return Unsupported("a super() object crossing a graph break");
+    // Its generator is suspended inside the trace: no real generator can be made at that point.
+    case SymKind::kGenManager: return Unsupported("a contextlib.contextmanager manager crossing a graph break");
+    case SymKind::kPartial:
+      if (s->source != nullptr) return FromSource(s->source);
+      return PartialOutput(s, std::move(out), outputs);
+    case SymKind::kSet: {  // rebuilt from its history, so its table is CPython's
+      out.kind = OutputSpec::Kind::kSet;
+      out.obj = PyRef::Steal(PyTuple_New(static_cast<Py_ssize_t>(s->keys.size())));
+      for (size_t i = 0; i < s->keys.size(); ++i) PyTuple_SET_ITEM(out.obj.get(), i, Py_NewRef(s->keys[i].get()));
+      return out;
+    }
     case SymKind::kObject:
       if (!s->made_by_trace) return FromSource(s->source);
       return ContainerOutput(s, std::move(out), outputs);

@@ -26,7 +26,18 @@ bool IsPureConstType(PyObject* obj) {
   return obj == Py_None || PyBool_Check(obj) || PyLong_CheckExact(obj) || PyFloat_CheckExact(obj) ||
          PyUnicode_CheckExact(obj) || PyBytes_CheckExact(obj) || PyComplex_CheckExact(obj) ||
          obj == Py_Ellipsis || PySlice_Check(obj) || PyRange_Check(obj) ||
-         PyObject_TypeCheck(obj, &py::DTypeType) || PyObject_TypeCheck(obj, &py::DeviceType) ||
+         (PyFrozenSet_CheckExact(obj) && [&] {  // `x in {1, 2}` compiles to a frozenset constant
+           // Iterating a set runs no code of its elements.
+           PyRef it = PyRef::Steal(PyObject_GetIter(obj));
+           bool pure = static_cast<bool>(it);
+           while (PyObject* item = pure ? PyIter_Next(it.get()) : nullptr) {
+             pure = IsPureConstType(item);
+             Py_DECREF(item);
+           }
+           PyErr_Clear();
+           return pure;
+         }()) ||
+         PyObject_TypeCheck(obj, &py::DTypeType) || PyObject_TypeCheck(obj, &py::DeviceType) || py::IsDTypeInfo(obj) ||
          ((PyTuple_CheckExact(obj) || PyList_CheckExact(obj)) && [&] {
            for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(obj); ++i) {
              if (!IsPureConstType(PySequence_Fast_GET_ITEM(obj, i))) return false;
@@ -63,6 +74,10 @@ std::string Describe(const Sym& s) {
     case SymKind::kShape: return "shape";
     case SymKind::kNumber: return absl::StrCat("number s", s->value, "=", ShortRepr(s->obj.get()));
     case SymKind::kRunIter: return "run-time iterator";
+    case SymKind::kPartial: return "functools.partial";
+    case SymKind::kGenManager: return "contextlib.contextmanager manager";
+    case SymKind::kSet: return absl::StrCat("set (", s->keys.size(), " steps)");
+    case SymKind::kSuper: return absl::StrCat("super(", reinterpret_cast<PyTypeObject*>(s->obj.get())->tp_name, ", ...)");
   }
   __builtin_unreachable();
 }
@@ -197,7 +212,8 @@ bool GuardedByIdentity(PyObject* obj) {
   return obj == Py_None || PyBool_Check(obj) || obj == Py_Ellipsis || obj == Py_NotImplemented ||
          PyFunction_Check(obj) || py::IsOpFunction(obj) || PyModule_Check(obj) || PyType_Check(obj) ||
          PyCFunction_Check(obj) || PyObject_TypeCheck(obj, &py::DTypeType) ||
-         PyObject_TypeCheck(obj, &PyMethodDescr_Type) || PyObject_TypeCheck(obj, &PyWrapperDescr_Type);
+         PyObject_TypeCheck(obj, &PyMethodDescr_Type) || PyObject_TypeCheck(obj, &PyWrapperDescr_Type) ||
+         py::IsDTypeInfo(obj);
 }
 
 }  // namespace
@@ -270,11 +286,7 @@ absl::StatusOr<Sym> Tracer::WrapContainer(PyObject* obj, const SourceRef& source
   if (auto seen = containers_by_source_.find(source->ToString()); seen != containers_by_source_.end()) {
     return seen->second;  // read before through this very source
   }
-  struct DepthScope {
-    int& depth;
-    explicit DepthScope(int& d) : depth(d) { ++depth; }
-    ~DepthScope() { --depth; }
-  } nested(wrap_depth_);
+  WrapDepthScope nested(wrap_depth_);
   const Provenance where = Here();
   guards_.Add(LeafGuard::Type(source, Py_TYPE(obj), where));
   guards_.Add(LeafGuard::Length(source, PyObject_Length(obj), where));
@@ -331,6 +343,8 @@ absl::StatusOr<Sym> Tracer::Wrap(PyObject* obj, SourceRef source) {
   }
   DT_ASSIGN_OR_RETURN(Sym container, WrapContainer(obj, source));
   if (container != nullptr) return container;
+  if (PyMethod_Check(obj) && PyFunction_Check(PyMethod_GET_FUNCTION(obj))) return WrapBoundMethod(obj, source);
+  if (Py_TYPE(obj) == reinterpret_cast<PyTypeObject*>(PartialType())) return WrapPartial(obj, source);
   if (GuardedByIdentity(obj)) {
     guards_.Add(LeafGuard::Identity(source, obj, where));
     const SymKind kind = PyFunction_Check(obj) ? SymKind::kFunction
@@ -348,11 +362,13 @@ absl::StatusOr<Sym> Tracer::Wrap(PyObject* obj, SourceRef source) {
     return WithSource(it, source);
   }
   // A plain object: its class is fixed by a guard; attributes are read (and guarded) on use.
-  // An object the trace stored attributes on, reached again another way, could alias or not in
-  // a later call passing the same guards: CPython runs that part.
+  // Reached again another way (a with block's `__exit__.__self__` and the manager's name), it is
+  // the same Sym, so a store through one name is seen through the other; a guard says both
+  // sources are still one object.
   SeenObject& seen = objects_[obj];
-  if (seen.sym != nullptr && !seen.sym->keys.empty()) {
-    return Unsupported("an object the traced code stored an attribute on, reached a second way");
+  if (seen.sym != nullptr && seen.sym->source != nullptr) {
+    guards_.Add(LeafGuard::Same(source, seen.sym->source, where));
+    return seen.sym;
   }
   guards_.Add(LeafGuard::Type(source, Py_TYPE(obj), where));
   Sym s = MakeSym(SymKind::kObject);
@@ -361,6 +377,20 @@ absl::StatusOr<Sym> Tracer::Wrap(PyObject* obj, SourceRef source) {
   ++seen.sources;
   DT_RETURN_IF_ERROR(NoteCallerValue(obj, s));
   return WithSource(s, source);
+}
+
+// A bound method of a Python function (a with block's __exit__ on a segment's start stack, a
+// method passed as an argument): its function guarded by identity, its self wrapped as any value.
+absl::StatusOr<Sym> Tracer::WrapBoundMethod(PyObject* method, const SourceRef& source) {
+  if (wrap_depth_ >= kMaxUnpackedDepth) return Unsupported("a bound method nested too deep to follow");
+  WrapDepthScope nested(wrap_depth_);
+  guards_.Add(LeafGuard::Type(source, &PyMethod_Type, Here()));
+  DT_ASSIGN_OR_RETURN(Sym function, Wrap(PyMethod_GET_FUNCTION(method), guards::MethodFuncSource(source)));
+  DT_ASSIGN_OR_RETURN(Sym self, Wrap(PyMethod_GET_SELF(method), guards::MethodSelfSource(source)));
+  Sym s = MakeSym(SymKind::kBoundMethod);
+  s->obj = function->obj;
+  s->items.push_back(std::move(self));
+  return s;
 }
 
 void Tracer::GuardStillUnbound(TFrame& f, int index) {
@@ -390,6 +420,7 @@ absl::StatusOr<Sym> Tracer::LoadLocal(TFrame& f, int index) {
 }
 
 absl::StatusOr<Sym> Tracer::LoadGlobal(TFrame& f, const std::string& name) {
+  if (Sym stored = StoredGlobal(f, name)) return stored;  // a `global` store earlier in the trace
   PyObject* value = PyDict_GetItemString(f.globals, name.c_str());
   if (value != nullptr) {
     SourceRef src = f.globals_source == nullptr ? guards::GlobalSource(name)
@@ -480,6 +511,10 @@ absl::StatusOr<PyObject*> Tracer::ToPython(const Sym& s) {
     case SymKind::kFunction:
     case SymKind::kObject:
     case SymKind::kRunIter:
+    case SymKind::kGenManager:
+    case SymKind::kSuper:
+    case SymKind::kSet:
+    case SymKind::kPartial:
       break;
   }
   return Unsupported(absl::StrCat("passing a ", Describe(s), " to a dyntrace op"));
@@ -512,6 +547,7 @@ absl::StatusOr<PyRef> Tracer::ConstValue(const Sym& s) {
       DT_ASSIGN_OR_RETURN(Sym t, MaterializeShape(s));
       return ConstValue(t);
     }
+    case SymKind::kSet: return SetValue(s);
     case SymKind::kSlice: {
       DT_ASSIGN_OR_RETURN(PyRef a, ConstValue(s->items[0]));
       DT_ASSIGN_OR_RETURN(PyRef b, ConstValue(s->items[1]));
@@ -528,6 +564,9 @@ absl::StatusOr<PyRef> Tracer::ConstValue(const Sym& s) {
     case SymKind::kFunction:
     case SymKind::kObject:
     case SymKind::kRunIter:
+    case SymKind::kGenManager:
+    case SymKind::kSuper:
+    case SymKind::kPartial:
       return Unsupported(absl::StrCat("using a ", Describe(s), " as a Python value"));
   }
 }

@@ -41,6 +41,8 @@ struct OutputSpec {
     kSlice,        // children: start, stop, step
     kMemo,         // the object built for memo slot `index`
     kScalarSlot,   // the runtime Python number in scalar slot `index`
+    kSet,          // a new set: py::ReplaySet of the history tuple `obj`
+    kPartial,      // obj(children[0], other children...) with the last len(keys) as keywords
   };
   Kind kind = Kind::kConst;
   int index = -1;  // kGraphOutput: position in graph outputs; kMemo: memo slot
@@ -121,6 +123,7 @@ struct AttrStore {
   guards::SourceRef object;
   py::PyRef name;
   OutputSpec value;
+  bool dict_item = false;  // object is a dict (the globals): object[name] = value, a `global` store
 };
 
 // A list or dict of the caller that the traced code changed (append, d[k] = v, pop ...): after

@@ -67,6 +67,15 @@ absl::StatusOr<std::string> KeywordName(PyObject* key);
 
 using Kwargs = std::vector<std::pair<std::string, Sym>>;
 
+// `module.name` of an imported module (borrowed: the module keeps it); null when there is none.
+PyObject* ModuleAttr(const char* module, const char* name);
+PyObject* PartialType();  // functools.partial
+// contextlib.contextmanager's wrapper (`helper`, defined in contextlib), whose one closure cell
+// holds the generator function.
+bool IsContextManagerHelper(PyObject* fn);
+// The exact type of a value the trace knows it of (guarded, or made by the trace); null otherwise.
+PyTypeObject* KnownTypeOf(const Sym& x);
+
 struct TFrame {
   PyCodeObject* code;
   std::shared_ptr<const DecodedCode> decoded;
@@ -91,6 +100,11 @@ struct TFrame {
   // A generator's body run straight through for a consumer in the trace: what it yields.
   bool generator = false;
   std::vector<Sym> yields;
+  // A contextlib.contextmanager generator, run in step with its with block (trace_contextmanager.cc):
+  // it stops at each YIELD_VALUE (`suspended`), and RunFrame continues it from there (`resume`).
+  bool suspend_at_yield = false;
+  bool suspended = false;
+  bool resume = false;
 
   Sym Pop() {
     Sym s = std::move(stack.back());
@@ -217,6 +231,13 @@ class Tracer {
   static constexpr Py_ssize_t kMaxUnpackedItems = 256;
   static constexpr int kMaxUnpackedDepth = 4;
   int wrap_depth_ = 0;
+  // Counts one level of values Wrap unpacks (containers, partials, bound methods), so a value
+  // that contains itself (a partial of itself) ends as an opaque break, not a recursion.
+  struct WrapDepthScope {
+    int& depth;
+    explicit WrapDepthScope(int& d) : depth(d) { ++depth; }
+    ~WrapDepthScope() { --depth; }
+  };
   static constexpr int kMaxInstructions = 50000;
 
   // ---- helpers ----
@@ -236,6 +257,7 @@ class Tracer {
   absl::StatusOr<Sym> WrapSegmentState(PyObject* obj, const SourceRef& source);
   absl::StatusOr<Sym> WrapIteratorOrCell(PyObject* obj, const SourceRef& source);
   absl::StatusOr<Sym> WrapContainer(PyObject* obj, const SourceRef& source);
+  absl::StatusOr<Sym> WrapBoundMethod(PyObject* method, const SourceRef& source);
   absl::StatusOr<Sym> TensorInput(PyObject* obj, SourceRef source);
   absl::StatusOr<Sym> LoadGlobal(TFrame& f, const std::string& name);
   absl::StatusOr<Sym> LoadLocal(TFrame& f, int index);
@@ -285,7 +307,13 @@ class Tracer {
   absl::StatusOr<Sym> CallOpFunction(PyObject* fn, const Sym& bound_self, const std::vector<Sym>& args,
                                      const Kwargs& kwargs);
   absl::StatusOr<Sym> Inline(const Sym& function, std::vector<Sym> args, Kwargs kwargs);
-  absl::StatusOr<Sym> ConstructObject(PyTypeObject* cls, std::vector<Sym> args, Kwargs kwargs);
+  absl::Status PrepareFrame(const Sym& function, std::vector<Sym> args, Kwargs kwargs, TFrame& f);
+  absl::StatusOr<Sym> ConstructObject(PyTypeObject* cls, const SourceRef& cls_source, std::vector<Sym> args,
+                                      Kwargs kwargs);
+  // A constant class attribute read through an instance (`self.scale` where the class says
+  // `scale = 2`): guarded on the class, and on the instance not shadowing it.
+  absl::StatusOr<Sym> ClassConstantOf(const Sym& obj, PyObject* value, const std::string& name);
+  Sym TypeOfObject(const Sym& obj);
   absl::StatusOr<Sym> RunGenerator(TFrame& f);
   absl::Status BindArguments(TFrame& f, std::vector<Sym> args, Kwargs kwargs);
   absl::Status BindDefaults(TFrame& f, const Sym& function, PyObject* defaults, PyObject* kwdefaults);
@@ -348,6 +376,68 @@ class Tracer {
   absl::StatusOr<Sym> NextLiveItem(const Sym& it);
   absl::Status DoReturn(TFrame& f, const Instr& in);
   absl::Status DoYieldValue(TFrame& f, const Instr& in);
+  // with blocks (trace_with.cc)
+  absl::Status DoBeforeWith(TFrame& f, const Instr& in);
+  // A context manager implemented in C that the tracer follows: what its __enter__ returns and
+  // what its __exit__(None, None, None) does, in the trace.
+  struct ContextManagerRule {
+    absl::StatusOr<Sym> (Tracer::*enter)(const Sym& manager);
+    absl::StatusOr<Sym> (Tracer::*exit)(const Sym& manager);
+  };
+  static const absl::flat_hash_map<PyTypeObject*, ContextManagerRule>& KnownContextManagers();
+  absl::StatusOr<Sym> CallKnownExit(const Sym& method, const std::vector<Sym>& args);
+  // import and global stores (trace_imports.cc)
+  absl::Status DoImportName(TFrame& f, const Instr& in);
+  absl::Status DoImportFrom(TFrame& f, const Instr& in);
+  absl::Status DoStoreGlobal(TFrame& f, const Instr& in);
+  Sym StoredGlobal(const TFrame& f, const std::string& name) const;
+  absl::Status AppendGlobalStores(std::vector<AttrStore>& stores, std::vector<ValueId>& outputs);
+  // The root module's globals the trace stored (`global` names): keys are names, items values.
+  Sym global_stores_ = MakeSym(SymKind::kDict);
+  // match statements (trace_match.cc)
+  absl::StatusOr<bool> HasTypeFlag(const Sym& s, unsigned long flag);
+  absl::Status DoMatchKind(TFrame& f, const Instr& in);
+  absl::Status DoGetLen(TFrame& f, const Instr& in);
+  absl::Status DoMatchKeys(TFrame& f, const Instr& in);
+  absl::StatusOr<std::vector<PyRef>> MatchClassNames(const Sym& cls, int count, PyObject* keywords, bool& self);
+  absl::Status DoMatchClass(TFrame& f, const Instr& in);
+  // contextlib.contextmanager (trace_contextmanager.cc)
+  absl::StatusOr<Sym> MakeGeneratorManager(const Sym& helper, std::vector<Sym> args, Kwargs kwargs);
+  absl::StatusOr<Sym> EnterGeneratorManager(const Sym& manager);
+  absl::StatusOr<Sym> ExitGeneratorManager(const Sym& manager, const std::vector<Sym>& args);
+  absl::StatusOr<Sym> RunToYield(TFrame& f);
+  // The generator frames of entered contextmanager managers (SymValue::position indexes them).
+  std::vector<std::unique_ptr<TFrame>> manager_frames_;
+  // functools.partial (trace_partial.cc)
+  absl::StatusOr<Sym> MakePartial(const std::vector<Sym>& args, const Kwargs& kwargs);
+  absl::StatusOr<Sym> WrapPartial(PyObject* obj, const SourceRef& source);
+  absl::StatusOr<Sym> CallPartial(const Sym& p, std::vector<Sym> args, Kwargs kwargs);
+  absl::StatusOr<OutputSpec> PartialOutput(const Sym& p, OutputSpec out, std::vector<ValueId>& outputs);
+  // sets (trace_sets.cc)
+  absl::StatusOr<PyRef> SetValue(const Sym& set);  // a new set replayed from its history
+  absl::StatusOr<PyRef> SetElement(const Sym& item);
+  absl::StatusOr<PyRef> SetOperandValue(const Sym& s);
+  absl::Status AppendSetStep(const Sym& set, PyRef step);
+  absl::StatusOr<Sym> NewSet(const std::vector<Sym>& items);
+  absl::Status UpdateSet(const Sym& set, const Sym& iterable);
+  absl::StatusOr<Sym> BuiltinSet(const std::vector<Sym>& args, const Kwargs& kwargs);
+  absl::StatusOr<Sym> BuiltinFrozenset(const std::vector<Sym>& args, const Kwargs& kwargs);
+  absl::Status DoBuildSet(TFrame& f, const Instr& in);
+  absl::Status DoSetAddOrUpdate(TFrame& f, const Instr& in);
+  absl::StatusOr<std::vector<Sym>> SetItems(const Sym& set);
+  absl::Status CheckSetUnchanged(const Sym& it);
+  absl::StatusOr<bool> SetContains(const Sym& set, const Sym& item);
+  absl::StatusOr<Sym> CallSetMethod(const Sym& self, const std::string& name, const std::vector<Sym>& args,
+                                    const Kwargs& kwargs);
+  absl::StatusOr<Sym> SetCompare(int op, const Sym& a, const Sym& b);
+  absl::StatusOr<Sym> SetBinaryOp(const std::string& nb_name, const Sym& a, const Sym& b);
+  // super() (trace_super.cc)
+  absl::StatusOr<Sym> MakeSuper(const std::vector<Sym>& args, const Kwargs& kwargs);
+  absl::StatusOr<Sym> ZeroArgumentSuper();
+  absl::StatusOr<Sym> SuperOf(const Sym& cls, const Sym& self);
+  absl::StatusOr<Sym> SuperAttr(const Sym& super, const std::string& name);
+  absl::Status DoLoadSuperAttr(TFrame& f, const Instr& in);
+  absl::StatusOr<Sym> CallBoundSlot(const Sym& method, const std::vector<Sym>& args, const Kwargs& kwargs);
   // calls
   absl::Status DoKwNames(TFrame& f, const Instr& in);
   absl::Status DoCall(TFrame& f, const Instr& in);

@@ -228,6 +228,22 @@ STAT_INT_KEYS = ("frames_seen", "frames_traced", "frames_skipped", "cache_hits",
 STAT_LIST_KEYS = ("recompile_reasons", "fallback_reasons")
 
 
+def check_compiled(fn, factory, whole=True, calls=3, seed_base=23, backends=("eager", "cpu")):
+    """fn under dt.jit matches plain Python on each backend (run_differential); `whole`: with no
+    graph break and no fallback, also with fullgraph=True. Returns the last run's stats."""
+    s = None
+    for backend in backends:
+        for fullgraph in ((False, True) if whole else (False,)):
+            dt.reset()
+            jfn = jitted_copy(fn, backend=backend, fullgraph=fullgraph)
+            run_differential(fn, jfn, factory, calls, seed_base=seed_base)
+            s = stats()
+            if whole:
+                assert s["graph_breaks"] == 0 and s["fallbacks"] == 0, (fn.__name__, backend,
+                                                                         s["break_reasons"])
+    return s
+
+
 def stats():
     s = dt.stats()
     return {k: (list(v) if isinstance(v, (list, tuple)) else v) for k, v in s.items()}

@@ -1175,14 +1175,14 @@ def fsum_of_tolist(x):
     return y / s, s
 
 
-@case(x1)
+@case(x1, kind=None)  # the helper's try compiles: no break since with/try are traced
 def helper_with_try_is_called(x):
     y = x + 1
     z = helper_try(y)
     return z * 3
 
 
-@case(x1)
+@case(x1, kind=None)  # the helper's with block compiles (trace_with.cc)
 def helper_with_block_is_called(x):
     y = x * 0.5
     z = helper_with(y)
@@ -1546,7 +1546,7 @@ def break_inside_try(x):
     return r, tag
 
 
-@case(sgn1, kind="handback")
+@case(sgn1)  # the with block compiles; only the branch escapes
 def with_block_then_branch(x):
     y = x * 2
     with contextlib.nullcontext():
@@ -1556,7 +1556,7 @@ def with_block_then_branch(x):
     return y
 
 
-@case(x1, kind="handback")
+@case(x1)  # the print inside the try escapes; the segments around it compile
 def try_finally_print(x):
     y = x.exp()
     try:
@@ -1576,7 +1576,7 @@ def global_dict_store_mid(x):
     return z * 0.5
 
 
-@case(ok_bad_ok, kind="handback")
+@case(ok_bad_ok, kind=None)  # the bad call raises in the try: CPython runs it and its handler
 def try_after_work(x, y):
     a = x.exp()
     try:
