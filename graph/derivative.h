@@ -6,7 +6,7 @@
 // Formulas return the gradient at the argument's broadcast shape and the call's compute dtype:
 // the engine sums broadcast dims away and casts to the argument's dtype, once, for every op.
 //
-//   absl::StatusOr<ArgGrads> MulGrad(const GradContext& c) {
+//   absl::StatusOr<ArgGrads> ProductGrad(const GradContext& c) {
 //     ArgGrads grads(c.args.size());
 //     if (c.needs(0)) DT_ASSIGN_OR_RETURN(grads[0], Call("mul", {c.grad(), c.args[1]}));
 //     ...

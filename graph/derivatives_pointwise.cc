@@ -166,17 +166,6 @@ absl::StatusOr<ArgGrads> SubGrad(const GradContext& c) {
   return grads;
 }
 
-absl::StatusOr<ArgGrads> MulGrad(const GradContext& c) {
-  ArgGrads grads = grad::NoGrads(c);
-  if (c.needs(0)) {
-    DT_ASSIGN_OR_RETURN(grads[0], Op("mul", {c.grad(), c.args[1]}));
-  }
-  if (c.needs(1)) {
-    DT_ASSIGN_OR_RETURN(grads[1], Op("mul", {c.grad(), c.args[0]}));
-  }
-  return grads;
-}
-
 absl::StatusOr<ArgGrads> DivGrad(const GradContext& c) {  // a / b: g / b, -g a / b^2
   ArgGrads grads = grad::NoGrads(c);
   DT_ASSIGN_OR_RETURN(Tensor over_b, Op("div", {c.grad(), c.args[1]}));
@@ -312,7 +301,7 @@ void RegisterPointwiseDerivatives(OpRegistry& registry) {
       {"floor_divide", {&ZeroGrad, kNoInputs, kNoOutputs}},
       {"add", {&AddGrad, kNoInputs, kNoOutputs}},
       {"sub", {&SubGrad, kNoInputs, kNoOutputs}},
-      {"mul", {&MulGrad, kInputs, kNoOutputs}},
+      {"mul", {&grad::ProductGrad, kInputs, kNoOutputs}},
       {"div", {&DivGrad, kInputs, kNoOutputs}},
       {"pow", {&PowGrad, kInputs, kOutputs}},
       {"maximum", {&ExtremumGrad, kInputs, kNoOutputs}},

@@ -202,17 +202,6 @@ absl::StatusOr<ArgGrads> MatmulGrad(const GradContext& c) {
   return grads;
 }
 
-absl::StatusOr<ArgGrads> DotGrad(const GradContext& c) {
-  ArgGrads grads = grad::NoGrads(c);
-  if (c.needs(0)) {
-    DT_ASSIGN_OR_RETURN(grads[0], Op("mul", {c.grad(), c.args[1]}));
-  }
-  if (c.needs(1)) {
-    DT_ASSIGN_OR_RETURN(grads[1], Op("mul", {c.grad(), c.args[0]}));
-  }
-  return grads;
-}
-
 }  // namespace
 
 void RegisterReductionDerivatives(OpRegistry& registry) {
@@ -226,7 +215,7 @@ void RegisterReductionDerivatives(OpRegistry& registry) {
   registry.Mutable("layer_norm").derivative = {&LayerNormGrad, true, false};
   registry.Mutable("rms_norm").derivative = {&RmsNormGrad, true, false};
   for (const char* name : {"matmul", "mm", "bmm"}) registry.Mutable(name).derivative = {&MatmulGrad, true, false};
-  registry.Mutable("dot").derivative = {&DotGrad, true, false};
+  registry.Mutable("dot").derivative = {&grad::ProductGrad, true, false};
 }
 
 }  // namespace dt

@@ -13,6 +13,17 @@ absl::StatusOr<Tensor> OneMinus(const Tensor& x) {
   return Op("neg", {t});
 }
 
+absl::StatusOr<ArgGrads> ProductGrad(const GradContext& c) {
+  ArgGrads grads = NoGrads(c);
+  if (c.needs(0)) {
+    DT_ASSIGN_OR_RETURN(grads[0], Op("mul", {c.grad(), c.args[1]}));
+  }
+  if (c.needs(1)) {
+    DT_ASSIGN_OR_RETURN(grads[1], Op("mul", {c.grad(), c.args[0]}));
+  }
+  return grads;
+}
+
 absl::StatusOr<Tensor> ZerosFor(const Tensor& like, const Tensor& grad) {
   return Op("full", {like.sizes(), Scalar::Int(0), grad.dtype(), grad.device()});
 }
@@ -38,12 +49,6 @@ absl::StatusOr<Tensor> UnsqueezeReduced(const Tensor& grad, DimsView dims, bool 
     DT_ASSIGN_OR_RETURN(g, Op("unsqueeze", {g, Scalar::Int(d)}));
   }
   return g;
-}
-
-absl::StatusOr<Tensor> ExpandReduced(const Tensor& grad, DimsView dims, bool keepdim, DimsView sizes) {
-  DT_ASSIGN_OR_RETURN(Tensor g, UnsqueezeReduced(grad, dims, keepdim));
-  DT_ASSIGN_OR_RETURN(g, Op("broadcast_to", {g, Dims(sizes.begin(), sizes.end())}));
-  return Op("contiguous", {g});
 }
 
 double RmsNormDefaultEps(DType dtype) {

@@ -35,6 +35,9 @@ inline absl::StatusOr<ArgGrads> FirstGrad(const GradContext& c, absl::StatusOr<T
 // 1 - x.
 absl::StatusOr<Tensor> OneMinus(const Tensor& x);
 
+// The gradients of a * b (mul, and dot, whose output gradient is 0-d): g b and g a.
+absl::StatusOr<ArgGrads> ProductGrad(const GradContext& c);
+
 // Zeros with `like`'s sizes (a meta tensor is fine) and `grad`'s dtype and device.
 absl::StatusOr<Tensor> ZerosFor(const Tensor& like, const Tensor& grad);
 
@@ -44,9 +47,6 @@ absl::StatusOr<Dims> ReducedDims(const ArgValue& dim, int64_t ndim);
 // A reduction's output gradient viewed with the folded dims put back as size 1 (a no-op when the
 // reduction kept them), ready to broadcast against the input.
 absl::StatusOr<Tensor> UnsqueezeReduced(const Tensor& grad, DimsView dims, bool keepdim);
-
-// The same, broadcast to `sizes` (materialised, so callers may write into it).
-absl::StatusOr<Tensor> ExpandReduced(const Tensor& grad, DimsView dims, bool keepdim, DimsView sizes);
 
 // rms_norm's eps when None: the dtype's machine epsilon, as PyTorch.
 double RmsNormDefaultEps(DType dtype);

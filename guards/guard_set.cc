@@ -53,7 +53,7 @@ std::string Describe(const TensorProperties& p) {
 }
 
 TensorProperties PropertiesOf(const Tensor& t) {
-  TensorProperties p{t.dtype(), t.device(), t.ndim(), {}, LayoutOf(t), GradEnabled() && RequiresGrad(t)};
+  TensorProperties p{t.dtype(), t.device(), t.ndim(), {}, LayoutOf(t), TracksGrad(t)};
   for (int64_t s : t.sizes()) p.size_is_one.push_back(s == 1);
   return p;
 }
@@ -260,7 +260,7 @@ bool LeafGuard::CheckValue(PyObject* value) const {
       const Tensor* t = tensor_recogniser ? tensor_recogniser(value) : nullptr;
       if (t == nullptr || t->dtype() != tensor_.dtype || t->device() != tensor_.device ||
           t->ndim() != tensor_.ndim || LayoutOf(*t) != tensor_.layout ||
-          (GradEnabled() && RequiresGrad(*t)) != tensor_.tracks_grad) {
+          TracksGrad(*t) != tensor_.tracks_grad) {
         return false;
       }
       for (int64_t d = 0; d < tensor_.ndim; ++d) {

@@ -194,8 +194,6 @@ PyGetSetDef autograd_getset[] = {
     {nullptr, nullptr, nullptr, nullptr, nullptr},
 };
 
-bool TracksGrad(const Tensor& t) { return GradEnabled() && RequiresGrad(t); }
-
 std::string AutogradReprSuffix(const Tensor& t) {
   const AutogradMeta* meta = t.autograd().get();
   if (meta == nullptr) return "";

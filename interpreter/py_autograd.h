@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "runtime/autograd_meta.h"
 #include "runtime/tensor.h"
 
 namespace dt::interpreter::py {
@@ -20,10 +21,6 @@ extern PyMethodDef autograd_methods[];
 // dyntrace.is_grad_enabled, _set_grad_enabled, _autograd_grad, _autograd_backward, and the
 // grad_fn type; installs the grad recorder.
 [[nodiscard]] bool AddAutogradBindings(PyObject* module);
-
-// Whether an op on `t` must go through the registry so autograd records it (Python-level
-// shortcuts such as `.T` or basic subscripts take the registry path then).
-bool TracksGrad(const Tensor& t);
 
 // tensor.requires_grad = value, with PyTorch's checks (leaves only; floating dtypes only); false
 // with a Python error set when refused.

@@ -506,7 +506,7 @@ int TensorSetItem(PyObject* self, PyObject* key, PyObject* value) {
     assigned = *s;
   }
   const Tensor* assigned_tensor = std::get_if<Tensor>(&assigned);
-  if (GradEnabled() && (RequiresGrad(Self(self)) || (assigned_tensor != nullptr && RequiresGrad(*assigned_tensor)))) {
+  if (TracksGrad(Self(self)) || (assigned_tensor != nullptr && TracksGrad(*assigned_tensor))) {
     return SetItemWithGrad(self, *parsed, std::move(assigned));
   }
   absl::Status status;

@@ -107,7 +107,7 @@ absl::StatusOr<Sym> Tracer::TensorInput(PyObject* obj, SourceRef source) {
   const std::string key = source->ToString();
   if (auto it = inputs_by_source_.find(key); it != inputs_by_source_.end()) return it->second;
   const Tensor& real = py::Unwrap(obj);
-  if (GradEnabled() && RequiresGrad(real)) {
+  if (TracksGrad(real)) {
     // Guarded, so the entry handing this back serves only calls where autograd follows it.
     guards_.Add(LeafGuard::TensorMatch(source, real, Here()));
     return Unsupported(absl::StrCat(key, " requires grad and grad mode is on: autograd must record the ops, which "

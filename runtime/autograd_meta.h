@@ -44,6 +44,10 @@ inline bool IsLeaf(const Tensor& t) { return t.autograd() == nullptr || t.autogr
 bool GradEnabled();
 void SetGradEnabled(bool enabled);
 
+// Whether autograd follows `t` now: it requires grad and grad mode is on. Such a tensor must
+// take registry paths (so ops on it are recorded) and never enters a compiled graph.
+inline bool TracksGrad(const Tensor& t) { return GradEnabled() && RequiresGrad(t); }
+
 class GradModeGuard {
  public:
   explicit GradModeGuard(bool enabled) : previous_(GradEnabled()) { SetGradEnabled(enabled); }
