@@ -438,6 +438,9 @@ const LeafGuard* GuardSet::FirstFailing(const FrameInputs& frame) const {
 std::vector<const LeafGuard*> GuardSet::Failing(const FrameInputs& frame) const {
   std::vector<const LeafGuard*> failing;
   for (const LeafGuard& guard : guards_) {
+    // A relation computes on values its earlier guards vouch for; once one of those failed, it
+    // could run arbitrary code, so it is not asked.
+    if (!failing.empty() && guard.kind() == LeafGuard::Kind::kRelation) continue;
     if (!guard.Check(frame)) failing.push_back(&guard);
   }
   return failing;

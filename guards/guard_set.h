@@ -135,6 +135,7 @@ class GuardSet {
   std::optional<std::string> Explain(const FrameInputs& frame) const;
   // The first guard that fails, or null.
   const LeafGuard* FirstFailing(const FrameInputs& frame) const;
+  // Every failing guard, for the recompile policy; relations after the first failure are not asked.
   std::vector<const LeafGuard*> Failing(const FrameInputs& frame) const;
   std::vector<std::string> Lines() const;
   size_t size() const { return guards_.size(); }

@@ -15,7 +15,14 @@ using py::PyRef;
 PyObject* Step(const ScalarInstr& in, const guards::FrameInputs& inputs, const std::vector<PyRef>& values) {
   auto operand = [&](int slot, const PyRef& constant) { return slot >= 0 ? values[slot].get() : constant.get(); };
   switch (in.kind) {
-    case ScalarInstr::Kind::kInput: return Py_XNewRef(in.source->Resolve(inputs));
+    case ScalarInstr::Kind::kInput: {
+      // Only numbers: guards run relations in the order they were made, but the recompile
+      // policy asks every guard of a failed entry, and `==` on an object of another type runs
+      // its own code (a user __eq__ that consumes a generator, say) outside the program.
+      PyObject* x = in.source->Resolve(inputs);
+      const bool number = x != nullptr && (PyLong_CheckExact(x) || PyFloat_CheckExact(x) || PyBool_Check(x));
+      return number ? Py_NewRef(x) : nullptr;
+    }
     case ScalarInstr::Kind::kTensorSize: {
       PyObject* t = in.source->Resolve(inputs);
       if (t == nullptr || !py::IsTensor(t) || in.a >= py::Unwrap(t).ndim()) return nullptr;

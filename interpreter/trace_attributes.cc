@@ -95,6 +95,16 @@ absl::StatusOr<Sym> Tracer::ContainerAttr(const Sym& obj, const std::string& nam
   return BoundTo(SymKind::kBoundMethod, PyRef::Steal(py::FromUtf8(name)), obj);
 }
 
+// True when reading an attribute of an instance of `type` is object.__getattribute__ (a Python
+// __getattr__ only runs once that found nothing, when the tracer gives up anyway). A type with a
+// __getattribute__ of its own, Python or C (threading.local keeps a dict per thread), is not.
+static bool GenericAttributeLookup(PyTypeObject* type) {
+  if (type->tp_getattro == PyObject_GenericGetAttr) return true;
+  static PyObject* const name = PyUnicode_InternFromString("__getattribute__");
+  PyObject* own = cpython::LookupOnType(type, name);
+  return own != nullptr && own == cpython::LookupOnType(&PyBaseObject_Type, name);
+}
+
 // object.__getattribute__ for a plain object: the instance dict, unless a data descriptor of the
 // class wins; methods found on the class are bound.
 absl::StatusOr<Sym> Tracer::ObjectAttr(const Sym& obj, const std::string& name) {
@@ -105,6 +115,10 @@ absl::StatusOr<Sym> Tracer::ObjectAttr(const Sym& obj, const std::string& name) 
         cpython::LookupOnType(&PyBaseObject_Type, key.get())) {
       return TypeOfObject(obj);
     }
+  }
+  if (!GenericAttributeLookup(Py_TYPE(obj->obj.get()))) {
+    return Unsupported(absl::StrCat("attribute '", name, "' of a ", Py_TYPE(obj->obj.get())->tp_name,
+                                    " (its type reads attributes its own way)"));
   }
   for (size_t i = 0; i < obj->keys.size(); ++i) {  // stored earlier in this trace
     if (PyUnicode_CompareWithASCIIString(obj->keys[i].get(), name.c_str()) == 0) return obj->items[i];
@@ -117,7 +131,7 @@ absl::StatusOr<Sym> Tracer::ObjectAttr(const Sym& obj, const std::string& name) 
     return Unsupported(absl::StrCat("attribute '", name, "' is a descriptor (property or slot)"));
   }
   if (own == nullptr && cls_attr != nullptr) {
-    if (PyFunction_Check(cls_attr)) return BoundTo(SymKind::kBoundMethod, PyRef::Borrow(cls_attr), obj);
+    if (PyFunction_Check(cls_attr)) return ClassMethodOf(obj, cls_attr, name);
     if (IsPureConstType(cls_attr)) return ClassConstantOf(obj, cls_attr, name);
     return Unsupported(absl::StrCat("class attribute '", name, "' of ", Py_TYPE(o)->tp_name));
   }
@@ -144,6 +158,18 @@ absl::StatusOr<Sym> Tracer::ClassConstantOf(const Sym& obj, PyObject* value, con
   // A later instance could shadow it in its own __dict__ (a made one starts blank).
   if (!obj->made_by_trace) guards_.Add(LeafGuard::Absent(guards::AttrSource(obj->source, name), Here()));
   return Wrap(value, guards::AttrSource(cls_source, name));
+}
+
+// A method found on the class, bound to obj. Another instance of the class may hold a callable
+// of its own under that name (`runner._makeResult = lambda: result`), and the class's function
+// may be replaced between calls: both are guarded, as for a class constant.
+absl::StatusOr<Sym> Tracer::ClassMethodOf(const Sym& obj, PyObject* function, const std::string& name) {
+  SourceRef cls_source = obj->made_by_trace ? obj->class_source
+                         : obj->source != nullptr ? guards::TypeOfSource(obj->source) : nullptr;
+  if (cls_source == nullptr) return Unsupported(absl::StrCat("method '", name, "' of an object of an unknown class"));
+  if (!obj->made_by_trace) guards_.Add(LeafGuard::Absent(guards::AttrSource(obj->source, name), Here()));
+  guards_.Add(LeafGuard::Identity(guards::AttrSource(cls_source, name), function, Here()));
+  return BoundTo(SymKind::kBoundMethod, PyRef::Borrow(function), obj);
 }
 
 // type.__getattribute__: a data descriptor of the metaclass (__dict__, __doc__, __name__) wins

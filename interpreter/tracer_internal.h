@@ -313,6 +313,7 @@ class Tracer {
   // A constant class attribute read through an instance (`self.scale` where the class says
   // `scale = 2`): guarded on the class, and on the instance not shadowing it.
   absl::StatusOr<Sym> ClassConstantOf(const Sym& obj, PyObject* value, const std::string& name);
+  absl::StatusOr<Sym> ClassMethodOf(const Sym& obj, PyObject* function, const std::string& name);
   Sym TypeOfObject(const Sym& obj);
   absl::StatusOr<Sym> RunGenerator(TFrame& f);
   absl::Status BindArguments(TFrame& f, std::vector<Sym> args, Kwargs kwargs);
