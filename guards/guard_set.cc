@@ -174,6 +174,12 @@ LeafGuard LeafGuard::Length(SourceRef source, Py_ssize_t length, Provenance wher
   return g;
 }
 
+LeafGuard LeafGuard::LengthAtLeast(SourceRef source, Py_ssize_t min, Provenance where) {
+  LeafGuard g = Length(std::move(source), min, std::move(where));
+  g.at_least_ = true;
+  return g;
+}
+
 LeafGuard LeafGuard::TensorMatch(SourceRef source, const Tensor& example, Provenance where) {
   LeafGuard g(Kind::kTensor, std::move(source), std::move(where));
   g.tensor_ = PropertiesOf(example);
@@ -245,17 +251,15 @@ bool LeafGuard::CheckValue(PyObject* value) const {
     case Kind::kType: return Py_TYPE(value) == type_ && LiveExpected() != nullptr;
     case Kind::kIdentity: return value == expected_ && LiveExpected() != nullptr;
     case Kind::kEquals: return SameConstant(value, expected_);
-    case Kind::kLength:
-      if (PyTuple_Check(value)) return PyTuple_GET_SIZE(value) == length_;
-      if (PyList_Check(value)) return PyList_GET_SIZE(value) == length_;
-      if (PyDict_Check(value)) return PyDict_GET_SIZE(value) == length_;
-      {
-        RemainingItems remaining;
-        if (ReadRemainingItems(value, &remaining)) {
-          return PySequence_Fast_GET_SIZE(remaining.items) - remaining.start == length_;
-        }
-      }
-      return false;
+    case Kind::kLength: {
+      Py_ssize_t n = -1;
+      RemainingItems remaining;
+      if (PyTuple_Check(value)) n = PyTuple_GET_SIZE(value);
+      else if (PyList_Check(value)) n = PyList_GET_SIZE(value);
+      else if (PyDict_Check(value)) n = PyDict_GET_SIZE(value);
+      else if (ReadRemainingItems(value, &remaining)) n = PySequence_Fast_GET_SIZE(remaining.items) - remaining.start;
+      return n >= 0 && (at_least_ ? n >= length_ : n == length_);
+    }
     case Kind::kTensor: {
       const Tensor* t = tensor_recogniser ? tensor_recogniser(value) : nullptr;
       if (t == nullptr || t->dtype() != tensor_.dtype || t->device() != tensor_.device ||
@@ -337,7 +341,7 @@ std::optional<std::string> LeafGuard::Explain(const FrameInputs& frame) const {
       } else if (PyTuple_Check(value) || PyList_Check(value) || PyDict_Check(value)) {
         actual = PyObject_Length(value);
       }
-      return absl::StrFormat("len(%s): expected %d, actual %d", src, length_, actual);
+      return absl::StrFormat("len(%s): expected %s%d, actual %d", src, at_least_ ? "at least " : "", length_, actual);
     }
     case Kind::kTensor: {
       const Tensor* t = tensor_recogniser ? tensor_recogniser(value) : nullptr;
@@ -385,7 +389,7 @@ std::string LeafGuard::ToString() const {
     case Kind::kType: code = absl::StrFormat("type(%s) is %s", src, type_->tp_name); break;
     case Kind::kIdentity: code = absl::StrFormat("%s is %s", src, Repr(expected_)); break;
     case Kind::kEquals: code = absl::StrFormat("%s == %s", src, Repr(expected_)); break;
-    case Kind::kLength: code = absl::StrFormat("len(%s) == %d", src, length_); break;
+    case Kind::kLength: code = absl::StrFormat("len(%s) %s %d", src, at_least_ ? ">=" : "==", length_); break;
     case Kind::kTensor: code = absl::StrFormat("%s is a %s", src, Describe(tensor_)); break;
     case Kind::kTensorSize:
       code = absl::StrFormat("%s.size(%d) %s %d", src, dim_, at_least_ ? ">=" : "==", size_);

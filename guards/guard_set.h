@@ -61,6 +61,9 @@ class LeafGuard {
   // REQUIRES: `expected` is an int, float, str or bytes (compared without running Python code).
   static LeafGuard Equals(SourceRef source, PyObject* expected, Provenance where);
   static LeafGuard Length(SourceRef source, Py_ssize_t length, Provenance where);
+  // A list or tuple whose length is a run-time value of the trace (a caller's list that grows
+  // between calls): only its lower bound is guarded.
+  static LeafGuard LengthAtLeast(SourceRef source, Py_ssize_t min, Provenance where);
   static LeafGuard TensorMatch(SourceRef source, const Tensor& example, Provenance where);
   static LeafGuard TensorSize(SourceRef source, int64_t dim, int64_t size, Provenance where);
   // A size that is a run-time value of the trace (a dynamic size): only its lower bound is
@@ -91,6 +94,8 @@ class LeafGuard {
   const Source& source() const { return *source_; }
   Kind kind() const { return kind_; }
   int64_t dim() const { return dim_; }  // kTensorSize
+  Py_ssize_t length() const { return length_; }  // kLength
+  bool at_least() const { return at_least_; }  // kLength, kTensorSize
 
  private:
   LeafGuard(Kind kind, SourceRef source, Provenance where)
@@ -114,7 +119,7 @@ class LeafGuard {
   Py_ssize_t length_ = 0;
   TensorProperties tensor_{};
   int64_t dim_ = 0, size_ = 0;
-  bool at_least_ = false;  // kTensorSize: size(dim) >= size_
+  bool at_least_ = false;  // kTensorSize: size(dim) >= size_; kLength: len >= length_
   std::shared_ptr<const RelationFn> relation_;  // kRelation
   std::string expression_;
   bool holds_ = true;

@@ -177,6 +177,9 @@ const std::shared_ptr<CodeCache>& CodeCaches::For(const ActiveMode& mode) {
   cache->key = mode.key;
   cache->options = *mode.options;
   cache->explicit_jit = mode.root == code;
+  if (const CodeCache* learned = mode.learned_from != 0 ? Find(mode.learned_from) : nullptr) {
+    cache->dynamic_numbers = learned->dynamic_numbers;
+  }
   (*codes_by_key)[mode.key].push_back(this);
   by_key.push_back(std::move(cache));
   return by_key.back();

@@ -92,6 +92,9 @@ struct ActiveMode {
   const JitOptions* options = nullptr;
   CacheKey key = 0;
   PyCodeObject* root = nullptr;  // a compiled callable's function: traced even without tensor work
+  // explain() of a compiled callable: its caches start from what that key learned (the values
+  // that became dynamic), so explain shows the symbols the callable traces with now.
+  CacheKey learned_from = 0;
 };
 
 // Why the hook leaves a frame to CPython without looking at entries (Stats::frames_skipped_by).

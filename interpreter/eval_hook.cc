@@ -245,8 +245,9 @@ SegmentRun::Finished SegmentRun::GiveUp(const std::string& reason) {
 
 // Automatic dynamic: each failing guard that compares an int or float with its value at trace
 // time (the value now another number of the same type), or a tensor size read by Python (both
-// sizes at least 2: 0 and 1 stay specialised), names a value that is traced as a run-time value
-// from now on, so the next new value does not recompile. dynamic=False turns this off.
+// sizes at least 2: 0 and 1 stay specialised), or the length of a list or tuple (a history that
+// grows; empty stays specialised), names a value that is traced as a run-time value from now
+// on, so the next new value does not recompile. dynamic=False turns this off.
 void SegmentRun::NoteDynamicValues(const CacheEntry& last, const guards::FrameInputs& inputs) {
   if (cache_->options.dynamic == false) return;
   for (const guards::LeafGuard* failed : last.guards.Failing(inputs)) {
@@ -256,6 +257,12 @@ void SegmentRun::NoteDynamicValues(const CacheEntry& last, const guards::FrameIn
         (PyLong_CheckExact(now) || PyFloat_CheckExact(now))) {
       if (cache_->dynamic_numbers.insert(failed->source().ToString()).second) {
         LogDynamic(absl::StrCat(failed->source().ToString(), " changed between calls: a run-time number from now on"));
+      }
+    } else if (failed->kind() == guards::LeafGuard::Kind::kLength && !failed->at_least() &&
+               (PyList_CheckExact(now) || PyTuple_CheckExact(now)) && PyObject_Length(now) >= 1) {
+      const std::string key = trace::DynamicLengthKey(failed->source());
+      if (cache_->dynamic_numbers.insert(key).second) {
+        LogDynamic(absl::StrCat(key, " changed between calls: a run-time length from now on"));
       }
     } else if (failed->kind() == guards::LeafGuard::Kind::kTensorSize) {
       const Tensor* t = py::IsTensor(now) ? &py::Unwrap(now) : nullptr;

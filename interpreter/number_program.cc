@@ -23,6 +23,11 @@ PyObject* Step(const ScalarInstr& in, const guards::FrameInputs& inputs, const s
       const bool number = x != nullptr && (PyLong_CheckExact(x) || PyFloat_CheckExact(x) || PyBool_Check(x));
       return number ? Py_NewRef(x) : nullptr;
     }
+    case ScalarInstr::Kind::kSequence: {
+      PyObject* seq = in.source->Resolve(inputs);
+      const bool sequence = seq != nullptr && (PyList_CheckExact(seq) || PyTuple_CheckExact(seq));
+      return sequence ? Py_NewRef(seq) : nullptr;
+    }
     case ScalarInstr::Kind::kTensorSize: {
       PyObject* t = in.source->Resolve(inputs);
       if (t == nullptr || !py::IsTensor(t) || in.a >= py::Unwrap(t).ndim()) return nullptr;
@@ -111,7 +116,8 @@ std::string NumberExpression(const std::vector<ScalarInstr>& program, int slot) 
     return compound ? absl::StrCat("(", NumberExpression(program, s), ")") : NumberExpression(program, s);
   };
   switch (in.kind) {
-    case ScalarInstr::Kind::kInput: return in.source->ToString();
+    case ScalarInstr::Kind::kInput:
+    case ScalarInstr::Kind::kSequence: return in.source->ToString();
     case ScalarInstr::Kind::kTensorSize: return absl::StrCat(in.source->ToString(), ".size(", in.a, ")");
     case ScalarInstr::Kind::kNegate: return absl::StrCat("-", operand(in.a, in.const_a));
     case ScalarInstr::Kind::kCompare:

@@ -516,7 +516,9 @@ PyObject* FnExplain(PyObject* module, PyObject* args, PyObject* kwargs) {
   JitOptions options;
   PyObject* target = fn;
   PyCodeObject* root = nullptr;
+  interpreter::CacheKey learned_from = 0;
   if (IsCompiledFunction(fn)) {
+    learned_from = KeyOf(fn);
     options = OptionsOf(fn);
     target = TargetOf(fn);
     root = RootOf(fn);
@@ -526,7 +528,7 @@ PyObject* FnExplain(PyObject* module, PyObject* args, PyObject* kwargs) {
   const interpreter::CacheKey key = interpreter::NewCacheKey();
   interpreter::TraceLog log;
   interpreter::SetTraceLog(&log);
-  interpreter::EnterMode(interpreter::ActiveMode{&options, key, root});
+  interpreter::EnterMode(interpreter::ActiveMode{&options, key, root, learned_from});
   PyRef result = PyRef::Steal(PyObject_Call(target, call_args.get(), kwargs));
   interpreter::ExitMode();
   interpreter::SetTraceLog(nullptr);

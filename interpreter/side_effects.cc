@@ -19,6 +19,7 @@ struct Pending {
   PyRef name;
   PyRef value;
   bool dict_item = false;  // target[name] = value (a `global` store), not setattr
+  bool append = false;     // a list the trace appended to without knowing its items
 };
 
 // Makes dict `target` hold `contents`' items in `contents`' order (keys are constants: str, int
@@ -61,7 +62,8 @@ bool Apply(const Pending& change) {
   if (change.name && change.dict_item) return PyDict_SetItem(target, change.name.get(), change.value.get()) == 0;
   if (change.name) return PyObject_SetAttr(target, change.name.get(), change.value.get()) == 0;
   if (PyList_CheckExact(target) && PyList_CheckExact(change.value.get())) {
-    return PyList_SetSlice(target, 0, PyList_GET_SIZE(target), change.value.get()) == 0;
+    const Py_ssize_t n = PyList_GET_SIZE(target);
+    return PyList_SetSlice(target, change.append ? n : 0, n, change.value.get()) == 0;
   }
   if (PyDict_CheckExact(target) && PyDict_CheckExact(change.value.get())) {
     return ReplaceDictContents(target, change.value.get());
@@ -75,21 +77,21 @@ bool Apply(const Pending& change) {
 bool ApplySideEffects(const trace::TraceResult& trace, Builder& builder, const guards::FrameInputs& inputs) {
   std::vector<Pending> pending;
   auto add = [&](const guards::SourceRef& source, const PyRef& name, const trace::OutputSpec& spec,
-                 bool dict_item = false) {
+                 bool dict_item = false, bool append = false) {
     PyRef target = PyRef::Borrow(source->Resolve(inputs));
     PyRef value = PyRef::Steal(builder.Build(spec));
     if (!target || !value) {
       if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "dyntrace: a side effect lost its object");
       return false;
     }
-    pending.push_back(Pending{std::move(target), name, std::move(value), dict_item});
+    pending.push_back(Pending{std::move(target), name, std::move(value), dict_item, append});
     return true;
   };
   for (const trace::AttrStore& store : trace.attr_stores) {
     if (!add(store.object, store.name, store.value, store.dict_item)) return false;
   }
   for (const trace::ContainerStore& store : trace.container_stores) {
-    if (!add(store.container, PyRef(), store.contents)) return false;
+    if (!add(store.container, PyRef(), store.contents, false, store.append)) return false;
   }
   for (const Pending& change : pending) {
     if (!Apply(change)) return false;

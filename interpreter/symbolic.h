@@ -40,6 +40,9 @@ enum class SymKind : uint8_t {
   kPartial,      // functools.partial: items = [func, args..., keyword values...], keys = keyword names
   kGenManager,   // a contextlib.contextmanager manager the trace made: items[0] the generator
                  // function; position: its frame (Tracer::manager_frames_); consumed: entered, exited
+  kRunSeq,       // a caller's list or tuple whose length is a run-time value: obj the real one,
+                 // items what the trace appended, value its number-program slot (or -1)
+                 // (trace_run_sequence.cc)
 };
 
 struct SymValue;

@@ -261,6 +261,13 @@ absl::StatusOr<Sym> Tracer::GetAttr(const Sym& obj, const std::string& name) {
     case SymKind::kGenManager: break;
     case SymKind::kSuper: return SuperAttr(obj, name);
     case SymKind::kSet: return ContainerAttr(obj, name);
+    case SymKind::kRunSeq:
+      // append needs no items (trace_run_sequence.cc); any other attribute does.
+      if (name == "append" && PyList_CheckExact(obj->obj.get())) {
+        return BoundTo(SymKind::kBoundMethod, PyRef::Steal(py::FromUtf8(name)), obj);
+      }
+      DT_RETURN_IF_ERROR(Materialise(obj));
+      return ContainerAttr(obj, name);
   }
   return Unsupported(absl::StrCat("attribute '", name, "' of a ", Describe(obj)));
 }

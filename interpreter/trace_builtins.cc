@@ -107,6 +107,7 @@ absl::StatusOr<Sym> Tracer::BuiltinLen(const Sym& a) {
     case SymKind::kList:
     case SymKind::kDict: return ConstSym(PyRef::Steal(PyLong_FromSize_t(a->items.size())));
     case SymKind::kShape: return ConstSym(PyRef::Steal(PyLong_FromLongLong(a->items[0]->meta.ndim())));
+    case SymKind::kRunSeq: return RunSequenceLength(a);
     case SymKind::kTensor:
       if (a->meta.ndim() == 0) return Raises("the traced code raises: len() of a 0-d tensor");
       return SizeOf(a, 0);
@@ -143,6 +144,7 @@ absl::StatusOr<Sym> Tracer::BuiltinIsinstance(const Sym& value, const Sym& class
     }
     case SymKind::kConst:
     case SymKind::kObject:
+    case SymKind::kRunSeq:  // its exact type is guarded
     case SymKind::kFunction: probe = value->obj.get(); break;
     case SymKind::kNumber: {
       // A read number's type is guarded; a computed one's may depend on the values (`n ** k`,
@@ -306,6 +308,7 @@ PyTypeObject* KnownTypeOf(const Sym& x) {
     case SymKind::kSlice: return &PySlice_Type;
     case SymKind::kSet: return &PySet_Type;
     case SymKind::kObject:
+    case SymKind::kRunSeq:
     case SymKind::kConst: return Py_TYPE(x->obj.get());
     case SymKind::kPartial: return reinterpret_cast<PyTypeObject*>(x->obj.get());
     // A computed run-time number's type may depend on its values (`n ** k`): specialised by the

@@ -361,6 +361,11 @@ absl::StatusOr<Sym> Tracer::CallListMethod(const Sym& self, const std::string& n
 
 absl::StatusOr<Sym> Tracer::CallContainerMethod(const Sym& self, const std::string& name, const std::vector<Sym>& args,
                                                 const Kwargs& kwargs) {
+  if (self->kind == SymKind::kRunSeq && name == "append" && args.size() == 1 && kwargs.empty()) {
+    DT_RETURN_IF_ERROR(AppendToRunSequence(self, args[0]));
+    return None();
+  }
+  DT_RETURN_IF_ERROR(Materialise(self));
   if (self->kind == SymKind::kDict) return CallDictMethod(self, name, args, kwargs);
   if (self->kind == SymKind::kSet) return CallSetMethod(self, name, args, kwargs);
   if (self->kind == SymKind::kList && name == "sort") return ListSort(self, args, kwargs);
@@ -378,6 +383,11 @@ absl::StatusOr<Sym> Tracer::CallContainerMethod(const Sym& self, const std::stri
 
 absl::StatusOr<Sym> Tracer::CallSym(const Sym& callable, std::vector<Sym> args,
                                     std::vector<std::pair<std::string, Sym>> kwargs) {
+  if (callable->kind == SymKind::kConst) {
+    DT_ASSIGN_OR_RETURN(Sym decided, CallOnRunSequence(callable->obj.get(), args, kwargs));
+    if (decided != nullptr) return decided;
+  }
+  DT_RETURN_IF_ERROR(MaterialiseCallArguments(callable, args, kwargs));
   switch (callable->kind) {
     case SymKind::kOpMethod:
       return CallOpFunction(callable->obj.get(), callable->items.empty() ? nullptr : callable->items[0], args, kwargs);
@@ -452,6 +462,7 @@ absl::StatusOr<Sym> Tracer::CallSym(const Sym& callable, std::vector<Sym> args,
     case SymKind::kNumber:
     case SymKind::kPartial: return CallPartial(callable, std::move(args), std::move(kwargs));
     case SymKind::kRunIter:
+    case SymKind::kRunSeq:
     case SymKind::kGenManager:
     case SymKind::kSuper:
     case SymKind::kSet:

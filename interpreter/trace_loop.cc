@@ -114,6 +114,7 @@ void Tracer::CheckStackEffect(const TFrame& f, const Instr& in, size_t depth_bef
 
 absl::Status Tracer::Step(TFrame& f, const Instr& in) {
   auto& st = f.stack;
+  DT_RETURN_IF_ERROR(MaterialiseOperands(f, in));
   switch (in.op) {
     case Op::kNop:
     case Op::kPrecall: return absl::OkStatus();

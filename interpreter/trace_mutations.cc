@@ -90,7 +90,7 @@ absl::StatusOr<std::vector<ContainerStore>> Tracer::ContainerStores(std::vector<
   std::vector<ContainerStore> stores;
   for (const ChangedContainer& changed : changed_containers_) {
     DT_ASSIGN_OR_RETURN(OutputSpec contents, ContainerOutput(changed.sym, OutputSpec{}, outputs));
-    stores.push_back(ContainerStore{changed.sym->source, std::move(contents)});
+    stores.push_back(ContainerStore{changed.sym->source, std::move(contents), changed.sym->kind == SymKind::kRunSeq});
   }
   return stores;
 }

@@ -235,7 +235,8 @@ absl::StatusOr<Sym> Tracer::MaterializeShape(const Sym& shape) {
 bool Tracer::FromDynamicArguments(const Sym& number) const {
   for (int input : slot_inputs_[number->value]) {
     const ScalarInstr& in = scalar_program_[input];
-    if (in.kind == ScalarInstr::Kind::kTensorSize) continue;  // symbolic sizes are only made dynamic
+    // Symbolic sizes and run-time lengths are only made dynamic.
+    if (in.kind == ScalarInstr::Kind::kTensorSize || in.kind == ScalarInstr::Kind::kSequence) continue;
     if (in.source == nullptr || !(frame_.all_dynamic || (frame_.dynamic_numbers != nullptr &&
                                                          frame_.dynamic_numbers->contains(in.source->ToString())))) {
       return false;
@@ -291,6 +292,7 @@ absl::StatusOr<bool> Tracer::Truth(const Sym& s) {
       return PySet_GET_SIZE(value.get()) > 0;
     }
     case SymKind::kShape: return s->items[0]->meta.ndim() > 0;
+    case SymKind::kRunSeq: return true;  // len >= 1 is guarded
     case SymKind::kTensor:
       return DataDependent(absl::StrFormat(
           "data-dependent branch: the truth value of tensor v%d (%s) is only known at run time",
@@ -601,6 +603,7 @@ absl::StatusOr<GraphArg> Tracer::IndexArgument(PyObject* key, const Dims& encode
 }
 
 absl::StatusOr<std::vector<Sym>> Tracer::Iterate(const Sym& s) {
+  DT_RETURN_IF_ERROR(Materialise(s));
   switch (s->kind) {
     case SymKind::kTuple:
     case SymKind::kList:
@@ -651,6 +654,7 @@ absl::StatusOr<std::vector<Sym>> Tracer::Iterate(const Sym& s) {
     case SymKind::kSlice:
     case SymKind::kNumber:
     case SymKind::kRunIter:
+    case SymKind::kRunSeq:  // materialised above
     case SymKind::kPartial:
     case SymKind::kGenManager:
     case SymKind::kSuper: return Unsupported(absl::StrCat("iterating over a ", Describe(s)));

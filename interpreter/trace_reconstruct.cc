@@ -101,7 +101,8 @@ absl::StatusOr<OutputSpec> Tracer::ContainerOutput(const Sym& s, OutputSpec out,
       out.kind = OutputSpec::Kind::kTuple;
       out.obj = s->named_type;  // rebuilt as that named tuple
       break;
-    case SymKind::kList: out.kind = OutputSpec::Kind::kList; break;
+    case SymKind::kList:
+    case SymKind::kRunSeq: out.kind = OutputSpec::Kind::kList; break;  // kRunSeq: what was appended
     case SymKind::kDict: out.kind = OutputSpec::Kind::kDict; break;
     case SymKind::kSlice: out.kind = OutputSpec::Kind::kSlice; break;
     case SymKind::kObject:  // made by the trace: its class, then its attributes
@@ -165,6 +166,8 @@ absl::StatusOr<OutputSpec> Tracer::ToOutput(const Sym& s, std::vector<ValueId>& 
     case SymKind::kNumber: return OfKind(OutputSpec::Kind::kScalarSlot, s->value);
     // The same iterator object, at its current position.
     case SymKind::kRunIter: return FromSource(s->source);
+    // The caller's list itself (what the trace appended is made on it: ContainerStore::append).
+    case SymKind::kRunSeq: return FromSource(s->source);
     case SymKind::kSuper: return Unsupported("a super() object crossing a graph break");
     // Its generator is suspended inside the trace: no real generator can be made at that point.
     case SymKind::kGenManager: return Unsupported("a contextlib.contextmanager manager crossing a graph break");

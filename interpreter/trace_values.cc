@@ -74,6 +74,9 @@ std::string Describe(const Sym& s) {
     case SymKind::kShape: return "shape";
     case SymKind::kNumber: return absl::StrCat("number s", s->value, "=", ShortRepr(s->obj.get()));
     case SymKind::kRunIter: return "run-time iterator";
+    case SymKind::kRunSeq:
+      return absl::StrCat(Py_TYPE(s->obj.get())->tp_name, " of run-time length",
+                          s->items.empty() ? "" : absl::StrCat(" (+", s->items.size(), " appended)"));
     case SymKind::kPartial: return "functools.partial";
     case SymKind::kGenManager: return "contextlib.contextmanager manager";
     case SymKind::kSet: return absl::StrCat("set (", s->keys.size(), " steps)");
@@ -160,6 +163,8 @@ absl::StatusOr<Sym> Tracer::Specialize(const Sym& number) {
         return Unsupported(constraint_error_);
       }
       guards_.Add(LeafGuard::TensorSize(in.source, in.a, PyLong_AsLongLong(slot_samples_[input].get()), Here()));
+    } else if (in.kind == ScalarInstr::Kind::kSequence) {
+      SpecializeSequence(input);
     } else {
       guards_.Add(LeafGuard::Equals(in.source, slot_samples_[input].get(), Here()));
     }
@@ -279,6 +284,12 @@ absl::StatusOr<Sym> Tracer::WrapIteratorOrCell(PyObject* obj, const SourceRef& s
 // always ends).
 absl::StatusOr<Sym> Tracer::WrapContainer(PyObject* obj, const SourceRef& source) {
   const bool sequence = PyTuple_CheckExact(obj) || PyList_CheckExact(obj);
+  if (sequence && LengthIsDynamic(obj, source)) {
+    if (auto seen = containers_by_source_.find(source->ToString()); seen != containers_by_source_.end()) {
+      return seen->second;
+    }
+    return WrapRunSequence(obj, source);
+  }
   if (wrap_depth_ >= kMaxUnpackedDepth || !(sequence || PyDict_CheckExact(obj)) ||
       PyObject_Length(obj) > kMaxUnpackedItems) {
     return Sym();
@@ -442,6 +453,7 @@ absl::StatusOr<Sym> Tracer::LoadGlobal(TFrame& f, const std::string& name) {
 }
 
 absl::StatusOr<PyObject*> Tracer::ToPython(const Sym& s) {
+  DT_RETURN_IF_ERROR(Materialise(s));
   switch (s->kind) {
     case SymKind::kNumber: {
       if (traced_ints_ != nullptr && PyLong_CheckExact(s->obj.get())) {
@@ -511,6 +523,7 @@ absl::StatusOr<PyObject*> Tracer::ToPython(const Sym& s) {
     case SymKind::kFunction:
     case SymKind::kObject:
     case SymKind::kRunIter:
+    case SymKind::kRunSeq:  // materialised above
     case SymKind::kGenManager:
     case SymKind::kSuper:
     case SymKind::kSet:
@@ -521,6 +534,7 @@ absl::StatusOr<PyObject*> Tracer::ToPython(const Sym& s) {
 }
 
 absl::StatusOr<PyRef> Tracer::ConstValue(const Sym& s) {
+  DT_RETURN_IF_ERROR(Materialise(s));
   switch (s->kind) {
     case SymKind::kConst: return s->obj;
     case SymKind::kNumber: {
@@ -564,6 +578,7 @@ absl::StatusOr<PyRef> Tracer::ConstValue(const Sym& s) {
     case SymKind::kFunction:
     case SymKind::kObject:
     case SymKind::kRunIter:
+    case SymKind::kRunSeq:  // materialised above
     case SymKind::kGenManager:
     case SymKind::kSuper:
     case SymKind::kPartial:

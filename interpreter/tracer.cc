@@ -28,6 +28,8 @@ void Tracer::RollBackToSnapshot() {
     undo.sym->keys = std::move(undo.keys);
     undo.sym->position = undo.position;
     undo.sym->consumed = undo.consumed;
+    undo.sym->kind = undo.kind;
+    undo.sym->value = undo.value;
     journal_.pop_back();
   }
   ForgetRolledBackChanges();
@@ -302,11 +304,18 @@ void Tracer::NameScalars() {
   }
   for (size_t slot = 0; slot < scalar_program_.size(); ++slot) {
     const ScalarInstr& in = scalar_program_[slot];
-    if (used[slot]) graph_->NameScalar(static_cast<int>(slot), NumberExpression(scalar_program_, static_cast<int>(slot)));
-    if (in.kind != ScalarInstr::Kind::kTensorSize) continue;
-    const std::string source = in.source->ToString();
-    for (size_t i = 0; i < graph_->input_sources().size(); ++i) {
-      if (graph_->input_sources()[i] == source) graph_->MarkSymbolicInputSize(static_cast<int>(i), in.a, static_cast<int>(slot));
+    bool names_an_input_size = false;
+    if (in.kind == ScalarInstr::Kind::kTensorSize) {
+      const std::string source = in.source->ToString();
+      for (size_t i = 0; i < graph_->input_sources().size(); ++i) {
+        if (graph_->input_sources()[i] != source) continue;
+        graph_->MarkSymbolicInputSize(static_cast<int>(i), in.a, static_cast<int>(slot));
+        names_an_input_size = true;
+      }
+    }
+    // Every symbol the printout shows is defined in it (`v0: f32[s0, 5]` and `# s0 = ...`).
+    if (used[slot] || names_an_input_size) {
+      graph_->NameScalar(static_cast<int>(slot), NumberExpression(scalar_program_, static_cast<int>(slot)));
     }
   }
 }

@@ -60,9 +60,11 @@ struct OutputSpec {
 // CPython's own number protocol so the results are exactly Python's.
 struct ScalarInstr {
   // kTensorSize: the size `a` of the tensor at `source` (a symbolic size).
-  enum class Kind : uint8_t { kInput, kTensorSize, kBinary, kCompare, kNegate, kCall };
+  // kSequence: the list or tuple at `source` itself, read only by kCall of len/sum/min/max (a
+  // caller's list whose length is a run-time value).
+  enum class Kind : uint8_t { kInput, kTensorSize, kBinary, kCompare, kNegate, kCall, kSequence };
   Kind kind = Kind::kInput;
-  guards::SourceRef source;  // kInput, kTensorSize
+  guards::SourceRef source;  // kInput, kTensorSize, kSequence
   std::string op;            // kBinary: "+", "-", "*", "/", "//", "%", "**"; kCompare: "<", ...
   int a = -1, b = -1;        // operand slots; -1: the operand is const_a / const_b
   py::PyRef const_a, const_b;
@@ -133,6 +135,9 @@ struct AttrStore {
 struct ContainerStore {
   guards::SourceRef container;
   OutputSpec contents;
+  // The container keeps its items and `contents` are appended (a list whose length the trace
+  // never knew); otherwise `contents` replace them.
+  bool append = false;
 };
 
 struct TraceResult {
@@ -181,6 +186,8 @@ struct FrameToTrace {
 
 std::variant<TraceResult, TraceFailure> TraceFrame(const FrameToTrace& frame);
 
+// The key of a dynamic length in FrameToTrace::dynamic_numbers: "len(L['history'])".
+std::string DynamicLengthKey(const guards::Source& source);
 // The key of a dynamic size in FrameToTrace::dynamic_numbers: "L['x'].size(0)".
 std::string DynamicSizeKey(const guards::Source& tensor, int64_t dim);
 

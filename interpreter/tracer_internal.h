@@ -186,6 +186,8 @@ class Tracer {
     std::vector<Sym> items;
     std::vector<PyRef> keys;
     size_t position, consumed;  // iterators
+    SymKind kind;               // a kRunSeq materialised into a kList (trace_run_sequence.cc)
+    ValueId value;
   };
   std::vector<Undo> journal_;
   // Runtime Python numbers (see ScalarInstr): the program, each slot's trace-time value, and the
@@ -197,7 +199,7 @@ class Tracer {
   absl::StatusOr<Sym> Specialize(const Sym& number);
   absl::StatusOr<Sym> NumberOp(const std::string& op, bool compare, const Sym& a, const Sym& b);
   void Mutating(const Sym& sym) {
-    journal_.push_back(Undo{sym, sym->items, sym->keys, sym->position, sym->consumed});
+    journal_.push_back(Undo{sym, sym->items, sym->keys, sym->position, sym->consumed, sym->kind, sym->value});
   }
   // Before changing a list or dict: journals it and, for one of the caller's, records the change
   // to replay after the graph (trace_mutations.cc). Stops the trace when the caller's object was
@@ -257,6 +259,21 @@ class Tracer {
   absl::StatusOr<Sym> WrapSegmentState(PyObject* obj, const SourceRef& source);
   absl::StatusOr<Sym> WrapIteratorOrCell(PyObject* obj, const SourceRef& source);
   absl::StatusOr<Sym> WrapContainer(PyObject* obj, const SourceRef& source);
+  // A caller's list or tuple whose length is a run-time value (trace_run_sequence.cc).
+  bool LengthIsDynamic(PyObject* obj, const SourceRef& source) const;
+  absl::StatusOr<Sym> WrapRunSequence(PyObject* obj, const SourceRef& source);
+  absl::Status Materialise(const Sym& s);
+  absl::Status MaterialiseAll(const std::vector<Sym>& values);
+  absl::Status MaterialiseOperands(TFrame& f, const Instr& in);
+  int SequenceSlot(const Sym& s);
+  absl::StatusOr<Sym> RunSequenceLength(const Sym& s);
+  absl::StatusOr<Sym> RunSequenceFold(PyObject* fn, const Sym& s);
+  absl::StatusOr<Sym> CallOnRunSequence(PyObject* fn, const std::vector<Sym>& args, const Kwargs& kwargs);
+  absl::Status AppendToRunSequence(const Sym& s, const Sym& value);
+  absl::Status MaterialiseCallArguments(const Sym& callable, const std::vector<Sym>& args, const Kwargs& kwargs);
+  void SpecializeSequence(int slot);
+  // kSequence slots whose items a fold (sum/min/max) read: specialising them guards the items.
+  absl::flat_hash_set<int> sequence_values_read_;
   absl::StatusOr<Sym> WrapBoundMethod(PyObject* method, const SourceRef& source);
   absl::StatusOr<Sym> TensorInput(PyObject* obj, SourceRef source);
   absl::StatusOr<Sym> LoadGlobal(TFrame& f, const std::string& name);

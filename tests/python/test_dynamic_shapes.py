@@ -193,6 +193,22 @@ def test_symbolic_sizes_are_printed_in_graphs_and_guards():
     assert "L['x'].size(0) >= 2" in guards, guards
 
 
+def test_explain_of_a_callable_shows_the_symbols_it_learned():
+    # explain() traces afresh, but from what the callable learned: after a batch size changed,
+    # it shows the symbolic graph and its relations, not a graph specialised to this call.
+    seed(1712)
+    dt.reset()
+    jfn = jitted_copy(reshape_by_batch, backend="eager")
+    fresh = dt.explain(jfn, rand_tensor((6, 2)))
+    assert "v0: f32[6, 2]" in fresh.graphs[0], fresh.graphs[0]
+    for b in (3, 4):
+        jfn(rand_tensor((b, 2)))
+    learned = dt.explain(jfn, rand_tensor((6, 2)))
+    assert "v0: f32[s0, 2]" in learned.graphs[0] and "# s0 = L['x'].size(0)" in learned.graphs[0], learned.graphs[0]
+    assert "L['x'].size(0) >= 2" in learned.guards[0], learned.guards[0]
+    assert len(dt.graphs(jfn)) == 2  # explain neither used nor added entries of the callable
+
+
 def view_by_batch(x, n):
     B = x.shape[0]
     return x.view(B, n)
