@@ -286,7 +286,7 @@ std::variant<trace::TraceResult, trace::TraceFailure> SegmentRun::Trace(const gu
   InsideDyntrace guard;
   auto traced = trace::TraceFrame(
       {view_.code, view_.function, inputs, offset_, cache_->options.fullgraph, &cache_->dynamic_numbers,
-       cache_->options.dynamic == true});
+       cache_->options.dynamic == true, !cache_->options.dynamic.has_value()});
   // Tracing never raises into the traced program: a Python error left by the Python code it runs
   // (dis, after user code removed a builtin) is a failed trace, reported as such.
   if (PyErr_Occurred()) {

@@ -247,6 +247,11 @@ absl::StatusOr<Sym> Tracer::GetAttr(const Sym& obj, const std::string& name) {
     case SymKind::kDict: return ContainerAttr(obj, name);
     case SymKind::kObject: return ObjectAttr(obj, name);
     case SymKind::kConst: return ConstAttr(obj, name);
+    case SymKind::kNumber: {
+      // `f.as_integer_ratio()`, `n.bit_length()`: the value is needed, so it is specialised.
+      DT_ASSIGN_OR_RETURN(Sym constant, Specialize(obj));
+      return ConstAttr(constant, name);
+    }
     case SymKind::kShape:
     case SymKind::kNull:
     case SymKind::kIter:
@@ -255,7 +260,6 @@ absl::StatusOr<Sym> Tracer::GetAttr(const Sym& obj, const std::string& name) {
     case SymKind::kOpMethod:
     case SymKind::kFunction:
     case SymKind::kSlice:
-    case SymKind::kNumber:
     case SymKind::kRunIter:
     case SymKind::kPartial:
     case SymKind::kGenManager: break;

@@ -237,8 +237,12 @@ bool Tracer::FromDynamicArguments(const Sym& number) const {
     const ScalarInstr& in = scalar_program_[input];
     // Symbolic sizes and run-time lengths are only made dynamic.
     if (in.kind == ScalarInstr::Kind::kTensorSize || in.kind == ScalarInstr::Kind::kSequence) continue;
-    if (in.source == nullptr || !(frame_.all_dynamic || (frame_.dynamic_numbers != nullptr &&
-                                                         frame_.dynamic_numbers->contains(in.source->ToString())))) {
+    const bool float_argument = frame_.float_arguments_dynamic && frame_.start_offset == 0 && in.source != nullptr &&
+                                in.source->kind == guards::Source::Kind::kLocal &&
+                                PyFloat_CheckExact(slot_samples_[input].get());
+    if (in.source == nullptr || !(frame_.all_dynamic || float_argument ||
+                                  (frame_.dynamic_numbers != nullptr &&
+                                   frame_.dynamic_numbers->contains(in.source->ToString())))) {
       return false;
     }
   }

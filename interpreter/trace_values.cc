@@ -336,6 +336,8 @@ absl::StatusOr<Sym> Tracer::Wrap(PyObject* obj, SourceRef source) {
   if (iterator_or_cell != nullptr) return iterator_or_cell;
   if ((PyLong_CheckExact(obj) || PyFloat_CheckExact(obj)) &&
       ((frame_.all_dynamic && InSegmentState(*source)) ||
+       (frame_.float_arguments_dynamic && PyFloat_CheckExact(obj) && frame_.start_offset == 0 &&
+        source->kind == guards::Source::Kind::kLocal) ||
        (frame_.dynamic_numbers != nullptr && frame_.dynamic_numbers->contains(source->ToString())))) {
     // A number whose value changed between calls: its type is guarded, its value is read each
     // run (a run-time scalar of the graph), so new values do not recompile.

@@ -182,6 +182,10 @@ struct FrameToTrace {
   // dt.jit(dynamic=True): every size Python reads, and every int or float argument, is a
   // run-time value from the first trace on (except sizes 0 and 1, specialised as PyTorch does).
   bool all_dynamic = false;
+  // dynamic=None (automatic): a float argument is a run-time value from the first trace on (a
+  // learning rate, a temperature), as in recent torch.compile; a float the code needs as a
+  // constant (a shape, a range) is specialised where it is needed, with a guard on its value.
+  bool float_arguments_dynamic = false;
 };
 
 std::variant<TraceResult, TraceFailure> TraceFrame(const FrameToTrace& frame);
