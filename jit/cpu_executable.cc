@@ -1,6 +1,8 @@
 #include "jit/cpu_executable.h"
 
+#include <array>
 #include <chrono>
+#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -22,6 +24,33 @@ Tensor AllocateLike(const Tensor& meta) {
   for (int64_t d = 0; d < meta.ndim() && extent > 0; ++d) extent += (meta.size(d) - 1) * meta.stride(d);
   auto storage = Storage::Allocate(static_cast<size_t>(extent) * meta.itemsize(), Device::Cpu());
   return Tensor(std::move(storage), meta.sizes(), meta.strides(), 0, meta.dtype());
+}
+
+// The layout of a 0-d operand, shared: a run-time number's kernel operand is read from a value
+// on RunKernel's stack, so no tensor is allocated for it on each call.
+const Tensor& ScalarLayout(DType dtype) {
+  static const auto* layouts = [] {
+    auto* all = new std::array<Tensor, kNumDTypes>();
+    for (DType d : kAllDTypes) (*all)[static_cast<int>(d)] = Tensor::Empty({}, d, Device::Meta());
+    return all;
+  }();
+  return (*layouts)[static_cast<int>(dtype)];
+}
+
+// `value` converted to `dtype` as the kernel reads it, in an 8-byte slot.
+uint64_t ScalarBits(const Scalar& value, DType dtype) {
+  uint64_t bits = 0;
+  DT_DISPATCH_ALL(dtype, [&] {
+    scalar_t converted;
+    if constexpr (std::is_same_v<scalar_t, bool>) {
+      converted = value.ToBool();
+    } else {
+      converted = value.To<scalar_t>();
+    }
+    static_assert(sizeof(scalar_t) <= sizeof(bits));
+    std::memcpy(&bits, &converted, sizeof(scalar_t));
+  });
+  return bits;
 }
 
 const char* SourceName(CacheSource s) {
@@ -74,11 +103,14 @@ absl::Status CpuExecutable::RunKernel(int index, const ShapePlans::Plan& plan, s
   const Kernel& k = program_.kernels[index];
   const size_t m = k.operands.size();
   absl::InlinedVector<Tensor, 8> tensors;
-  for (const KernelOperand& op : k.operands) {
+  absl::InlinedVector<uint64_t, 8> scalar_values(m, 0);
+  for (size_t i = 0; i < m; ++i) {
+    const KernelOperand& op = k.operands[i];
     if (op.is_output) {
       tensors.push_back(AllocateLike(plan[op.value]));
     } else if (op.scalar_slot >= 0) {
-      tensors.push_back(ScalarTensor(scalars.at(op.scalar_slot), op.dtype, Device::Cpu()));
+      scalar_values[i] = ScalarBits(scalars.at(op.scalar_slot), op.dtype);
+      tensors.push_back(ScalarLayout(op.dtype));
     } else {
       if (!env[op.value].defined()) {
         return absl::InternalError(absl::StrFormat("%s reads v%d before it is computed", k.name, op.value));
@@ -98,7 +130,11 @@ absl::Status CpuExecutable::RunKernel(int index, const ShapePlans::Plan& plan, s
     fixed = predicted < 0 || geometry->inner_stride(i) == predicted;
   }
   absl::InlinedVector<char*, 8> data;
-  for (const Tensor& t : tensors) data.push_back(static_cast<char*>(t.data()));
+  for (size_t i = 0; i < m; ++i) {
+    data.push_back(k.operands[i].scalar_slot >= 0 && !k.operands[i].is_output
+                       ? reinterpret_cast<char*>(&scalar_values[i])
+                       : static_cast<char*>(tensors[i].data()));
+  }
   const KernelFn fn = fixed ? entries_[index].fixed : entries_[index].any;
   fn(geometry->outer_rank(), geometry->outer_sizes.data(), geometry->inner_size, data.data(),
      geometry->strides.data());
