@@ -456,9 +456,16 @@ absl::StatusOr<Sym> Tracer::CallBuiltin(PyObject* fn, const std::vector<Sym>& ar
     if (replayed != nullptr) return replayed;
   }
   // An iterator the trace holds (", ".join(f"{k}" for k in d)) is used up by the call: its items.
+  // Builtins that look at the object itself (type(reversed(r)), len(), repr()) would see a tuple.
+  static const char* kSeeTheObject[] = {"type", "isinstance", "issubclass", "id", "repr", "str", "ascii",
+                                        "hash", "callable", "len", "bool", "format", "iter", "next", "vars"};
+  const bool sees_the_object = std::any_of(std::begin(kSeeTheObject), std::end(kSeeTheObject), [&](const char* name) {
+    return fn == PyDict_GetItemString(frame_.inputs.builtins, name);
+  });
   std::vector<Sym> folded_args = args;
   for (Sym& a : folded_args) {
     if (a->kind != SymKind::kIter) continue;
+    if (sees_the_object) return Unsupported(absl::StrCat(ShortRepr(fn), "() of an iterator the trace made"));
     Sym items = MakeSym(SymKind::kTuple);
     DT_ASSIGN_OR_RETURN(items->items, Consume(a));
     a = items;

@@ -622,3 +622,23 @@ def test_thread_local_attributes_are_read_per_thread():
         jfn = jitted_copy(read_local, backend=backend)
         assert jfn(box) == "set in this thread", backend
         assert jfn(PerThread()) == "class default", backend
+
+
+# ---------------------------------------------------------------------------------------------
+# Builtins that look at an iterator itself, not at its items: the trace's iterators were passed
+# to them as tuples (type(reversed(range(1))) was tuple, repr(repeat('a', -1)) was '()').
+
+def looks_at_iterators(x):
+    import itertools
+    r = range(3)
+    return (x * 2, type(reversed(r)), type(iter(r)), repr(itertools.repeat("a", -1)),
+            type({}.keys()).__name__, callable(reversed(r)))
+
+
+def len_of_an_iterator(x):
+    return x + len(reversed(range(3)))
+
+
+def test_builtins_that_see_the_iterator_itself():
+    check(looks_at_iterators, lambda i: T())
+    check(len_of_an_iterator, lambda i: T())  # TypeError, with CPython's message
