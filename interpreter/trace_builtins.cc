@@ -395,9 +395,14 @@ absl::StatusOr<Sym> Tracer::CallPureOnNumbers(PyObject* fn, const std::vector<Sy
 }
 
 // A pure builtin on constants: called now, its result a constant.
+// A pure builtin on constants: called now, its result a constant. What the result holds of its
+// arguments (sorted(L)'s items, max(a, b), min(L)) stays the argument's own Sym, so it is read
+// from the frame on each run: `sorted(L)[0] is L[1]` holds as in CPython, where a constant would
+// be the object seen when tracing (values are guarded by equality, not identity).
 absl::StatusOr<Sym> Tracer::FoldPureCall(PyObject* fn, const std::vector<Sym>& args, const Kwargs& kwargs) {
   const bool type_of_one = fn == reinterpret_cast<PyObject*>(&PyType_Type) && args.size() == 1;
   PyRef tuple = PyRef::Steal(PyTuple_New(args.size()));
+  absl::flat_hash_map<PyObject*, Sym> origin;  // argument objects (and their items) -> their Syms
   for (size_t i = 0; i < args.size(); ++i) {
     auto c_or = ConstValue(args[i]);
     if (!c_or.ok()) {
@@ -408,6 +413,7 @@ absl::StatusOr<Sym> Tracer::FoldPureCall(PyObject* fn, const std::vector<Sym>& a
     if (!IsPureConstType(c.get()) && !type_of_one) {
       return Unsupported(absl::StrCat("call to ", ShortRepr(fn), " with a ", Py_TYPE(c.get())->tp_name));
     }
+    NoteOrigins(args[i], c.get(), origin);
     PyTuple_SET_ITEM(tuple.get(), i, c.Release());
   }
   DT_ASSIGN_OR_RETURN(PyRef kw, ConstKeywords(kwargs));
@@ -416,17 +422,38 @@ absl::StatusOr<Sym> Tracer::FoldPureCall(PyObject* fn, const std::vector<Sym>& a
     PyErr_Clear();
     return Raises(absl::StrCat("the traced code raises in ", ShortRepr(fn)));
   }
+  if (auto it = origin.find(r.get()); it != origin.end() && !type_of_one) return it->second;
   // A new list (sorted(), str.split()): one the traced code may change and iterate like any other.
-  // (min() or max() of lists returns one of its arguments: that one stays a constant.)
   PyObject* self = PyCFunction_Check(fn) ? PyCFunction_GET_SELF(fn) : nullptr;
   const bool fresh = fn == PyDict_GetItemString(frame_.inputs.builtins, "sorted") ||
                      (self != nullptr && (PyUnicode_CheckExact(self) || PyBytes_CheckExact(self)));
-  if (!fresh || !PyList_CheckExact(r.get())) return ConstSym(std::move(r));
-  Sym list = MakeSym(SymKind::kList);
-  for (Py_ssize_t i = 0; i < PyList_GET_SIZE(r.get()); ++i) {
-    list->items.push_back(ConstSym(PyRef::Borrow(PyList_GET_ITEM(r.get(), i))));
+  const bool holds_arguments = PyTuple_CheckExact(r.get()) && std::any_of(
+      &PyTuple_GET_ITEM(r.get(), 0), &PyTuple_GET_ITEM(r.get(), 0) + PyTuple_GET_SIZE(r.get()),
+      [&](PyObject* item) { return origin.contains(item); });
+  if (!(fresh && PyList_CheckExact(r.get())) && !holds_arguments) return ConstSym(std::move(r));
+  Sym out = MakeSym(PyList_CheckExact(r.get()) ? SymKind::kList : SymKind::kTuple);
+  for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(r.get()); ++i) {
+    PyObject* item = PySequence_Fast_GET_ITEM(r.get(), i);
+    auto it = origin.find(item);
+    out->items.push_back(it != origin.end() ? it->second : ConstSym(PyRef::Borrow(item)));
   }
-  return list;
+  return out;
+}
+
+// `value` is ConstValue(arg): it stands for `arg`, and a list or tuple's items for its items.
+void Tracer::NoteOrigins(const Sym& arg, PyObject* value, absl::flat_hash_map<PyObject*, Sym>& origin) {
+  if (arg->source != nullptr || arg->kind == SymKind::kConst) origin.emplace(value, arg);
+  const bool sequence = arg->kind == SymKind::kList || arg->kind == SymKind::kTuple;
+  if (!sequence || !(PyList_CheckExact(value) || PyTuple_CheckExact(value)) ||
+      PySequence_Fast_GET_SIZE(value) != static_cast<Py_ssize_t>(arg->items.size())) {
+    return;
+  }
+  for (size_t i = 0; i < arg->items.size(); ++i) {
+    const Sym& item = arg->items[i];
+    if (item->source != nullptr || item->kind == SymKind::kTuple || item->kind == SymKind::kList) {
+      origin.emplace(PySequence_Fast_GET_ITEM(value, static_cast<Py_ssize_t>(i)), item);
+    }
+  }
 }
 
 absl::StatusOr<Sym> Tracer::CallBuiltin(PyObject* fn, const std::vector<Sym>& args, const Kwargs& kwargs) {

@@ -320,6 +320,7 @@ class Tracer {
   absl::StatusOr<Sym> CallOperatorFunction(PyObject* fn, const std::vector<Sym>& args, const Kwargs& kwargs);
   absl::StatusOr<Sym> CallPureOnNumbers(PyObject* fn, const std::vector<Sym>& args);
   absl::StatusOr<Sym> FoldPureCall(PyObject* fn, const std::vector<Sym>& args, const Kwargs& kwargs);
+  void NoteOrigins(const Sym& arg, PyObject* value, absl::flat_hash_map<PyObject*, Sym>& origin);
   absl::StatusOr<PyRef> ConstKeywords(const Kwargs& kwargs);
   absl::StatusOr<Sym> CallOpFunction(PyObject* fn, const Sym& bound_self, const std::vector<Sym>& args,
                                      const Kwargs& kwargs);

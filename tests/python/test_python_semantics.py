@@ -642,3 +642,16 @@ def len_of_an_iterator(x):
 def test_builtins_that_see_the_iterator_itself():
     check(looks_at_iterators, lambda i: T())
     check(len_of_an_iterator, lambda i: T())  # TypeError, with CPython's message
+
+
+# ---------------------------------------------------------------------------------------------
+# What a folded builtin returns of its arguments is those very objects (CPython's test_sort
+# checks `sorted(L)[i] is ...`): the trace reads them from the frame, not the traced-time copies.
+
+def sorted_keeps_identity(x, items):
+    s = sorted(items)
+    return x * 2, [a is b for a, b in zip(s, sorted(items, key=id))], max(items) is s[-1]
+
+
+def test_folded_builtins_return_the_arguments_themselves():
+    check(sorted_keeps_identity, lambda i: (T(), [float(3 - k) + 0.5 for k in range(3)]))
