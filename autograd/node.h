@@ -66,6 +66,10 @@ class AccumulateGrad final : public GradNode {
   std::shared_ptr<AutogradMeta> leaf_;
 };
 
+// Adds `g` into meta.grad (a copy of `g` when .grad is unset, so later in-place changes to
+// .grad cannot reach other tensors; `g` itself under create_graph, so .grad keeps its history).
+[[nodiscard]] absl::Status AccumulateGradient(AutogradMeta& meta, const Tensor& g, bool create_graph);
+
 // The edge a gradient for `t` flows along: its grad_fn's output, or its leaf accumulator.
 // REQUIRES: RequiresGrad(t).
 Edge GradientEdge(const Tensor& t);

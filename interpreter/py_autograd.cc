@@ -264,6 +264,17 @@ bool TensorsFrom(PyObject* obj, const char* what, bool allow_none, std::vector<T
   return true;
 }
 
+// backward(inputs=...): a tensor or a non-empty sequence of tensors (None: every leaf).
+bool BackwardInputsFrom(PyObject* inputs, std::vector<Tensor>& out) {
+  if (inputs == Py_None) return true;
+  if (!TensorsFrom(inputs, "backward(): inputs", false, out)) return false;
+  if (out.empty()) {
+    PyErr_SetString(PyExc_RuntimeError, "'inputs' argument to backward() cannot be empty.");
+    return false;
+  }
+  return true;
+}
+
 absl::StatusOr<std::vector<Tensor>> RunBackwardWithoutGil(const BackwardRequest& request) {
   absl::StatusOr<std::vector<Tensor>> result;
   Py_BEGIN_ALLOW_THREADS
@@ -280,13 +291,9 @@ PyObject* MethodBackward(PyObject* self, PyObject* args, PyObject* kwargs) {
                                    &retain, &create_graph, &inputs)) {
     return nullptr;
   }
-  if (inputs != Py_None) {
-    PyErr_SetString(PyExc_NotImplementedError,
-                    "backward(inputs=...) is not supported; use dyntrace.autograd.grad(outputs, inputs)");
-    return nullptr;
-  }
   BackwardRequest request;
   request.roots.push_back(Unwrap(self));
+  if (!BackwardInputsFrom(inputs, request.inputs)) return nullptr;
   if (gradient != Py_None) {
     if (!IsTensor(gradient)) {
       PyErr_Format(PyExc_TypeError, "backward(): gradient must be a Tensor, got %s", Py_TYPE(gradient)->tp_name);
@@ -381,7 +388,8 @@ PyMethodDef autograd_functions[] = {
     {"_set_grad_enabled", FnSetGradEnabled, METH_O, "turns gradient recording on or off for this thread"},
     {"_autograd_grad", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(FnAutogradGrad)),
      METH_VARARGS | METH_KEYWORDS,
-     "the engine behind dyntrace.autograd.grad (and, with accumulate=True and no inputs, backward)"},
+     "the engine behind dyntrace.autograd.grad (and, with accumulate=True, backward: into every leaf's .grad, or "
+     "only into the inputs')"},
     {nullptr, nullptr, 0, nullptr},
 };
 
@@ -394,7 +402,7 @@ PyMethodDef autograd_methods[] = {
     {"detach_", MethodDetachInplace, METH_NOARGS, "takes this tensor out of autograd's graph; returns self"},
     {"retain_grad", MethodRetainGrad, METH_NOARGS, "keeps .grad of this non-leaf after backward()"},
     {"backward", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(MethodBackward)),
-     METH_VARARGS | METH_KEYWORDS, "backward(gradient=None, retain_graph=None, create_graph=False)"},
+     METH_VARARGS | METH_KEYWORDS, "backward(gradient=None, retain_graph=None, create_graph=False, inputs=None)"},
     {nullptr, nullptr, 0, nullptr},
 };
 
