@@ -112,7 +112,8 @@ absl::Status CheckRoots(const BackwardRequest& request, std::vector<Edge>& edges
                    absl::StrFormat("Mismatch in shape: grad_output[%d] has a shape of %s and output[%d] has a shape "
                                    "of %s.", i, g.ShapeString(), i, root.ShapeString()));
     }
-    edges.push_back(GradientEdge(root));
+    DT_ASSIGN_OR_RETURN(Edge edge, GradientEdge(root));
+    edges.push_back(std::move(edge));
     grads.push_back(std::move(g));
   }
   return absl::OkStatus();
@@ -194,7 +195,8 @@ absl::StatusOr<std::vector<Edge>> InputEdges(const BackwardRequest& request) {
   std::vector<Edge> edges;
   for (size_t i = 0; i < request.inputs.size(); ++i) {
     if (RequiresGrad(request.inputs[i])) {
-      edges.push_back(GradientEdge(request.inputs[i]));
+      DT_ASSIGN_OR_RETURN(Edge edge, GradientEdge(request.inputs[i]));
+      edges.push_back(std::move(edge));
     } else if (request.accumulate) {
       return Error(ErrorKind::kRuntime, "can't retain_grad on Tensor that has requires_grad=False");
     } else {

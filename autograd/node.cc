@@ -1,5 +1,6 @@
 #include "autograd/node.h"
 
+#include "autograd/views.h"
 #include "runtime/errors.h"
 
 namespace dt {
@@ -33,7 +34,8 @@ absl::StatusOr<std::vector<Tensor>> AccumulateGrad::Apply(std::vector<Tensor> ou
 
 GradShape ShapeOf(const Tensor& t) { return GradShape{t.sizes(), t.dtype(), t.device()}; }
 
-Edge GradientEdge(const Tensor& t) {
+absl::StatusOr<Edge> GradientEdge(const Tensor& t) {
+  DT_RETURN_IF_ERROR(RefreshView(t));
   const std::shared_ptr<AutogradMeta>& meta = t.autograd();
   if (meta->grad_fn != nullptr) return Edge{meta->grad_fn, meta->output_nr};
   std::shared_ptr<GradNode> accumulator = meta->grad_accumulator.lock();

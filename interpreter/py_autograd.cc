@@ -4,6 +4,7 @@
 #include "autograd/engine.h"
 #include "autograd/node.h"
 #include "autograd/record.h"
+#include "autograd/views.h"
 #include "interpreter/py_ref.h"
 #include "interpreter/py_types.h"
 #include "runtime/autograd_meta.h"
@@ -144,6 +145,8 @@ int SetGrad(PyObject* self, PyObject* value, void*) {
 }
 
 PyObject* GetGradFn(PyObject* self, void*) {
+  // A view whose base changed in place shows the grad_fn backward would use.
+  if (absl::Status s = RefreshView(Unwrap(self)); !s.ok()) return RaiseStatus(s);
   const AutogradMeta* meta = Unwrap(self).autograd().get();
   return WrapNode(meta == nullptr ? nullptr : meta->grad_fn);
 }
@@ -407,24 +410,10 @@ PyMethodDef autograd_methods[] = {
 };
 
 bool CheckInplaceTarget(PyObject* target, absl::string_view op) {
-  const Tensor& t = Unwrap(target);
   if (!GradEnabled()) return true;
-  const AutogradMeta* meta = t.autograd().get();
-  if (meta == nullptr) return true;
-  if (meta->requires_grad && meta->grad_fn == nullptr) {
-    PyErr_Format(PyExc_RuntimeError,
-                 "a leaf Variable that requires grad is being used in an in-place operation (%s).",
-                 std::string(op).c_str());
-    return false;
-  }
-  if (meta->is_view) {
-    PyErr_Format(PyExc_RuntimeError,
-                 "%s: dyntrace's autograd does not support in-place changes through a view of a tensor that "
-                 "requires grad; write `y = ...` out of place, or clone() the view first",
-                 std::string(op).c_str());
-    return false;
-  }
-  return true;
+  absl::Status refused = dt::CheckInplaceTarget(Unwrap(target), op);
+  if (!refused.ok()) RaiseStatus(refused);
+  return refused.ok();
 }
 
 absl::StatusOr<Tensor> OldValues(const Tensor& target) {
@@ -433,15 +422,21 @@ absl::StatusOr<Tensor> OldValues(const Tensor& target) {
     GradModeGuard off(false);
     old = Call("clone", {target});
   }
-  if (old.ok()) old->set_autograd(target.autograd());
+  if (!old.ok() || !RequiresGrad(target)) return old;
+  // The target's history as it is now, in an AutogradMeta of its own: the target's own is
+  // about to be rebased in place, and a saved copy must keep describing the old values.
+  DT_RETURN_IF_ERROR(RefreshView(target));
+  auto snapshot = std::make_shared<AutogradMeta>();
+  snapshot->grad_fn = target.autograd()->grad_fn;
+  snapshot->output_nr = target.autograd()->output_nr;
+  old->set_autograd(std::move(snapshot));
   return old;
 }
 
-void AdoptHistory(PyObject* target, const Tensor& result) {
-  Tensor& t = Mutable(target);
-  t.storage()->BumpVersion();
-  if (!RequiresGrad(result)) return;
-  t.set_autograd(result.autograd());
+bool AdoptHistory(PyObject* target, const Tensor& result) {
+  absl::Status rebased = RebaseHistory(Mutable(target), result);
+  if (!rebased.ok()) RaiseStatus(rebased);
+  return rebased.ok();
 }
 
 bool AddAutogradBindings(PyObject* module) {
