@@ -112,7 +112,8 @@ absl::Status CheckRoots(const BackwardRequest& request, std::vector<Edge>& edges
                    absl::StrFormat("Mismatch in shape: grad_output[%d] has a shape of %s and output[%d] has a shape "
                                    "of %s.", i, g.ShapeString(), i, root.ShapeString()));
     }
-    edges.push_back(GradientEdge(root));
+    DT_ASSIGN_OR_RETURN(Edge edge, GradientEdge(root));
+    edges.push_back(std::move(edge));
     grads.push_back(std::move(g));
   }
   return absl::OkStatus();
@@ -140,7 +141,7 @@ class Sweep {
       }
       DT_RETURN_IF_ERROR(Retain(*node, grads));
       if (std::none_of(grads.begin(), grads.end(), [](const Tensor& g) { return g.defined(); })) continue;
-      if (dynamic_cast<AccumulateGrad*>(node) != nullptr && !request_.accumulate) continue;
+      if (dynamic_cast<AccumulateGrad*>(node) != nullptr && (!request_.accumulate || IntoInputs())) continue;
       DT_RETURN_IF_ERROR(Step(*node, std::move(grads)));
     }
     return absl::OkStatus();
@@ -154,6 +155,9 @@ class Sweep {
     DT_ASSIGN_OR_RETURN(buffer[edge.input_nr], AddGradients(buffer[edge.input_nr], g));
     return absl::OkStatus();
   }
+
+  // backward(inputs=...): gradients go only to the inputs' .grad, through Capture.
+  bool IntoInputs() const { return request_.accumulate && !request_.inputs.empty(); }
 
   absl::Status Retain(GradNode& node, const std::vector<Tensor>& grads) {
     for (size_t k = 0; k < node.retained().size() && k < grads.size(); ++k) {
@@ -186,6 +190,36 @@ class Sweep {
   absl::flat_hash_map<GradNode*, std::vector<std::pair<int, size_t>>> captures_;
 };
 
+// The edges whose arriving gradients are wanted: autograd.grad's inputs, or backward(inputs=)'s.
+absl::StatusOr<std::vector<Edge>> InputEdges(const BackwardRequest& request) {
+  std::vector<Edge> edges;
+  for (size_t i = 0; i < request.inputs.size(); ++i) {
+    if (RequiresGrad(request.inputs[i])) {
+      DT_ASSIGN_OR_RETURN(Edge edge, GradientEdge(request.inputs[i]));
+      edges.push_back(std::move(edge));
+    } else if (request.accumulate) {
+      return Error(ErrorKind::kRuntime, "can't retain_grad on Tensor that has requires_grad=False");
+    } else {
+      return Error(ErrorKind::kRuntime, absl::StrFormat("One of the differentiated Tensors (input %d) does not require grad", i));
+    }
+  }
+  return edges;
+}
+
+// backward(inputs=...) adds each input's gradient to its .grad, leaf or not, once per tensor
+// however often it is listed; no other .grad changes.
+absl::Status AccumulateIntoInputs(const BackwardRequest& request, const std::vector<Tensor>& captured) {
+  absl::flat_hash_set<AutogradMeta*> done;
+  for (size_t i = 0; i < captured.size(); ++i) {
+    AutogradMeta* meta = request.inputs[i].autograd().get();
+    // A non-leaf that retains its grad got it from Sweep::Retain already.
+    const bool retained = meta->retains_grad && meta->grad_fn != nullptr;
+    if (!captured[i].defined() || retained || !done.insert(meta).second) continue;
+    DT_RETURN_IF_ERROR(AccumulateGradient(*meta, captured[i], request.create_graph));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<Tensor>> RunBackward(const BackwardRequest& request) {
@@ -194,21 +228,21 @@ absl::StatusOr<std::vector<Tensor>> RunBackward(const BackwardRequest& request) 
   std::vector<Tensor> root_grads;
   DT_RETURN_IF_ERROR(CheckRoots(request, root_edges, root_grads));
   Plan plan = PlanBackward(root_edges);
+  DT_ASSIGN_OR_RETURN(std::vector<Edge> input_edges, InputEdges(request));
   absl::flat_hash_set<GradNode*> targets;
-  std::vector<Edge> input_edges;
-  for (size_t i = 0; i < request.inputs.size(); ++i) {
-    if (!RequiresGrad(request.inputs[i])) {
-      return Error(ErrorKind::kRuntime, absl::StrFormat("One of the differentiated Tensors (input %d) does not require grad", i));
-    }
-    input_edges.push_back(GradientEdge(request.inputs[i]));
-    targets.insert(input_edges.back().node.get());
-  }
+  for (const Edge& e : input_edges) targets.insert(e.node.get());
+  const bool prune = !request.accumulate || !request.inputs.empty();
   const absl::flat_hash_set<GradNode*> needed = NeededNodes(plan, targets);
   Sweep sweep(request, std::move(plan));
   for (size_t i = 0; i < input_edges.size(); ++i) sweep.Capture(input_edges[i], i);
   DT_RETURN_IF_ERROR(sweep.Seed(root_edges, root_grads));
   std::vector<Tensor> captured(request.inputs.size());
-  DT_RETURN_IF_ERROR(sweep.Run(request.accumulate ? nullptr : &needed, captured));
+  DT_RETURN_IF_ERROR(sweep.Run(prune ? &needed : nullptr, captured));
+  if (request.accumulate) {
+    // As in PyTorch, an input backward() did not reach keeps its .grad (no allow_unused).
+    DT_RETURN_IF_ERROR(AccumulateIntoInputs(request, captured));
+    return std::vector<Tensor>{};
+  }
   for (size_t i = 0; i < captured.size(); ++i) {
     if (captured[i].defined() || request.allow_unused) continue;
     return Error(ErrorKind::kRuntime,

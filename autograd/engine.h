@@ -20,8 +20,10 @@ struct BackwardRequest {
   std::vector<Tensor> root_grads;
   bool retain_graph = false;
   bool create_graph = false;
-  // With `accumulate`, the gradients reaching leaves are added to their .grad (backward());
+  // With `accumulate`, the gradients reaching leaves are added to their .grad (backward()), or,
+  // where `inputs` are given, only those of `inputs`, leaves or not (backward(inputs=...));
   // otherwise the gradients of `inputs` are returned and no .grad changes (autograd.grad()).
+  // With inputs, only the nodes on a path to one of them run.
   bool accumulate = true;
   std::vector<Tensor> inputs;
   bool allow_unused = false;

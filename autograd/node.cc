@@ -1,5 +1,6 @@
 #include "autograd/node.h"
 
+#include "autograd/views.h"
 #include "runtime/errors.h"
 
 namespace dt {
@@ -9,10 +10,8 @@ AccumulateGrad::AccumulateGrad(std::shared_ptr<AutogradMeta> leaf, GradShape sha
   retained_.resize(1);
 }
 
-absl::StatusOr<std::vector<Tensor>> AccumulateGrad::Apply(std::vector<Tensor> output_grads, bool create_graph) {
-  const Tensor& g = output_grads.at(0);
-  if (!g.defined()) return std::vector<Tensor>{};
-  Tensor& grad = leaf_->grad;
+absl::Status AccumulateGradient(AutogradMeta& meta, const Tensor& g, bool create_graph) {
+  Tensor& grad = meta.grad;
   if (!grad.defined()) {
     // A fresh copy: the arriving gradient may be shared with other leaves (add passes its
     // gradient to both operands) and the user may change .grad in place.
@@ -24,12 +23,19 @@ absl::StatusOr<std::vector<Tensor>> AccumulateGrad::Apply(std::vector<Tensor> ou
   } else {
     DT_ASSIGN_OR_RETURN(grad, Call("add", {grad, g}));
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<Tensor>> AccumulateGrad::Apply(std::vector<Tensor> output_grads, bool create_graph) {
+  const Tensor& g = output_grads.at(0);
+  if (g.defined()) DT_RETURN_IF_ERROR(AccumulateGradient(*leaf_, g, create_graph));
   return std::vector<Tensor>{};
 }
 
 GradShape ShapeOf(const Tensor& t) { return GradShape{t.sizes(), t.dtype(), t.device()}; }
 
-Edge GradientEdge(const Tensor& t) {
+absl::StatusOr<Edge> GradientEdge(const Tensor& t) {
+  DT_RETURN_IF_ERROR(RefreshView(t));
   const std::shared_ptr<AutogradMeta>& meta = t.autograd();
   if (meta->grad_fn != nullptr) return Edge{meta->grad_fn, meta->output_nr};
   std::shared_ptr<GradNode> accumulator = meta->grad_accumulator.lock();

@@ -66,9 +66,14 @@ class AccumulateGrad final : public GradNode {
   std::shared_ptr<AutogradMeta> leaf_;
 };
 
-// The edge a gradient for `t` flows along: its grad_fn's output, or its leaf accumulator.
-// REQUIRES: RequiresGrad(t).
-Edge GradientEdge(const Tensor& t);
+// Adds `g` into meta.grad (a copy of `g` when .grad is unset, so later in-place changes to
+// .grad cannot reach other tensors; `g` itself under create_graph, so .grad keeps its history).
+[[nodiscard]] absl::Status AccumulateGradient(AutogradMeta& meta, const Tensor& g, bool create_graph);
+
+// The edge a gradient for `t` flows along: its grad_fn's output, or its leaf accumulator. A
+// view whose base changed in place takes its grad_fn afresh first (autograd/views.h), which
+// records a call and so can fail. REQUIRES: RequiresGrad(t).
+[[nodiscard]] absl::StatusOr<Edge> GradientEdge(const Tensor& t);
 GradShape ShapeOf(const Tensor& t);
 
 }  // namespace dt

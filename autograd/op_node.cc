@@ -3,6 +3,7 @@
 #include <cctype>
 
 #include "absl/strings/str_format.h"
+#include "autograd/views.h"
 #include "runtime/errors.h"
 
 namespace dt {
@@ -22,20 +23,22 @@ Tensor Detached(const Tensor& t) {
 
 }  // namespace
 
-void OpNode::Record(const OpDef& op, const OpArgs& args, OpResult& outputs) {
+absl::Status OpNode::Record(const OpDef& op, const OpArgs& args, OpResult& outputs) {
   std::shared_ptr<OpNode> node(new OpNode(op));
   node->wanted_.assign(args.size(), false);
   for (size_t i = 0; i < args.size(); ++i) {
-    auto add_edge = [&](const Tensor& t, int item) {
-      if (!Differentiable(t)) return;
+    auto add_edge = [&](const Tensor& t, int item) -> absl::Status {
+      if (!Differentiable(t)) return absl::OkStatus();
+      DT_ASSIGN_OR_RETURN(Edge edge, GradientEdge(t));
       node->wanted_[i] = true;
       node->slots_.push_back(Slot{static_cast<int>(i), item});
-      node->next_.push_back(GradientEdge(t));
+      node->next_.push_back(std::move(edge));
       node->input_shapes_.push_back(ShapeOf(t));
+      return absl::OkStatus();
     };
-    if (const Tensor* t = std::get_if<Tensor>(&args[i])) add_edge(*t, -1);
+    if (const Tensor* t = std::get_if<Tensor>(&args[i])) DT_RETURN_IF_ERROR(add_edge(*t, -1));
     if (const auto* list = std::get_if<std::vector<Tensor>>(&args[i])) {
-      for (size_t j = 0; j < list->size(); ++j) add_edge((*list)[j], static_cast<int>(j));
+      for (size_t j = 0; j < list->size(); ++j) DT_RETURN_IF_ERROR(add_edge((*list)[j], static_cast<int>(j)));
     }
   }
   node->SaveArgs(args);
@@ -49,10 +52,14 @@ void OpNode::Record(const OpDef& op, const OpArgs& args, OpResult& outputs) {
     auto meta = std::make_shared<AutogradMeta>();
     meta->grad_fn = node;
     meta->output_nr = static_cast<int>(k);
-    meta->is_view = op.kind == OpKind::kView;
+    if (op.kind == OpKind::kView) {
+      meta->view = MakeViewInfo(op, args, k, outputs[k]);
+      meta->version = outputs[k].storage()->version();
+    }
     outputs[k].set_autograd(std::move(meta));
   }
   node->retained_.resize(outputs.size());
+  return absl::OkStatus();
 }
 
 void OpNode::SaveArgs(const OpArgs& args) {

@@ -11,8 +11,9 @@ namespace dt {
 
 class OpNode final : public GradNode {
  public:
-  // Records `op` called with `args` that produced `outputs`; sets the outputs' grad_fn.
-  static void Record(const OpDef& op, const OpArgs& args, OpResult& outputs);
+  // Records `op` called with `args` that produced `outputs`; sets the outputs' grad_fn (and,
+  // for views, their ViewInfo).
+  [[nodiscard]] static absl::Status Record(const OpDef& op, const OpArgs& args, OpResult& outputs);
 
   std::string name() const override;
   absl::StatusOr<std::vector<Tensor>> Apply(std::vector<Tensor> output_grads, bool create_graph) override;

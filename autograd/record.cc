@@ -57,7 +57,7 @@ absl::StatusOr<OpResult> RecordCall(const OpDef& op, const OpArgs& args) {
   }
   if (!outputs.ok() || !AnyFloating(*outputs)) return outputs;
   if (op.derivative.fn == nullptr) return NoDerivative(op);
-  OpNode::Record(op, args, *outputs);
+  DT_RETURN_IF_ERROR(OpNode::Record(op, args, *outputs));
   return outputs;
 }
 

@@ -3,6 +3,8 @@ one run, on the same model, weights and data.
 
     PYTHONPATH=dist/python3.11 python3 bench/training.py [--steps 40] [--threads N]
 
+Both run with the same number of threads (PyTorch's default, or --threads).
+
 The model and data are examples/train_mlp.py's: an MLP classifier 64 -> 256 -> 256 -> 10 with
 LayerNorm and GELU, AdamW (lr 1e-3), batch 128, points around 10 cluster centres made
 deterministically. A step is zero_grad, forward, loss, backward and the optimizer's update.
@@ -44,14 +46,20 @@ def torch_copy_of(model):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=40)
-    parser.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0: PyTorch's default)")
+    parser.add_argument("--threads", type=int, default=0,
+                        help="threads for both (0: PyTorch's default, which dyntrace then uses too)")
     args = parser.parse_args()
     dt.manual_seed(0)
     model = make_model(dt)
     contenders = {"dyntrace": (dt, model, dt.optim.AdamW(model.parameters(), lr=1e-3), make_data(dt))}
+    if args.threads:
+        dt.set_num_threads(args.threads)
     if torch is not None:
         if args.threads:
             torch.set_num_threads(args.threads)
+        # The same thread count on both sides: on a shared 2-core machine OpenMP's waiting
+        # threads, spinning between kernels, cost dyntrace 3x when it used 2 and PyTorch 1.
+        dt.set_num_threads(torch.get_num_threads())
         theirs = torch_copy_of(model)
         contenders["torch"] = (torch, theirs, torch.optim.AdamW(theirs.parameters(), lr=1e-3), make_data(torch))
     losses = {name: [] for name in contenders}
@@ -68,7 +76,7 @@ def main():
         print(f"{step:4d}  {losses['dyntrace'][step]:13.4f}  {theirs}")
     median = {name: statistics.median(t[5:] or t) * 1e3 for name, t in times.items()}
     print(f"\nper-step time (median of steps 5..{args.steps - 1}), batch 128:")
-    print(f"  dyntrace eager  {median['dyntrace']:8.3f} ms")
+    print(f"  dyntrace eager  {median['dyntrace']:8.3f} ms  (threads: {dt.get_num_threads()})")
     if torch is not None:
         print(f"  torch eager     {median['torch']:8.3f} ms  (threads: {torch.get_num_threads()}, "
               f"torch {torch.__version__})")

@@ -4,6 +4,7 @@
 #include "autograd/engine.h"
 #include "autograd/node.h"
 #include "autograd/record.h"
+#include "autograd/views.h"
 #include "interpreter/py_ref.h"
 #include "interpreter/py_types.h"
 #include "runtime/autograd_meta.h"
@@ -144,6 +145,8 @@ int SetGrad(PyObject* self, PyObject* value, void*) {
 }
 
 PyObject* GetGradFn(PyObject* self, void*) {
+  // A view whose base changed in place shows the grad_fn backward would use.
+  if (absl::Status s = RefreshView(Unwrap(self)); !s.ok()) return RaiseStatus(s);
   const AutogradMeta* meta = Unwrap(self).autograd().get();
   return WrapNode(meta == nullptr ? nullptr : meta->grad_fn);
 }
@@ -264,6 +267,17 @@ bool TensorsFrom(PyObject* obj, const char* what, bool allow_none, std::vector<T
   return true;
 }
 
+// backward(inputs=...): a tensor or a non-empty sequence of tensors (None: every leaf).
+bool BackwardInputsFrom(PyObject* inputs, std::vector<Tensor>& out) {
+  if (inputs == Py_None) return true;
+  if (!TensorsFrom(inputs, "backward(): inputs", false, out)) return false;
+  if (out.empty()) {
+    PyErr_SetString(PyExc_RuntimeError, "'inputs' argument to backward() cannot be empty.");
+    return false;
+  }
+  return true;
+}
+
 absl::StatusOr<std::vector<Tensor>> RunBackwardWithoutGil(const BackwardRequest& request) {
   absl::StatusOr<std::vector<Tensor>> result;
   Py_BEGIN_ALLOW_THREADS
@@ -280,13 +294,9 @@ PyObject* MethodBackward(PyObject* self, PyObject* args, PyObject* kwargs) {
                                    &retain, &create_graph, &inputs)) {
     return nullptr;
   }
-  if (inputs != Py_None) {
-    PyErr_SetString(PyExc_NotImplementedError,
-                    "backward(inputs=...) is not supported; use dyntrace.autograd.grad(outputs, inputs)");
-    return nullptr;
-  }
   BackwardRequest request;
   request.roots.push_back(Unwrap(self));
+  if (!BackwardInputsFrom(inputs, request.inputs)) return nullptr;
   if (gradient != Py_None) {
     if (!IsTensor(gradient)) {
       PyErr_Format(PyExc_TypeError, "backward(): gradient must be a Tensor, got %s", Py_TYPE(gradient)->tp_name);
@@ -381,7 +391,8 @@ PyMethodDef autograd_functions[] = {
     {"_set_grad_enabled", FnSetGradEnabled, METH_O, "turns gradient recording on or off for this thread"},
     {"_autograd_grad", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(FnAutogradGrad)),
      METH_VARARGS | METH_KEYWORDS,
-     "the engine behind dyntrace.autograd.grad (and, with accumulate=True and no inputs, backward)"},
+     "the engine behind dyntrace.autograd.grad (and, with accumulate=True, backward: into every leaf's .grad, or "
+     "only into the inputs')"},
     {nullptr, nullptr, 0, nullptr},
 };
 
@@ -394,29 +405,15 @@ PyMethodDef autograd_methods[] = {
     {"detach_", MethodDetachInplace, METH_NOARGS, "takes this tensor out of autograd's graph; returns self"},
     {"retain_grad", MethodRetainGrad, METH_NOARGS, "keeps .grad of this non-leaf after backward()"},
     {"backward", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(MethodBackward)),
-     METH_VARARGS | METH_KEYWORDS, "backward(gradient=None, retain_graph=None, create_graph=False)"},
+     METH_VARARGS | METH_KEYWORDS, "backward(gradient=None, retain_graph=None, create_graph=False, inputs=None)"},
     {nullptr, nullptr, 0, nullptr},
 };
 
 bool CheckInplaceTarget(PyObject* target, absl::string_view op) {
-  const Tensor& t = Unwrap(target);
   if (!GradEnabled()) return true;
-  const AutogradMeta* meta = t.autograd().get();
-  if (meta == nullptr) return true;
-  if (meta->requires_grad && meta->grad_fn == nullptr) {
-    PyErr_Format(PyExc_RuntimeError,
-                 "a leaf Variable that requires grad is being used in an in-place operation (%s).",
-                 std::string(op).c_str());
-    return false;
-  }
-  if (meta->is_view) {
-    PyErr_Format(PyExc_RuntimeError,
-                 "%s: dyntrace's autograd does not support in-place changes through a view of a tensor that "
-                 "requires grad; write `y = ...` out of place, or clone() the view first",
-                 std::string(op).c_str());
-    return false;
-  }
-  return true;
+  absl::Status refused = dt::CheckInplaceTarget(Unwrap(target), op);
+  if (!refused.ok()) RaiseStatus(refused);
+  return refused.ok();
 }
 
 absl::StatusOr<Tensor> OldValues(const Tensor& target) {
@@ -425,15 +422,21 @@ absl::StatusOr<Tensor> OldValues(const Tensor& target) {
     GradModeGuard off(false);
     old = Call("clone", {target});
   }
-  if (old.ok()) old->set_autograd(target.autograd());
+  if (!old.ok() || !RequiresGrad(target)) return old;
+  // The target's history as it is now, in an AutogradMeta of its own: the target's own is
+  // about to be rebased in place, and a saved copy must keep describing the old values.
+  DT_RETURN_IF_ERROR(RefreshView(target));
+  auto snapshot = std::make_shared<AutogradMeta>();
+  snapshot->grad_fn = target.autograd()->grad_fn;
+  snapshot->output_nr = target.autograd()->output_nr;
+  old->set_autograd(std::move(snapshot));
   return old;
 }
 
-void AdoptHistory(PyObject* target, const Tensor& result) {
-  Tensor& t = Mutable(target);
-  t.storage()->BumpVersion();
-  if (!RequiresGrad(result)) return;
-  t.set_autograd(result.autograd());
+bool AdoptHistory(PyObject* target, const Tensor& result) {
+  absl::Status rebased = RebaseHistory(Mutable(target), result);
+  if (!rebased.ok()) RaiseStatus(rebased);
+  return rebased.ok();
 }
 
 bool AddAutogradBindings(PyObject* module) {

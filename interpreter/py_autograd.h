@@ -29,15 +29,17 @@ extern PyMethodDef autograd_methods[];
 // ", grad_fn=<MulBackward0>" or ", requires_grad=True" for repr, else "".
 std::string AutogradReprSuffix(const Tensor& t);
 
-// The in-place step shared by `x.add_(y)` and `x[i] = v`: refuses leaves that require grad and
-// views of tensors that require grad; then makes `result`'s history the target's. `target` is
-// the Python tensor written into.
+// The in-place step shared by `x.add_(y)` and `x[i] = v`: refuses leaves that require grad,
+// views of them, and parts of tensors autograd does not follow (autograd/views.h); false with
+// a Python error set when refused. `target` is the Python tensor written into.
 [[nodiscard]] bool CheckInplaceTarget(PyObject* target, absl::string_view op);
 // A copy of `target`'s current values carrying its autograd identity: what a recorded call
 // computing an in-place change takes as its input, since the target itself is about to be
 // overwritten (and the backward pass may read the old values).
 [[nodiscard]] absl::StatusOr<Tensor> OldValues(const Tensor& target);
-void AdoptHistory(PyObject* target, const Tensor& result);
+// Makes `result`'s history the target's (through a view: its base's, by CopySlices) and bumps
+// the storage version; false with a Python error set when that failed.
+[[nodiscard]] bool AdoptHistory(PyObject* target, const Tensor& result);
 
 }  // namespace dt::interpreter::py
 

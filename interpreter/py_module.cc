@@ -19,6 +19,7 @@
 #include "runtime/cuda_driver.h"
 #include "runtime/errors.h"
 #include "runtime/log.h"
+#include "runtime/parallel.h"
 #include "runtime/random.h"
 
 namespace dt::interpreter::py {
@@ -70,6 +71,19 @@ PyObject* FnManualSeed(PyObject*, PyObject* seed) {
   ManualSeed(v);
   Py_RETURN_NONE;
 }
+
+PyObject* FnSetNumThreads(PyObject*, PyObject* value) {
+  const long threads = PyLong_AsLong(value);
+  if (threads == -1 && PyErr_Occurred()) return nullptr;
+  if (threads < 1 || threads > 4096) {
+    PyErr_Format(PyExc_RuntimeError, "set_num_threads expects a positive integer, got %ld", threads);
+    return nullptr;
+  }
+  SetMaxThreads(static_cast<int>(threads));
+  Py_RETURN_NONE;
+}
+
+PyObject* FnGetNumThreads(PyObject*, PyObject*) { return PyLong_FromLong(MaxThreads()); }
 
 // mark_dynamic(t, dims) / mark_static(t, dims): dims an int or a sequence of ints.
 PyObject* MarkDims(PyObject* args, bool dynamic) {
@@ -143,6 +157,9 @@ PyMethodDef module_functions[] = {
      "from_dlpack(obj): a tensor sharing memory with a DLPack producer (numpy, PyTorch, CuPy)"},
     {"manual_seed", FnManualSeed, METH_O, "manual_seed(seed): reseed rand/randn"},
     {"is_tensor", FnIsTensor, METH_O, nullptr},
+    {"set_num_threads", FnSetNumThreads, METH_O,
+     "set_num_threads(n): the threads eager CPU ops and compiled CPU kernels may use (torch.set_num_threads)"},
+    {"get_num_threads", FnGetNumThreads, METH_NOARGS, "get_num_threads(): the threads CPU ops may use"},
     {"mark_dynamic", FnMarkDynamic, METH_VARARGS,
      "mark_dynamic(t, dims): compiled code treats these sizes of t as symbolic from the first trace "
      "(RuntimeError where the code needs one's value)"},

@@ -235,7 +235,7 @@ PyObject* RunInplaceWithGrad(const OpDef& op, OpArgs args, PyObject* self) {
   }
   absl::Status s = CopyInto(target, value);
   if (!s.ok()) return RaiseStatus(s);
-  AdoptHistory(self, value);
+  if (!AdoptHistory(self, value)) return nullptr;
   return Py_NewRef(self);
 }
 

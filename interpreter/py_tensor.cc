@@ -486,7 +486,7 @@ int SetItemWithGrad(PyObject* self, const ParsedIndex& parsed, ArgValue assigned
     result = Call("_setitem", {target, EncodeIndex(parsed.items), std::move(assigned)});
   }
   if (!result.ok()) return RaiseStatus(result.status()), -1;
-  AdoptHistory(self, *result);
+  if (!AdoptHistory(self, *result)) return -1;
   return 0;
 }
 

@@ -9,13 +9,17 @@
 #ifndef DYNTRACE_RUNTIME_AUTOGRAD_META_H_
 #define DYNTRACE_RUNTIME_AUTOGRAD_META_H_
 
+#include <functional>
 #include <memory>
+
+#include "absl/status/statusor.h"
 
 #include "runtime/tensor.h"
 
 namespace dt {
 
 class GradNode;  // autograd/node.h
+struct ViewInfo;
 
 struct AutogradMeta {
   // Set on leaves by the user (requires_grad=True); results of recorded calls have grad_fn.
@@ -29,9 +33,22 @@ struct AutogradMeta {
   bool retains_grad = false;
   // A leaf's node writing into `grad`, shared by every backward pass while any holds it.
   std::weak_ptr<GradNode> grad_accumulator;
-  // Set on results of view ops of tensors that require grad: an in-place change through such a
-  // view would have to rewrite its base's history, which dyntrace refuses (see autograd/).
-  bool is_view = false;
+  // The storage version `grad_fn` describes, for views: another, and the base changed in place.
+  uint64_t version = 0;
+  // Set on results of view ops (sharing storage) of tensors that require grad; see ViewInfo.
+  std::shared_ptr<const ViewInfo> view;
+};
+
+// What autograd keeps about a view, as PyTorch's view metadata does: an in-place change through
+// the view rewrites its base's history (autograd/'s CopySlices), and a view whose base changed
+// in place since its grad_fn was made takes its grad_fn afresh from the base's new history.
+struct ViewInfo {
+  // The tensor the view was taken of, never itself a view (views of views compose `take`); it
+  // shares the base's AutogradMeta, whose history in-place changes update in place.
+  Tensor base;
+  // Takes the same view of any tensor of the base's shape: the base (recording a fresh grad_fn),
+  // or a gradient or mask of the base's shape (selecting the view's elements).
+  std::function<absl::StatusOr<Tensor>(const Tensor& of)> take;
 };
 
 inline bool RequiresGrad(const Tensor& t) {

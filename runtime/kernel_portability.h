@@ -13,10 +13,14 @@
 
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
 #define DT_HD __host__ __device__ __forceinline__
+#define DT_HD_ALWAYS_INLINE __host__ __device__ __forceinline__
 // Fully unrolls the next loop (constant trip count): its array indices become registers.
 #define DT_UNROLL _Pragma("unroll")
 #else
 #define DT_HD inline
+// For the element functions loops must vectorise through: a call the compiler chose not to
+// inline (exp_f32 inside gelu's derivative did not) leaves the loop one element at a time.
+#define DT_HD_ALWAYS_INLINE inline __attribute__((always_inline))
 #define DT_UNROLL
 #endif
 

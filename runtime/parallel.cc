@@ -1,6 +1,7 @@
 #include "runtime/parallel.h"
 
 #include <algorithm>
+#include <atomic>
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -8,11 +9,25 @@
 
 namespace dt {
 
+namespace {
+// 0 until set_num_threads: OpenMP's default (OMP_NUM_THREADS, else one per core).
+std::atomic<int> threads_set{0};
+}  // namespace
+
 int MaxThreads() {
+  const int set = threads_set.load(std::memory_order_relaxed);
+  if (set > 0) return set;
 #ifdef _OPENMP
   return omp_get_max_threads();
 #else
   return 1;
+#endif
+}
+
+void SetMaxThreads(int threads) {
+  threads_set.store(threads, std::memory_order_relaxed);
+#ifdef _OPENMP
+  omp_set_num_threads(threads);  // the CPU backend's compiled kernels, on this thread
 #endif
 }
 

@@ -13,7 +13,13 @@ namespace dt {
 inline constexpr int64_t kDefaultGrain = 32768;
 
 void ParallelFor(int64_t total, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
+// How many threads ParallelFor (and BLAS calls) may use: set_num_threads's value, else
+// OpenMP's default. On a machine shared with other work, OpenMP's waiting threads spin between
+// kernels and slow everything down, so users (and bench/training.py, to match PyTorch's
+// thread count) may lower it.
 int MaxThreads();
+// REQUIRES: threads >= 1.
+void SetMaxThreads(int threads);
 
 }  // namespace dt
 

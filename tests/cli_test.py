@@ -264,7 +264,7 @@ class CommandLineTest(CommandTestCase):
         self.assertRegex(result.stderr, r"frames traced\s+0\b")
 
     def test_examples_run_and_check_themselves(self):
-        names = ["mlp_inference", "gelu_layernorm", "attention", "data_dependent_loop", "train_mlp"]
+        names = ["mlp_inference", "gelu_layernorm", "attention", "data_dependent_loop", "train_mlp", "train_char_lm"]
         for name in names:
             result = self.dyntrace("--stats", os.path.join(EXAMPLES, name + ".py"))
             self.assertRan(result)

@@ -85,7 +85,7 @@ double WorstUlpOverFloats(float (*approx)(float), Fn exact, float* worst_at) {
   return worst;
 }
 
-TEST(ScalarMath, VectorisableExpAndTanhStayAccurate) {
+TEST(ScalarMath, VectorisableExpTanhAndErfStayAccurate) {
   float at = 0;
   const double exp_error = WorstUlpOverFloats(dt::scalar::exp_f32, [](double x) { return std::exp(x); }, &at);
   EXPECT_LE(exp_error, 2.0) << "exp_f32 at " << at;
@@ -94,7 +94,13 @@ TEST(ScalarMath, VectorisableExpAndTanhStayAccurate) {
   EXPECT_EQ(dt::scalar::tanh_f32(INFINITY), 1.0f);
   EXPECT_EQ(dt::scalar::tanh_f32(-INFINITY), -1.0f);
   EXPECT_TRUE(std::signbit(dt::scalar::tanh_f32(-0.0f)));
-  std::printf("worst errors over every 61st float: exp %.2f ulp, tanh %.2f ulp\n", exp_error, tanh_error);
+  const double erf_error = WorstUlpOverFloats(dt::scalar::erf_f32, [](double x) { return std::erf(x); }, &at);
+  EXPECT_LE(erf_error, 2.5) << "erf_f32 at " << at;
+  EXPECT_EQ(dt::scalar::erf_f32(INFINITY), 1.0f);
+  EXPECT_EQ(dt::scalar::erf_f32(-INFINITY), -1.0f);
+  EXPECT_TRUE(std::signbit(dt::scalar::erf_f32(-0.0f)));
+  std::printf("worst errors over every 61st float: exp %.2f ulp, tanh %.2f ulp, erf %.2f ulp\n", exp_error,
+              tanh_error, erf_error);
 }
 
 TEST(Promotion, FollowsPyTorch) {

@@ -93,12 +93,19 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
                               allow_unused)
 
 
-def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False):
-    """Accumulates the gradients of `tensors` into the leaves' .grad, in one pass."""
+def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, inputs=None):
+    """Accumulates the gradients of `tensors` into the leaves' .grad, in one pass; with `inputs`
+    (tensors, leaves or not), into those tensors' .grad only."""
     tensors = _as_tuple(tensors)
     if grad_tensors is not None:
         grad_tensors = _as_tuple(grad_tensors)
-    _dt._autograd_grad(tensors, (), grad_tensors, retain_graph, create_graph, False, True)
+    if inputs is None:
+        inputs = ()
+    else:
+        inputs = _as_tuple(inputs)
+        if not inputs:
+            raise RuntimeError("'inputs' argument to backward() cannot be empty.")
+    _dt._autograd_grad(tensors, inputs, grad_tensors, retain_graph, create_graph, False, True)
 
 
 def gradcheck(fn, inputs, eps=1e-6, atol=1e-6, rtol=1e-5):

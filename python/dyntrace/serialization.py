@@ -7,9 +7,13 @@ raw little-endian, row-major bytes. PyTorch, Hugging Face's tools and dyntrace r
 files. Nothing is executed on load (no pickle): the header is parsed as JSON and checked in full
 before any tensor is made, and a file that does not hold together raises ValueError.
 
-What is saved is a flat dict of str -> Tensor (a Module's state_dict()). Anything else,
-including an optimizer's state_dict() (nested dicts, numbers, lists), is refused with a
-TypeError: safetensors has no place for non-tensor values.
+A flat dict of str -> Tensor (a Module's state_dict()) is saved as it is, the file any
+safetensors reader expects. Nested checkpoints (an optimizer's state_dict(), or {"model": ...,
+"optimizer": ..., "epoch": 3}) of dicts (str or int keys), lists, tuples, tensors, numbers,
+strings, bools and None are saved too: each tensor under its path ("optimizer.state.0.exp_avg"),
+and the structure, as JSON, in the header's metadata under "dyntrace.structure", which
+dt.load reads back into the same nesting (int keys and tuples included). Other safetensors
+readers see the tensors by path. Any other value is refused with a TypeError naming its path.
 
 dyntrace's dtypes are saved as F16, F32, F64, I32, I64 and BOOL. Files with BF16, I8, U8 or I16
 tensors load too, widened exactly to float32 (BF16) or int32 (the integers), since dyntrace's
@@ -38,26 +42,66 @@ def _check_little_endian():
         raise NotImplementedError("dyntrace.save/load: safetensors bytes are little-endian; this machine is not")
 
 
+_STRUCTURE_KEY = "dyntrace.structure"
+
+
+def _flatten(obj):
+    """(tensors by path, structure): the structure is JSON with each container and tensor as a
+    one-key object ({"dict": [[key, value], ...]}, {"list": [...]}, {"tuple": [...]},
+    {"tensor": name}, {"float": "inf"}) and other values as themselves."""
+    tensors = {}
+
+    def walk(value, path):
+        where = ".".join(path) or "the object"
+        if isinstance(value, _dt.Tensor):
+            name = ".".join(path) or "tensor"
+            if name in tensors or name == "__metadata__":  # keys containing dots can collide
+                name = f"{name}#{len(tensors)}"
+            tensors[name] = value
+            return {"tensor": name}
+        if isinstance(value, float) and not math.isfinite(value):
+            return {"float": repr(value)}
+        if value is None or isinstance(value, (bool, int, float, str)):
+            return value
+        if isinstance(value, dict):
+            for k in value:
+                if isinstance(k, bool) or not isinstance(k, (str, int)):
+                    raise TypeError(f"dyntrace.save(): {where} has a key {k!r}; keys must be str or int")
+            return {"dict": [[k, walk(v, path + [str(k)])] for k, v in value.items()]}
+        if isinstance(value, (list, tuple)):
+            kind = "list" if isinstance(value, list) else "tuple"
+            return {kind: [walk(v, path + [str(i)]) for i, v in enumerate(value)]}
+        raise TypeError(f"dyntrace.save(): {where} is a {type(value).__name__}; checkpoints hold tensors, "
+                        "numbers, strings, bools, None and dicts, lists and tuples of them")
+
+    structure = walk(obj, [])
+    return tensors, structure
+
+
+def _is_state_dict(obj):
+    return isinstance(obj, dict) and all(isinstance(k, str) and k != "__metadata__" and isinstance(v, _dt.Tensor)
+                                         for k, v in obj.items())
+
+
 def save(obj, path, metadata=None):
-    """Writes `obj`, a dict of str -> Tensor, to `path` in the safetensors format; `metadata`
-    (a dict of str -> str) goes into the header's "__metadata__"."""
+    """Writes `obj` to `path` in the safetensors format: a dict of str -> Tensor as it is, a
+    nested checkpoint with its structure in the metadata (see the module's doc). `metadata` (a
+    dict of str -> str) goes into the header's "__metadata__"."""
     _check_little_endian()
-    if not isinstance(obj, dict):
-        raise TypeError(f"dyntrace.save(): expected a dict of str -> Tensor (a state dict), got {type(obj).__name__}")
     header, blobs, offset = {}, [], 0
     if metadata is not None:
         if not isinstance(metadata, dict) or not all(isinstance(k, str) and isinstance(v, str)
                                                       for k, v in metadata.items()):
             raise TypeError("dyntrace.save(): metadata must be a dict of str -> str")
+        if _STRUCTURE_KEY in metadata:
+            raise ValueError(f"dyntrace.save(): the metadata key {_STRUCTURE_KEY!r} is dyntrace's own")
         header["__metadata__"] = dict(metadata)
-    for name in sorted(obj):
-        tensor = obj[name]
-        if not isinstance(name, str) or name == "__metadata__":
-            raise TypeError(f"dyntrace.save(): keys must be str other than '__metadata__', got {name!r}")
-        if not isinstance(tensor, _dt.Tensor):
-            raise TypeError(f"dyntrace.save(): the value for {name!r} is a {type(tensor).__name__}; safetensors "
-                            "files hold only tensors (an optimizer's state_dict, with its nested dicts and numbers, "
-                            "cannot be saved this way)")
+    tensors = obj
+    if not _is_state_dict(obj):
+        tensors, structure = _flatten(obj)
+        header.setdefault("__metadata__", {})[_STRUCTURE_KEY] = json.dumps(structure, separators=(",", ":"))
+    for name in sorted(tensors):
+        tensor = tensors[name]
         data = _dt._tensor_bytes(tensor.detach().cpu())
         header[name] = {"dtype": _SAVED_DTYPES[tensor.dtype], "shape": list(tensor.shape),
                         "data_offsets": [offset, offset + len(data)]}
@@ -159,12 +203,39 @@ def _widened(raw, dtype):
     return array("i", array({"I8": "b", "U8": "B", "I16": "h"}[dtype], raw)).tobytes()
 
 
+def _unflatten(path, structure, tensors):
+    """The object `structure` (from _flatten) describes, its tensors taken from `tensors`."""
+    def build(node):
+        if node is None or isinstance(node, (bool, int, float, str)):
+            return node
+        if isinstance(node, dict) and len(node) == 1:
+            (kind, body), = node.items()
+            if kind == "tensor" and isinstance(body, str) and body in tensors:
+                return tensors[body]
+            if kind == "float" and body in ("inf", "-inf", "nan"):
+                return float(body)
+            if kind in ("list", "tuple") and isinstance(body, list):
+                items = [build(v) for v in body]
+                return items if kind == "list" else tuple(items)
+            if kind == "dict" and isinstance(body, list) and all(
+                    isinstance(p, list) and len(p) == 2 and isinstance(p[0], (str, int)) for p in body):
+                return {k: build(v) for k, v in body}
+        raise _bad(path, f"the {_STRUCTURE_KEY} metadata has an entry dyntrace cannot read: {node!r:.200}")
+
+    try:
+        parsed = json.loads(structure)
+    except json.JSONDecodeError as e:
+        raise _bad(path, f"the {_STRUCTURE_KEY} metadata is not JSON ({e})") from None
+    return build(parsed)
+
+
 def load(path, device="cpu"):
-    """Reads a safetensors file into a dict of str -> Tensor (on `device`), in the header's order."""
+    """Reads a safetensors file: a dict of str -> Tensor (on `device`), in the header's order, or
+    the nested checkpoint dt.save wrote (its structure in the metadata)."""
     _check_little_endian()
     with open(path, "rb") as f:
         data = f.read()
-    data, entries, _ = _read(path, data)
+    data, entries, metadata = _read(path, data)
     out = {}
     for name, (begin, end, dtype, shape) in entries.items():
         itemsize, target = _FILE_DTYPES[dtype]
@@ -174,6 +245,8 @@ def load(path, device="cpu"):
         else:
             tensor = _dt._tensor_from_bytes(data, begin, end, target, shape)
         out[name] = tensor if str(device) == "cpu" else tensor.to(device)
+    if _STRUCTURE_KEY in metadata:
+        return _unflatten(path, metadata[_STRUCTURE_KEY], out)
     return out
 
 

@@ -263,3 +263,33 @@ def test_reduction_dim_errors():
     assert_raises(TypeError, x.sum, dim=1.5)
     assert_raises(TypeError, dt.mean, dt.ones(3, dtype=dt.int64), match="Long")
     assert_raises(TypeError, dt.var, dt.ones(3, dtype=dt.int32))
+
+
+def test_thread_count_is_settable_and_leaves_results_alone():
+    # Parallel eager loops split only dims each output element owns, so every thread count
+    # gives the same bits; sums along rows and over leading dims take the vectorised paths.
+    before = dt.get_num_threads()
+    assert before >= 1
+    x = dt.randn(300, 700)
+    results = []
+    try:
+        for threads in (1, 2):
+            dt.set_num_threads(threads)
+            assert dt.get_num_threads() == threads
+            results.append([t.tolist() for t in (x.sum(0), x.sum(1), dt.nn.functional.gelu(x), x.erf())])
+    finally:
+        dt.set_num_threads(before)
+    assert results[0] == results[1]
+    rows = x.tolist()
+    for got, row in zip(results[0][1], rows):
+        assert abs(got - math.fsum(row)) <= 1e-6 * (1 + sum(abs(v) for v in row))
+    for j in (0, 1, 699):
+        column = [r[j] for r in rows]
+        assert abs(results[0][0][j] - math.fsum(column)) <= 1e-6 * (1 + sum(abs(v) for v in column))
+    for bad in (0, -3):
+        try:
+            dt.set_num_threads(bad)
+        except RuntimeError as e:
+            assert "positive" in str(e)
+        else:
+            raise AssertionError("set_num_threads(%d) was accepted" % bad)
