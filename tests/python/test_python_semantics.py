@@ -652,3 +652,15 @@ def test_unused_results_of_ops_that_check_values_still_raise():
     out_of_range = lambda i: (dt.tensor([1, 2]), dt.arange(3).float(), dt.tensor([5]))
     check(unused_values_that_raise, out_of_range)
     check(unused_values_that_raise, lambda i: (dt.tensor([1, 2]), dt.arange(3).float(), dt.tensor([i])))
+
+
+def squares_and_inverses(x):
+    return x ** 2, x ** -1, dt.pow(x * 1.5, 2.0)
+
+
+def test_power_by_a_constant_rounds_like_eager():
+    # Found by the fuzzer (seed 197): the host compiler rewrote pow(x, 2) in a cpu kernel as x * x,
+    # which rounds 0.24016964^2 (a near-tie) to the other neighbour than eager's powf call.
+    near_tie = lambda i: (dt.tensor([0.24016964435577393, 0.5, -3.0, 0.0, 7.25]),)
+    check(squares_and_inverses, near_tie, captured=True, exact=True)
+    check(squares_and_inverses, lambda i: (T(64),), captured=True, exact=True)
