@@ -97,8 +97,8 @@ class Graph {
   const GraphValue& value(ValueId v) const { return values_[v]; }
   size_t num_values() const { return values_.size(); }
 
-  // Removes nodes whose results are never used, unless they mutate a tensor or draw random
-  // numbers. Returns how many were removed.
+  // Removes nodes whose results are never used, unless they mutate a tensor, draw random
+  // numbers or may raise on their operands' values. Returns how many were removed.
   int EliminateDeadCode();
 
   // Python-like code: one line per node, with the source line that produced it.

@@ -72,6 +72,10 @@ enum OpProperty : uint32_t {
   // refuses a call whose arguments require grad (it could not record it), and traces break
   // before one (a node without results would be dead code to the fuser).
   kEagerUpdate = 1u << 13,
+  // Its eager body reads index operands' values and raises on one out of range (gather,
+  // advanced indexing, embedding, nll_loss ...): a graph keeps its node though nothing reads the
+  // result, so the error is raised as plain Python raises it.
+  kChecksIndices = 1u << 14,
 };
 
 // How a result's sizes follow from its operands' (the tracer follows this to write a size Python

@@ -423,35 +423,37 @@ std::optional<std::string> PrintIndexPut(absl::Span<const std::string> outputs, 
 
 void RegisterIndexingOps(OpRegistry& registry) {
   constexpr uint32_t kBoth = kMethod | kFunction;
+  constexpr uint32_t kIdx = kChecksIndices;
   OpDef& index = registry.Add("_index(Tensor input, int[] index, Tensor[] tensors) -> Tensor", OpKind::kData,
-                              kNoProperty, &IndexEager);
+                              kIdx, &IndexEager);
   index.print_statement = &PrintIndex;
   index.data_dependent_shape = &IndexDataDependence;
   OpDef& put = registry.Add(
       "_index_put(Tensor input, int[] index, Tensor[] tensors, Operand value, bool accumulate=False) -> Tensor",
-      OpKind::kData, kCudaNative, &IndexPutInPlaceEager);
+      OpKind::kData, kCudaNative | kIdx, &IndexPutInPlaceEager);
   put.print_statement = &PrintIndexPut;
   put.data_dependent_shape = &IndexPutDataDependence;
   registry.Add("index_put(Tensor input, Tensor[] indices, Tensor values, bool accumulate=False) -> Tensor",
-               OpKind::kData, kBoth | kInplaceVariant, &IndexPutEager)
+               OpKind::kData, kBoth | kInplaceVariant | kIdx, &IndexPutEager)
       .data_dependent_shape = &IndexPutListDataDependence;
-  registry.Add("index_select(Tensor input, int dim, Tensor index) -> Tensor", OpKind::kData, kBoth,
+  registry.Add("index_select(Tensor input, int dim, Tensor index) -> Tensor", OpKind::kData, kBoth | kIdx,
                &IndexSelectEager);
-  registry.Add("gather(Tensor input, int dim, Tensor index) -> Tensor", OpKind::kData, kBoth, &GatherEager);
+  registry.Add("gather(Tensor input, int dim, Tensor index) -> Tensor", OpKind::kData, kBoth | kIdx, &GatherEager);
   registry.Add("scatter(Tensor input, int dim, Tensor index, Tensor src) -> Tensor", OpKind::kData,
-               kBoth | kInplaceVariant, &ScatterEager);
+               kBoth | kInplaceVariant | kIdx, &ScatterEager);
   registry.Add("scatter.value(Tensor input, int dim, Tensor index, Scalar value) -> Tensor", OpKind::kData,
-               kBoth | kInplaceVariant, &ScatterEager);
+               kBoth | kInplaceVariant | kIdx, &ScatterEager);
   registry.Add("scatter_add(Tensor input, int dim, Tensor index, Tensor src) -> Tensor", OpKind::kData,
-               kBoth | kInplaceVariant, &ScatterEager);
-  registry.Add("take_along_dim(Tensor input, Tensor indices, int? dim=None) -> Tensor", OpKind::kData, kBoth,
+               kBoth | kInplaceVariant | kIdx, &ScatterEager);
+  registry.Add("take_along_dim(Tensor input, Tensor indices, int? dim=None) -> Tensor", OpKind::kData, kBoth | kIdx,
                &TakeAlongDimEager);
   registry.Add("masked_fill(Tensor input, Tensor mask, Operand value) -> Tensor", OpKind::kComposite,
                kBoth | kInplaceVariant | kDecomposable, &MaskedFillEager);
   registry.Add("embedding(Tensor input, Tensor weight, int? padding_idx=None, float? max_norm=None, "
                "float norm_type=2.0, bool scale_grad_by_freq=False, bool sparse=False) -> Tensor",
-               OpKind::kData, kFunction | kNNFunctional, &EmbeddingEager);
-  registry.Add("one_hot(Tensor input, int num_classes=-1) -> Tensor", OpKind::kData, kFunction | kNNFunctional, &OneHotEager)
+               OpKind::kData, kFunction | kNNFunctional | kIdx, &EmbeddingEager);
+  registry.Add("one_hot(Tensor input, int num_classes=-1) -> Tensor", OpKind::kData,
+               kFunction | kNNFunctional | kIdx, &OneHotEager)
       .data_dependent_shape = &OneHotDataDependence;
   registry.Add("nonzero(Tensor input) -> Tensor", OpKind::kData, kBoth, &NonzeroEager).data_dependent_shape =
       &AlwaysDataDependent;

@@ -318,10 +318,10 @@ void RegisterLossOps(OpRegistry& registry) {
   registry.Add("cross_entropy(Tensor input, Tensor target, Tensor? weight=None, bool? size_average=None, "
                "int ignore_index=-100, bool? reduce=None, str reduction='mean', float label_smoothing=0.0) "
                "-> Tensor",
-               OpKind::kComposite, kLoss, &CrossEntropyEager);
+               OpKind::kComposite, kLoss | kChecksIndices, &CrossEntropyEager);
   registry.Add("nll_loss(Tensor input, Tensor target, Tensor? weight=None, bool? size_average=None, "
                "int ignore_index=-100, bool? reduce=None, str reduction='mean') -> Tensor",
-               OpKind::kComposite, kLoss, &NllLossEager);
+               OpKind::kComposite, kLoss | kChecksIndices, &NllLossEager);
   registry.Add("mse_loss(Tensor input, Tensor target, bool? size_average=None, bool? reduce=None, "
                "str reduction='mean') -> Tensor",
                OpKind::kComposite, kLoss, &DistanceLossEager);

@@ -189,7 +189,10 @@ absl::StatusOr<Tensor> Move(const Tensor& t, Device device) {
   return dt::ToDevice(t, device);
 }
 
+// As in PyTorch, a cast to the tensor's own dtype is the tensor itself (as to() is), so
+// `x.float() is x` answers the same in plain Python and in traced code, which drops such casts.
 PyObject* CastMethod(PyObject* self, DType dtype) {
+  if (Self(self).dtype() == dtype) return Py_NewRef(self);
   auto r = Cast(Self(self), dtype);
   return r.ok() ? Wrap(*std::move(r)) : RaiseStatus(r.status());
 }

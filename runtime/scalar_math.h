@@ -36,7 +36,18 @@ DT_LIBM_UNARY(ceil) DT_LIBM_UNARY(cos) DT_LIBM_UNARY(erf) DT_LIBM_UNARY(exp)
 DT_LIBM_UNARY(exp2) DT_LIBM_UNARY(expm1) DT_LIBM_UNARY(floor) DT_LIBM_UNARY(log)
 DT_LIBM_UNARY(log1p) DT_LIBM_UNARY(log2) DT_LIBM_UNARY(nearbyint) DT_LIBM_UNARY(sin)
 DT_LIBM_UNARY(sqrt) DT_LIBM_UNARY(tan) DT_LIBM_UNARY(tanh) DT_LIBM_UNARY(trunc)
-DT_LIBM_BINARY(atan2) DT_LIBM_BINARY(fmod) DT_LIBM_BINARY(pow)
+DT_LIBM_BINARY(atan2) DT_LIBM_BINARY(fmod)
+// pow's exponent passes through an empty asm, so the compiler cannot see a constant one and
+// rewrite pow(x, 2) as x * x (or pow(x, -1) as 1 / x): those round once, where the powf call
+// eager makes (its exponent is a run-time value) may round a near-tie the other way.
+DT_HD float pow(float a, float b) {
+  __asm__("" : "+r"(b));
+  return __builtin_powf(a, b);
+}
+DT_HD double pow(double a, double b) {
+  __asm__("" : "+r"(b));
+  return __builtin_pow(a, b);
+}
 #undef DT_LIBM_UNARY
 #undef DT_LIBM_BINARY
 #elif !defined(__CUDACC__) && !defined(__CUDACC_RTC__)

@@ -655,3 +655,44 @@ def sorted_keeps_identity(x, items):
 
 def test_folded_builtins_return_the_arguments_themselves():
     check(sorted_keeps_identity, lambda i: (T(), [float(3 - k) + 0.5 for k in range(3)]))
+
+def casts_to_own_dtype(x, n):
+    y = x.float()
+    return y is x, x.double() is x, n.long() is n, x.to(dt.float32) is x, y, y * 2
+
+
+def test_cast_to_own_dtype_is_the_tensor_itself():
+    # Found by the fuzzer (seed 165): `x.float()` of a float32 tensor was a new tensor in plain
+    # Python and the input itself under jit. Both now answer as PyTorch does: the tensor itself.
+    check(casts_to_own_dtype, lambda i: (T(), dt.arange(3)), exact=True)
+
+
+def unused_values_that_raise(z, x, i):
+    quotient = z // z
+    rest = z % z
+    picked = x[i]
+    gathered = dt.gather(x, 0, i)
+    return z + 1
+
+
+def test_unused_results_of_ops_that_check_values_still_raise():
+    # Found by the fuzzer (seed 2468): `z = z // z`, overwritten later, was dropped as dead code,
+    # so a zero divisor raised nothing under jit. Ops that check operand values (integer
+    # division, out-of-range indices) now stay in the graph.
+    zero = lambda i: (dt.tensor([0, 1, 2]), dt.arange(3).float(), dt.tensor([1]))
+    check(unused_values_that_raise, zero)
+    out_of_range = lambda i: (dt.tensor([1, 2]), dt.arange(3).float(), dt.tensor([5]))
+    check(unused_values_that_raise, out_of_range)
+    check(unused_values_that_raise, lambda i: (dt.tensor([1, 2]), dt.arange(3).float(), dt.tensor([i])))
+
+
+def squares_and_inverses(x):
+    return x ** 2, x ** -1, dt.pow(x * 1.5, 2.0)
+
+
+def test_power_by_a_constant_rounds_like_eager():
+    # Found by the fuzzer (seed 197): the host compiler rewrote pow(x, 2) in a cpu kernel as x * x,
+    # which rounds 0.24016964^2 (a near-tie) to the other neighbour than eager's powf call.
+    near_tie = lambda i: (dt.tensor([0.24016964435577393, 0.5, -3.0, 0.0, 7.25]),)
+    check(squares_and_inverses, near_tie, captured=True, exact=True)
+    check(squares_and_inverses, lambda i: (T(64),), captured=True, exact=True)
