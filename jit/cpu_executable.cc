@@ -151,7 +151,12 @@ absl::StatusOr<std::vector<Tensor>> CpuExecutable::Run(const std::vector<Tensor>
     return Error(ErrorKind::kRuntime, absl::StrFormat("compiled graph expects %d inputs, got %d",
                                                       g.inputs().size(), inputs.size()));
   }
-  DT_ASSIGN_OR_RETURN(std::shared_ptr<const ShapePlans::Plan> plan, plans_->For(inputs, scalars));
+  absl::StatusOr<std::shared_ptr<const ShapePlans::Plan>> planned = plans_->For(inputs, scalars);
+  // An op that refuses these inputs (an in-place write into an expanded view, mismatched shapes)
+  // is found while planning, before any kernel has written. Eager order then gives the program's
+  // exact outcome: the writes of the ops before it happen, and it raises its own error.
+  if (!planned.ok()) return g.RunEager(inputs, scalars);
+  const std::shared_ptr<const ShapePlans::Plan>& plan = *planned;
   std::vector<Tensor> env(g.num_values());
   for (size_t i = 0; i < inputs.size(); ++i) env[g.inputs()[i]] = inputs[i];
   for (const Step& step : program_.steps) {

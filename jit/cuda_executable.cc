@@ -407,7 +407,11 @@ absl::StatusOr<std::vector<Tensor>> CudaExecutable::RunLocked(const std::vector<
     return Error(ErrorKind::kRuntime, absl::StrFormat("compiled graph expects %d inputs, got %d",
                                                       g.inputs().size(), inputs.size()));
   }
-  DT_ASSIGN_OR_RETURN(std::shared_ptr<const ShapePlans::Plan> plan, plans_->For(inputs, scalars));
+  absl::StatusOr<std::shared_ptr<const ShapePlans::Plan>> planned = plans_->For(inputs, scalars);
+  // As on the cpu backend: inputs an op refuses are found before anything is launched, and the
+  // ops run eagerly in program order so the earlier writes happen before the error is raised.
+  if (!planned.ok()) return g.RunEager(inputs, scalars);
+  const std::shared_ptr<const ShapePlans::Plan>& plan = *planned;
   std::vector<Tensor> env;
   auto fresh_env = [&] {
     env.assign(g.num_values(), Tensor());

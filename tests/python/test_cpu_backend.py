@@ -578,3 +578,29 @@ def test_missing_compiler_falls_back_to_eager():
     assert r["failures"] and "no C++ compiler" in r["failures"][0], r
     r = _child(d, 6.0, CXX="/bin/false")  # a "compiler" that fails
     assert r["ok"] and r["compiled"] == 0 and r["failures"], r
+
+
+def test_an_op_refusing_its_inputs_raises_after_the_earlier_writes():
+    # Found by the fuzzer (seed 846): the second call's sizes make `y` an expanded view that
+    # mul_ refuses. Eagerly, x.sub_(x) has already written when mul_ raises; the compiled graph
+    # found the refusal while planning shapes and had written nothing.
+    def f(x, y):
+        x.sub_(x)
+        y[..., ::2].mul_(y.mean(dim=0))
+        return x, y
+
+    def inputs(n):
+        return dt.tensor(1.5), dt.tensor([2.0]).expand(n)
+
+    def outcome(fn, x, y):
+        try:
+            fn(x, y)
+        except ValueError as e:
+            return str(e), x.item()
+        return None, x.item()
+
+    g = compiled(f)
+    for n in (2, 3):
+        expected, got = outcome(f, *inputs(n)), outcome(g, *inputs(n))
+        assert got == expected, (n, got, expected)
+    assert expected[0] is not None and "share memory" in expected[0], expected
