@@ -441,8 +441,17 @@ absl::StatusOr<Sym> Tracer::FoldPureCall(PyObject* fn, const std::vector<Sym>& a
 }
 
 // `value` is ConstValue(arg): it stands for `arg`, and a list or tuple's items for its items.
+// One object at two places (`[nan] * 3`) is given back as the first place's Sym, which is right
+// only while those places still hold one object: a guard says so (distinct NaNs the next call
+// must come back as themselves).
 void Tracer::NoteOrigins(const Sym& arg, PyObject* value, absl::flat_hash_map<PyObject*, Sym>& origin) {
-  if (arg->source != nullptr || arg->kind == SymKind::kConst) origin.emplace(value, arg);
+  auto note = [&](PyObject* object, const Sym& sym) {
+    auto [it, inserted] = origin.emplace(object, sym);
+    if (!inserted && it->second != sym && it->second->source != nullptr && sym->source != nullptr) {
+      guards_.Add(LeafGuard::Same(sym->source, it->second->source, Here()));
+    }
+  };
+  if (arg->source != nullptr || arg->kind == SymKind::kConst) note(value, arg);
   const bool sequence = arg->kind == SymKind::kList || arg->kind == SymKind::kTuple;
   if (!sequence || !(PyList_CheckExact(value) || PyTuple_CheckExact(value)) ||
       PySequence_Fast_GET_SIZE(value) != static_cast<Py_ssize_t>(arg->items.size())) {
@@ -450,8 +459,16 @@ void Tracer::NoteOrigins(const Sym& arg, PyObject* value, absl::flat_hash_map<Py
   }
   for (size_t i = 0; i < arg->items.size(); ++i) {
     const Sym& item = arg->items[i];
+    PyObject* object = PySequence_Fast_GET_ITEM(value, static_cast<Py_ssize_t>(i));
     if (item->source != nullptr || item->kind == SymKind::kTuple || item->kind == SymKind::kList) {
-      origin.emplace(PySequence_Fast_GET_ITEM(value, static_cast<Py_ssize_t>(i)), item);
+      note(object, item);
+    } else if (item->kind == SymKind::kNumber && scalar_program_[item->value].kind == ScalarInstr::Kind::kInput &&
+               scalar_program_[item->value].source != nullptr) {
+      // A run-time number read straight from the frame, now specialised (ConstValue guarded its
+      // value): handed back as the frame's own object, so floats keep their identity.
+      Sym read_again = ConstSym(item->obj);
+      read_again->source = scalar_program_[item->value].source;
+      note(object, read_again);
     }
   }
 }

@@ -656,6 +656,21 @@ def sorted_keeps_identity(x, items):
 def test_folded_builtins_return_the_arguments_themselves():
     check(sorted_keeps_identity, lambda i: (T(), [float(3 - k) + 0.5 for k in range(3)]))
 
+
+def sorted_positions(x, items):
+    s = sorted(items)
+    return x + 1, [a is b for a, b in zip(s, items)]
+
+
+def test_folded_builtins_keep_identity_of_repeated_and_run_time_items():
+    # CPython's test_sort (test_unsafe_tuple_compare): the trace of `[nan] * 3` (one object three
+    # times) gave each result item back as the first place's object, so distinct NaNs the next
+    # call came back as one; and items that had become run-time numbers came back as the traced
+    # call's float objects.
+    lists = [lambda: [float("nan")] * 3, lambda: [float("nan") for _ in range(3)],
+             lambda: [3.5, 1.5, 2.5], lambda: [0.5, 9.5, 2.5], lambda: [float("nan") for _ in range(3)]]
+    check(sorted_positions, lambda i: (T(), lists[i]()), calls=len(lists))
+
 def casts_to_own_dtype(x, n):
     y = x.float()
     return y is x, x.double() is x, n.long() is n, x.to(dt.float32) is x, y, y * 2
