@@ -17,6 +17,13 @@ template <> struct ComputeTypeOf<Half> { using type = float; };
 // The type arithmetic happens in for values stored as T.
 template <typename T> using ComputeType = typename ComputeTypeOf<T>::type;
 
+// An integer converted to a float never gives -0.0. GCC, allowed to by -fno-trapping-math,
+// folds float -> int -> float in one kernel into trunc(), which keeps the sign (-0.5 -> -0.0);
+// the select below gives back eager's +0.0. (`+ 0.0` does not: GCC drops it first, knowing an
+// integer's float is never -0.0, then folds.) It still vectorises, as a compare and a blend.
+template <typename C> inline constexpr bool kIntegral = C(0.5) == C(0);
+template <typename F> DT_HD F PositiveZero(F r) { return r == F(0) ? F(0) : r; }
+
 template <typename Out, typename In>
 DT_HD Out Convert(In v) {
   using C = ComputeType<In>;
@@ -25,7 +32,10 @@ DT_HD Out Convert(In v) {
   } else if constexpr (kSameType<Out, bool>) {
     return static_cast<C>(v) != C(0);
   } else if constexpr (kSameType<Out, Half>) {
+    if constexpr (kIntegral<C>) return Half(PositiveZero(static_cast<float>(static_cast<C>(v))));
     return Half(static_cast<float>(static_cast<C>(v)));
+  } else if constexpr (kIntegral<C> && !kIntegral<Out>) {
+    return PositiveZero(static_cast<Out>(static_cast<C>(v)));
   } else {
     return static_cast<Out>(static_cast<C>(v));
   }
