@@ -1,5 +1,9 @@
 // Derivatives of gathers, scatters, advanced indexing, sorts and scans: a gather's gradient is
 // the matching scatter-add into zeros, and the reverse.
+#include <array>
+#include <limits>
+#include <string>
+
 #include "graph/grad_formulas.h"
 #include "runtime/errors.h"
 #include "runtime/indexing.h"
@@ -149,6 +153,159 @@ absl::StatusOr<ArgGrads> SortGrad(const GradContext& c) {
   }());
 }
 
+// index_add: the input's gradient passes through; source's is alpha times the slices it was added to.
+absl::StatusOr<ArgGrads> IndexAddGrad(const GradContext& c) {
+  ArgGrads grads = grad::NoGrads(c);
+  if (c.needs(0)) grads[0] = c.grad();
+  if (c.needs(3)) {
+    DT_ASSIGN_OR_RETURN(Tensor picked, Op("index_select", {c.grad(), c.args[1], c.args[2]}));
+    DT_ASSIGN_OR_RETURN(grads[3], Op("mul", {picked, c.args[4]}));
+  }
+  return grads;
+}
+
+// index_copy: the overwritten slices of the input get no gradient; source's comes from them.
+absl::StatusOr<ArgGrads> IndexCopyGrad(const GradContext& c) {
+  ArgGrads grads = grad::NoGrads(c);
+  if (c.needs(0)) {
+    DT_ASSIGN_OR_RETURN(Tensor zeros, grad::ZerosFor(c.input(3), c.grad()));
+    DT_ASSIGN_OR_RETURN(grads[0], Op("index_copy", {c.grad(), c.args[1], c.args[2], zeros}));
+  }
+  if (c.needs(3)) {
+    DT_ASSIGN_OR_RETURN(grads[3], Op("index_select", {c.grad(), c.args[1], c.args[2]}));
+  }
+  return grads;
+}
+
+// The pieces of a scatter_reduce's gradient.
+struct ScatterParts {
+  const GradContext& c;
+  absl::StatusOr<Tensor> Gather(const Tensor& t) const { return Op("gather", {t, c.args[1], c.args[2]}); }
+  // Folds `self_part` and `src_part` (the input's and src's shapes) like the op did, by `reduce`.
+  absl::StatusOr<Tensor> Fold(const Tensor& self_part, const Tensor& src_part, const char* reduce) const {
+    return Op("scatter_reduce", {self_part, c.args[1], c.args[2], src_part, std::string(reduce), c.args[5]});
+  }
+  // The input's gradient where it is not folded (include_self=False): zero where src landed.
+  absl::StatusOr<Tensor> Untouched(const Tensor& g) const {
+    return Op("scatter.value", {g, c.args[1], c.args[2], Scalar::Int(0)});
+  }
+};
+
+// The product of the other values folded with x at its target, from the target's product of
+// nonzero values p and count of zeros z: p / x with no zero, p for the one zero, else 0.
+absl::StatusOr<Tensor> ProductOfOthers(const Tensor& x, const Tensor& p, const Tensor& z) {
+  DT_ASSIGN_OR_RETURN(Tensor x_zero, Op("eq", {x, Scalar::Int(0)}));
+  DT_ASSIGN_OR_RETURN(Tensor one_zero, Op("eq", {z, Scalar::Int(1)}));
+  DT_ASSIGN_OR_RETURN(Tensor no_zero, Op("eq", {z, Scalar::Int(0)}));
+  DT_ASSIGN_OR_RETURN(Tensor safe_x, Op("where", {x_zero, Scalar::Int(1), x}));
+  DT_ASSIGN_OR_RETURN(Tensor ratio, Op("div", {p, safe_x}));
+  DT_ASSIGN_OR_RETURN(Tensor if_zero, Op("where", {one_zero, p, Scalar::Int(0)}));
+  DT_ASSIGN_OR_RETURN(Tensor if_not, Op("where", {no_zero, ratio, Scalar::Int(0)}));
+  return Op("where", {x_zero, if_zero, if_not});
+}
+
+// Per-element weights (d out / d value) of the input and of src for each reduce: [self, src].
+absl::StatusOr<std::array<Tensor, 2>> ScatterWeights(const ScatterParts& s, const std::string& reduce) {
+  const Tensor &self = s.c.input(0), &src = s.c.input(3);
+  DT_ASSIGN_OR_RETURN(Tensor ones_self, Op("full", {self.sizes(), Scalar::Int(1), self.dtype(), self.device()}));
+  DT_ASSIGN_OR_RETURN(Tensor ones_src, Op("full", {src.sizes(), Scalar::Int(1), src.dtype(), src.device()}));
+  if (reduce == "sum") return std::array<Tensor, 2>{ones_self, ones_src};
+  if (reduce == "mean") {  // 1 / the count folded at each target
+    DT_ASSIGN_OR_RETURN(Tensor count, s.Fold(ones_self, ones_src, "sum"));
+    DT_ASSIGN_OR_RETURN(Tensor w, Op("reciprocal", {count}));
+    DT_ASSIGN_OR_RETURN(Tensor w_src, s.Gather(w));
+    return std::array<Tensor, 2>{w, w_src};
+  }
+  if (reduce == "prod") {
+    DT_ASSIGN_OR_RETURN(Tensor self_zero, Op("eq", {self, Scalar::Int(0)}));
+    DT_ASSIGN_OR_RETURN(Tensor src_zero, Op("eq", {src, Scalar::Int(0)}));
+    DT_ASSIGN_OR_RETURN(Tensor self_nz, Op("where", {self_zero, Scalar::Int(1), self}));
+    DT_ASSIGN_OR_RETURN(Tensor src_nz, Op("where", {src_zero, Scalar::Int(1), src}));
+    DT_ASSIGN_OR_RETURN(Tensor p, s.Fold(self_nz, src_nz, "prod"));
+    DT_ASSIGN_OR_RETURN(Tensor self_z, Op("_to", {self_zero, self.dtype()}));
+    DT_ASSIGN_OR_RETURN(Tensor src_z, Op("_to", {src_zero, src.dtype()}));
+    DT_ASSIGN_OR_RETURN(Tensor z, s.Fold(self_z, src_z, "sum"));
+    DT_ASSIGN_OR_RETURN(Tensor w_self, ProductOfOthers(self, p, z));
+    DT_ASSIGN_OR_RETURN(Tensor p_src, s.Gather(p));
+    DT_ASSIGN_OR_RETURN(Tensor z_src, s.Gather(z));
+    DT_ASSIGN_OR_RETURN(Tensor w_src, ProductOfOthers(src, p_src, z_src));
+    return std::array<Tensor, 2>{w_self, w_src};
+  }
+  // amax / amin: shared evenly by the values equal to the result, as PyTorch does.
+  DT_ASSIGN_OR_RETURN(Tensor self_eq, Op("eq", {self, s.c.output()}));
+  DT_ASSIGN_OR_RETURN(Tensor out_at_src, s.Gather(s.c.output()));
+  DT_ASSIGN_OR_RETURN(Tensor src_eq, Op("eq", {src, out_at_src}));
+  DT_ASSIGN_OR_RETURN(Tensor self_w, Op("_to", {self_eq, self.dtype()}));
+  DT_ASSIGN_OR_RETURN(Tensor src_w, Op("_to", {src_eq, src.dtype()}));
+  DT_ASSIGN_OR_RETURN(Tensor ties, s.Fold(self_w, src_w, "sum"));
+  DT_ASSIGN_OR_RETURN(Tensor safe_ties, Op("clamp_min", {ties, Scalar::Int(1)}));
+  DT_ASSIGN_OR_RETURN(Tensor w_self, Op("div", {self_w, safe_ties}));
+  DT_ASSIGN_OR_RETURN(Tensor ties_src, s.Gather(safe_ties));
+  DT_ASSIGN_OR_RETURN(Tensor w_src, Op("div", {src_w, ties_src}));
+  return std::array<Tensor, 2>{w_self, w_src};
+}
+
+absl::StatusOr<ArgGrads> ScatterReduceGrad(const GradContext& c) {
+  ArgGrads grads = grad::NoGrads(c);
+  const ScatterParts s{c};
+  DT_ASSIGN_OR_RETURN(auto weights, ScatterWeights(s, c.args.string(4)));
+  if (c.needs(0)) {
+    DT_ASSIGN_OR_RETURN(Tensor g, Op("mul", {c.grad(), weights[0]}));
+    DT_ASSIGN_OR_RETURN(grads[0], c.args.bool_(5) ? absl::StatusOr<Tensor>(g) : s.Untouched(c.grad()));
+  }
+  if (c.needs(3)) {
+    DT_ASSIGN_OR_RETURN(Tensor g, s.Gather(c.grad()));
+    DT_ASSIGN_OR_RETURN(grads[3], Op("mul", {g, weights[1]}));
+  }
+  return grads;
+}
+
+// cummax/cummin: each output's gradient goes back to the element it copied (added up where one
+// element stays the extreme for several positions).
+absl::StatusOr<ArgGrads> CumExtremeGrad(const GradContext& c) {
+  if (c.input(0).ndim() == 0) return FirstGrad(c, c.grad(0));
+  DT_ASSIGN_OR_RETURN(Tensor zeros, grad::ZerosFor(c.input(0), c.grad(0)));
+  return FirstGrad(c, Op("scatter_add", {zeros, c.args[1], c.output(1), c.grad(0)}));
+}
+
+// kthvalue: the gradient goes to the one element chosen in each row.
+absl::StatusOr<ArgGrads> KthvalueGrad(const GradContext& c) {
+  const Tensor& input = c.input(0);
+  if (input.ndim() == 0) return FirstGrad(c, c.grad(0));
+  DT_ASSIGN_OR_RETURN(int64_t dim, NormalizeDim(c.args.int_(2), input.ndim()));
+  Tensor g = c.grad(0), index = c.output(1);
+  if (!c.args.bool_(3)) {
+    DT_ASSIGN_OR_RETURN(g, Op("unsqueeze", {g, Scalar::Int(dim)}));
+    DT_ASSIGN_OR_RETURN(index, Op("unsqueeze", {index, Scalar::Int(dim)}));
+  }
+  DT_ASSIGN_OR_RETURN(Tensor zeros, grad::ZerosFor(input, g));
+  return FirstGrad(c, Op("scatter", {zeros, Scalar::Int(dim), index, g}));
+}
+
+// y = logcumsumexp(x): dx_i = sum over j >= i of g_j exp(x_i - y_j). Split by the sign of g and
+// summed in log space (reversed logcumsumexp) so that neither exp overflows; TensorFlow's form.
+absl::StatusOr<ArgGrads> LogcumsumexpGrad(const GradContext& c) {
+  const Tensor& x = c.input(0);
+  if (x.ndim() == 0 || x.numel() == 0) return FirstGrad(c, c.grad());
+  const Dims dim{c.args.int_(1)};
+  const Scalar minus_inf = Scalar::Float(-std::numeric_limits<double>::infinity());
+  auto part = [&](const char* sign_test, bool negate) -> absl::StatusOr<Tensor> {
+    DT_ASSIGN_OR_RETURN(Tensor selected, Op(sign_test, {c.grad(), Scalar::Int(0)}));
+    DT_ASSIGN_OR_RETURN(Tensor magnitude, negate ? Op("neg", {c.grad()}) : Op("clone", {c.grad()}));
+    DT_ASSIGN_OR_RETURN(Tensor log_g, Op("log", {magnitude}));
+    DT_ASSIGN_OR_RETURN(log_g, Op("where", {selected, log_g, minus_inf}));
+    DT_ASSIGN_OR_RETURN(Tensor t, Op("sub", {log_g, c.output()}));
+    DT_ASSIGN_OR_RETURN(t, Op("flip", {t, dim}));
+    DT_ASSIGN_OR_RETURN(t, Op("logcumsumexp", {t, c.args[1]}));
+    DT_ASSIGN_OR_RETURN(t, Op("flip", {t, dim}));
+    DT_ASSIGN_OR_RETURN(t, Op("add", {t, x}));
+    return Op("exp", {t});
+  };
+  DT_ASSIGN_OR_RETURN(Tensor positive, part("gt", false));
+  DT_ASSIGN_OR_RETURN(Tensor negative, part("lt", true));
+  return FirstGrad(c, Op("sub", {positive, negative}));
+}
+
 absl::StatusOr<ArgGrads> CumsumGrad(const GradContext& c) {  // a reversed cumulative sum
   const Dims dim{c.args.int_(1)};
   DT_ASSIGN_OR_RETURN(Tensor g, Op("flip", {c.grad(), dim}));
@@ -225,6 +382,9 @@ void RegisterIndexingDerivatives(OpRegistry& registry) {
   constexpr bool kInputs = true, kNoInputs = false, kOutputs = true, kNoOutputs = false;
   registry.Mutable("gather").derivative = {&GatherGrad, kInputs, kNoOutputs};
   registry.Mutable("index_select").derivative = {&IndexSelectGrad, kInputs, kNoOutputs};
+  registry.Mutable("index_add").derivative = {&IndexAddGrad, kInputs, kNoOutputs};
+  registry.Mutable("index_copy").derivative = {&IndexCopyGrad, kInputs, kNoOutputs};
+  registry.Mutable("scatter_reduce").derivative = {&ScatterReduceGrad, kInputs, kOutputs};
   registry.Mutable("take_along_dim").derivative = {&TakeAlongDimGrad, kInputs, kNoOutputs};
   for (const char* name : {"scatter", "scatter.value", "scatter_add"}) {
     registry.Mutable(name).derivative = {&ScatterGrad, kInputs, kNoOutputs};
@@ -236,6 +396,10 @@ void RegisterIndexingDerivatives(OpRegistry& registry) {
   registry.Mutable("sort").derivative = {&SortGrad, kNoInputs, kOutputs};
   registry.Mutable("topk").derivative = {&SortGrad, kNoInputs, kOutputs};
   registry.Mutable("cumsum").derivative = {&CumsumGrad, kNoInputs, kNoOutputs};
+  registry.Mutable("cummax").derivative = {&CumExtremeGrad, kInputs, kOutputs};
+  registry.Mutable("cummin").derivative = {&CumExtremeGrad, kInputs, kOutputs};
+  registry.Mutable("kthvalue").derivative = {&KthvalueGrad, kInputs, kOutputs};
+  registry.Mutable("logcumsumexp").derivative = {&LogcumsumexpGrad, kInputs, kOutputs};
   registry.Mutable("cumprod").derivative = {&CumprodGrad, kInputs, kOutputs};
   registry.Mutable("_im2col").derivative = {&Im2colGrad, kNoInputs, kNoOutputs};
   registry.Mutable("masked_select").derivative = {&MaskedSelectGrad, kInputs, kNoOutputs};

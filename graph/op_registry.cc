@@ -20,6 +20,7 @@ const OpRegistry& OpRegistry::Get() {
     RegisterLinalgOps(*r);
     RegisterIndexingOps(*r);
     RegisterSortingOps(*r);
+    RegisterSearchOps(*r);
     RegisterDataOps(*r);
     RegisterLossOps(*r);
     RegisterNNOps(*r);

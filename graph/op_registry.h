@@ -76,6 +76,9 @@ enum OpProperty : uint32_t {
   // advanced indexing, embedding, nll_loss ...): a graph keeps its node though nothing reads the
   // result, so the error is raised as plain Python raises it.
   kChecksIndices = 1u << 14,
+  // A "Tensor[]" result of one tensor goes to Python as that tensor, not a 1-tuple: the op
+  // returns more only when asked (torch.unique with return_inverse / return_counts).
+  kOneResultBare = 1u << 15,
 };
 
 // How a result's sizes follow from its operands' (the tracer follows this to write a size Python
@@ -206,6 +209,7 @@ void RegisterCompositeOps(OpRegistry& registry);
 void RegisterLinalgOps(OpRegistry& registry);
 void RegisterIndexingOps(OpRegistry& registry);
 void RegisterSortingOps(OpRegistry& registry);
+void RegisterSearchOps(OpRegistry& registry);
 void RegisterDataOps(OpRegistry& registry);
 void RegisterOptimOps(OpRegistry& registry);
 // Sets `derivative` on the ops that have one; runs after every op is registered.

@@ -1,5 +1,6 @@
 // Indexing with tensors: `x[t]`, `x[mask]` and writes through them (runtime/advanced_indexing.h),
-// index_select, index_put, gather, scatter, scatter_add, take_along_dim, masked_fill, embedding,
+// index_select, index_put, index_add, index_copy, gather, scatter, scatter_add, scatter_reduce,
+// take_along_dim, masked_fill, embedding,
 // one_hot, and the ops whose result size is the data's (nonzero, where(cond), masked_select).
 //
 // They run as nodes of their own between fused kernels (masked_fill is a `where`, and fuses).
@@ -7,6 +8,8 @@
 #include <cstring>
 #include <optional>
 #include <string>
+#include <type_traits>
+#include <vector>
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
@@ -15,6 +18,7 @@
 #include "runtime/copy.h"
 #include "runtime/cuda_tensor.h"
 #include "runtime/errors.h"
+#include "runtime/scalar_math.h"
 
 namespace dt {
 namespace {
@@ -245,6 +249,160 @@ absl::StatusOr<OpResult> ScatterEager(const OpDef& op, const OpArgs& args) {
   return One(out);
 }
 
+// ---- scatter_reduce: src folded into the input at the indices, by sum, prod, mean, amax or amin ----
+
+enum class Fold : uint8_t { kSum, kProd, kMean, kMax, kMin };
+
+absl::StatusOr<Fold> ParseFold(const std::string& reduce) {
+  if (reduce == "sum") return Fold::kSum;
+  if (reduce == "prod") return Fold::kProd;
+  if (reduce == "mean") return Fold::kMean;
+  if (reduce == "amax") return Fold::kMax;
+  if (reduce == "amin") return Fold::kMin;
+  return Error(ErrorKind::kValue, absl::StrFormat("scatter_reduce(): reduce must be 'sum', 'prod', 'mean', 'amax' "
+                                                  "or 'amin', got '%s'",
+                                                  reduce));
+}
+
+// One step of a fold; amax/amin propagate NaN, as PyTorch does.
+template <typename C>
+C FoldStep(Fold fold, C acc, C x) {
+  switch (fold) {
+    case Fold::kSum:
+    case Fold::kMean:
+      return acc + x;
+    case Fold::kProd:
+      return acc * x;
+    case Fold::kMax:
+      return scalar::is_nan(acc) || scalar::is_nan(x) ? (scalar::is_nan(acc) ? acc : x) : (x > acc ? x : acc);
+    case Fold::kMin:
+      return scalar::is_nan(acc) || scalar::is_nan(x) ? (scalar::is_nan(acc) ? acc : x) : (x < acc ? x : acc);
+  }
+  return acc;
+}
+
+// A mean divides by the number of values folded (the input's own counting as one where included);
+// integers round down, as PyTorch's floor division does.
+template <typename C>
+C MeanOf(C sum, int64_t count) {
+  if constexpr (std::is_floating_point_v<C>) {
+    return sum / static_cast<C>(count);
+  } else {
+    const C q = sum / static_cast<C>(count);  // rounds toward zero: one less for a negative remainder
+    return sum % static_cast<C>(count) != 0 && sum < 0 ? q - 1 : q;
+  }
+}
+
+absl::StatusOr<OpResult> ScatterReduceEager(const OpDef&, const OpArgs& args) {
+  const Tensor& input = args.tensor(0);
+  const Tensor& index = args.tensor(2);
+  const Tensor& src = args.tensor(3);
+  DT_ASSIGN_OR_RETURN(Fold fold, ParseFold(args.string(4)));
+  const bool include_self = args.bool_(5);
+  if (src.dtype() != input.dtype()) {
+    return Error(ErrorKind::kType, absl::StrFormat("scatter_reduce(): expected src to have the input's dtype %s, got %s",
+                                                   DTypeName(input.dtype()), DTypeName(src.dtype())));
+  }
+  if (fold == Fold::kMean && input.dtype() == DType::kBool) {
+    return Error(ErrorKind::kType, "scatter_reduce(): reduce='mean' is not supported for bool tensors");
+  }
+  DT_ASSIGN_OR_RETURN(int64_t dim, CheckAlong("scatter_reduce", input, args.int_(1), index, &src));
+  Tensor out = Clone(input);
+  if (out.is_meta() || index.numel() == 0) return One(out);
+  const AlongDim along{AtLeast1d(out), AtLeast1d(index), AtLeast1d(src), dim};
+  // Per element of out (by offset from out's first element): how many values were folded into it.
+  std::vector<int64_t> count(out.offset() + out.numel(), include_self ? 1 : 0);
+  absl::Status status;
+  DT_DISPATCH_ALL(out.dtype(), [&] {
+    using C = ComputeType<scalar_t>;
+    scalar_t* dst = out.data_as<scalar_t>() - out.offset();
+    const scalar_t* from = src.data_as<scalar_t>() - src.offset();
+    status = ForEachAlong(along, [&](int64_t, int64_t to, int64_t at) {
+      const C x = static_cast<C>(from[at]);
+      dst[to] = static_cast<scalar_t>(count[to]++ == 0 ? x : FoldStep(fold, static_cast<C>(dst[to]), x));
+    });
+    if (!status.ok() || fold != Fold::kMean) return;
+    for (size_t to = 0; to < count.size(); ++to) {
+      if (count[to] > 1) dst[to] = static_cast<scalar_t>(MeanOf(static_cast<C>(dst[to]), count[to]));
+    }
+  });
+  DT_RETURN_IF_ERROR(status);
+  return One(out);
+}
+
+// ---- index_add / index_copy: whole slices of source written at the indices along `dim` ----
+
+// PyTorch's checks, then every index against the size of `dim` (negative indices are errors
+// there, as in PyTorch; they never wrap). Returns the normalised dim.
+absl::StatusOr<int64_t> CheckIndexSlices(absl::string_view op, const Tensor& input, int64_t dim_arg,
+                                         const Tensor& index, const Tensor& source, bool int32_index) {
+  DT_ASSIGN_OR_RETURN(int64_t dim, NormalizeDim(dim_arg, input.ndim()));
+  if (index.dtype() != DType::kInt64 && !(int32_index && index.dtype() == DType::kInt32)) {
+    return Error(ErrorKind::kType, absl::StrFormat("%s(): expected an int64%s index, got %s", op,
+                                                   int32_index ? " or int32" : "", DTypeName(index.dtype())));
+  }
+  if (index.ndim() > 1) {
+    return Error(ErrorKind::kIndex, absl::StrFormat("%s(): index must be 0-d or 1-d, got shape %s", op,
+                                                    index.ShapeString()));
+  }
+  if (source.dtype() != input.dtype()) {
+    return Error(ErrorKind::kType, absl::StrFormat("%s(): source must have the input's dtype %s, got %s", op,
+                                                   DTypeName(input.dtype()), DTypeName(source.dtype())));
+  }
+  Dims want = AtLeast1d(input).sizes();
+  want[dim] = index.numel();
+  if (AtLeast1d(source).sizes() != want) {
+    return Error(ErrorKind::kShape,
+                 absl::StrFormat("%s(): source %s must be the input %s with dim %d sized by the index's %d elements",
+                                 op, source.ShapeString(), input.ShapeString(), dim, index.numel()));
+  }
+  if (input.is_meta()) return dim;
+  const Tensor values = ContiguousInt64(index);
+  for (int64_t i = 0; i < values.numel(); ++i) {
+    DT_RETURN_IF_ERROR(CheckedIndex(values.data_as<int64_t>()[i], AtLeast1d(input).size(dim), dim,
+                                    /*wrap_negative=*/false).status());
+  }
+  return dim;
+}
+
+// A copy of the input with source's slice k added (alpha times) at, or copied to, slice index[k]
+// along dim, in index order: duplicates add up, or the last one wins.
+absl::StatusOr<OpResult> IndexSlicesEager(const OpDef& op, const OpArgs& args) {
+  const bool add = op.name() == "index_add";
+  const Tensor& input = args.tensor(0);
+  const Tensor& index = args.tensor(2);
+  DT_ASSIGN_OR_RETURN(int64_t dim,
+                      CheckIndexSlices(op.name(), input, args.int_(1), index, args.tensor(3), /*int32_index=*/add));
+  // Row-major, so that slices are [outer, size, inner] blocks (Clone keeps a transposed layout).
+  Tensor out = Contiguous(Clone(input));
+  if (out.is_meta() || out.numel() == 0 || index.numel() == 0) return One(out);
+  const Tensor source = Contiguous(args.tensor(3));
+  const Tensor positions = ContiguousInt64(index);
+  const Dims sizes = AtLeast1d(input).sizes();
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < dim; ++d) outer *= sizes[d];
+  for (int64_t d = dim + 1; d < static_cast<int64_t>(sizes.size()); ++d) inner *= sizes[d];
+  const int64_t size = sizes[dim], n = index.numel();
+  const int64_t* at = positions.data_as<int64_t>();
+  DT_DISPATCH_ALL(out.dtype(), [&] {
+    using C = ComputeType<scalar_t>;
+    // An integer input takes alpha truncated, as PyTorch does.
+    const C alpha = add ? static_cast<C>(IsFloating(out.dtype()) ? args.float_(4) : args.scalar(4).ToInt()) : C(1);
+    scalar_t* dst = out.data_as<scalar_t>();
+    const scalar_t* src = source.data_as<scalar_t>();
+    for (int64_t o = 0; o < outer; ++o) {
+      for (int64_t k = 0; k < n; ++k) {
+        scalar_t* to = dst + (o * size + at[k]) * inner;
+        const scalar_t* from = src + (o * n + k) * inner;
+        for (int64_t j = 0; j < inner; ++j) {
+          to[j] = add ? static_cast<scalar_t>(static_cast<C>(to[j]) + alpha * static_cast<C>(from[j])) : from[j];
+        }
+      }
+    }
+  });
+  return One(out);
+}
+
 absl::StatusOr<OpResult> TakeAlongDimEager(const OpDef&, const OpArgs& args) {
   const Tensor& input = args.tensor(0);
   const Tensor& indices = args.tensor(1);
@@ -445,6 +603,13 @@ void RegisterIndexingOps(OpRegistry& registry) {
                kBoth | kInplaceVariant | kIdx, &ScatterEager);
   registry.Add("scatter_add(Tensor input, int dim, Tensor index, Tensor src) -> Tensor", OpKind::kData,
                kBoth | kInplaceVariant | kIdx, &ScatterEager);
+  registry.Add("scatter_reduce(Tensor input, int dim, Tensor index, Tensor src, str reduce, *, "
+               "bool include_self=True) -> Tensor",
+               OpKind::kData, kBoth | kInplaceVariant | kIdx, &ScatterReduceEager);
+  registry.Add("index_add(Tensor input, int dim, Tensor index, Tensor source, *, Scalar alpha=1) -> Tensor",
+               OpKind::kData, kBoth | kInplaceVariant | kIdx, &IndexSlicesEager);
+  registry.Add("index_copy(Tensor input, int dim, Tensor index, Tensor source) -> Tensor", OpKind::kData,
+               kBoth | kInplaceVariant | kIdx, &IndexSlicesEager);
   registry.Add("take_along_dim(Tensor input, Tensor indices, int? dim=None) -> Tensor", OpKind::kData, kBoth | kIdx,
                &TakeAlongDimEager);
   registry.Add("masked_fill(Tensor input, Tensor mask, Operand value) -> Tensor", OpKind::kComposite,

@@ -1,60 +1,27 @@
 // Search, sort and scan along one dim: max/min (all-reduce, per dim with indices, elementwise),
-// sort, argsort, topk, cumsum, cumprod.
+// sort, argsort, topk, kthvalue, unique, cumsum, cumprod, cummax, cummin, logcumsumexp.
 //
 // Sorts are stable and order NaN as the largest value, as PyTorch does: last ascending, first
 // descending; equal values keep their input order either way. Scans accumulate in double (or
 // int64) and round each running value once into the result's dtype. Each runs as one node
 // between fused kernels; max/min decompose into amax/amin (fused) and argmax/argmin.
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <numeric>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_format.h"
 #include "graph/op_registry.h"
+#include "graph/rows_along.h"
 #include "runtime/copy.h"
 #include "runtime/errors.h"
 #include "runtime/scalar_math.h"
 
 namespace dt {
 namespace {
-
-// `input` with `dim` moved last and made contiguous: `outer` rows of `n` elements.
-struct Rows {
-  Tensor data;
-  int64_t outer = 1, n = 1;
-};
-
-Rows RowsAlong(const Tensor& input, int64_t dim) {
-  if (input.ndim() == 0) return Rows{Contiguous(input).AsStrided({1, 1}, {1, 1}, Contiguous(input).offset()), 1, 1};
-  Dims sizes, strides;
-  for (int64_t d = 0; d < input.ndim(); ++d) {
-    if (d == dim) continue;
-    sizes.push_back(input.size(d));
-    strides.push_back(input.stride(d));
-  }
-  sizes.push_back(input.size(dim));
-  strides.push_back(input.stride(dim));
-  Tensor moved = Contiguous(input.AsStrided(sizes, strides, input.offset()));
-  const int64_t n = input.size(dim);
-  return Rows{moved, n == 0 ? 0 : moved.numel() / n, n};
-}
-
-// A [outer, n] contiguous result of RowsAlong(like, dim) laid back out like `like`, contiguous.
-Tensor PutBack(const Tensor& rows, const Tensor& like, int64_t dim) {
-  if (like.ndim() == 0) return rows.AsStrided({}, {}, rows.offset());
-  Dims moved_sizes;
-  for (int64_t d = 0; d < like.ndim(); ++d) {
-    if (d != dim) moved_sizes.push_back(like.size(d));
-  }
-  moved_sizes.push_back(like.size(dim));
-  const Dims moved_strides = ContiguousStrides(moved_sizes);
-  Dims sizes(like.ndim()), strides(like.ndim());
-  for (int64_t d = 0, k = 0; d < like.ndim(); ++d) {
-    const int64_t from = d == dim ? like.ndim() - 1 : k++;
-    sizes[d] = moved_sizes[from];
-    strides[d] = moved_strides[from];
-  }
-  return Contiguous(rows.AsStrided(sizes, strides, rows.offset()));
-}
 
 // NaN-last ascending order and NaN-first descending order, for stable sorts.
 template <typename C>
@@ -111,16 +78,23 @@ absl::StatusOr<OpResult> ArgsortEager(const OpDef&, const OpArgs& args) {
   return OpResult{sorted[1]};
 }
 
+// topk and kthvalue: the normalised dim, once k is within [lowest, the dim's size].
+absl::StatusOr<int64_t> DimForK(absl::string_view op, const Tensor& input, int64_t k, int64_t dim_arg,
+                                int64_t lowest) {
+  DT_ASSIGN_OR_RETURN(int64_t dim, NormalizeDim(dim_arg, input.ndim()));
+  const int64_t size = input.ndim() == 0 ? 1 : input.size(dim);
+  if (k < lowest || k > size) {
+    return Error(ErrorKind::kValue, absl::StrFormat("%s(): k (%d) is out of range [%d, %d] for dimension %d of "
+                                                    "size %d (input shape %s)",
+                                                    op, k, lowest, size, dim, size, input.ShapeString()));
+  }
+  return dim;
+}
+
 absl::StatusOr<OpResult> TopkEager(const OpDef&, const OpArgs& args) {
   const Tensor& input = args.tensor(0);
   const int64_t k = args.int_(1);
-  DT_ASSIGN_OR_RETURN(int64_t dim, NormalizeDim(args.int_(2), input.ndim()));
-  const int64_t size = input.ndim() == 0 ? 1 : input.size(dim);
-  if (k < 0 || k > size) {
-    return Error(ErrorKind::kValue, absl::StrFormat("topk(): k (%d) is out of range for dimension %d of size %d "
-                                                    "(input shape %s)",
-                                                    k, dim, size, input.ShapeString()));
-  }
+  DT_ASSIGN_OR_RETURN(int64_t dim, DimForK("topk", input, k, args.int_(2), /*lowest=*/0));
   return SortAlong(input, dim, /*descending=*/args.bool_(3), k);
 }
 
@@ -153,6 +127,204 @@ absl::StatusOr<OpResult> ScanEager(const OpDef& op, const OpArgs& args) {
     });
   });
   return OpResult{PutBack(scanned, out, dim)};
+}
+
+// kthvalue: the k-th smallest (1-based) along `dim` in the sorts' order (NaN largest; equal
+// values ranked in input order, so the index is deterministic where PyTorch leaves it open).
+absl::StatusOr<OpResult> KthvalueEager(const OpDef&, const OpArgs& args) {
+  const Tensor& input = args.tensor(0);
+  const int64_t k = args.int_(1);
+  DT_ASSIGN_OR_RETURN(int64_t dim, DimForK("kthvalue", input, k, args.int_(2), /*lowest=*/1));
+  DT_ASSIGN_OR_RETURN(OpResult sorted, SortAlong(input, dim, /*descending=*/false, k));
+  if (input.ndim() == 0) return sorted;
+  const bool keepdim = args.bool_(3);
+  OpResult out;
+  for (const Tensor& t : sorted) {
+    DT_ASSIGN_OR_RETURN(Tensor kth, keepdim ? Call("narrow", {t, Scalar::Int(dim), Scalar::Int(k - 1), Scalar::Int(1)})
+                                            : Call("select", {t, Scalar::Int(dim), Scalar::Int(k - 1)}));
+    out.push_back(Contiguous(kth));
+  }
+  return out;
+}
+
+// cummax/cummin as PyTorch: an element at least as large (small) as the running extreme takes
+// its place, so ties move the index to the latest position; a NaN always does, and nothing
+// replaces a NaN but a later NaN.
+template <typename C>
+bool TakesOver(C x, C extreme, bool is_max) {
+  if (scalar::is_nan(x)) return true;
+  if (scalar::is_nan(extreme)) return false;
+  return is_max ? x >= extreme : x <= extreme;
+}
+
+absl::StatusOr<OpResult> CumExtremeEager(const OpDef& op, const OpArgs& args) {
+  const bool is_max = op.name() == "cummax";
+  const Tensor& input = args.tensor(0);
+  DT_ASSIGN_OR_RETURN(int64_t dim, NormalizeDim(args.int_(1), input.ndim()));
+  Tensor values = Tensor::Empty(input.sizes(), input.dtype(), input.device());
+  Tensor indices = Tensor::Empty(input.sizes(), DType::kInt64, input.device());
+  if (values.is_meta() || values.numel() == 0) return OpResult{values, indices};
+  const Rows rows = RowsAlong(input, dim);
+  Tensor row_values = Tensor::Empty({rows.outer, rows.n}, input.dtype(), Device::Cpu());
+  Tensor row_indices = Tensor::Empty({rows.outer, rows.n}, DType::kInt64, Device::Cpu());
+  int64_t* at = row_indices.data_as<int64_t>();
+  DT_DISPATCH_ALL(input.dtype(), [&] {
+    using C = ComputeType<scalar_t>;
+    const scalar_t* in = rows.data.data_as<scalar_t>();
+    scalar_t* out = row_values.data_as<scalar_t>();
+    for (int64_t r = 0; r < rows.outer; ++r) {
+      int64_t best = r * rows.n;
+      for (int64_t i = r * rows.n; i < (r + 1) * rows.n; ++i) {
+        if (TakesOver(static_cast<C>(in[i]), static_cast<C>(in[best]), is_max)) best = i;
+        out[i] = in[best];
+        at[i] = best - r * rows.n;
+      }
+    }
+  });
+  return OpResult{PutBack(row_values, values, dim), PutBack(row_indices, indices, dim)};
+}
+
+// log(exp(a) + exp(b)) without overflow: the larger plus log1p of the smaller's share. Equal
+// values (infinities included) add log 2 directly, as inf - inf would be NaN.
+double LogAddExp(double a, double b) {
+  if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<double>::quiet_NaN();
+  if (a == b) return a + std::log(2.0);
+  const double high = std::max(a, b), low = std::min(a, b);
+  return high + std::log1p(std::exp(low - high));
+}
+
+absl::StatusOr<OpResult> LogcumsumexpEager(const OpDef&, const OpArgs& args) {
+  const Tensor& input = args.tensor(0);
+  if (!IsFloating(input.dtype())) {
+    return Error(ErrorKind::kType, absl::StrFormat("logcumsumexp(): expected a floating-point input, got %s",
+                                                   DTypeName(input.dtype())));
+  }
+  DT_ASSIGN_OR_RETURN(int64_t dim, NormalizeDim(args.int_(1), input.ndim()));
+  Tensor out = Tensor::Empty(input.sizes(), input.dtype(), input.device());
+  if (out.is_meta() || out.numel() == 0) return OpResult{out};
+  const Rows rows = RowsAlong(input, dim);
+  Tensor scanned = Tensor::Empty({rows.outer, rows.n}, input.dtype(), Device::Cpu());
+  DT_DISPATCH_ALL(input.dtype(), [&] {
+    const scalar_t* in = rows.data.data_as<scalar_t>();
+    scalar_t* dst = scanned.data_as<scalar_t>();
+    for (int64_t r = 0; r < rows.outer; ++r) {
+      double acc = -std::numeric_limits<double>::infinity();
+      for (int64_t i = r * rows.n; i < (r + 1) * rows.n; ++i) {
+        acc = LogAddExp(acc, static_cast<double>(static_cast<ComputeType<scalar_t>>(in[i])));
+        dst[i] = static_cast<scalar_t>(acc);
+      }
+    }
+  });
+  return OpResult{PutBack(scanned, out, dim)};
+}
+
+// ---- unique: the distinct values (or slices along `dim`), sorted ----
+
+// Row r of `rows` ([n, width], contiguous) against row s, element by element in the sorts'
+// order (NaN largest). `Equal`: no NaN is equal to anything, so each NaN stays apart, as in
+// numpy's unique(equal_nan=False) and PyTorch's sort-based unique.
+template <typename T>
+struct RowOrder {
+  const T* rows;
+  int64_t width;
+  bool Less(int64_t r, int64_t s) const {
+    using C = ComputeType<T>;
+    for (int64_t j = 0; j < width; ++j) {
+      const C a = static_cast<C>(rows[r * width + j]), b = static_cast<C>(rows[s * width + j]);
+      if (Before(a, b, false)) return true;
+      if (Before(b, a, false)) return false;
+    }
+    return false;
+  }
+  bool Equal(int64_t r, int64_t s) const {
+    for (int64_t j = 0; j < width; ++j) {
+      if (!(static_cast<ComputeType<T>>(rows[r * width + j]) == static_cast<ComputeType<T>>(rows[s * width + j]))) {
+        return false;
+      }
+    }
+    return true;
+  }
+};
+
+// Groups the rows of `rows` ([n, width]): the first row of each group in sorted order, each
+// row's group, and each group's size.
+struct Groups {
+  std::vector<int64_t> firsts, group_of, sizes;
+};
+
+Groups GroupRows(const Tensor& rows) {
+  const int64_t n = rows.size(0), width = rows.size(1);
+  Groups g;
+  g.group_of.resize(n);
+  std::vector<int64_t> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  DT_DISPATCH_ALL(rows.dtype(), [&] {
+    const RowOrder<scalar_t> by{rows.data_as<scalar_t>(), width};
+    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return by.Less(a, b); });
+    for (int64_t i = 0; i < n; ++i) {
+      if (i == 0 || !by.Equal(order[i - 1], order[i])) {
+        g.firsts.push_back(order[i]);
+        g.sizes.push_back(0);
+      }
+      g.group_of[order[i]] = static_cast<int64_t>(g.firsts.size()) - 1;
+      ++g.sizes.back();
+    }
+  });
+  return g;
+}
+
+Tensor Int64Vector(const std::vector<int64_t>& values, const Dims& shape) {
+  Tensor t = Tensor::Empty(shape, DType::kInt64, Device::Cpu());
+  std::copy(values.begin(), values.end(), t.data_as<int64_t>());
+  return t;
+}
+
+// PyTorch's refusals: slices along `dim` with no elements cannot be told apart, unless `dim`
+// itself is the empty one (then there are none).
+absl::Status CheckUniqueDim(const Tensor& input, int64_t dim) {
+  int64_t empty_dims = 0;
+  for (int64_t d = 0; d < input.ndim(); ++d) empty_dims += input.size(d) == 0;
+  if (empty_dims > 1 || (empty_dims == 1 && input.size(dim) != 0)) {
+    return Error(ErrorKind::kRuntime, absl::StrFormat("unique(): cannot tell apart the slices along dim %d of a "
+                                                      "tensor of shape %s: %s",
+                                                      dim, input.ShapeString(),
+                                                      empty_dims > 1 ? "more than one dim has size 0"
+                                                                     : "a dim other than that one has size 0"));
+  }
+  return absl::OkStatus();
+}
+
+// sorted=False gives the sorted order too (PyTorch leaves that order unspecified).
+absl::StatusOr<OpResult> UniqueEager(const OpDef&, const OpArgs& args) {
+  const Tensor& input = args.tensor(0);
+  const bool whole = args.is_none(4);
+  int64_t dim = 0;
+  if (!whole) {
+    DT_ASSIGN_OR_RETURN(dim, NormalizeDim(args.int_(4), input.ndim()));
+    DT_RETURN_IF_ERROR(CheckUniqueDim(input, dim));
+  }
+  // Rows to tell apart: the elements (dim=None), or the slices along dim, each flattened.
+  if (input.is_meta()) {
+    return Error(ErrorKind::kNotImplemented, "unique(): its result size depends on values a meta tensor does not have");
+  }
+  const Tensor dense = Contiguous(input);
+  const Tensor source = whole || input.ndim() == 0 ? dense.AsStrided({input.numel()}, {1}, dense.offset()) : input;
+  DT_ASSIGN_OR_RETURN(Tensor front, Call("movedim", {source, Dims{dim}, Dims{0}}));
+  const int64_t n = front.size(0);
+  const Tensor moved = Contiguous(front);
+  const int64_t width = n == 0 ? 0 : moved.numel() / n;
+  const Tensor rows = moved.AsStrided({n, width}, {width, 1}, moved.offset());
+  const Groups g = GroupRows(rows);
+  DT_ASSIGN_OR_RETURN(Tensor output, Call("index_select", {source, Scalar::Int(dim),
+                                                           Int64Vector(g.firsts, {static_cast<int64_t>(g.firsts.size())})}));
+  OpResult out{output};
+  if (args.bool_(2)) out.push_back(Int64Vector(g.group_of, whole ? input.sizes() : Dims{n}));
+  if (args.bool_(3)) out.push_back(Int64Vector(g.sizes, {static_cast<int64_t>(g.sizes.size())}));
+  return out;
+}
+
+std::optional<std::string> UniqueDataDependence(const OpArgs&) {
+  return "unique(): its result has one entry per distinct value of its input";
 }
 
 // ---- max / min as PyTorch has them ----
@@ -200,6 +372,17 @@ void RegisterSortingOps(OpRegistry& registry) {
   registry.Add("topk(Tensor input, int k, int dim=-1, bool largest=True, bool sorted=True) -> "
                "(Tensor values, Tensor indices)",
                OpKind::kData, kBoth, &TopkEager);
+  registry.Add("kthvalue(Tensor input, int k, int dim=-1, bool keepdim=False) -> (Tensor values, Tensor indices)",
+               OpKind::kData, kBoth, &KthvalueEager);
+  for (const char* name : {"cummax", "cummin"}) {
+    registry.Add(absl::StrFormat("%s(Tensor input, int dim) -> (Tensor values, Tensor indices)", name), OpKind::kData,
+                 kBoth, &CumExtremeEager);
+  }
+  registry.Add("unique(Tensor input, bool sorted=True, bool return_inverse=False, bool return_counts=False, "
+               "int? dim=None) -> Tensor[]",
+               OpKind::kData, kBoth | kOneResultBare, &UniqueEager)
+      .data_dependent_shape = &UniqueDataDependence;
+  registry.Add("logcumsumexp(Tensor input, int dim) -> Tensor", OpKind::kData, kBoth, &LogcumsumexpEager);
   registry.Add("cumsum(Tensor input, int dim, *, DType? dtype=None) -> Tensor", OpKind::kData, kBoth, &ScanEager);
   registry.Add("cumprod(Tensor input, int dim, *, DType? dtype=None) -> Tensor", OpKind::kData, kBoth, &ScanEager);
 }

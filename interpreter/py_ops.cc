@@ -200,7 +200,7 @@ absl::flat_hash_map<PyObject*, std::vector<std::string>>& NamedResultTypes() {
 }
 
 PyObject* ResultToPython(const OpDef& op, OpResult result) {
-  if (!op.schema.returns_list) return Wrap(std::move(result.at(0)));
+  if (!op.schema.returns_list || (op.has(kOneResultBare) && result.size() == 1)) return Wrap(std::move(result.at(0)));
   PyRef tuple = PyRef::Steal(PyTuple_New(static_cast<Py_ssize_t>(result.size())));
   if (!tuple) return nullptr;
   for (size_t i = 0; i < result.size(); ++i) {

@@ -75,7 +75,7 @@ absl::StatusOr<Sym> Tracer::CallOpFunction(PyObject* fn, const Sym& bound_self,
     auto it = sym_of_wrapper_.find(bound->supplied[0].get());
     return it->second;  // x.add_(y) returns x itself
   }
-  if (bound->op->schema.returns_list) {
+  if (bound->op->schema.returns_list && !(bound->op->has(kOneResultBare) && outs.size() == 1)) {
     Sym tuple = MakeSym(SymKind::kTuple);
     tuple->items = outs;
     if (!bound->op->schema.result_names.empty()) {

@@ -140,6 +140,21 @@ CASES = {
     "sort": [(lambda a: dt.sort(a, descending=True), lambda: [rnd(2, 3)])],
     "topk": [(lambda a: dt.topk(a, 2), lambda: [rnd(2, 4)])],
     "cumsum": [(lambda a: dt.cumsum(a, 1), lambda: [rnd(2, 3)])],
+    "cummax": [(lambda a: dt.cummax(a, 1), lambda: [rnd(2, 4)]), (lambda a: dt.cummax(a, 0), lambda: [rnd()])],
+    "cummin": [(lambda a: dt.cummin(a, -2), lambda: [rnd(4, 2, transposed=True)])],
+    "kthvalue": [(lambda a: dt.kthvalue(a, 2, 1), lambda: [rnd(2, 4)]),
+                 (lambda a: dt.kthvalue(a, 3, 0, keepdim=True), lambda: [rnd(3, 2)])],
+    "logcumsumexp": [(lambda a: dt.logcumsumexp(a, 1), lambda: [rnd(2, 4)])],
+    "index_add": [(lambda a, s: dt.index_add(a, 0, idx(2, 0, 2), s, alpha=1.5), lambda: [rnd(3, 2), rnd(3, 2)])],
+    "index_copy": [(lambda a, s: dt.index_copy(a, 1, idx(2, 0), s), lambda: [rnd(2, 3), rnd(2, 2)])],
+    # Every reduce, with and without the input folded in; a zero among prod's factors (where
+    # PyTorch's formula avoids dividing by it); amax/amin on distinct values (no ties to share).
+    "scatter_reduce": [
+        (lambda a, s, r=r, inc=inc: dt.scatter_reduce(a, 1, dt.tensor([[0, 2, 0, 0]]), s, r, include_self=inc),
+         lambda: [rnd(2, 3), rnd(1, 4)])
+        for r in ("sum", "prod", "mean", "amax", "amin") for inc in (True, False)] + [
+        (lambda a, s: dt.scatter_reduce(a, 0, idx(1, 1, 0), s * dt.tensor([1.0, 0.0, 1.0], dtype=F64), "prod"),
+         lambda: [rnd(3), rnd(3)])],
     "cumprod": [(lambda a: dt.cumprod(a, 1), lambda: [rnd(2, 4)]),
                 (lambda a: dt.cumprod(a * dt.tensor([1.0, 0.0, 1.0], dtype=F64), 0), lambda: [rnd(3)])],
     "_gelu_erf_backward": [(lambda g, a: dt.autograd.grad(dt.gelu(a), a, g, create_graph=True)[0],
@@ -244,6 +259,8 @@ NOT_DIFFERENTIABLE = {
     **{name: "an integer result" for name in (
         "argmax", "argmin", "argsort", "nonzero", "one_hot", "where.condition")},
     **{name: "a bool result or a Python-level comparison" for name in ("allclose", "equal", "isclose")},
+    **{name: "an integer result: positions in a sorted sequence" for name in ("searchsorted", "bucketize")},
+    "unique": "PyTorch has no derivative for it either: its values are picked by equality, not computed",
     **{name: "a random draw, or new values that depend on nothing differentiable" for name in (
         "bernoulli", "bernoulli.p", "multinomial", "normal", "normal.float", "randint", "randint.low", "randperm",
         "uniform", "new_empty", "new_full", "new_ones", "new_zeros", "_batch_norm_update_stats")},

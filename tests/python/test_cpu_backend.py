@@ -194,6 +194,26 @@ def test_sorts_scans_and_max_min_run_between_kernels():
     check(f, lambda i: (rand_tensor((3 + i, 5)), rand_tensor((5,))))
 
 
+def test_scans_searches_and_index_reductions_run_between_kernels():
+    # cummax, cummin, kthvalue, logcumsumexp, searchsorted, bucketize, index_add, index_copy,
+    # scatter_reduce: nodes between the kernels around them; unique breaks the graph (its
+    # result size is the data's) and the segments around it compile.
+    def f(x, seq, idx, src):
+        m = dt.cummax(x.exp(), 1).values + x.cummin(0).values
+        k = dt.kthvalue(x, 2, 1).values * 2
+        p = dt.searchsorted(seq, x, right=True) + dt.bucketize(x, seq)
+        a = dt.index_add(x, 0, idx, src, alpha=0.5).tanh() + x.index_copy(0, idx, src)
+        r = dt.scatter_reduce(x, 0, idx.unsqueeze(1).expand(-1, x.shape[1]), src, "amin", include_self=False)
+        return m, k, p, a, r + 1, dt.logcumsumexp(x * 2, 1)
+    check(f, lambda i: (rand_tensor((3 + i, 5)), dt.sort(rand_tensor((6,))).values, dt.tensor([2, 0]),
+                        rand_tensor((2, 5))))
+
+    def g(x):
+        u, inverse = dt.unique((x * 2).floor(), return_inverse=True)
+        return u.exp(), inverse + 1, (x + 1).sum()
+    check(g, lambda i: (rand_tensor((3 + i, 4)),))
+
+
 def test_simple_ops_compile():
     # isnan, isinf, isfinite, nan_to_num, clamp_min, clamp_max (fused), add.alpha, sub.alpha,
     # fill, zero, copy (in place), tril, triu, flip, roll, repeat, unbind, eye.

@@ -493,7 +493,9 @@ def test_dynamic_sizes_reuse_one_program_and_cuda_graphs_stop_at_eight_shape_set
 INDEXING_THROUGH_THE_HOST = {"_index", "_index_put", "index_put", "index_select", "gather", "scatter",
                              "scatter.value", "scatter_add", "take_along_dim", "embedding", "one_hot", "nonzero",
                              "where.condition", "masked_select", "sort", "argsort", "topk", "cumsum", "cumprod",
-                             "max.dim", "min.dim", "tril", "triu", "flip", "roll", "repeat", "eye"}
+                             "max.dim", "min.dim", "tril", "triu", "flip", "roll", "repeat", "eye",
+                             "index_add", "index_copy", "scatter_reduce", "kthvalue", "unique", "searchsorted",
+                             "bucketize", "cummax", "cummin", "logcumsumexp"}
 
 
 def test_indexing_ops_on_cuda_tensors_go_through_counted_host_mirrors():
@@ -526,6 +528,16 @@ def test_indexing_ops_on_cuda_tensors_go_through_counted_host_mirrors():
             lambda a, i, j: a.roll(2, 1),
             lambda a, i, j: a.repeat(2, 1),
             lambda a, i, j: dt.eye(3, device="cuda") if a.is_cuda else dt.eye(3),
+            lambda a, i, j: dt.index_add(a, 0, i % 4, a[:3], alpha=2.0),
+            lambda a, i, j: a.index_copy(1, i % 6, a[:, :3]),
+            lambda a, i, j: dt.scatter_reduce(a, 1, j, a[:1], "amax", include_self=False),
+            lambda a, i, j: dt.kthvalue(a, 2, 1).values,
+            lambda a, i, j: dt.unique(j, return_counts=True)[1],
+            lambda a, i, j: dt.searchsorted(dt.sort(a[0]).values, a, right=True),
+            lambda a, i, j: dt.bucketize(a, dt.sort(a[1]).values),
+            lambda a, i, j: dt.cummax(a, 1).indices,
+            lambda a, i, j: a.cummin(0).values,
+            lambda a, i, j: dt.logcumsumexp(a, 1),
         ]
         for n, fn in enumerate(cases):
             before = dt.stats()["cuda_host_ops"]
