@@ -176,7 +176,7 @@ absl::StatusOr<PointwiseSignature> InferPointwise(const OpDef& op, const OpArgs&
   DType promoted = types.Result();
   DType compute = promoted;
   if (op.pointwise.dtype_rule == DTypeRule::kIntToFloat && !IsFloating(promoted)) {
-    compute = kDefaultFloat;
+    compute = DefaultFloat();
   }
   if (op.pointwise.loops[static_cast<int>(compute)] == nullptr) {
     return Error(ErrorKind::kType, absl::StrFormat("%s is not supported for %s tensors", op.name(),

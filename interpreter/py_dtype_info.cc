@@ -64,7 +64,7 @@ FloatLimits LimitsOf(DType dtype) {
 PyObject* DTypeArgument(PyObject* args, const char* name) {
   PyObject* dtype = nullptr;
   if (!PyArg_ParseTuple(args, name, &dtype)) return nullptr;
-  if (dtype == nullptr) return WrapDType(kDefaultFloat);
+  if (dtype == nullptr) return WrapDType(DefaultFloat());
   if (!PyObject_TypeCheck(dtype, &DTypeType)) {
     PyErr_SetString(PyExc_TypeError, "expected a dyntrace dtype");
     return nullptr;
@@ -133,7 +133,30 @@ PyObject* FnNumel(PyObject*, PyObject* obj) {
   return PyObject_CallMethod(obj, "numel", nullptr);
 }
 
+PyObject* FnGetDefaultDType(PyObject*, PyObject*) { return WrapDType(DefaultFloat()); }
+
+// Any floating dtype, as torch.set_default_dtype: float16 included.
+PyObject* FnSetDefaultDType(PyObject*, PyObject* dtype) {
+  if (!PyObject_TypeCheck(dtype, &DTypeType)) {
+    PyErr_Format(PyExc_TypeError, "set_default_dtype(): argument 'd' must be a dyntrace dtype, not %s",
+                 Py_TYPE(dtype)->tp_name);
+    return nullptr;
+  }
+  const DType d = *ToDType(dtype, "set_default_dtype");
+  if (!IsFloating(d)) {
+    PyErr_SetString(PyExc_TypeError, "only floating-point types are supported as the default type");
+    return nullptr;
+  }
+  SetDefaultFloat(d);
+  Py_RETURN_NONE;
+}
+
 PyMethodDef functions[] = {
+    {"get_default_dtype", FnGetDefaultDType, METH_NOARGS,
+     "get_default_dtype(): the dtype of Python floats and of float factories without a dtype (float32)"},
+    {"set_default_dtype", FnSetDefaultDType, METH_O,
+     "set_default_dtype(d): makes floating dtype d the default; compiled code made under another default is "
+     "not reused"},
     {"finfo", FnFinfo, METH_VARARGS, "finfo(dtype=float32): machine limits of a floating dtype"},
     {"iinfo", FnIinfo, METH_VARARGS, "iinfo(dtype): machine limits of an integer dtype"},
     {"is_floating_point", FnIsFloatingPoint, METH_O, "is_floating_point(t): whether t's dtype is a floating type"},

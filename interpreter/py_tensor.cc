@@ -541,6 +541,17 @@ PyMappingMethods tensor_mapping = {TensorLen, TensorGetItem, TensorSetItem};
 // ---- number protocol ----
 // Binary operators accept a number on either side; the reflected forms keep the number's place so
 // that non-commutative ops and promotion see the operands in source order.
+// An operand that is not a Tensor: a number, or a numpy array, which operators convert to a
+// tensor as PyTorch's do (a 0-d array becomes a 0-d tensor; numpy scalars are numbers).
+absl::StatusOr<ArgValue> NonTensorOperand(PyObject* x, const char* name) {
+  if (IsNdarray(x)) {
+    DT_ASSIGN_OR_RETURN(Tensor t, NumpyOperand(x));
+    return ArgValue(std::move(t));
+  }
+  DT_ASSIGN_OR_RETURN(Scalar s, ToScalar(x, name));
+  return ArgValue(s);
+}
+
 PyObject* BinaryOp(const char* name, PyObject* a, PyObject* b) {
   if (!IsTensor(a) && !IsTensor(b)) Py_RETURN_NOTIMPLEMENTED;
   PyObject* other = IsTensor(a) ? b : a;
@@ -556,9 +567,9 @@ PyObject* BinaryOp(const char* name, PyObject* a, PyObject* b) {
     if (IsTensor(x)) {
       values.push_back(Unwrap(x));
     } else {
-      auto s = ToScalar(x, name);
-      if (!s.ok()) return RaiseStatus(s.status());
-      values.push_back(*s);
+      auto v = NonTensorOperand(x, name);
+      if (!v.ok()) return RaiseStatus(v.status());
+      values.push_back(*std::move(v));
     }
   }
   auto result = CallOp(*op, OpArgs(std::move(values)));
@@ -573,9 +584,10 @@ PyObject* InplaceOp(const char* name, PyObject* a, PyObject* b) {
   if (IsTensor(b)) {
     other = Unwrap(b);
   } else {
-    auto s = ToScalar(b, name);
-    if (!s.ok()) Py_RETURN_NOTIMPLEMENTED;
-    other = *s;
+    auto v = NonTensorOperand(b, name);
+    if (!v.ok() && IsNdarray(b)) return RaiseStatus(v.status());
+    if (!v.ok()) Py_RETURN_NOTIMPLEMENTED;
+    other = *std::move(v);
   }
   auto result = RunPointwise(*op, OpArgs({Unwrap(a), other}), &Unwrap(a));
   if (!result.ok()) return RaiseStatus(result.status());

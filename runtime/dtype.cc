@@ -1,8 +1,19 @@
 #include "runtime/dtype.h"
 
+#include <atomic>
+
 #include "absl/strings/str_format.h"
 
 namespace dt {
+
+namespace {
+// Relaxed: set by Python code (under the GIL) and read by ops; no other memory hangs on it.
+std::atomic<DType> default_float{DType::kFloat32};
+}  // namespace
+
+DType DefaultFloat() { return default_float.load(std::memory_order_relaxed); }
+
+void SetDefaultFloat(DType dtype) { default_float.store(dtype, std::memory_order_relaxed); }
 
 int64_t ItemSize(DType dtype) {
   switch (dtype) {
@@ -90,14 +101,14 @@ void ResultTypeState::AddTensor(DType dtype, bool zero_dim) {
 
 void ResultTypeState::AddWrappedNumber(DType number_kind) {
   DType as_tensor = number_kind;
-  if (IsFloating(number_kind)) as_tensor = kDefaultFloat;
+  if (IsFloating(number_kind)) as_tensor = DefaultFloat();
   if (IsIntegral(number_kind)) as_tensor = DType::kInt64;
   Accumulate(wrapped_result_, as_tensor);
 }
 
 DType ResultTypeState::Result() const {
   auto result = CombineCategories(dim_result_, CombineCategories(zero_dim_result_, wrapped_result_));
-  return result.value_or(kDefaultFloat);
+  return result.value_or(DefaultFloat());
 }
 
 }  // namespace dt

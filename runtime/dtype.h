@@ -23,8 +23,12 @@ enum class DType : uint8_t { kBool, kInt32, kInt64, kFloat16, kFloat32, kFloat64
 inline constexpr int kNumDTypes = 6;
 inline constexpr DType kAllDTypes[kNumDTypes] = {DType::kBool,    DType::kInt32,   DType::kInt64,
                                                  DType::kFloat16, DType::kFloat32, DType::kFloat64};
-// The dtype a Python float becomes (torch.get_default_dtype()).
-inline constexpr DType kDefaultFloat = DType::kFloat32;
+// The dtype a Python float becomes, and what float factories make without a dtype
+// (torch.get_default_dtype()): float32 until SetDefaultFloat changes it. One value for the whole
+// process, as in PyTorch; guard sets record it, so code traced under another default is not reused.
+DType DefaultFloat();
+// REQUIRES: IsFloating(dtype) (the Python binding raises PyTorch's TypeError otherwise).
+void SetDefaultFloat(DType dtype);
 
 int64_t ItemSize(DType dtype);
 // "float32", as in `dyntrace.float32`.
