@@ -100,6 +100,9 @@ std::array<InnerLoop, kNumDTypes> MakeLoops() {
   };
   if constexpr (Rule != DTypeRule::kIntToFloat) {
     if constexpr (AllowBool) put.template operator()<bool>();
+    put.template operator()<uint8_t>();
+    put.template operator()<int8_t>();
+    put.template operator()<int16_t>();
     put.template operator()<int32_t>();
     put.template operator()<int64_t>();
   }

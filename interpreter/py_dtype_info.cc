@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 
 #include "interpreter/py_ref.h"
 #include "interpreter/py_types.h"
@@ -54,6 +55,9 @@ FloatLimits LimitsOf(DType dtype) {
       return {64, std::numeric_limits<double>::epsilon(), std::numeric_limits<double>::max(),
               std::numeric_limits<double>::min(), 1e-15};
     case DType::kBool:
+    case DType::kUInt8:
+    case DType::kInt8:
+    case DType::kInt16:
     case DType::kInt32:
     case DType::kInt64: break;
   }
@@ -110,11 +114,16 @@ PyObject* FnIinfo(PyObject*, PyObject* args) {
     PyErr_SetString(PyExc_TypeError, "iinfo(): the dtype is not an integer type");
     return nullptr;
   }
-  const bool wide = d == DType::kInt64;
-  return Filled(iinfo_type, {PyLong_FromLong(wide ? 64 : 32),
-                             PyLong_FromLongLong(wide ? std::numeric_limits<int64_t>::max() : std::numeric_limits<int32_t>::max()),
-                             PyLong_FromLongLong(wide ? std::numeric_limits<int64_t>::min() : std::numeric_limits<int32_t>::min()),
-                             Py_NewRef(dtype)});
+  return DT_DISPATCH_ALL(d, [&]() -> PyObject* {
+    if constexpr (!std::is_integral_v<scalar_t> || std::is_same_v<scalar_t, bool>) {
+      return nullptr;  // unreachable: refused above
+    } else {
+      using L = std::numeric_limits<scalar_t>;
+      return Filled(iinfo_type, {PyLong_FromLong(static_cast<long>(ItemSize(d) * 8)),
+                                 PyLong_FromLongLong(static_cast<long long>(L::max())),
+                                 PyLong_FromLongLong(static_cast<long long>(L::lowest())), Py_NewRef(dtype)});
+    }
+  });
 }
 
 PyObject* FnIsFloatingPoint(PyObject*, PyObject* obj) {

@@ -191,8 +191,8 @@ def _numpy(self, *, force=False):
     # so describe the memory through the array interface (the tensor stays alive as the base).
     return numpy.asarray(_ArrayInterface(self))
 
-_TYPESTR = {'bool': '|b1', 'int32': 'i4', 'int64': 'i8', 'float16': 'f2', 'float32': 'f4',
-            'float64': 'f8'}
+_TYPESTR = {'bool': '|b1', 'uint8': '|u1', 'int8': '|i1', 'int16': 'i2', 'int32': 'i4', 'int64': 'i8',
+            'float16': 'f2', 'float32': 'f4', 'float64': 'f8'}
 
 class _ArrayInterface:
     def __init__(self, t):

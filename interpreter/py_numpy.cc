@@ -60,14 +60,15 @@ absl::StatusOr<DType> DTypeOfArray(PyObject* array) {
     long bytes;
     DType dtype;
   };
-  for (const Known& k : {Known{"b", 1, DType::kBool}, Known{"i", 4, DType::kInt32}, Known{"i", 8, DType::kInt64},
+  for (const Known& k : {Known{"b", 1, DType::kBool}, Known{"u", 1, DType::kUInt8}, Known{"i", 1, DType::kInt8},
+                         Known{"i", 2, DType::kInt16}, Known{"i", 4, DType::kInt32}, Known{"i", 8, DType::kInt64},
                          Known{"f", 2, DType::kFloat16}, Known{"f", 4, DType::kFloat32},
                          Known{"f", 8, DType::kFloat64}}) {
     if (PyUnicode_CompareWithASCIIString(kind.get(), k.kind) == 0 && bytes == k.bytes) return k.dtype;
   }
   return Error(ErrorKind::kType,
                absl::StrFormat("can't convert np.ndarray of type %s. The only supported types are: float64, "
-                               "float32, float16, int64, int32, and bool.",
+                               "float32, float16, int64, int32, int16, int8, uint8, and bool.",
                                reinterpret_cast<PyTypeObject*>(type.get())->tp_name));
 }
 

@@ -202,6 +202,9 @@ PyObject* MethodHalf(PyObject* self, PyObject*) { return CastMethod(self, DType:
 PyObject* MethodInt(PyObject* self, PyObject*) { return CastMethod(self, DType::kInt32); }
 PyObject* MethodLong(PyObject* self, PyObject*) { return CastMethod(self, DType::kInt64); }
 PyObject* MethodBool(PyObject* self, PyObject*) { return CastMethod(self, DType::kBool); }
+PyObject* MethodByte(PyObject* self, PyObject*) { return CastMethod(self, DType::kUInt8); }
+PyObject* MethodChar(PyObject* self, PyObject*) { return CastMethod(self, DType::kInt8); }
+PyObject* MethodShort(PyObject* self, PyObject*) { return CastMethod(self, DType::kInt16); }
 
 PyObject* MoveTo(PyObject* self, Device device) {
   const Tensor& t = Self(self);
@@ -343,6 +346,9 @@ PyMethodDef tensor_methods[] = {
     {"int", MethodInt, METH_NOARGS, nullptr},
     {"long", MethodLong, METH_NOARGS, nullptr},
     {"bool", MethodBool, METH_NOARGS, nullptr},
+    {"byte", MethodByte, METH_NOARGS, nullptr},
+    {"char", MethodChar, METH_NOARGS, nullptr},
+    {"short", MethodShort, METH_NOARGS, nullptr},
     {"cpu", MethodCpu, METH_NOARGS, "a copy in host memory (the tensor itself when already there)"},
     {"cuda", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(MethodCuda)), METH_VARARGS | METH_KEYWORDS,
      "cuda(device=None): a copy on a CUDA device (the tensor itself when already there)"},

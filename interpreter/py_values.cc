@@ -134,7 +134,8 @@ bool InitValueTypes(PyObject* module) {
       {"bool", DType::kBool},       {"int32", DType::kInt32},     {"int", DType::kInt32},
       {"int64", DType::kInt64},     {"long", DType::kInt64},      {"float16", DType::kFloat16},
       {"half", DType::kFloat16},    {"float32", DType::kFloat32}, {"float", DType::kFloat32},
-      {"float64", DType::kFloat64}, {"double", DType::kFloat64},
+      {"float64", DType::kFloat64}, {"double", DType::kFloat64},   {"uint8", DType::kUInt8},
+      {"int8", DType::kInt8},       {"int16", DType::kInt16},     {"short", DType::kInt16},
   };
   for (const auto& [name, dtype] : names) {
     if (PyModule_AddObjectRef(module, name, WrapDType(dtype)) < 0) return false;

@@ -9,9 +9,10 @@ import dyntrace as dt
 from testlib import assert_raises, np, require_numpy, seed
 
 # dyntrace dtype -> numpy dtype name, for the dtypes both have.
-DTYPE_PAIRS = ((dt.bool, "bool"), (dt.int32, "int32"), (dt.int64, "int64"), (dt.float16, "float16"),
-               (dt.float32, "float32"), (dt.float64, "float64"))
-UNSUPPORTED_MESSAGE = "The only supported types are: float64, float32, float16, int64, int32, and bool."
+DTYPE_PAIRS = ((dt.bool, "bool"), (dt.uint8, "uint8"), (dt.int8, "int8"), (dt.int16, "int16"), (dt.int32, "int32"),
+               (dt.int64, "int64"), (dt.float16, "float16"), (dt.float32, "float32"), (dt.float64, "float64"))
+UNSUPPORTED_MESSAGE = ("The only supported types are: float64, float32, float16, int64, int32, int16, int8, uint8, "
+                       "and bool.")
 
 
 def sample(np_dtype, shape=(3, 4)):
