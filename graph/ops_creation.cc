@@ -75,7 +75,7 @@ absl::StatusOr<Tensor> Make(FillKind kind, const Dims& sizes, DType dtype, Devic
 absl::StatusOr<OpResult> FilledEager(const OpDef& op, const OpArgs& args) {
   DT_ASSIGN_OR_RETURN(Device device, CheckDevice(args.device(2)));
   DT_ASSIGN_OR_RETURN(Tensor t, Make(KindFromName(op.name()), args.ints(0),
-                                     args.dtype(1).value_or(kDefaultFloat), device, op.name()));
+                                     args.dtype(1).value_or(DefaultFloat()), device, op.name()));
   return OpResult{t};
 }
 
@@ -91,7 +91,7 @@ absl::StatusOr<OpResult> FullEager(const OpDef&, const OpArgs& args) {
   DT_ASSIGN_OR_RETURN(Device device, CheckDevice(args.device(3)));
   const Scalar value = args.scalar(1);
   DType natural = value.NaturalDType();
-  if (natural == DType::kFloat64) natural = kDefaultFloat;
+  if (natural == DType::kFloat64) natural = DefaultFloat();
   DT_ASSIGN_OR_RETURN(Tensor t, Make(FillKind::kEmpty, args.ints(0),
                                      args.dtype(2).value_or(natural), device, "full"));
   DT_RETURN_IF_ERROR(Fill(t, value));
@@ -135,7 +135,7 @@ absl::StatusOr<OpResult> ArangeEager(const OpDef&, const OpArgs& args) {
   }
   const Scalar step = args.scalar(2);
   const bool any_float = start.is_float() || end.is_float() || step.is_float();
-  const DType dtype = args.dtype(3).value_or(any_float ? kDefaultFloat : DType::kInt64);
+  const DType dtype = args.dtype(3).value_or(any_float ? DefaultFloat() : DType::kInt64);
   if (step.ToDouble() == 0) return Error(ErrorKind::kValue, "arange: step must be nonzero");
   const double span = (end.ToDouble() - start.ToDouble()) / step.ToDouble();
   if (!std::isfinite(span)) {
@@ -161,7 +161,7 @@ absl::StatusOr<OpResult> LinspaceEager(const OpDef&, const OpArgs& args) {
   DT_ASSIGN_OR_RETURN(Device device, CheckDevice(args.device(4)));
   const int64_t steps = args.int_(2);
   if (steps < 0) return Error(ErrorKind::kValue, "linspace: number of steps must be non-negative");
-  const DType dtype = args.dtype(3).value_or(kDefaultFloat);
+  const DType dtype = args.dtype(3).value_or(DefaultFloat());
   const double start = args.float_(0), end = args.float_(1);
   Tensor t = Tensor::Empty({steps}, dtype, device.type == DeviceType::kCuda ? Device::Cpu() : device);
   if (t.is_meta()) return OpResult{t};

@@ -182,7 +182,7 @@ absl::StatusOr<OpResult> UnbindEager(const OpDef&, const OpArgs& args) {
 absl::StatusOr<OpResult> EyeEager(const OpDef&, const OpArgs& args) {
   const int64_t n = args.int_(0), m = args.is_none(1) ? n : args.int_(1);
   if (n < 0 || m < 0) return Error(ErrorKind::kValue, absl::StrFormat("eye(): sizes must be non-negative, got %d, %d", n, m));
-  const DType dtype = args.dtype(2).value_or(kDefaultFloat);
+  const DType dtype = args.dtype(2).value_or(DefaultFloat());
   // A CUDA device reaches here only as the host stand-in (graph/cuda_eager.h): made on the host
   // and uploaded, counted.
   const Device device = args.device(3).value_or(Device::Cpu());

@@ -130,7 +130,10 @@ absl::StatusOr<OpResult> FusedSgdEager(const OpDef& op, const OpArgs& args) {
     case DType::kFloat64: SgdAll<double>(o, args, fresh); break;
     case DType::kBool:
     case DType::kInt32:
-    case DType::kInt64: return absl::InternalError("unreachable: CheckLists refuses integer params");
+    case DType::kInt64:
+    case DType::kUInt8:
+    case DType::kInt8:
+    case DType::kInt16: return absl::InternalError("unreachable: CheckLists refuses integer params");
   }
   BumpVersions(params);
   if (o.momentum != 0) BumpVersions(args.tensors(2));
@@ -234,7 +237,10 @@ absl::StatusOr<OpResult> FusedAdamEager(const OpDef& op, const OpArgs& args) {
     case DType::kFloat64: DT_RETURN_IF_ERROR(AdamAll<double>(op, o, args)); break;
     case DType::kBool:
     case DType::kInt32:
-    case DType::kInt64: return absl::InternalError("unreachable: CheckLists refuses integer params");
+    case DType::kInt64:
+    case DType::kUInt8:
+    case DType::kInt8:
+    case DType::kInt16: return absl::InternalError("unreachable: CheckLists refuses integer params");
   }
   for (size_t l = 0; l < (o.amsgrad ? 5u : 4u); ++l) {
     if (l != 1) BumpVersions(args.tensors(l));

@@ -100,6 +100,9 @@ std::array<InnerLoop, kNumDTypes> MakeLoops() {
   };
   if constexpr (Rule != DTypeRule::kIntToFloat) {
     if constexpr (AllowBool) put.template operator()<bool>();
+    put.template operator()<uint8_t>();
+    put.template operator()<int8_t>();
+    put.template operator()<int16_t>();
     put.template operator()<int32_t>();
     put.template operator()<int64_t>();
   }
@@ -176,7 +179,7 @@ absl::StatusOr<PointwiseSignature> InferPointwise(const OpDef& op, const OpArgs&
   DType promoted = types.Result();
   DType compute = promoted;
   if (op.pointwise.dtype_rule == DTypeRule::kIntToFloat && !IsFloating(promoted)) {
-    compute = kDefaultFloat;
+    compute = DefaultFloat();
   }
   if (op.pointwise.loops[static_cast<int>(compute)] == nullptr) {
     return Error(ErrorKind::kType, absl::StrFormat("%s is not supported for %s tensors", op.name(),

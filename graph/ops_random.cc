@@ -137,7 +137,7 @@ absl::StatusOr<OpResult> BernoulliEager(const OpDef& op, const OpArgs& args) {
 absl::StatusOr<OpResult> NormalEager(const OpDef& op, const OpArgs& args) {
   if (op.name() == "normal.float") {
     const Device device = args.device(4).value_or(Device::Cpu());
-    DT_ASSIGN_OR_RETURN(Tensor z, Call("randn", {args.ints(2), args.dtype(3).value_or(DType::kFloat32), device}));
+    DT_ASSIGN_OR_RETURN(Tensor z, Call("randn", {args.ints(2), args.dtype(3).value_or(DefaultFloat()), device}));
     DT_ASSIGN_OR_RETURN(Tensor scaled, Call("mul", {z, args.scalar(1)}));
     DT_ASSIGN_OR_RETURN(Tensor y, Call("add", {scaled, args.scalar(0)}));
     return OneResult(y);

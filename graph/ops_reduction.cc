@@ -2,6 +2,7 @@
 // argmax/argmin scan rows. Dims are normalised and checked here once for all of them.
 #include <algorithm>
 #include <limits>
+#include <type_traits>
 
 #include "absl/strings/str_format.h"
 #include "graph/op_registry.h"
@@ -52,12 +53,15 @@ Scalar ReductionIdentity(ReductionCombiner c, DType acc) {
                                     : std::numeric_limits<double>::infinity());
       }
       if (acc == DType::kBool) return Scalar::Bool(!is_max);
-      if (acc == DType::kInt32) {
-        return Scalar::Int(is_max ? std::numeric_limits<int32_t>::min()
-                                  : std::numeric_limits<int32_t>::max());
-      }
-      return Scalar::Int(is_max ? std::numeric_limits<int64_t>::min()
-                                : std::numeric_limits<int64_t>::max());
+      // The accumulator's own extremes: a wider type's would wrap when stored into it.
+      return DT_DISPATCH_ALL(acc, [&]() -> Scalar {
+        if constexpr (std::is_integral_v<scalar_t>) {
+          using L = std::numeric_limits<scalar_t>;
+          return Scalar::Int(is_max ? static_cast<int64_t>(L::lowest()) : static_cast<int64_t>(L::max()));
+        } else {
+          return Scalar::Int(0);  // unreachable: floats and bool are handled above
+        }
+      });
     }
   }
   __builtin_unreachable();

@@ -418,6 +418,7 @@ void GuardSet::Add(LeafGuard guard) {
 }
 
 bool GuardSet::Check(const FrameInputs& frame) const {
+  if (default_float_ != DefaultFloat()) return false;
   for (const LeafGuard& g : guards_) {
     if (!g.Check(frame)) return false;
   }
@@ -425,6 +426,10 @@ bool GuardSet::Check(const FrameInputs& frame) const {
 }
 
 std::optional<std::string> GuardSet::Explain(const FrameInputs& frame) const {
+  if (default_float_ != DefaultFloat()) {
+    return absl::StrFormat("dyntrace.get_default_dtype(): expected %s, actual %s", DTypeName(default_float_),
+                           DTypeName(DefaultFloat()));
+  }
   for (size_t i = 0; i < guards_.size(); ++i) {
     // The guard's own text says which guard it was and which line of the program made it.
     if (auto why = guards_[i].Explain(frame)) return absl::StrCat(*why, "; failed guard: ", texts_[i]);

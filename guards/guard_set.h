@@ -149,6 +149,10 @@ class GuardSet {
 
  private:
   std::vector<LeafGuard> guards_;
+  // The default float dtype when the trace began: every Python float and dtype-less float factory
+  // in the graph was typed by it, so the set fails once set_default_dtype changed it. Not a leaf
+  // guard, because it looks at no frame value.
+  DType default_float_ = DefaultFloat();
   // Each guard's text, made once when it is added (it may call repr(), which must not happen
   // later while frames are being traced).
   std::vector<std::string> texts_;

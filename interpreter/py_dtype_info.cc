@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 
 #include "interpreter/py_ref.h"
 #include "interpreter/py_types.h"
@@ -54,6 +55,9 @@ FloatLimits LimitsOf(DType dtype) {
       return {64, std::numeric_limits<double>::epsilon(), std::numeric_limits<double>::max(),
               std::numeric_limits<double>::min(), 1e-15};
     case DType::kBool:
+    case DType::kUInt8:
+    case DType::kInt8:
+    case DType::kInt16:
     case DType::kInt32:
     case DType::kInt64: break;
   }
@@ -64,7 +68,7 @@ FloatLimits LimitsOf(DType dtype) {
 PyObject* DTypeArgument(PyObject* args, const char* name) {
   PyObject* dtype = nullptr;
   if (!PyArg_ParseTuple(args, name, &dtype)) return nullptr;
-  if (dtype == nullptr) return WrapDType(kDefaultFloat);
+  if (dtype == nullptr) return WrapDType(DefaultFloat());
   if (!PyObject_TypeCheck(dtype, &DTypeType)) {
     PyErr_SetString(PyExc_TypeError, "expected a dyntrace dtype");
     return nullptr;
@@ -110,11 +114,16 @@ PyObject* FnIinfo(PyObject*, PyObject* args) {
     PyErr_SetString(PyExc_TypeError, "iinfo(): the dtype is not an integer type");
     return nullptr;
   }
-  const bool wide = d == DType::kInt64;
-  return Filled(iinfo_type, {PyLong_FromLong(wide ? 64 : 32),
-                             PyLong_FromLongLong(wide ? std::numeric_limits<int64_t>::max() : std::numeric_limits<int32_t>::max()),
-                             PyLong_FromLongLong(wide ? std::numeric_limits<int64_t>::min() : std::numeric_limits<int32_t>::min()),
-                             Py_NewRef(dtype)});
+  return DT_DISPATCH_ALL(d, [&]() -> PyObject* {
+    if constexpr (!std::is_integral_v<scalar_t> || std::is_same_v<scalar_t, bool>) {
+      return nullptr;  // unreachable: refused above
+    } else {
+      using L = std::numeric_limits<scalar_t>;
+      return Filled(iinfo_type, {PyLong_FromLong(static_cast<long>(ItemSize(d) * 8)),
+                                 PyLong_FromLongLong(static_cast<long long>(L::max())),
+                                 PyLong_FromLongLong(static_cast<long long>(L::lowest())), Py_NewRef(dtype)});
+    }
+  });
 }
 
 PyObject* FnIsFloatingPoint(PyObject*, PyObject* obj) {
@@ -133,7 +142,30 @@ PyObject* FnNumel(PyObject*, PyObject* obj) {
   return PyObject_CallMethod(obj, "numel", nullptr);
 }
 
+PyObject* FnGetDefaultDType(PyObject*, PyObject*) { return WrapDType(DefaultFloat()); }
+
+// Any floating dtype, as torch.set_default_dtype: float16 included.
+PyObject* FnSetDefaultDType(PyObject*, PyObject* dtype) {
+  if (!PyObject_TypeCheck(dtype, &DTypeType)) {
+    PyErr_Format(PyExc_TypeError, "set_default_dtype(): argument 'd' must be a dyntrace dtype, not %s",
+                 Py_TYPE(dtype)->tp_name);
+    return nullptr;
+  }
+  const DType d = *ToDType(dtype, "set_default_dtype");
+  if (!IsFloating(d)) {
+    PyErr_SetString(PyExc_TypeError, "only floating-point types are supported as the default type");
+    return nullptr;
+  }
+  SetDefaultFloat(d);
+  Py_RETURN_NONE;
+}
+
 PyMethodDef functions[] = {
+    {"get_default_dtype", FnGetDefaultDType, METH_NOARGS,
+     "get_default_dtype(): the dtype of Python floats and of float factories without a dtype (float32)"},
+    {"set_default_dtype", FnSetDefaultDType, METH_O,
+     "set_default_dtype(d): makes floating dtype d the default; compiled code made under another default is "
+     "not reused"},
     {"finfo", FnFinfo, METH_VARARGS, "finfo(dtype=float32): machine limits of a floating dtype"},
     {"iinfo", FnIinfo, METH_VARARGS, "iinfo(dtype): machine limits of an integer dtype"},
     {"is_floating_point", FnIsFloatingPoint, METH_O, "is_floating_point(t): whether t's dtype is a floating type"},

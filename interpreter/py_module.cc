@@ -175,18 +175,24 @@ PyMethodDef module_functions[] = {
 
 // Conveniences that only glue to optional third-party modules; not on any hot path.
 constexpr const char kPrelude[] = R"PY(
-def _numpy(self):
-    """A writable numpy array sharing this tensor's memory."""
+def _numpy(self, *, force=False):
+    """A writable numpy array sharing this tensor's memory (force=True: of a detached CPU copy
+    where needed)."""
+    if force:
+        self = self.detach().cpu()
     if self.is_cuda:
-        raise TypeError("can't convert %s device type tensor to numpy: use Tensor.cpu() to copy "
-                        "it to host memory first" % self.device)
+        raise TypeError("can't convert %s device type tensor to numpy. Use Tensor.cpu() to copy the "
+                        "tensor to host memory first." % self.device)
+    if self.requires_grad and is_grad_enabled():
+        raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() "
+                           "instead.")
     import numpy
     # numpy < 2.1 marks arrays imported through DLPack read-only; PyTorch's numpy() is writable,
     # so describe the memory through the array interface (the tensor stays alive as the base).
     return numpy.asarray(_ArrayInterface(self))
 
-_TYPESTR = {'bool': '|b1', 'int32': 'i4', 'int64': 'i8', 'float16': 'f2', 'float32': 'f4',
-            'float64': 'f8'}
+_TYPESTR = {'bool': '|b1', 'uint8': '|u1', 'int8': '|i1', 'int16': 'i2', 'int32': 'i4', 'int64': 'i8',
+            'float16': 'f2', 'float32': 'f4', 'float64': 'f8'}
 
 class _ArrayInterface:
     def __init__(self, t):
@@ -236,7 +242,7 @@ class cuda:
 
 def _array(self, dtype=None, copy=None):
     a = _numpy(self)
-    return a if dtype is None else a.astype(dtype)
+    return a if dtype is None else a.astype(dtype, copy=False)
 
 )PY";
 
@@ -263,6 +269,7 @@ extern "C" PyObject* PyInit_dyntrace() {
   if (linalg == nullptr || !AddOpBindings(module.get(), functional, linalg)) return nullptr;
   if (!AddBytesBindings(module.get())) return nullptr;
   if (!AddDTypeInfo(module.get())) return nullptr;
+  if (!AddNumpyBindings(module.get())) return nullptr;
   if (!AddJitBindings(module.get())) return nullptr;
   if (!AddBytecodeBindings(module.get())) return nullptr;
   if (!dt::interpreter::AddReportBindings(module.get())) return nullptr;

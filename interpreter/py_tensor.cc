@@ -202,6 +202,9 @@ PyObject* MethodHalf(PyObject* self, PyObject*) { return CastMethod(self, DType:
 PyObject* MethodInt(PyObject* self, PyObject*) { return CastMethod(self, DType::kInt32); }
 PyObject* MethodLong(PyObject* self, PyObject*) { return CastMethod(self, DType::kInt64); }
 PyObject* MethodBool(PyObject* self, PyObject*) { return CastMethod(self, DType::kBool); }
+PyObject* MethodByte(PyObject* self, PyObject*) { return CastMethod(self, DType::kUInt8); }
+PyObject* MethodChar(PyObject* self, PyObject*) { return CastMethod(self, DType::kInt8); }
+PyObject* MethodShort(PyObject* self, PyObject*) { return CastMethod(self, DType::kInt16); }
 
 PyObject* MoveTo(PyObject* self, Device device) {
   const Tensor& t = Self(self);
@@ -343,6 +346,9 @@ PyMethodDef tensor_methods[] = {
     {"int", MethodInt, METH_NOARGS, nullptr},
     {"long", MethodLong, METH_NOARGS, nullptr},
     {"bool", MethodBool, METH_NOARGS, nullptr},
+    {"byte", MethodByte, METH_NOARGS, nullptr},
+    {"char", MethodChar, METH_NOARGS, nullptr},
+    {"short", MethodShort, METH_NOARGS, nullptr},
     {"cpu", MethodCpu, METH_NOARGS, "a copy in host memory (the tensor itself when already there)"},
     {"cuda", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(MethodCuda)), METH_VARARGS | METH_KEYWORDS,
      "cuda(device=None): a copy on a CUDA device (the tensor itself when already there)"},
@@ -541,6 +547,17 @@ PyMappingMethods tensor_mapping = {TensorLen, TensorGetItem, TensorSetItem};
 // ---- number protocol ----
 // Binary operators accept a number on either side; the reflected forms keep the number's place so
 // that non-commutative ops and promotion see the operands in source order.
+// An operand that is not a Tensor: a number, or a numpy array, which operators convert to a
+// tensor as PyTorch's do (a 0-d array becomes a 0-d tensor; numpy scalars are numbers).
+absl::StatusOr<ArgValue> NonTensorOperand(PyObject* x, const char* name) {
+  if (IsNdarray(x)) {
+    DT_ASSIGN_OR_RETURN(Tensor t, NumpyOperand(x));
+    return ArgValue(std::move(t));
+  }
+  DT_ASSIGN_OR_RETURN(Scalar s, ToScalar(x, name));
+  return ArgValue(s);
+}
+
 PyObject* BinaryOp(const char* name, PyObject* a, PyObject* b) {
   if (!IsTensor(a) && !IsTensor(b)) Py_RETURN_NOTIMPLEMENTED;
   PyObject* other = IsTensor(a) ? b : a;
@@ -556,9 +573,9 @@ PyObject* BinaryOp(const char* name, PyObject* a, PyObject* b) {
     if (IsTensor(x)) {
       values.push_back(Unwrap(x));
     } else {
-      auto s = ToScalar(x, name);
-      if (!s.ok()) return RaiseStatus(s.status());
-      values.push_back(*s);
+      auto v = NonTensorOperand(x, name);
+      if (!v.ok()) return RaiseStatus(v.status());
+      values.push_back(*std::move(v));
     }
   }
   auto result = CallOp(*op, OpArgs(std::move(values)));
@@ -573,9 +590,10 @@ PyObject* InplaceOp(const char* name, PyObject* a, PyObject* b) {
   if (IsTensor(b)) {
     other = Unwrap(b);
   } else {
-    auto s = ToScalar(b, name);
-    if (!s.ok()) Py_RETURN_NOTIMPLEMENTED;
-    other = *s;
+    auto v = NonTensorOperand(b, name);
+    if (!v.ok() && IsNdarray(b)) return RaiseStatus(v.status());
+    if (!v.ok()) Py_RETURN_NOTIMPLEMENTED;
+    other = *std::move(v);
   }
   auto result = RunPointwise(*op, OpArgs({Unwrap(a), other}), &Unwrap(a));
   if (!result.ok()) return RaiseStatus(result.status());

@@ -65,6 +65,21 @@ PyObject* DLPackCapsule(DLManagedTensor* managed);
 // dyntrace.from_dlpack(obj): zero-copy.
 absl::StatusOr<Tensor> TensorFromDLPack(PyObject* obj);
 
+// numpy (interpreter/py_numpy.cc). The checks are false until the program imports numpy.
+bool IsNdarray(PyObject* obj);
+bool IsNumpyScalar(PyObject* obj);  // np.float32(1), np.bool_(True) ...: an instance of np.generic
+// A numpy scalar as the Python number it stands for (np.bool_ a bool, not an int).
+absl::StatusOr<Scalar> NumpyScalarValue(PyObject* obj);
+// dyntrace.from_numpy(a): shares a's memory (a stays alive); PyTorch's errors for other types,
+// unsupported dtypes, negative strides and foreign byte order; ValueError for read-only arrays.
+absl::StatusOr<Tensor> TensorFromNumpy(PyObject* obj);
+// An ndarray operand of a Tensor operator: shared, read-only arrays too (operators only read it).
+// REQUIRES: IsNdarray(array).
+absl::StatusOr<Tensor> NumpyOperand(PyObject* array);
+// A copy of an ndarray's elements (dyntrace.tensor(a)). REQUIRES: IsNdarray(array).
+absl::StatusOr<Tensor> CopyFromNumpy(PyObject* array);
+[[nodiscard]] bool AddNumpyBindings(PyObject* module);
+
 // A Python index (`1`, `(slice(None), None)`, `...`, `[0, 2]`, a tensor) as index items; each
 // kTensor item names its entry of `tensors`, the index tensors, borrowed from the key.
 struct ParsedIndex {

@@ -134,7 +134,8 @@ bool InitValueTypes(PyObject* module) {
       {"bool", DType::kBool},       {"int32", DType::kInt32},     {"int", DType::kInt32},
       {"int64", DType::kInt64},     {"long", DType::kInt64},      {"float16", DType::kFloat16},
       {"half", DType::kFloat16},    {"float32", DType::kFloat32}, {"float", DType::kFloat32},
-      {"float64", DType::kFloat64}, {"double", DType::kFloat64},
+      {"float64", DType::kFloat64}, {"double", DType::kFloat64},   {"uint8", DType::kUInt8},
+      {"int8", DType::kInt8},       {"int16", DType::kInt16},     {"short", DType::kInt16},
   };
   for (const auto& [name, dtype] : names) {
     if (PyModule_AddObjectRef(module, name, WrapDType(dtype)) < 0) return false;
@@ -197,6 +198,8 @@ absl::StatusOr<Scalar> ToScalar(PyObject* obj, absl::string_view what) {
     const Tensor& t = Unwrap(obj);
     if (t.numel() == 1 && !t.is_meta()) return ItemOf(t);
   }
+  // np.bool_ has no __index__, so the number protocol below would make it a float.
+  if (IsNumpyScalar(obj)) return NumpyScalarValue(obj);
   // numpy scalars and other number-likes.
   if (PyIndex_Check(obj)) {
     PyRef index = PyRef::Steal(PyNumber_Index(obj));
@@ -214,7 +217,7 @@ absl::StatusOr<Scalar> ToScalar(PyObject* obj, absl::string_view what) {
 
 absl::StatusOr<DType> ToDType(PyObject* obj, absl::string_view what) {
   if (PyObject_TypeCheck(obj, &DTypeType)) return reinterpret_cast<PyDType*>(obj)->dtype;
-  if (obj == reinterpret_cast<PyObject*>(&PyFloat_Type)) return kDefaultFloat;
+  if (obj == reinterpret_cast<PyObject*>(&PyFloat_Type)) return DefaultFloat();
   if (obj == reinterpret_cast<PyObject*>(&PyLong_Type)) return DType::kInt64;
   if (obj == reinterpret_cast<PyObject*>(&PyBool_Type)) return DType::kBool;
   if (PyUnicode_Check(obj)) return DTypeFromName(py::Utf8Or(obj, "?"));  // "?" names no dtype
@@ -415,12 +418,12 @@ absl::StatusOr<Tensor> TensorFromData(PyObject* data, std::optional<DType> dtype
     const Tensor& t = Unwrap(data);
     return Clone(CastTo(t, dtype.value_or(t.dtype())));
   }
-  if (!PySequence_Check(data) && PyObject_HasAttrString(data, "__dlpack__")) {
-    DT_ASSIGN_OR_RETURN(Tensor t, TensorFromDLPack(data));
-    return Clone(CastTo(t, dtype.value_or(t.dtype())));
+  if (IsNdarray(data)) {
+    // Through numpy's buffer, not DLPack, which cannot tell uint8 from bool.
+    DT_ASSIGN_OR_RETURN(Tensor t, CopyFromNumpy(data));
+    return dtype.has_value() ? CastTo(t, *dtype) : t;
   }
-  if (PyObject_HasAttrString(data, "__dlpack__") && PyObject_HasAttrString(data, "__array_interface__")) {
-    // numpy arrays are sequences too; take the zero-copy path, then copy once.
+  if (!PySequence_Check(data) && PyObject_HasAttrString(data, "__dlpack__")) {
     DT_ASSIGN_OR_RETURN(Tensor t, TensorFromDLPack(data));
     return Clone(CastTo(t, dtype.value_or(t.dtype())));
   }
@@ -428,10 +431,10 @@ absl::StatusOr<Tensor> TensorFromData(PyObject* data, std::optional<DType> dtype
   DT_RETURN_IF_ERROR(InferShape(data, shape, 0));
   Collected collected;
   DT_RETURN_IF_ERROR(Collect(data, shape, 0, collected));
-  DType inferred = collected.any_float ? kDefaultFloat
+  DType inferred = collected.any_float ? DefaultFloat()
                    : collected.any_int ? DType::kInt64
                    : collected.any_bool ? DType::kBool
-                                        : kDefaultFloat;
+                                        : DefaultFloat();
   const DType target = dtype.value_or(inferred);
   Tensor out = Tensor::Empty(shape, target, Device::Cpu());
   DT_DISPATCH_ALL(target, [&] {

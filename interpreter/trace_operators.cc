@@ -119,6 +119,10 @@ absl::StatusOr<Sym> Tracer::EmitNamed(absl::string_view name, const std::vector<
       metas.push_back(*scalar);
       gargs.push_back(GraphArg{ScalarRef{s->value}});
     } else {
+      if (s->kind == SymKind::kObject && py::IsNdarray(s->obj.get())) {
+        return Unsupported(absl::StrCat(name, " with a numpy.ndarray operand: numpy arrays are not traced "
+                                              "values, so the operator runs in Python"));
+      }
       DT_ASSIGN_OR_RETURN(PyRef c, ConstValue(s));
       auto scalar = py::ToScalar(c.get(), name);
       if (!scalar.ok()) return Unsupported(absl::StrCat(name, " with a ", Py_TYPE(c.get())->tp_name, " operand"));

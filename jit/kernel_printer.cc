@@ -29,6 +29,9 @@ const char* CppType(DType dtype) {
     case DType::kFloat16: return "dt::Half";
     case DType::kFloat32: return "float";
     case DType::kFloat64: return "double";
+    case DType::kUInt8: return "uint8_t";
+    case DType::kInt8: return "int8_t";
+    case DType::kInt16: return "int16_t";
   }
   return "void";
 }
@@ -49,6 +52,9 @@ std::string Literal(const Scalar& value, DType dtype) {
     case DType::kFloat16: return absl::StrFormat("dt::Half::FromBits(0x%04x)", t.data_as<Half>()->bits);
     case DType::kFloat32: return FloatLiteral(*t.data_as<float>(), true);
     case DType::kFloat64: return FloatLiteral(*t.data_as<double>(), false);
+    case DType::kUInt8: return absl::StrCat("uint8_t(", int{*t.data_as<uint8_t>()}, ")");
+    case DType::kInt8: return absl::StrCat("int8_t(", int{*t.data_as<int8_t>()}, ")");
+    case DType::kInt16: return absl::StrCat("int16_t(", *t.data_as<int16_t>(), ")");
   }
   return "";
 }

@@ -8,7 +8,7 @@
 namespace dt {
 namespace {
 
-// DLPack 0.8 names bool kDLBool (6); older producers send bool as 8-bit unsigned.
+// DLPack 0.8 names bool kDLBool (6). 8-bit unsigned is uint8, as PyTorch reads it.
 constexpr uint8_t kDLBoolCode = 6;
 
 struct ExportContext {
@@ -26,6 +26,9 @@ DLDataType ToDLDataType(DType dtype) {
     case DType::kFloat16: return {kDLFloat, 16, 1};
     case DType::kFloat32: return {kDLFloat, 32, 1};
     case DType::kFloat64: return {kDLFloat, 64, 1};
+    case DType::kUInt8: return {kDLUInt, 8, 1};
+    case DType::kInt8: return {kDLInt, 8, 1};
+    case DType::kInt16: return {kDLInt, 16, 1};
   }
   __builtin_unreachable();
 }
@@ -33,7 +36,9 @@ DLDataType ToDLDataType(DType dtype) {
 absl::StatusOr<DType> FromDLDataType(DLDataType t) {
   if (t.lanes == 1) {
     if (t.code == kDLBoolCode && t.bits == 8) return DType::kBool;
-    if (t.code == kDLUInt && t.bits == 8) return DType::kBool;
+    if (t.code == kDLUInt && t.bits == 8) return DType::kUInt8;
+    if (t.code == kDLInt && t.bits == 8) return DType::kInt8;
+    if (t.code == kDLInt && t.bits == 16) return DType::kInt16;
     if (t.code == kDLInt && t.bits == 32) return DType::kInt32;
     if (t.code == kDLInt && t.bits == 64) return DType::kInt64;
     if (t.code == kDLFloat && t.bits == 16) return DType::kFloat16;
@@ -42,7 +47,8 @@ absl::StatusOr<DType> FromDLDataType(DLDataType t) {
   }
   return Error(ErrorKind::kType,
                absl::StrFormat("from_dlpack: unsupported element type (code %d, %d bits, %d lanes); "
-                               "dyntrace supports bool, int32, int64, float16, float32, float64",
+                               "dyntrace supports bool, uint8, int8, int16, int32, int64, float16, float32, "
+                               "float64",
                                t.code, t.bits, t.lanes));
 }
 

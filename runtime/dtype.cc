@@ -1,8 +1,19 @@
 #include "runtime/dtype.h"
 
+#include <atomic>
+
 #include "absl/strings/str_format.h"
 
 namespace dt {
+
+namespace {
+// Relaxed: set by Python code (under the GIL) and read by ops; no other memory hangs on it.
+std::atomic<DType> default_float{DType::kFloat32};
+}  // namespace
+
+DType DefaultFloat() { return default_float.load(std::memory_order_relaxed); }
+
+void SetDefaultFloat(DType dtype) { default_float.store(dtype, std::memory_order_relaxed); }
 
 int64_t ItemSize(DType dtype) {
   switch (dtype) {
@@ -12,6 +23,9 @@ int64_t ItemSize(DType dtype) {
     case DType::kFloat16: return 2;
     case DType::kFloat32: return 4;
     case DType::kFloat64: return 8;
+    case DType::kUInt8: return 1;
+    case DType::kInt8: return 1;
+    case DType::kInt16: return 2;
   }
   __builtin_unreachable();
 }
@@ -24,6 +38,9 @@ absl::string_view DTypeName(DType dtype) {
     case DType::kFloat16: return "float16";
     case DType::kFloat32: return "float32";
     case DType::kFloat64: return "float64";
+    case DType::kUInt8: return "uint8";
+    case DType::kInt8: return "int8";
+    case DType::kInt16: return "int16";
   }
   __builtin_unreachable();
 }
@@ -36,6 +53,9 @@ absl::string_view DTypeScalarName(DType dtype) {
     case DType::kFloat16: return "Half";
     case DType::kFloat32: return "Float";
     case DType::kFloat64: return "Double";
+    case DType::kUInt8: return "Byte";
+    case DType::kInt8: return "Char";
+    case DType::kInt16: return "Short";
   }
   __builtin_unreachable();
 }
@@ -49,18 +69,38 @@ absl::StatusOr<DType> DTypeFromName(absl::string_view name) {
   if (name == "half") return DType::kFloat16;
   if (name == "int" ) return DType::kInt32;
   if (name == "long") return DType::kInt64;
+  if (name == "short") return DType::kInt16;
   return absl::InvalidArgumentError(absl::StrFormat(
-      "unknown dtype '%s' (expected one of bool, int32, int64, float16, float32, float64)", name));
+      "unknown dtype '%s' (expected one of bool, uint8, int8, int16, int32, int64, float16, float32, "
+      "float64)",
+      name));
 }
 
 namespace {
-// Position in the promotion order; integers and floats are promoted by category first.
-int Rank(DType d) { return static_cast<int>(d); }
+// Position in the promotion order inside a category: bool, then integers by width (uint8 and
+// int8 share one, PromoteTypes settles that pair), then floats by width.
+int Rank(DType d) {
+  switch (d) {
+    case DType::kBool: return 0;
+    case DType::kUInt8: return 1;
+    case DType::kInt8: return 1;
+    case DType::kInt16: return 2;
+    case DType::kInt32: return 3;
+    case DType::kInt64: return 4;
+    case DType::kFloat16: return 5;
+    case DType::kFloat32: return 6;
+    case DType::kFloat64: return 7;
+  }
+  __builtin_unreachable();
+}
 }  // namespace
 
 DType PromoteTypes(DType a, DType b) {
-  // The enum is declared in promotion order, and every integer/float mix yields the float.
-  return Rank(a) >= Rank(b) ? a : b;
+  if (a == b) return a;
+  // Neither of uint8 and int8 holds the other's values: PyTorch gives int16.
+  if (Rank(a) == Rank(b)) return DType::kInt16;
+  // Integers rank below floats, so an integer/float mix yields the float.
+  return Rank(a) > Rank(b) ? a : b;
 }
 
 bool CanCast(DType from, DType to) {
@@ -90,14 +130,14 @@ void ResultTypeState::AddTensor(DType dtype, bool zero_dim) {
 
 void ResultTypeState::AddWrappedNumber(DType number_kind) {
   DType as_tensor = number_kind;
-  if (IsFloating(number_kind)) as_tensor = kDefaultFloat;
+  if (IsFloating(number_kind)) as_tensor = DefaultFloat();
   if (IsIntegral(number_kind)) as_tensor = DType::kInt64;
   Accumulate(wrapped_result_, as_tensor);
 }
 
 DType ResultTypeState::Result() const {
   auto result = CombineCategories(dim_result_, CombineCategories(zero_dim_result_, wrapped_result_));
-  return result.value_or(kDefaultFloat);
+  return result.value_or(DefaultFloat());
 }
 
 }  // namespace dt

@@ -19,12 +19,19 @@
 
 namespace dt {
 
-enum class DType : uint8_t { kBool, kInt32, kInt64, kFloat16, kFloat32, kFloat64 };
-inline constexpr int kNumDTypes = 6;
+// The small integer types come last so that the values of the first six (which index tables
+// such as each op's loops) do not move; promotion does not rely on the order.
+enum class DType : uint8_t { kBool, kInt32, kInt64, kFloat16, kFloat32, kFloat64, kUInt8, kInt8, kInt16 };
+inline constexpr int kNumDTypes = 9;
 inline constexpr DType kAllDTypes[kNumDTypes] = {DType::kBool,    DType::kInt32,   DType::kInt64,
-                                                 DType::kFloat16, DType::kFloat32, DType::kFloat64};
-// The dtype a Python float becomes (torch.get_default_dtype()).
-inline constexpr DType kDefaultFloat = DType::kFloat32;
+                                                 DType::kFloat16, DType::kFloat32, DType::kFloat64,
+                                                 DType::kUInt8,   DType::kInt8,    DType::kInt16};
+// The dtype a Python float becomes, and what float factories make without a dtype
+// (torch.get_default_dtype()): float32 until SetDefaultFloat changes it. One value for the whole
+// process, as in PyTorch; guard sets record it, so code traced under another default is not reused.
+DType DefaultFloat();
+// REQUIRES: IsFloating(dtype) (the Python binding raises PyTorch's TypeError otherwise).
+void SetDefaultFloat(DType dtype);
 
 int64_t ItemSize(DType dtype);
 // "float32", as in `dyntrace.float32`.
@@ -36,10 +43,14 @@ absl::StatusOr<DType> DTypeFromName(absl::string_view name);
 inline bool IsFloating(DType d) {
   return d == DType::kFloat16 || d == DType::kFloat32 || d == DType::kFloat64;
 }
-inline bool IsIntegral(DType d) { return d == DType::kInt32 || d == DType::kInt64; }
+inline bool IsIntegral(DType d) {
+  return d == DType::kUInt8 || d == DType::kInt8 || d == DType::kInt16 || d == DType::kInt32 ||
+         d == DType::kInt64;
+}
 
-// The smallest type both promote to (bool < int32 < int64 < float16 < float32 < float64, with the
-// PyTorch rule that any integer with any float gives that float).
+// The smallest type both promote to, as PyTorch's table: bool < integers < floats; among integers
+// the wider wins, and uint8 with int8 gives int16 (neither holds the other); any integer with any
+// float gives that float.
 DType PromoteTypes(DType a, DType b);
 
 // Whether a value of `from` may be written into a tensor of `to` by an in-place op
@@ -65,6 +76,9 @@ class ResultTypeState {
 template <typename T>
 struct DTypeOf;
 template <> struct DTypeOf<bool> { static constexpr DType value = DType::kBool; };
+template <> struct DTypeOf<uint8_t> { static constexpr DType value = DType::kUInt8; };
+template <> struct DTypeOf<int8_t> { static constexpr DType value = DType::kInt8; };
+template <> struct DTypeOf<int16_t> { static constexpr DType value = DType::kInt16; };
 template <> struct DTypeOf<int32_t> { static constexpr DType value = DType::kInt32; };
 template <> struct DTypeOf<int64_t> { static constexpr DType value = DType::kInt64; };
 template <> struct DTypeOf<Half> { static constexpr DType value = DType::kFloat16; };
@@ -100,6 +114,18 @@ template <> struct DTypeOf<double> { static constexpr DType value = DType::kFloa
       }                                                     \
       case ::dt::DType::kFloat64: {                         \
         using scalar_t = double;                            \
+        return __VA_ARGS__();                               \
+      }                                                     \
+      case ::dt::DType::kUInt8: {                           \
+        using scalar_t = uint8_t;                           \
+        return __VA_ARGS__();                               \
+      }                                                     \
+      case ::dt::DType::kInt8: {                            \
+        using scalar_t = int8_t;                            \
+        return __VA_ARGS__();                               \
+      }                                                     \
+      case ::dt::DType::kInt16: {                           \
+        using scalar_t = int16_t;                           \
         return __VA_ARGS__();                               \
       }                                                     \
     }                                                       \
