@@ -227,11 +227,14 @@ class KernelEmitter : public KernelPrinter {
       EmitOrderKeyReduction(r, s, cone);
       return;
     }
-    absl::StrAppendFormat(&out_, "    %s acc%d[%d];\n", s.accumulator_type, r, kLanes);
-    absl::StrAppendFormat(&out_, "    for (int l = 0; l < %d; ++l) acc%d[l] = %s;\n", kLanes, r, s.identity);
+    // A float64 input folds into a float64 accumulator in eager's order, one chain: lanes would
+    // round differently, and nothing wider hides it (a float sum in double rounds back to float).
+    const int lanes = k_.values[k_.values[r].args[0]].dtype == DType::kFloat64 ? 1 : kLanes;
+    absl::StrAppendFormat(&out_, "    %s acc%d[%d];\n", s.accumulator_type, r, lanes);
+    absl::StrAppendFormat(&out_, "    for (int l = 0; l < %d; ++l) acc%d[l] = %s;\n", lanes, r, s.identity);
     absl::StrAppendFormat(&out_, "    int64_t j%d = 0;\n", r);
-    absl::StrAppendFormat(&out_, "    for (; j%d + %d <= n; j%d += %d) {\n", r, kLanes, r, kLanes);
-    absl::StrAppendFormat(&out_, "      for (int l = 0; l < %d; ++l) {\n", kLanes);
+    absl::StrAppendFormat(&out_, "    for (; j%d + %d <= n; j%d += %d) {\n", r, lanes, r, lanes);
+    absl::StrAppendFormat(&out_, "      for (int l = 0; l < %d; ++l) {\n", lanes);
     absl::StrAppendFormat(&out_, "        const int64_t j = j%d + l;\n", r);
     EmitCone(cone, "j", "        ");
     const std::string lane = absl::StrFormat("acc%d[l]", r);
@@ -242,7 +245,7 @@ class KernelEmitter : public KernelPrinter {
     const std::string first = absl::StrFormat("acc%d[0]", r);
     absl::StrAppendFormat(&out_, "      %s = %s;\n", first, s.Combine(first, s.input));
     out_ += "    }\n";
-    absl::StrAppendFormat(&out_, "    for (int l = 1; l < %d; ++l) %s = %s;\n", kLanes, first, s.Combine(first, lane));
+    absl::StrAppendFormat(&out_, "    for (int l = 1; l < %d; ++l) %s = %s;\n", lanes, first, s.Combine(first, lane));
     absl::StrAppend(&out_, "    ", ReductionResult(r, first, "n"), "\n");
   }
 

@@ -3,8 +3,9 @@
 // Each kernel becomes two extern "C" functions: `<name>_fixed`, with the innermost strides the
 // trace saw (0 or 1) written in so the compiler vectorises it, and `<name>_any`, which reads
 // every stride at run time. Both have the KernelFn signature. Element math comes from the
-// pasted runtime/scalar_math.h and runtime/convert.h, so results match eager element for element
-// (sums may differ in rounding: they accumulate in several lanes).
+// pasted runtime/scalar_math.h and runtime/convert.h, so results match eager element for element.
+// Float64 reductions fold in eager's order (one chain); narrower floats accumulate in double over
+// several lanes, which can differ from eager's four chains only below the result's precision.
 #ifndef DYNTRACE_JIT_CPP_CODEGEN_H_
 #define DYNTRACE_JIT_CPP_CODEGEN_H_
 
