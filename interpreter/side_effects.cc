@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "interpreter/py_ref.h"
+#include "runtime/autograd_meta.h"
 
 namespace dt::interpreter {
 
@@ -96,6 +97,7 @@ bool ApplySideEffects(const trace::TraceResult& trace, Builder& builder, const g
   for (const Pending& change : pending) {
     if (!Apply(change)) return false;
   }
+  if (trace.grad_mode_at_exit.has_value()) SetGradEnabled(*trace.grad_mode_at_exit);
   return true;
 }
 

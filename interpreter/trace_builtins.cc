@@ -20,8 +20,7 @@
 
 namespace dt::interpreter::trace {
 
-namespace {
-
+// A builtin of the dyntrace module, by name.
 bool IsDyntraceFunction(PyObject* fn, std::string_view name) {
   if (!PyCFunction_Check(fn)) return false;
   PyObject* self = PyCFunction_GET_SELF(fn);
@@ -34,6 +33,8 @@ bool IsDyntraceFunction(PyObject* fn, std::string_view name) {
   return std::string_view(reinterpret_cast<PyCFunctionObject*>(fn)->m_ml->ml_name) == name &&
          std::string_view(module) == "dyntrace";
 }
+
+namespace {
 
 bool IsDyntraceTensorFunction(PyObject* fn) { return IsDyntraceFunction(fn, "tensor"); }
 
@@ -483,6 +484,8 @@ absl::StatusOr<Sym> Tracer::CallBuiltin(PyObject* fn, const std::vector<Sym>& ar
     // The tensor's own methods: numel() a run-time number where sizes are dynamic.
     return CallTensorMethod(args[0], IsDyntraceFunction(fn, "numel") ? "numel" : "is_floating_point", {}, {});
   }
+  DT_ASSIGN_OR_RETURN(Sym grad_mode, CallGradModeBuiltin(fn, args, kwargs));
+  if (grad_mode != nullptr) return grad_mode;
   // finfo()/iinfo() of a dtype: constants (what they return is immutable).
   if (IsDyntraceFunction(fn, "finfo") || IsDyntraceFunction(fn, "iinfo")) return FoldPureCall(fn, args, kwargs);
   DT_ASSIGN_OR_RETURN(Sym followed, CallFollowedBuiltin(fn, args, kwargs));

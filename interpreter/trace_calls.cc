@@ -642,10 +642,11 @@ absl::Status Tracer::PrepareFrame(const Sym& function, std::vector<Sym> args, Kw
   if (globals != frame_.inputs.globals) {
     // Guards on another module's globals are read through the function; a method found on a
     // class (contextlib.nullcontext.__enter__) has no source, which is fine while it reads none.
-    if (function->source == nullptr && ReadsGlobals(*f.decoded)) {
-      return Unsupported("a function from another module without a source");
+    if (function->source != nullptr) {
+      f.globals_source = guards::FuncGlobalsSource(function->source);
+    } else if (ReadsGlobals(*f.decoded)) {
+      DT_ASSIGN_OR_RETURN(f.globals_source, ModuleGlobalsSource(globals));
     }
-    if (function->source != nullptr) f.globals_source = guards::FuncGlobalsSource(function->source);
   } else if (current_ != nullptr) {
     f.globals_source = current_->globals_source;
   }
@@ -673,6 +674,21 @@ absl::StatusOr<Sym> Tracer::RunGenerator(TFrame& f) {
   Sym it = MakeSym(SymKind::kIter);  // not a loop's own iterator: it cannot cross a break
   it->items = std::move(f.yields);
   return it;
+}
+
+// The globals of a method found on a class (no source of its own: `no_grad().__enter__`) read
+// through the module they belong to, sys.modules[__name__].__dict__, guarded to still be that
+// module.
+absl::StatusOr<SourceRef> Tracer::ModuleGlobalsSource(PyObject* globals) {
+  PyObject* name = PyDict_GetItemString(globals, "__name__");  // borrowed
+  const std::optional<std::string> module_name = name != nullptr && PyUnicode_Check(name) ? py::Utf8(name) : std::nullopt;
+  PyObject* modules = PyImport_GetModuleDict();
+  PyObject* module = module_name ? PyDict_GetItemString(modules, module_name->c_str()) : nullptr;
+  if (module == nullptr || !PyModule_Check(module) || PyModule_GetDict(module) != globals) {
+    return Unsupported("a function from another module without a source (its globals are no module's)");
+  }
+  guards_.Add(LeafGuard::Identity(guards::SysModuleSource(*module_name), module, Here()));
+  return guards::AttrSource(guards::SysModuleSource(*module_name), "__dict__");
 }
 
 }  // namespace dt::interpreter::trace

@@ -12,8 +12,9 @@
 // frame gets back, as CPython's BEFORE_WITH would have.
 //
 // A manager implemented in C runs code the tracer cannot see. KnownContextManagers is the one
-// place that teaches the tracer such a type (dyntrace's grad-mode managers, say): without a row
-// there, BEFORE_WITH breaks with a reason that names the type.
+// place that teaches the tracer such a type: without a row there, BEFORE_WITH breaks with a reason
+// that names the type. (dyntrace's grad-mode managers are Python classes, inlined like any other;
+// the builtins they call are trace_grad_mode.cc's.)
 #include <Python.h>
 
 #include <string>
@@ -43,8 +44,7 @@ PyObject* SpecialMethod(PyTypeObject* type, const char* name) {
 }  // namespace
 
 const absl::flat_hash_map<PyTypeObject*, Tracer::ContextManagerRule>& Tracer::KnownContextManagers() {
-  // Keyed by the exact type. Empty for now: the grad-mode managers (dt.no_grad() ...) get their
-  // rows here once the module has them.
+  // Keyed by the exact type. Empty for now: no C-implemented manager has a rule yet.
   static const auto* known = new absl::flat_hash_map<PyTypeObject*, ContextManagerRule>();
   return *known;
 }

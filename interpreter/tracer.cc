@@ -22,6 +22,8 @@ void Tracer::RollBackToSnapshot() {
   graph_->Truncate(snapshot_.num_nodes);
   // What the failed instruction established is not relied on (it runs for real, or in CPython).
   guards_.RollBack(snapshot_.num_guards);
+  grad_mode_ = snapshot_.grad_mode;
+  grad_mode_changed_ = snapshot_.grad_mode_changed;
   while (journal_.size() > snapshot_.journal_size) {
     Undo& undo = journal_.back();
     undo.sym->items = std::move(undo.items);
@@ -96,6 +98,7 @@ std::variant<TraceResult, TraceFailure> Tracer::Break(TFrame& root, const interp
   auto container_stores = ContainerStores(outputs);
   if (!container_stores.ok()) return Fail(container_stores.status());
   r.container_stores = *std::move(container_stores);
+  if (grad_mode_changed_) r.grad_mode_at_exit = grad_mode_;
   GuardChangedUnaliased();
   r.num_memo = num_memo_;
   r.scalars = scalar_program_;
@@ -250,6 +253,7 @@ std::variant<TraceResult, TraceFailure> Tracer::Run() {
   r.exit = ReturnExit{*std::move(spec), return_offset_, return_pushes_value_};
   r.attr_stores = *std::move(stores);
   r.container_stores = *std::move(container_stores);
+  if (grad_mode_changed_) r.grad_mode_at_exit = grad_mode_;
   r.touched_tensors = touched_tensors_;
   return r;
 }

@@ -144,6 +144,8 @@ struct TraceResult {
   SegmentExit exit;
   std::vector<AttrStore> attr_stores;
   std::vector<ContainerStore> container_stores;
+  // Set when the traced code changed grad mode (`with dt.no_grad():`): the mode to leave behind.
+  std::optional<bool> grad_mode_at_exit;
   std::optional<BreakInfo> break_info;  // set unless the segment returns
   // Frame state at a break: one spec per local slot and per stack slot.
   std::vector<OutputSpec> locals_state;

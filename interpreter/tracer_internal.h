@@ -41,6 +41,8 @@ namespace dt::interpreter::trace {
 using guards::LeafGuard;
 using guards::Provenance;
 using guards::SourceRef;
+
+bool IsDyntraceFunction(PyObject* fn, std::string_view name);
 using interpreter::DataDependent;
 using interpreter::Decode;
 using interpreter::DecodedCode;
@@ -177,7 +179,13 @@ class Tracer {
     size_t num_nodes = 0;
     size_t journal_size = 0;
     size_t num_guards = 0;
+    std::optional<bool> grad_mode;
+    bool grad_mode_changed = false;
   };
+  // The grad mode as the traced code has left it: unset until the trace reads or sets it (then
+  // the mode at entry is guarded); `changed` when the segment must set it on the way out.
+  std::optional<bool> grad_mode_;
+  bool grad_mode_changed_ = false;
   RootSnapshot snapshot_;
   // Containers, iterators and cells are mutated in place; a break rolls them back to their state
   // at the start of the breaking instruction (an inlined call may have changed them).
@@ -405,6 +413,10 @@ class Tracer {
   };
   static const absl::flat_hash_map<PyTypeObject*, ContextManagerRule>& KnownContextManagers();
   absl::StatusOr<Sym> CallKnownExit(const Sym& method, const std::vector<Sym>& args);
+  absl::StatusOr<SourceRef> ModuleGlobalsSource(PyObject* globals);
+  // Grad mode (trace_grad_mode.cc): dt.is_grad_enabled() and dt._set_grad_enabled() in a trace.
+  bool TracedGradMode();
+  absl::StatusOr<Sym> CallGradModeBuiltin(PyObject* fn, const std::vector<Sym>& args, const Kwargs& kwargs);
   // import and global stores (trace_imports.cc)
   absl::Status DoImportName(TFrame& f, const Instr& in);
   absl::Status DoImportFrom(TFrame& f, const Instr& in);

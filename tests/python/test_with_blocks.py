@@ -202,3 +202,41 @@ def test_contextmanager_generators_compile_in_step_with_the_block():
     check(with_contextmanager, lambda i: Call(T(), State()))
     check(with_contextmanager_break, lambda i: Call(T(), State()), whole=False)
     check(with_contextmanager_raises, lambda i: Call(T(3 + i % 2), State()), whole=False, calls=4)
+
+
+# ---------------------------------------------------------------------------------------------
+# dyntrace's grad-mode managers (Python classes calling dt._set_grad_enabled): inlined, with the
+# mode followed by the trace and left behind by the segment, also at a break inside the block.
+
+def with_grad_modes(x, w):
+    a = dt.is_grad_enabled()
+    with dt.no_grad():
+        y = x @ w
+        b = dt.is_grad_enabled()
+        with dt.enable_grad():
+            c = dt.is_grad_enabled()
+    with dt.inference_mode():
+        z = (y * 2).relu()
+        d = dt.is_grad_enabled()
+    with dt.set_grad_enabled(False):
+        e = dt.is_grad_enabled()
+    return z, a, b, c, d, e, dt.is_grad_enabled()
+
+
+def grad_mode_with_a_break(x, w):
+    with dt.no_grad():
+        y = x @ w
+        print("inside", dt.is_grad_enabled())
+        y = y + 1
+    return y, dt.is_grad_enabled()
+
+
+def test_grad_mode_managers_compile_whole_and_leave_the_mode_as_cpython():
+    make = lambda i: Call(rand_tensor((3, 4), dt.float32), rand_tensor((4, 2 + i), dt.float32))
+    check(with_grad_modes, make)
+    check(grad_mode_with_a_break, make, whole=False)
+    assert dt.is_grad_enabled()
+    with dt.no_grad():  # entered with the mode off: the trace starts from it
+        check(with_grad_modes, make, whole=False)
+        assert not dt.is_grad_enabled()
+    assert dt.is_grad_enabled()
