@@ -54,6 +54,7 @@ absl::StatusOr<Tensor> UnsqueezeReduced(const Tensor& grad, DimsView dims, bool 
 double RmsNormDefaultEps(DType dtype) {
   if (dtype == DType::kFloat64) return std::numeric_limits<double>::epsilon();
   if (dtype == DType::kFloat16) return 0.0009765625;
+  if (dtype == DType::kBFloat16) return 0.0078125;
   return std::numeric_limits<float>::epsilon();
 }
 

@@ -266,9 +266,10 @@ absl::StatusOr<OpResult> NanToNumEager(const OpDef&, const OpArgs& args) {
     DT_ASSIGN_OR_RETURN(Tensor copy, Call("clone", {input}));
     return One(copy);
   }
-  const double largest = input.dtype() == DType::kFloat16   ? 65504.0
-                         : input.dtype() == DType::kFloat32 ? std::numeric_limits<float>::max()
-                                                            : std::numeric_limits<double>::max();
+  const double largest = input.dtype() == DType::kFloat16    ? 65504.0
+                         : input.dtype() == DType::kBFloat16 ? 3.3895313892515355e+38
+                         : input.dtype() == DType::kFloat32  ? std::numeric_limits<float>::max()
+                                                             : std::numeric_limits<double>::max();
   const double nan = args.is_none(1) ? 0.0 : args.float_(1);
   const double posinf = args.is_none(2) ? largest : args.float_(2);
   const double neginf = args.is_none(3) ? -largest : args.float_(3);

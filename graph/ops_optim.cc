@@ -28,9 +28,10 @@
 namespace dt {
 namespace {
 
-// float16 is computed in float; the others in their own type.
+// float16 and bfloat16 are computed in float; the others in their own type.
 template <typename T> struct Compute { using type = T; };
 template <> struct Compute<Half> { using type = float; };
+template <> struct Compute<BFloat16> { using type = float; };
 
 // Every tensor of every list must be a contiguous CPU tensor of its param's size and of one dtype
 // (the loops are instantiated once per call, for params[0]'s).
@@ -126,6 +127,7 @@ absl::StatusOr<OpResult> FusedSgdEager(const OpDef& op, const OpArgs& args) {
   if (params.empty()) return OpResult{};
   switch (params[0].dtype()) {
     case DType::kFloat16: SgdAll<Half>(o, args, fresh); break;
+    case DType::kBFloat16: SgdAll<BFloat16>(o, args, fresh); break;
     case DType::kFloat32: SgdAll<float>(o, args, fresh); break;
     case DType::kFloat64: SgdAll<double>(o, args, fresh); break;
     case DType::kBool:
@@ -195,7 +197,7 @@ absl::Status AdamAll(const OpDef& op, const AdamOptions& o, const OpArgs& args) 
   for (size_t i = 0; i < params.size(); ++i) {
     const Tensor& s = steps[i];
     if (!s.device().is_cpu() || s.numel() != 1 || !IsFloating(s.dtype()) ||
-        s.dtype() == DType::kFloat16) {
+        s.dtype() == DType::kFloat16 || s.dtype() == DType::kBFloat16) {
       return Error(ErrorKind::kValue, absl::StrFormat("%s(): state_steps[%d] must be a one-element float32 or "
                                                       "float64 CPU tensor, got %s %s",
                                                       op.name(), i, DTypeName(s.dtype()), s.ShapeString()));
@@ -233,6 +235,7 @@ absl::StatusOr<OpResult> FusedAdamEager(const OpDef& op, const OpArgs& args) {
   if (params.empty()) return OpResult{};
   switch (params[0].dtype()) {
     case DType::kFloat16: DT_RETURN_IF_ERROR(AdamAll<Half>(op, o, args)); break;
+    case DType::kBFloat16: DT_RETURN_IF_ERROR(AdamAll<BFloat16>(op, o, args)); break;
     case DType::kFloat32: DT_RETURN_IF_ERROR(AdamAll<float>(op, o, args)); break;
     case DType::kFloat64: DT_RETURN_IF_ERROR(AdamAll<double>(op, o, args)); break;
     case DType::kBool:

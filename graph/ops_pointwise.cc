@@ -107,6 +107,7 @@ std::array<InnerLoop, kNumDTypes> MakeLoops() {
     put.template operator()<int64_t>();
   }
   put.template operator()<Half>();
+  put.template operator()<BFloat16>();
   put.template operator()<float>();
   put.template operator()<double>();
   return loops;

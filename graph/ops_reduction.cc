@@ -31,7 +31,7 @@ DType AccumulatorDType(ReductionCombiner c, DType input) {
       return IsFloating(input) ? DType::kFloat64 : DType::kInt64;
     case ReductionCombiner::kMax:
     case ReductionCombiner::kMin:
-      return input == DType::kFloat16 ? DType::kFloat32 : input;
+      return input == DType::kFloat16 || input == DType::kBFloat16 ? DType::kFloat32 : input;
     case ReductionCombiner::kAny:
     case ReductionCombiner::kAll:
       return DType::kBool;
@@ -75,7 +75,8 @@ InnerLoop LoopFor(DType input, DType acc) {
     using S = scalar_t;
     return DT_DISPATCH_ALL(acc, [&]() -> InnerLoop {
       using A = scalar_t;
-      if constexpr (std::is_same_v<A, Half>) return nullptr;  // never an accumulator
+      // Never accumulators.
+      if constexpr (std::is_same_v<A, Half> || std::is_same_v<A, BFloat16>) return nullptr;
       else return &ReduceLoop<S, A, Combine>;
     });
   });

@@ -48,6 +48,8 @@ struct FloatLimits {
 FloatLimits LimitsOf(DType dtype) {
   switch (dtype) {
     case DType::kFloat16: return {16, 0.0009765625, 65504.0, 6.103515625e-05, 0.001};
+    // float32's exponent range with an 8-bit significand.
+    case DType::kBFloat16: return {16, 0.0078125, 3.3895313892515355e+38, 1.1754943508222875e-38, 0.01};
     case DType::kFloat32:
       return {32, std::numeric_limits<float>::epsilon(), std::numeric_limits<float>::max(),
               std::numeric_limits<float>::min(), 1e-06};

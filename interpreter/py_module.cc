@@ -198,7 +198,10 @@ class _ArrayInterface:
     def __init__(self, t):
         import sys
         self._t = t
-        code = _TYPESTR[repr(t.dtype).split('.')[-1]]
+        name = repr(t.dtype).split('.')[-1]
+        if name not in _TYPESTR:  # numpy has no bfloat16; PyTorch's numpy() raises this TypeError.
+            raise TypeError("Got unsupported ScalarType BFloat16")
+        code = _TYPESTR[name]
         if code[0] != '|':
             code = ('<' if sys.byteorder == 'little' else '>') + code
         size = t.element_size()

@@ -199,6 +199,7 @@ PyObject* CastMethod(PyObject* self, DType dtype) {
 PyObject* MethodFloat(PyObject* self, PyObject*) { return CastMethod(self, DType::kFloat32); }
 PyObject* MethodDouble(PyObject* self, PyObject*) { return CastMethod(self, DType::kFloat64); }
 PyObject* MethodHalf(PyObject* self, PyObject*) { return CastMethod(self, DType::kFloat16); }
+PyObject* MethodBFloat16(PyObject* self, PyObject*) { return CastMethod(self, DType::kBFloat16); }
 PyObject* MethodInt(PyObject* self, PyObject*) { return CastMethod(self, DType::kInt32); }
 PyObject* MethodLong(PyObject* self, PyObject*) { return CastMethod(self, DType::kInt64); }
 PyObject* MethodBool(PyObject* self, PyObject*) { return CastMethod(self, DType::kBool); }
@@ -343,6 +344,7 @@ PyMethodDef tensor_methods[] = {
     {"float", MethodFloat, METH_NOARGS, nullptr},
     {"double", MethodDouble, METH_NOARGS, nullptr},
     {"half", MethodHalf, METH_NOARGS, nullptr},
+    {"bfloat16", MethodBFloat16, METH_NOARGS, nullptr},
     {"int", MethodInt, METH_NOARGS, nullptr},
     {"long", MethodLong, METH_NOARGS, nullptr},
     {"bool", MethodBool, METH_NOARGS, nullptr},

@@ -136,6 +136,7 @@ bool InitValueTypes(PyObject* module) {
       {"half", DType::kFloat16},    {"float32", DType::kFloat32}, {"float", DType::kFloat32},
       {"float64", DType::kFloat64}, {"double", DType::kFloat64},   {"uint8", DType::kUInt8},
       {"int8", DType::kInt8},       {"int16", DType::kInt16},     {"short", DType::kInt16},
+      {"bfloat16", DType::kBFloat16},
   };
   for (const auto& [name, dtype] : names) {
     if (PyModule_AddObjectRef(module, name, WrapDType(dtype)) < 0) return false;

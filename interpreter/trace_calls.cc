@@ -159,7 +159,8 @@ absl::StatusOr<Sym> Tracer::CallTensorMethod(const Sym& self, const std::string&
   static const auto* casts = new absl::flat_hash_map<std::string, DType>{
       {"float", DType::kFloat32}, {"double", DType::kFloat64}, {"half", DType::kFloat16},
       {"int", DType::kInt32}, {"long", DType::kInt64}, {"bool", DType::kBool},
-      {"byte", DType::kUInt8}, {"char", DType::kInt8}, {"short", DType::kInt16}};
+      {"byte", DType::kUInt8}, {"char", DType::kInt8}, {"short", DType::kInt16},
+      {"bfloat16", DType::kBFloat16}};
   std::optional<DType> target;
   if (auto it = casts->find(name); it != casts->end() && args.empty() && kwargs.empty()) target = it->second;
   if (name == "to") {

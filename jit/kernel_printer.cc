@@ -32,11 +32,12 @@ const char* CppType(DType dtype) {
     case DType::kUInt8: return "uint8_t";
     case DType::kInt8: return "int8_t";
     case DType::kInt16: return "int16_t";
+    case DType::kBFloat16: return "dt::BFloat16";
   }
   return "void";
 }
 
-const char* ComputeCppType(DType dtype) { return dtype == DType::kFloat16 ? "float" : CppType(dtype); }
+const char* ComputeCppType(DType dtype) { return IsHalfWidthFloat(dtype) ? "float" : CppType(dtype); }
 
 std::string Literal(const Scalar& value, DType dtype) {
   Tensor t = ScalarTensor(value, dtype, Device::Cpu());
@@ -55,6 +56,8 @@ std::string Literal(const Scalar& value, DType dtype) {
     case DType::kUInt8: return absl::StrCat("uint8_t(", int{*t.data_as<uint8_t>()}, ")");
     case DType::kInt8: return absl::StrCat("int8_t(", int{*t.data_as<int8_t>()}, ")");
     case DType::kInt16: return absl::StrCat("int16_t(", *t.data_as<int16_t>(), ")");
+    case DType::kBFloat16:
+      return absl::StrFormat("dt::BFloat16::FromBits(0x%04x)", t.data_as<BFloat16>()->bits);
   }
   return "";
 }
@@ -82,7 +85,7 @@ std::string KernelPrinter::ValueStatement(int i, const std::string& j) const {
         if (v.args.size() == 3 && a == 0) {
           args.push_back(from == DType::kBool ? absl::StrCat("v", v.args[a])
                                               : absl::StrFormat("dt::Convert<bool>(v%d)", v.args[a]));
-        } else if (from == v.compute_dtype && from != DType::kFloat16) {
+        } else if (from == v.compute_dtype && !IsHalfWidthFloat(from)) {
           args.push_back(absl::StrCat("v", v.args[a]));
         } else {
           args.push_back(absl::StrFormat("static_cast<%s>(dt::Convert<%s>(v%d))",
@@ -92,7 +95,7 @@ std::string KernelPrinter::ValueStatement(int i, const std::string& j) const {
       }
       const std::string call =
           absl::StrFormat("dt::scalar::%s(%s)", v.op->pointwise.scalar_fn, absl::StrJoin(args, ", "));
-      if (v.dtype == v.compute_dtype && v.dtype != DType::kFloat16) {
+      if (v.dtype == v.compute_dtype && !IsHalfWidthFloat(v.dtype)) {
         return absl::StrFormat("const %s v%d = %s;", type, i, call);
       }
       return absl::StrFormat("const %s v%d = dt::Store<%s>(%s);", type, i, type, call);

@@ -2,7 +2,7 @@
 //
 // The eager copy loops and the generated kernels both call Convert, so a compiled cast rounds
 // exactly like an eager one: through the source's compute type, with nonzero-is-true for bool and
-// round-to-nearest-even into float16. Header-only and self-contained for the same reason as
+// round-to-nearest-even into float16 and bfloat16. Header-only and self-contained for the same reason as
 // scalar_math.h: the JIT pastes it into generated translation units.
 #ifndef DYNTRACE_RUNTIME_CONVERT_H_
 #define DYNTRACE_RUNTIME_CONVERT_H_
@@ -14,6 +14,7 @@ namespace dt {
 
 template <typename T> struct ComputeTypeOf { using type = T; };
 template <> struct ComputeTypeOf<Half> { using type = float; };
+template <> struct ComputeTypeOf<BFloat16> { using type = float; };
 // The type arithmetic happens in for values stored as T.
 template <typename T> using ComputeType = typename ComputeTypeOf<T>::type;
 
@@ -34,6 +35,11 @@ DT_HD Out Convert(In v) {
   } else if constexpr (kSameType<Out, Half>) {
     if constexpr (kIntegral<C>) return Half(PositiveZero(static_cast<float>(static_cast<C>(v))));
     return Half(static_cast<float>(static_cast<C>(v)));
+  } else if constexpr (kSameType<Out, BFloat16>) {
+    if constexpr (kIntegral<C>) {
+      return BFloat16(PositiveZero(static_cast<float>(static_cast<C>(v))));
+    }
+    return BFloat16(static_cast<float>(static_cast<C>(v)));
   } else if constexpr (kIntegral<C> && !kIntegral<Out>) {
     return PositiveZero(static_cast<Out>(static_cast<C>(v)));
   } else {
@@ -41,11 +47,14 @@ DT_HD Out Convert(In v) {
   }
 }
 
-// An op's result (computed in its compute type) stored as `Out`: float16 rounds to nearest even.
+// An op's result (computed in its compute type) stored as `Out`: float16 and bfloat16 round to
+// nearest even.
 template <typename Out, typename V>
 DT_HD Out Store(V v) {
   if constexpr (kSameType<Out, Half>) {
     return Half(static_cast<float>(v));
+  } else if constexpr (kSameType<Out, BFloat16>) {
+    return BFloat16(static_cast<float>(v));
   } else {
     return static_cast<Out>(v);
   }

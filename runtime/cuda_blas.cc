@@ -24,6 +24,7 @@ using CublasStatus = int;
 constexpr int kCublasOpN = 0;
 constexpr int kCublasOpT = 1;
 constexpr int kCudaR16F = 2;
+constexpr int kCudaR16BF = 14;
 constexpr int kCudaR32F = 0;
 constexpr int kCudaR64F = 1;
 constexpr int kCublasCompute32F = 68;
@@ -165,7 +166,7 @@ absl::StatusOr<std::optional<CublasGemmCall>> PlanCublasGemm(const Tensor& a, co
 absl::Status CudaBatchedGemm(const Tensor& a_in, const Tensor& b_in, const Tensor& out) {
   if (out.numel() == 0) return absl::OkStatus();
   const DType dtype = out.dtype();
-  if (dtype != DType::kFloat16 && dtype != DType::kFloat32 && dtype != DType::kFloat64) {
+  if (!IsFloating(dtype)) {
     // No cuBLAS kernel for these: the CPU loops, through mirrors, give the exact CPU result.
     CountCudaHostOp("matmul");
     DT_ASSIGN_OR_RETURN(HostMirror ha, MirrorToHost(a_in));
@@ -193,7 +194,11 @@ absl::Status CudaBatchedGemm(const Tensor& a_in, const Tensor& b_in, const Tenso
   DT_ASSIGN_OR_RETURN(DeviceHandle * h, HandleFor(*device));
   std::lock_guard<std::mutex> lock(h->mu);
   DT_RETURN_IF_ERROR(device->Activate());
-  const int type = dtype == DType::kFloat16 ? kCudaR16F : dtype == DType::kFloat32 ? kCudaR32F : kCudaR64F;
+  // The 16-bit floats multiply with float32 compute (alpha and beta are floats), as PyTorch does.
+  const int type = dtype == DType::kFloat16    ? kCudaR16F
+                   : dtype == DType::kBFloat16 ? kCudaR16BF
+                   : dtype == DType::kFloat32  ? kCudaR32F
+                                               : kCudaR64F;
   const int compute = dtype == DType::kFloat64 ? kCublasCompute64F : kCublasCompute32F;
   const float one_f = 1.0f, zero_f = 0.0f;
   const double one_d = 1.0, zero_d = 0.0;

@@ -10,6 +10,8 @@ namespace {
 
 // DLPack 0.8 names bool kDLBool (6). 8-bit unsigned is uint8, as PyTorch reads it.
 constexpr uint8_t kDLBoolCode = 6;
+// kDLBfloat (4) is also newer than the header's enum.
+constexpr uint8_t kDLBfloatCode = 4;
 
 struct ExportContext {
   Tensor tensor;
@@ -29,6 +31,7 @@ DLDataType ToDLDataType(DType dtype) {
     case DType::kUInt8: return {kDLUInt, 8, 1};
     case DType::kInt8: return {kDLInt, 8, 1};
     case DType::kInt16: return {kDLInt, 16, 1};
+    case DType::kBFloat16: return {kDLBfloatCode, 16, 1};
   }
   __builtin_unreachable();
 }
@@ -44,11 +47,12 @@ absl::StatusOr<DType> FromDLDataType(DLDataType t) {
     if (t.code == kDLFloat && t.bits == 16) return DType::kFloat16;
     if (t.code == kDLFloat && t.bits == 32) return DType::kFloat32;
     if (t.code == kDLFloat && t.bits == 64) return DType::kFloat64;
+    if (t.code == kDLBfloatCode && t.bits == 16) return DType::kBFloat16;
   }
   return Error(ErrorKind::kType,
                absl::StrFormat("from_dlpack: unsupported element type (code %d, %d bits, %d lanes); "
-                               "dyntrace supports bool, uint8, int8, int16, int32, int64, float16, float32, "
-                               "float64",
+                               "dyntrace supports bool, uint8, int8, int16, int32, int64, float16, bfloat16, "
+                               "float32, float64",
                                t.code, t.bits, t.lanes));
 }
 

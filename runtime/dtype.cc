@@ -26,6 +26,7 @@ int64_t ItemSize(DType dtype) {
     case DType::kUInt8: return 1;
     case DType::kInt8: return 1;
     case DType::kInt16: return 2;
+    case DType::kBFloat16: return 2;
   }
   __builtin_unreachable();
 }
@@ -41,6 +42,7 @@ absl::string_view DTypeName(DType dtype) {
     case DType::kUInt8: return "uint8";
     case DType::kInt8: return "int8";
     case DType::kInt16: return "int16";
+    case DType::kBFloat16: return "bfloat16";
   }
   __builtin_unreachable();
 }
@@ -56,6 +58,7 @@ absl::string_view DTypeScalarName(DType dtype) {
     case DType::kUInt8: return "Byte";
     case DType::kInt8: return "Char";
     case DType::kInt16: return "Short";
+    case DType::kBFloat16: return "BFloat16";
   }
   __builtin_unreachable();
 }
@@ -71,14 +74,15 @@ absl::StatusOr<DType> DTypeFromName(absl::string_view name) {
   if (name == "long") return DType::kInt64;
   if (name == "short") return DType::kInt16;
   return absl::InvalidArgumentError(absl::StrFormat(
-      "unknown dtype '%s' (expected one of bool, uint8, int8, int16, int32, int64, float16, float32, "
-      "float64)",
+      "unknown dtype '%s' (expected one of bool, uint8, int8, int16, int32, int64, float16, bfloat16, "
+      "float32, float64)",
       name));
 }
 
 namespace {
 // Position in the promotion order inside a category: bool, then integers by width (uint8 and
-// int8 share one, PromoteTypes settles that pair), then floats by width.
+// int8 share one, PromoteTypes settles that pair), then floats by width (float16 and bfloat16
+// share one: PromoteTypes gives float32 for that pair).
 int Rank(DType d) {
   switch (d) {
     case DType::kBool: return 0;
@@ -88,6 +92,7 @@ int Rank(DType d) {
     case DType::kInt32: return 3;
     case DType::kInt64: return 4;
     case DType::kFloat16: return 5;
+    case DType::kBFloat16: return 5;
     case DType::kFloat32: return 6;
     case DType::kFloat64: return 7;
   }
@@ -97,8 +102,9 @@ int Rank(DType d) {
 
 DType PromoteTypes(DType a, DType b) {
   if (a == b) return a;
-  // Neither of uint8 and int8 holds the other's values: PyTorch gives int16.
-  if (Rank(a) == Rank(b)) return DType::kInt16;
+  // Neither of uint8 and int8 (float16 and bfloat16) holds the other's values: PyTorch gives
+  // int16 (float32).
+  if (Rank(a) == Rank(b)) return IsFloating(a) ? DType::kFloat32 : DType::kInt16;
   // Integers rank below floats, so an integer/float mix yields the float.
   return Rank(a) > Rank(b) ? a : b;
 }

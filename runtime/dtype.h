@@ -19,13 +19,15 @@
 
 namespace dt {
 
-// The small integer types come last so that the values of the first six (which index tables
-// such as each op's loops) do not move; promotion does not rely on the order.
-enum class DType : uint8_t { kBool, kInt32, kInt64, kFloat16, kFloat32, kFloat64, kUInt8, kInt8, kInt16 };
-inline constexpr int kNumDTypes = 9;
-inline constexpr DType kAllDTypes[kNumDTypes] = {DType::kBool,    DType::kInt32,   DType::kInt64,
-                                                 DType::kFloat16, DType::kFloat32, DType::kFloat64,
-                                                 DType::kUInt8,   DType::kInt8,    DType::kInt16};
+// Later additions (the small integer types, bfloat16) come last so that the values of the first
+// six (which index tables such as each op's loops) do not move; promotion does not rely on the order.
+enum class DType : uint8_t {
+  kBool, kInt32, kInt64, kFloat16, kFloat32, kFloat64, kUInt8, kInt8, kInt16, kBFloat16
+};
+inline constexpr int kNumDTypes = 10;
+inline constexpr DType kAllDTypes[kNumDTypes] = {
+    DType::kBool,    DType::kInt32, DType::kInt64, DType::kFloat16, DType::kFloat32,
+    DType::kFloat64, DType::kUInt8, DType::kInt8,  DType::kInt16,   DType::kBFloat16};
 // The dtype a Python float becomes, and what float factories make without a dtype
 // (torch.get_default_dtype()): float32 until SetDefaultFloat changes it. One value for the whole
 // process, as in PyTorch; guard sets record it, so code traced under another default is not reused.
@@ -41,16 +43,19 @@ absl::string_view DTypeScalarName(DType dtype);
 absl::StatusOr<DType> DTypeFromName(absl::string_view name);
 
 inline bool IsFloating(DType d) {
-  return d == DType::kFloat16 || d == DType::kFloat32 || d == DType::kFloat64;
+  return d == DType::kFloat16 || d == DType::kBFloat16 || d == DType::kFloat32 ||
+         d == DType::kFloat64;
 }
+// The 16-bit floats: stored narrow, computed in float32 (ComputeType), rounded back on store.
+inline bool IsHalfWidthFloat(DType d) { return d == DType::kFloat16 || d == DType::kBFloat16; }
 inline bool IsIntegral(DType d) {
   return d == DType::kUInt8 || d == DType::kInt8 || d == DType::kInt16 || d == DType::kInt32 ||
          d == DType::kInt64;
 }
 
 // The smallest type both promote to, as PyTorch's table: bool < integers < floats; among integers
-// the wider wins, and uint8 with int8 gives int16 (neither holds the other); any integer with any
-// float gives that float.
+// the wider wins, and uint8 with int8 gives int16 (neither holds the other); float16 with bfloat16
+// gives float32 (likewise); any integer with any float gives that float.
 DType PromoteTypes(DType a, DType b);
 
 // Whether a value of `from` may be written into a tensor of `to` by an in-place op
@@ -82,6 +87,7 @@ template <> struct DTypeOf<int16_t> { static constexpr DType value = DType::kInt
 template <> struct DTypeOf<int32_t> { static constexpr DType value = DType::kInt32; };
 template <> struct DTypeOf<int64_t> { static constexpr DType value = DType::kInt64; };
 template <> struct DTypeOf<Half> { static constexpr DType value = DType::kFloat16; };
+template <> struct DTypeOf<BFloat16> { static constexpr DType value = DType::kBFloat16; };
 template <> struct DTypeOf<float> { static constexpr DType value = DType::kFloat32; };
 template <> struct DTypeOf<double> { static constexpr DType value = DType::kFloat64; };
 
@@ -126,6 +132,10 @@ template <> struct DTypeOf<double> { static constexpr DType value = DType::kFloa
       }                                                     \
       case ::dt::DType::kInt16: {                           \
         using scalar_t = int16_t;                           \
+        return __VA_ARGS__();                               \
+      }                                                     \
+      case ::dt::DType::kBFloat16: {                        \
+        using scalar_t = ::dt::BFloat16;                    \
         return __VA_ARGS__();                               \
       }                                                     \
     }                                                       \

@@ -1,4 +1,4 @@
-// runtime/half.h: IEEE-754 binary16 storage type.
+// runtime/half.h: IEEE-754 binary16 and bfloat16 storage types.
 //
 // Half is a 16-bit storage format only: arithmetic converts to float, computes, and rounds back
 // (round-to-nearest-even), which is what PyTorch's CPU kernels do for float16 as well. The type is
@@ -75,6 +75,35 @@ struct Half {
     }
     return BitCast<float>(f);
   }
+};
+
+// bfloat16: the top 16 bits of a float32 (same exponent range, 8-bit significand). Like Half it
+// is storage only; arithmetic happens in float. Rounding from float is to nearest even on the
+// dropped 16 bits, NaN stays a (quiet) NaN, and overflow rounds to inf, as PyTorch's c10::BFloat16.
+struct BFloat16 {
+  uint16_t bits = 0;
+
+  BFloat16() = default;
+  DT_HD BFloat16(float value) : bits(FromFloat(value)) {}  // NOLINT: implicit like a numeric type.
+  DT_HD operator float() const { return ToFloat(bits); }  // NOLINT
+
+  DT_HD static BFloat16 FromBits(uint16_t raw) {
+    BFloat16 b;
+    b.bits = raw;
+    return b;
+  }
+
+  DT_HD static uint16_t FromFloat(float value) {
+    const uint32_t f = BitCast<uint32_t>(value);
+    // Truncating a NaN could leave only zero significand bits, i.e. inf: force the quiet bit.
+    if ((f & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((f >> 16) | 0x40u);
+    // Adding 0x7fff plus the kept lsb rounds to nearest even; a carry into the exponent is the
+    // correct next binade (or inf when the largest finite value rounds up).
+    const uint32_t rounded = f + 0x7fffu + ((f >> 16) & 1u);
+    return static_cast<uint16_t>(rounded >> 16);
+  }
+
+  DT_HD static float ToFloat(uint16_t b) { return BitCast<float>(static_cast<uint32_t>(b) << 16); }
 };
 
 }  // namespace dt

@@ -25,7 +25,7 @@ void FillWith(const Tensor& t, Sample sample) {
   std::mt19937_64& g = Generator();
   DT_DISPATCH_ALL(t.dtype(), [&] {
     if constexpr (std::is_same_v<scalar_t, float> || std::is_same_v<scalar_t, double> ||
-                  std::is_same_v<scalar_t, Half>) {
+                  std::is_same_v<scalar_t, Half> || std::is_same_v<scalar_t, BFloat16>) {
       scalar_t* data = t.data_as<scalar_t>();
       for (int64_t i = 0; i < t.numel(); ++i) {
         if constexpr (std::is_same_v<scalar_t, double>) data[i] = sample(g);

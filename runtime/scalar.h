@@ -47,6 +47,7 @@ class Scalar {
   T To() const {
     if (kind_ == Kind::kFloat) return static_cast<T>(d_);
     if constexpr (std::is_same_v<T, Half>) return Half(static_cast<float>(i_));
+    else if constexpr (std::is_same_v<T, BFloat16>) return BFloat16(static_cast<float>(i_));
     else return static_cast<T>(i_);
   }
 

@@ -107,6 +107,9 @@ int cublasGemmStridedBatchedEx(void*, int ta, int tb, int m, int n, int k, const
   if (a_type == 2 && compute == 68) {  // CUDA_R_16F with CUBLAS_COMPUTE_32F
     return Gemm<dt::Half, float>(ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc, batches);
   }
+  if (a_type == 14 && compute == 68) {  // CUDA_R_16BF with CUBLAS_COMPUTE_32F
+    return Gemm<dt::BFloat16, float>(ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc, batches);
+  }
   return kNotSupported;
 }
 
