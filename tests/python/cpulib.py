@@ -8,7 +8,7 @@ import sys
 
 import dyntrace as dt
 from jitlib import fresh_copy, jitted_copy, run_differential, stats
-from testlib import assert_close
+from testlib import assert_close, require_nvrtc
 
 ALL_DTYPES = (dt.bool, dt.int32, dt.int64, dt.float16, dt.float32, dt.float64)
 FLOAT_DTYPES = (dt.float16, dt.float32, dt.float64)
@@ -111,3 +111,16 @@ def run_child(code, env_extra):
     env.update(env_extra)
     p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     return p.returncode, p.stdout, p.stderr
+
+
+def assert_cuda_kernels_compile(child_code):
+    """Runs `child_code` (which prints "NVRTC <checked> <failures>" from dt.stats()) with every
+    CUDA kernel it makes checked by NVRTC for sm_90: at least one checked, none rejected. Where
+    NVRTC is missing, require_nvrtc decides (a loud skip, or a failure where it must exist)."""
+    unavailable = dt._nvrtc_unavailable()
+    if unavailable:
+        require_nvrtc(unavailable)
+    rc, out, err = run_child(child_code, {"DYNTRACE_NVRTC_CHECK": "sm_90"})
+    assert rc == 0, out + err
+    checked, failures = (int(v) for v in out.split("NVRTC")[1].split())
+    assert checked > 0 and failures == 0, out + err
