@@ -178,6 +178,7 @@ def run_all(args):
     start = time.monotonic()
     counts, whole, bad = {}, {b: 0 for b in BACKENDS}, []
     fullgraph = 0
+    not_whole = []
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         jobs = [pool.submit(run_case_in_child, args.python, args.module_dir, n, args.timeout)
                 for n in names]
@@ -188,6 +189,8 @@ def run_all(args):
             for backend in BACKENDS:
                 whole[backend] += result.get("backends", {}).get(backend, {}).get("whole", False)
             fullgraph += bool(result.get("fullgraph", False))
+            if not result.get("fullgraph", False):
+                not_whole.append((result["name"], result.get("fullgraph_error") or "no result"))
             print("%-16s %-34s %-26s %5.1fs" % (status.upper() if status != "pass" else "pass",
                                                 result["name"], whole_mark(result),
                                                 result["seconds"]), flush=True)
@@ -196,6 +199,10 @@ def run_all(args):
                 for line in describe(result, status):
                     print(line, flush=True)
     print_summary(names, counts, whole, fullgraph, bad, time.monotonic() - start)
+    if args.why_not_whole:
+        print("Why each case does not compile with fullgraph=True:")
+        for name, why in sorted(not_whole):
+            print("  %-34s %s" % (name, why))
     return 1 if any(s != "known failure" for s, _ in bad) else 0
 
 
@@ -223,6 +230,9 @@ def main():
     parser.add_argument("--timeout", type=int, default=180, help="seconds per case")
     parser.add_argument("-k", action="append", help="only cases whose name contains this")
     parser.add_argument("--case", help="run this one case in this process and print details")
+    parser.add_argument("--why-not-whole", action="store_true",
+                        help="after the summary, list each case that does not compile with "
+                             "fullgraph=True and the reason")
     parser.add_argument("--result-file", help=argparse.SUPPRESS)
     args = parser.parse_args()
     args.module_dir = os.path.abspath(args.module_dir)
