@@ -63,8 +63,11 @@ class Recorder final : public CallRecorder {
   std::vector<std::pair<Tensor, ValueId>> known_;
 };
 
-bool Expandable(const Node& node) {
-  if (node.op->kind != OpKind::kComposite || !node.op->has(kDecomposable) || node.inplace) return false;
+bool Expandable(const Node& node, ExpandComposites which) {
+  if (node.op->kind != OpKind::kComposite || node.inplace) return false;
+  const bool wanted = which == ExpandComposites::kDecomposable ? node.op->has(kDecomposable)
+                                                               : node.op->derivative.fn == nullptr;
+  if (!wanted) return false;
   for (const GraphArg& a : node.args) {
     if (a.ReadsNumbers()) return false;
   }
@@ -131,7 +134,7 @@ absl::StatusOr<ValueId> ExpandCopyingView(const Graph& graph, const Node& node, 
 
 }  // namespace
 
-absl::StatusOr<Graph> Decompose(const Graph& graph) {
+absl::StatusOr<Graph> Decompose(const Graph& graph, ExpandComposites which) {
   Graph out;
   std::vector<ValueId> map(graph.num_values(), -1);
   for (size_t i = 0; i < graph.inputs().size(); ++i) {
@@ -143,7 +146,7 @@ absl::StatusOr<Graph> Decompose(const Graph& graph) {
       DT_ASSIGN_OR_RETURN(map[node.outputs[0]], ExpandCopyingView(graph, node, map, out));
       continue;
     }
-    if (Expandable(node)) {
+    if (Expandable(node, which)) {
       // Recorded into a scratch graph first, so a failed expansion leaves `out` untouched.
       Graph scratch = out;
       Recorder recorder(scratch, node.location);

@@ -13,9 +13,15 @@
 
 namespace dt {
 
+// Which composites to expand: the decomposable ones (for the code generators), or those without a
+// derivative formula of their own (so a backward graph can be built from their primitives'
+// formulas, as eager autograd differentiates them through their bodies).
+enum class ExpandComposites { kDecomposable, kWithoutDerivative };
+
 // The same computation with every expandable composite expanded; inputs and outputs keep their
 // order, so the result runs on the same tensors as `graph`.
-[[nodiscard]] absl::StatusOr<Graph> Decompose(const Graph& graph);
+[[nodiscard]] absl::StatusOr<Graph> Decompose(const Graph& graph,
+                                              ExpandComposites which = ExpandComposites::kDecomposable);
 
 }  // namespace dt
 

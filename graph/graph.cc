@@ -162,6 +162,15 @@ void Graph::MarkSymbolicInputSize(int input, int dim, int slot) {
   dims[dim] = slot;
 }
 
+bool Graph::HasSymbolicInputSizes() const {
+  for (const std::vector<int>& dims : symbolic_input_sizes_) {
+    for (int slot : dims) {
+      if (slot >= 0) return true;
+    }
+  }
+  return false;
+}
+
 namespace {
 
 // "f32[s0, 4]": an input's type with its symbolic sizes named.

@@ -85,6 +85,8 @@ class Graph {
   // symbolic (input `input`'s size `dim` is run-time number `slot`).
   void NameScalar(int slot, std::string expression);
   void MarkSymbolicInputSize(int input, int dim, int slot);
+  // Whether some input size is a run-time number (the graph serves several shapes).
+  bool HasSymbolicInputSizes() const;
   // Drops the nodes from `num_nodes` on (a trace rolling back to the start of an instruction).
   void Truncate(size_t num_nodes) {
     if (num_nodes < nodes_.size()) nodes_.resize(num_nodes);

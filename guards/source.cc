@@ -58,7 +58,10 @@ ObjectAccess object_access{nullptr, nullptr};  // SetObjectAccess
 // An object's own attribute without running descriptors: the instance (or module, or class)
 // __dict__.
 PyObject* OwnAttr(PyObject* obj, const std::string& name) {
-  if (PyModule_Check(obj)) return DictLookup(PyModule_GetDict(obj), name);
+  if (PyModule_Check(obj)) {
+    // A module's __dict__ is the module type's descriptor, never an entry of the dict itself.
+    return name == "__dict__" ? PyModule_GetDict(obj) : DictLookup(PyModule_GetDict(obj), name);
+  }
   if (object_access.lookup_on_type == nullptr) return nullptr;  // not installed: nothing resolves
   if (PyType_Check(obj)) {
     // The MRO lookup, not tp_dict: 3.12 keeps builtin types' dicts elsewhere (tp_dict is NULL).

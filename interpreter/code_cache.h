@@ -52,6 +52,15 @@ struct PythonBackendCallable {
 using CompiledGraph = std::variant<EagerGraph, PythonBackendCallable, std::shared_ptr<jit::CpuExecutable>,
                                    std::shared_ptr<jit::CudaExecutable>>;
 
+// The backward graph of a segment whose inputs require grad (TraceResult::joint), compiled by
+// the forward's backend (run op by op when that is a Python callable or compilation failed).
+// Shared with the backward nodes made by each run, which may outlive the cache entry.
+struct CompiledBackward {
+  std::shared_ptr<const JointGraph> joint;
+  CompiledGraph compiled;
+  std::string backend_used;
+};
+
 // One segment, from `start_offset` to a return or a break, for frames passing `guards`: the
 // trace plus its compiled graph, or a fallback saying that CPython runs the frame from here.
 struct CacheEntry {
@@ -61,6 +70,7 @@ struct CacheEntry {
   trace::TraceResult trace;  // the graph, how the segment exits, the frame state to rebuild (its
                              // guards are `guards` above)
   CompiledGraph compiled;
+  std::shared_ptr<const CompiledBackward> backward;  // set when the trace has a joint graph
   std::string backend_used;      // "eager", "cpu", "cuda" or "python" once compiled
   std::string kernel_source;     // the generated translation unit; empty unless cpu/cuda
   double compile_seconds = 0;    // tracing plus code generation and compilation
@@ -170,6 +180,14 @@ struct Stats {
   int64_t break_kinds[4] = {0, 0, 0, 0};
   int64_t escapes = 0;
   int64_t handbacks = 0;
+  // Compiled backward graphs (graphs whose inputs require grad), how often a compiled forward
+  // recorded its backward node, and what the partitioner saved for backward against saving
+  // every value the derivative formulas read (bytes per call, summed over the graphs).
+  int64_t backward_graphs = 0;
+  int64_t compiled_backward_runs = 0;
+  int64_t saved_bytes = 0;
+  int64_t save_everything_bytes = 0;
+  int64_t recomputed_nodes = 0;
   // Bounded (see reason_log.h): a program can meet the same break on every call.
   ReasonLog recompile_reasons;
   ReasonLog fallback_reasons;

@@ -10,10 +10,12 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "autograd/compiled_function.h"
 #include "interpreter/number_program.h"
 #include "interpreter/py_types.h"
 #include "jit/kernel_cache.h"
 #include "runtime/errors.h"
+#include "runtime/autograd_meta.h"
 #include "runtime/log.h"
 
 namespace dt::interpreter {
@@ -125,6 +127,57 @@ void CompileForCuda(CacheEntry& entry, const std::string& name, Device device, c
   Adopt(entry, name, "cuda", jit::CudaExecutable::Build(*entry.graph(), name, device, graphs));
 }
 
+// The backward graph, compiled by the backend that compiled the forward one.
+void CompileBackward(CacheEntry& entry, const std::string& name, std::optional<Device> cuda, const JitOptions& options) {
+  auto backward = std::make_shared<CompiledBackward>();
+  backward->joint = entry.trace.joint;
+  Stats& stats = GlobalStats();
+  stats.backward_graphs += 1;
+  stats.saved_bytes += backward->joint->saved_bytes;
+  stats.save_everything_bytes += backward->joint->save_everything_bytes;
+  stats.recomputed_nodes += backward->joint->recomputed_nodes;
+  const Graph& graph = backward->joint->backward;
+  const std::string backward_name = absl::StrCat(name, "_backward");
+  absl::StatusOr<CompiledGraph> built = CompiledGraph(EagerGraph{});
+  if (graph.nodes().empty()) {
+    built = CompiledGraph(EagerGraph{});
+  } else if (entry.backend_used == "cpu") {
+    auto cpu = jit::CpuExecutable::Build(graph, backward_name);
+    built = cpu.ok() ? absl::StatusOr<CompiledGraph>(CompiledGraph(*cpu)) : cpu.status();
+  } else if (entry.backend_used == "cuda" && cuda.has_value()) {
+    const jit::CudaGraphMode graphs =
+        jit::ParseCudaGraphMode(options.cuda_graphs).value_or(jit::CudaGraphMode::kAuto);
+    auto gpu = jit::CudaExecutable::Build(graph, backward_name, *cuda, graphs);
+    built = gpu.ok() ? absl::StatusOr<CompiledGraph>(CompiledGraph(*gpu)) : gpu.status();
+  }
+  if (built.ok()) {
+    backward->compiled = *std::move(built);
+    backward->backend_used = std::holds_alternative<EagerGraph>(backward->compiled) ? "eager" : entry.backend_used;
+  } else {
+    const std::string reason = absl::StrCat(backward_name, ": the ", entry.backend_used,
+                                            " backend could not compile the backward graph (", built.status().message(),
+                                            "); it runs eagerly");
+    GlobalStats().compile_failures.Add(reason);
+    if (log::Enabled(log::Kind::kKernels)) log::Write(log::Kind::kKernels, reason);
+    backward->backend_used = "eager";
+  }
+  entry.backward = std::move(backward);
+}
+
+// Runs a backward graph on (gradients, saved values); what a CompiledFunctionNode calls.
+absl::StatusOr<std::vector<Tensor>> RunBackward(const CompiledBackward& backward, const std::vector<Tensor>& inputs) {
+  return std::visit(
+      [&](const auto& compiled) -> absl::StatusOr<std::vector<Tensor>> {
+        using T = std::decay_t<decltype(compiled)>;
+        if constexpr (std::is_same_v<T, EagerGraph> || std::is_same_v<T, PythonBackendCallable>) {
+          return backward.joint->backward.RunEager(inputs);
+        } else {
+          return compiled->Run(inputs, {});
+        }
+      },
+      backward.compiled);
+}
+
 }  // namespace
 
 std::shared_ptr<CacheEntry> CompileSegment(trace::TraceResult trace, const JitOptions& options,
@@ -160,6 +213,7 @@ std::shared_ptr<CacheEntry> CompileSegment(trace::TraceResult trace, const JitOp
     // eager backend runs them op by op on the device (graph/cuda_eager.h).
     entry->backend_used = "eager";
   }
+  if (entry->trace.joint != nullptr) CompileBackward(*entry, name, cuda, options);
   return entry;
 }
 
@@ -187,6 +241,9 @@ absl::StatusOr<std::vector<Tensor>> RunCompiledGraph(const CacheEntry& entry, co
   }
   absl::StatusOr<std::vector<Tensor>> outputs;
   Py_BEGIN_ALLOW_THREADS
+  // Inputs autograd follows are differentiated by the joint graph's backward, not recorded op
+  // by op (the eager backend's ops would record otherwise).
+  GradModeGuard no_recording(false);
   outputs = std::visit(
       [&](const auto& compiled) -> absl::StatusOr<std::vector<Tensor>> {
         using T = std::decay_t<decltype(compiled)>;
@@ -198,6 +255,11 @@ absl::StatusOr<std::vector<Tensor>> RunCompiledGraph(const CacheEntry& entry, co
       },
       entry.compiled);
   Py_END_ALLOW_THREADS
+  if (!outputs.ok() || entry.backward == nullptr) return outputs;
+  std::shared_ptr<const CompiledBackward> backward = entry.backward;
+  auto run = [backward](const std::vector<Tensor>& grads_and_saved) { return RunBackward(*backward, grads_and_saved); };
+  DT_RETURN_IF_ERROR(CompiledFunctionNode::Attach(backward->joint, std::move(run), tensors, *outputs));
+  GlobalStats().compiled_backward_runs += 1;
   return outputs;
 }
 

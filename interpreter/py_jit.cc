@@ -406,6 +406,11 @@ PyObject* FnStats(PyObject*, PyObject*) {
   put("break_kinds", kinds);
   put("escapes", PyLong_FromLongLong(s.escapes));
   put("handbacks", PyLong_FromLongLong(s.handbacks));
+  put("backward_graphs", PyLong_FromLongLong(s.backward_graphs));
+  put("compiled_backward_runs", PyLong_FromLongLong(s.compiled_backward_runs));
+  put("saved_bytes", PyLong_FromLongLong(s.saved_bytes));
+  put("save_everything_bytes", PyLong_FromLongLong(s.save_everything_bytes));
+  put("recomputed_nodes", PyLong_FromLongLong(s.recomputed_nodes));
   // Each reason list holds the most recent ReasonLog::kRecent texts; "<name>_counts" counts each
   // distinct text (at most ReasonLog::kDistinct, then one "other" bucket); "reasons_dropped"
   // says how many older texts the lists no longer hold.

@@ -59,6 +59,13 @@ absl::StatusOr<Sym> Tracer::TensorAttr(const Sym& obj, const std::string& name) 
     return outs[0];
   }
   if (name == "__class__") return ConstSym(PyRef::Borrow(reinterpret_cast<PyObject*>(&py::TensorType)));
+  static const auto* autograd_state = new absl::flat_hash_set<std::string>{
+      "requires_grad", "requires_grad_", "grad", "grad_fn", "is_leaf", "retain_grad", "retains_grad", "backward",
+      "register_hook", "detach", "detach_", "data", "_version"};
+  if (autograd_state->contains(name)) {
+    // Autograd's state of a value the graph makes exists only once the graph has run.
+    return Unsupported(absl::StrCat("Tensor.", name, " (autograd state) inside compiled code"));
+  }
   PyObject* attr = PyDict_GetItemString(py::TensorType.tp_dict, name.c_str());
   if (attr == nullptr) {
     // object's own attributes (__eq__, __sizeof__ ...); 3.12 keeps a builtin type's dict apart

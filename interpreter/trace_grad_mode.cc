@@ -2,10 +2,10 @@
 // dt.set_grad_enabled, dt.is_grad_enabled()).
 //
 // The grad-mode managers are Python classes (python/dyntrace/autograd.py) whose __enter__ and
-// __exit__ call two builtins; the tracer inlines them and follows the mode here. Graph ops are
-// unaffected: a compiled frame never holds a tensor autograd follows (TensorProperties::
-// tracks_grad is guarded), so the mode only decides what is_grad_enabled() answers and which
-// mode the segment leaves behind (TraceResult::grad_mode_at_exit, set by ApplySideEffects, also
+// __exit__ call two builtins; the tracer inlines them and follows the mode here. The mode decides
+// what is_grad_enabled() answers and which mode the segment leaves behind. A trace whose inputs
+// autograd follows (trace_autograd.cc) differentiates every node of its graph, so a change of
+// mode there is a graph break: the nodes before and after it are split separately (TraceResult::grad_mode_at_exit, set by ApplySideEffects, also
 // at a graph break inside the block, where CPython then runs the manager's own __exit__).
 #include <Python.h>
 
@@ -48,6 +48,10 @@ absl::StatusOr<Sym> Tracer::CallGradModeBuiltin(PyObject* fn, const std::vector<
     // since autograd did not follow them then): ops after this point would have to record.
     return Unsupported("turning grad mode on inside a trace that started with it off (autograd must record "
                        "what follows)");
+  }
+  if (enable != at_entry_or_now && !grad_inputs_.empty()) {
+    return Unsupported("a change of grad mode in a graph whose inputs require grad (each side is compiled "
+                       "apart)");
   }
   grad_mode_ = enable;
   grad_mode_changed_ = true;

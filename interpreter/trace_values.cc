@@ -110,19 +110,15 @@ absl::StatusOr<Sym> Tracer::TensorInput(PyObject* obj, SourceRef source) {
   const std::string key = source->ToString();
   if (auto it = inputs_by_source_.find(key); it != inputs_by_source_.end()) return it->second;
   const Tensor& real = py::Unwrap(obj);
-  if (TracksGrad(real)) {
-    // Guarded, so the entry handing this back serves only calls where autograd follows it.
-    guards_.Add(LeafGuard::TensorMatch(source, real, Here()));
-    return Unsupported(absl::StrCat(key, " requires grad and grad mode is on: autograd must record the ops, which "
-                                         "compiled graphs do not yet (compiled training is issue 22), so this "
-                                         "runs eagerly"));
-  }
   Tensor meta(Storage::Allocate(0, Device::Meta()), real.sizes(), real.strides(), 0, real.dtype());
   guards_.Add(LeafGuard::TensorMatch(source, real, Here()));
   Sym s = MakeSym(SymKind::kTensor);
   s->value = graph_->AddInput(meta, key);
   s->meta = meta;
   value_device_[s->value] = real.device();  // guarded by TensorMatch just above
+  // TensorMatch guards tracks_grad too: this entry serves only calls where autograd follows the
+  // tensor, and the trace ends in a joint forward/backward split.
+  if (TracksGrad(real)) grad_inputs_.insert(s->value);
   s->source = source;
   inputs_by_source_[key] = s;
   input_sources_.push_back(source);

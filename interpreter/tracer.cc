@@ -106,6 +106,7 @@ std::variant<TraceResult, TraceFailure> Tracer::Break(TFrame& root, const interp
   graph_->EliminateDeadCode();
   NameScalars();
   r.graph = graph_;
+  if (absl::Status split = SplitForAutograd(r); !split.ok()) return Fail(split);
   r.input_sources = input_sources_;
   r.guards = guards_;
   r.touched_tensors = touched_tensors_;
@@ -246,6 +247,7 @@ std::variant<TraceResult, TraceFailure> Tracer::Run() {
   NameScalars();
   TraceResult r;
   r.graph = graph_;
+  if (absl::Status split = SplitForAutograd(r); !split.ok()) return Fail(split);
   r.input_sources = input_sources_;
   r.guards = guards_;
   r.num_memo = num_memo_;

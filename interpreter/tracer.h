@@ -17,6 +17,7 @@
 #include <variant>
 
 #include "absl/container/flat_hash_set.h"
+#include "autograd/joint_graph.h"
 #include "graph/graph.h"
 #include "guards/guard_set.h"
 #include "interpreter/break_reason.h"
@@ -153,6 +154,10 @@ struct TraceResult {
   int num_memo = 0;
   std::vector<ScalarInstr> scalars;
   std::shared_ptr<Graph> graph;
+  // Set when inputs require grad and some output depends on them: `graph` is then its forward
+  // graph (the traced outputs, then the values saved for backward), run without recording, and
+  // the differentiable outputs get one backward node running `joint->backward`.
+  std::shared_ptr<const JointGraph> joint;
   std::vector<guards::SourceRef> input_sources;  // where each graph input is read from
   guards::GuardSet guards;
   bool touched_tensors = false;

@@ -161,6 +161,9 @@ class Tracer {
   // tensors, so a meta tensor cannot say; inputs' devices are guarded, and an op's results live
   // where its operands (or a creation op's device argument) say.
   absl::flat_hash_map<ValueId, Device> value_device_;
+  // Graph inputs autograd follows (they require grad and grad mode is on): the graph is split
+  // into forward and backward graphs when the trace ends (SplitForAutograd).
+  absl::flat_hash_set<ValueId> grad_inputs_;
   std::vector<SourceRef> input_sources_;
   // Python wrappers handed to op binding, and the Syms they stand for.
   std::vector<PyRef> wrappers_;
@@ -543,6 +546,9 @@ class Tracer {
   absl::StatusOr<OutputSpec> ContainerOutput(const Sym& s, OutputSpec out, std::vector<ValueId>& outputs);
   // The trace as a failure: what was traced up to `status` is discarded.
   TraceFailure Fail(const absl::Status& status) const;
+  // Splits the finished graph into forward and backward graphs when inputs require grad
+  // (trace_autograd.cc); an error says why it cannot be (the frame then runs eagerly).
+  absl::Status SplitForAutograd(TraceResult& r);
   // The trace up to the instruction that stopped it, and what happens there (tracer.cc).
   std::variant<TraceResult, TraceFailure> Break(TFrame& root, const interpreter::BreakReason& reason);
   void RollBackToSnapshot();

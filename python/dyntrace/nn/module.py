@@ -16,10 +16,12 @@ _IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_
 class Module:
     def __init__(self):
         object.__setattr__(self, "training", True)
-        object.__setattr__(self, "_parameters", OrderedDict())
-        object.__setattr__(self, "_buffers", OrderedDict())
+        # Plain dicts (ordered, as OrderedDict): compiled code follows dict methods, so a
+        # Sequential's loop over its modules compiles into the caller's graph.
+        object.__setattr__(self, "_parameters", {})
+        object.__setattr__(self, "_buffers", {})
         object.__setattr__(self, "_non_persistent", set())
-        object.__setattr__(self, "_modules", OrderedDict())
+        object.__setattr__(self, "_modules", {})
 
     def forward(self, *args, **kwargs):
         raise NotImplementedError(f'Module [{type(self).__name__}] is missing the required "forward" function')

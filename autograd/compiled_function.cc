@@ -1,0 +1,112 @@
+#include "autograd/compiled_function.h"
+
+#include <utility>
+
+#include "absl/strings/str_format.h"
+#include "runtime/autograd_meta.h"
+#include "runtime/errors.h"
+
+namespace dt {
+namespace {
+
+// A saved value without autograd state: the node keeps the data, not a path back to itself.
+Tensor Detached(const Tensor& t) {
+  Tensor copy = t;
+  copy.set_autograd(nullptr);
+  return copy;
+}
+
+}  // namespace
+
+absl::Status CompiledFunctionNode::Attach(std::shared_ptr<const JointGraph> joint, RunBackwardGraph run,
+                                          const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs) {
+  std::shared_ptr<CompiledFunctionNode> node(new CompiledFunctionNode(joint, std::move(run)));
+  for (int position : joint->inputs_requiring_grad) {
+    const Tensor& input = inputs.at(position);
+    if (!RequiresGrad(input)) {  // guarded when traced; a caller inside dyntrace broke that
+      return absl::InternalError("a compiled graph's input no longer requires grad");
+    }
+    DT_ASSIGN_OR_RETURN(Edge edge, GradientEdge(input));
+    node->next_.push_back(std::move(edge));
+    node->input_shapes_.push_back(ShapeOf(input));
+  }
+  for (const SavedValue& s : joint->saved) {
+    const Tensor& t = s.is_input ? inputs.at(s.index) : outputs.at(s.index);
+    node->saved_.push_back(Saved{Detached(t), t.storage()->version()});
+  }
+  outputs.resize(joint->num_user_outputs);
+  for (size_t j = 0; j < joint->differentiable_outputs.size(); ++j) {
+    Tensor& out = outputs.at(joint->differentiable_outputs[j]);
+    node->output_shapes_.push_back(ShapeOf(out));
+    auto meta = std::make_shared<AutogradMeta>();
+    meta->grad_fn = node;
+    meta->output_nr = static_cast<int>(j);
+    out.set_autograd(std::move(meta));
+  }
+  node->retained_.resize(joint->differentiable_outputs.size());
+  return absl::OkStatus();
+}
+
+absl::Status CompiledFunctionNode::CheckSaved() const {
+  if (released_) {
+    return Error(ErrorKind::kRuntime,
+                 "Trying to backward through the graph a second time (or directly access saved tensors after they "
+                 "have already been freed). Saved intermediate values of the graph are freed when you call "
+                 ".backward() or autograd.grad(). Specify retain_graph=True if you need to backward through the "
+                 "graph a second time or if you need to access saved tensors after calling backward.");
+  }
+  for (const Saved& s : saved_) {
+    const uint64_t now = s.tensor.storage()->version();
+    if (now == s.version) continue;
+    return Error(ErrorKind::kRuntime,
+                 absl::StrFormat("one of the variables needed for gradient computation has been modified by an "
+                                 "inplace operation: [%s %s], which is needed by %s, is at version %d; expected "
+                                 "version %d instead",
+                                 DTypeName(s.tensor.dtype()), s.tensor.ShapeString(), name(), now, s.version));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<Tensor>> CompiledFunctionNode::Apply(std::vector<Tensor> output_grads, bool create_graph) {
+  if (create_graph) {
+    return Error(ErrorKind::kNotImplemented,
+                 "create_graph=True through a compiled function: its backward graph is not differentiable; call the "
+                 "function uncompiled (or under dyntrace.jit's backend=\"eager\" with grad mode off for the inputs) "
+                 "for higher-order gradients");
+  }
+  DT_RETURN_IF_ERROR(CheckSaved());
+  std::vector<Tensor> inputs;
+  inputs.reserve(output_grads.size() + saved_.size());
+  for (size_t j = 0; j < output_grads.size(); ++j) {
+    Tensor g = std::move(output_grads[j]);
+    if (!g.is_contiguous()) {
+      DT_ASSIGN_OR_RETURN(g, Call("contiguous", {g}));
+    }
+    if (g.dtype() != output_shapes_[j].dtype) {
+      DT_ASSIGN_OR_RETURN(g, Call("_to", {g, output_shapes_[j].dtype}));
+    }
+    inputs.push_back(std::move(g));
+  }
+  for (const Saved& s : saved_) inputs.push_back(s.tensor);
+  absl::StatusOr<std::vector<Tensor>> grads;
+  {
+    GradModeGuard off(false);
+    grads = run_(inputs);
+  }
+  if (!grads.ok()) return grads.status();
+  std::vector<Tensor> result(next_.size());
+  for (size_t k = 0; k < joint_->grad_inputs.size() && k < grads->size(); ++k) {
+    for (size_t e = 0; e < joint_->inputs_requiring_grad.size(); ++e) {
+      if (joint_->inputs_requiring_grad[e] == joint_->grad_inputs[k]) result[e] = (*grads)[k];
+    }
+  }
+  return result;
+}
+
+void CompiledFunctionNode::ReleaseSaved() {
+  if (saved_.empty()) return;
+  released_ = true;
+  saved_.clear();
+}
+
+}  // namespace dt

@@ -1,0 +1,53 @@
+// autograd/compiled_function.h: the one backward node of a compiled forward graph.
+//
+// A compiled graph whose inputs require grad runs its forward graph without recording, then
+// gives its differentiable outputs this node as their grad_fn. Its backward runs the compiled
+// backward graph (autograd/joint_graph.h) on the incoming gradients and the saved values, and
+// hands each input that requires grad its gradient, as a whole-graph custom autograd Function.
+#ifndef DYNTRACE_AUTOGRAD_COMPILED_FUNCTION_H_
+#define DYNTRACE_AUTOGRAD_COMPILED_FUNCTION_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "autograd/joint_graph.h"
+#include "autograd/node.h"
+
+namespace dt {
+
+// Runs the compiled backward graph: inputs in the backward graph's order, one output per
+// JointGraph::grad_inputs entry.
+using RunBackwardGraph = std::function<absl::StatusOr<std::vector<Tensor>>(const std::vector<Tensor>& inputs)>;
+
+class CompiledFunctionNode final : public GradNode {
+ public:
+  // Called after the forward graph ran on `inputs` and produced `outputs` (the user outputs
+  // followed by the saved values): records the node, sets the differentiable outputs' grad_fn,
+  // and drops the saved values from `outputs`.
+  [[nodiscard]] static absl::Status Attach(std::shared_ptr<const JointGraph> joint, RunBackwardGraph run,
+                                           const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs);
+
+  std::string name() const override { return "CompiledFunctionBackward"; }
+  absl::StatusOr<std::vector<Tensor>> Apply(std::vector<Tensor> output_grads, bool create_graph) override;
+  void ReleaseSaved() override;
+
+ private:
+  struct Saved {
+    Tensor tensor;
+    uint64_t version;
+  };
+  CompiledFunctionNode(std::shared_ptr<const JointGraph> joint, RunBackwardGraph run)
+      : joint_(std::move(joint)), run_(std::move(run)) {}
+  absl::Status CheckSaved() const;
+
+  std::shared_ptr<const JointGraph> joint_;
+  RunBackwardGraph run_;
+  std::vector<Saved> saved_;
+  bool released_ = false;
+};
+
+}  // namespace dt
+
+#endif  // DYNTRACE_AUTOGRAD_COMPILED_FUNCTION_H_
