@@ -278,8 +278,10 @@ PyObject* FnGuards(PyObject*, PyObject* fn) {
 PyObject* FnGraphs(PyObject*, PyObject* args, PyObject* kwargs) {
   PyObject* fn;
   const char* format = nullptr;
-  static const char* kwlist[] = {"fn", "format", nullptr};
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$z:graphs", const_cast<char**>(kwlist), &fn, &format)) {
+  int backward = 0;
+  static const char* kwlist[] = {"fn", "format", "backward", nullptr};
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$zp:graphs", const_cast<char**>(kwlist), &fn, &format,
+                                   &backward)) {
     return nullptr;
   }
   const std::string kind = format != nullptr ? format : "text";
@@ -295,13 +297,17 @@ PyObject* FnGraphs(PyObject*, PyObject* args, PyObject* kwargs) {
     for (const auto& e : cache->AllEntries()) {
       // Segments without tensor work have no graph to show (stats()["graphs"] does not count them).
       if (!e->graph() || e->graph()->nodes().empty()) continue;
-      const std::string name = e->start_offset == 0 ? py::Utf8Or(code->co_name)
-                                                    : absl::StrCat(py::Utf8Or(code->co_name), "_at_", e->start_offset);
+      // backward=True: the backward graphs of entries whose inputs require grad instead.
+      if (backward && e->backward == nullptr) continue;
+      const Graph& graph = backward ? e->backward->joint->backward : *e->graph();
+      std::string name = e->start_offset == 0 ? py::Utf8Or(code->co_name)
+                                              : absl::StrCat(py::Utf8Or(code->co_name), "_at_", e->start_offset);
+      if (backward) name += "_backward";
       if (kind == "text") {
-        out.push_back(e->graph()->ToString(name));
+        out.push_back(graph.ToString(name));
         continue;
       }
-      const std::string dot = e->graph()->ToDot(name);
+      const std::string dot = graph.ToDot(name);
       if (kind == "dot") {
         out.push_back(dot);
         continue;
@@ -567,8 +573,10 @@ PyMethodDef jit_functions[] = {
     {"disable", FnDisable, METH_NOARGS, "disable(): stop enable()'s tracing"},
     {"guards", FnGuards, METH_O, "guards(fn) -> list of each cache entry's guard code"},
     {"graphs", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(FnGraphs)), METH_VARARGS | METH_KEYWORDS,
-     "graphs(fn, *, format='text') -> each cache entry's graph: 'text' (Python-like code), 'dot' "
-     "(Graphviz source) or 'svg' (a picture; needs Graphviz's dot command)"},
+     "graphs(fn, *, format='text', backward=False) -> each cache entry's graph: 'text' (Python-like code), "
+     "'dot' (Graphviz source) or 'svg' (a picture; needs Graphviz's dot command). A graph whose inputs require "
+     "grad is its forward graph (the traced outputs, then the values saved for backward); backward=True gives "
+     "those entries' backward graphs instead"},
     {"explain", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(FnExplain)), METH_VARARGS | METH_KEYWORDS,
      "explain(fn, *args, **kwargs): run fn under tracing and report graphs, breaks and guards"},
     {"stats", FnStats, METH_NOARGS, "stats() -> dict of counters"},

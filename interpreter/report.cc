@@ -152,6 +152,15 @@ std::string EntrySection(PyCodeObject* code, const CacheEntry& entry, int number
     } else {
       absl::StrAppend(&out, "<p class=\"missing\">no picture: ", EscapeHtml(svg.status().message()), "</p>\n");
     }
+    if (entry.backward != nullptr) {
+      const JointGraph& joint = *entry.backward->joint;
+      absl::StrAppend(&out, "<h4>Backward graph</h4>\n<p class=\"backward\">",
+                      EscapeHtml(absl::StrFormat("backend %s; the forward graph saves %d bytes for it (saving every "
+                                                 "value the derivative formulas read: %d bytes; %d nodes recomputed)",
+                                                 entry.backward->backend_used, joint.saved_bytes,
+                                                 joint.save_everything_bytes, joint.recomputed_nodes)),
+                      "</p>\n", Pre("graph-code", joint.backward.ToString(name + "_backward")));
+    }
   }
   absl::StrAppend(&out, "<h4>Guards</h4>\n", Pre("guards", absl::StrJoin(entry.guards.Lines(), "\n")));
   if (!entry.kernel_source.empty()) {
