@@ -313,7 +313,7 @@ class JointBuilder {
 }  // namespace
 
 absl::StatusOr<JointGraph> BuildJointGraph(const Graph& traced, const std::vector<bool>& input_requires_grad,
-                                           Device device) {
+                                           Device device, bool min_cut) {
   if (input_requires_grad.size() != traced.inputs().size()) {
     return absl::InternalError("BuildJointGraph: one requires_grad flag per input expected");
   }
@@ -321,7 +321,7 @@ absl::StatusOr<JointGraph> BuildJointGraph(const Graph& traced, const std::vecto
   // ones appear as nodes of the expansion, so expand until none is left.
   Graph expanded = traced;
   for (int round = 0; round < 8; ++round) {
-    DT_ASSIGN_OR_RETURN(Graph next, Decompose(expanded, ExpandComposites::kWithoutDerivative));
+    DT_ASSIGN_OR_RETURN(Graph next, Decompose(expanded, ExpandComposites::kWithoutDerivative, device));
     const bool changed = next.nodes().size() != expanded.nodes().size();
     expanded = std::move(next);
     if (!changed) break;
@@ -330,7 +330,7 @@ absl::StatusOr<JointGraph> BuildJointGraph(const Graph& traced, const std::vecto
   DT_ASSIGN_OR_RETURN(JointGraph joint, builder.Build(input_requires_grad));
   if (joint.differentiable_outputs.empty()) return joint;
   joint.backward.EliminateDeadCode();
-  DT_RETURN_IF_ERROR(Partition(joint));
+  if (min_cut) DT_RETURN_IF_ERROR(Partition(joint));
   return joint;
 }
 

@@ -54,9 +54,10 @@ struct JointGraph {
 // the graph runs (creation ops the formulas record are pointed there). An error says why the
 // graph cannot be differentiated as a whole (an op without a derivative, an in-place change of a
 // tensor that requires grad, run-time numbers in differentiated nodes, outputs that view inputs);
-// such a frame runs eagerly under autograd instead.
+// such a frame runs eagerly under autograd instead. `min_cut`: let the partitioner choose what to
+// save (else every value the formulas read is saved, for comparison).
 [[nodiscard]] absl::StatusOr<JointGraph> BuildJointGraph(const Graph& traced, const std::vector<bool>& input_requires_grad,
-                                                         Device device);
+                                                         Device device, bool min_cut = true);
 
 }  // namespace dt
 

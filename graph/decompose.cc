@@ -18,7 +18,8 @@ bool SameTensor(const Tensor& a, const Tensor& b) {
 
 class Recorder final : public CallRecorder {
  public:
-  Recorder(Graph& out, SourceLocation location) : out_(out), location_(std::move(location)) {}
+  Recorder(Graph& out, SourceLocation location, std::optional<Device> device)
+      : out_(out), location_(std::move(location)), device_(device) {}
 
   void Know(const Tensor& meta, ValueId id) { known_.emplace_back(meta, id); }
 
@@ -43,6 +44,9 @@ class Recorder final : public CallRecorder {
           ids.push_back(id);
         }
         graph_args.push_back(GraphArg{std::move(ids)});
+      } else if (const Device* d = std::get_if<Device>(&a);
+                 d != nullptr && d->type == DeviceType::kMeta && device_.has_value()) {
+        graph_args.push_back(GraphArg{ArgValue(*device_)});
       } else {
         graph_args.push_back(GraphArg{a});
       }
@@ -60,6 +64,7 @@ class Recorder final : public CallRecorder {
  private:
   Graph& out_;
   SourceLocation location_;
+  std::optional<Device> device_;
   std::vector<std::pair<Tensor, ValueId>> known_;
 };
 
@@ -134,7 +139,7 @@ absl::StatusOr<ValueId> ExpandCopyingView(const Graph& graph, const Node& node, 
 
 }  // namespace
 
-absl::StatusOr<Graph> Decompose(const Graph& graph, ExpandComposites which) {
+absl::StatusOr<Graph> Decompose(const Graph& graph, ExpandComposites which, std::optional<Device> device) {
   Graph out;
   std::vector<ValueId> map(graph.num_values(), -1);
   for (size_t i = 0; i < graph.inputs().size(); ++i) {
@@ -149,7 +154,7 @@ absl::StatusOr<Graph> Decompose(const Graph& graph, ExpandComposites which) {
     if (Expandable(node, which)) {
       // Recorded into a scratch graph first, so a failed expansion leaves `out` untouched.
       Graph scratch = out;
-      Recorder recorder(scratch, node.location);
+      Recorder recorder(scratch, node.location, device);
       for (const GraphArg& a : node.args) {
         if (auto* v = std::get_if<ValueId>(&a.content)) recorder.Know(graph.value(*v).meta, map[*v]);
         if (auto* vs = std::get_if<std::vector<ValueId>>(&a.content)) {

@@ -8,6 +8,8 @@
 #ifndef DYNTRACE_GRAPH_DECOMPOSE_H_
 #define DYNTRACE_GRAPH_DECOMPOSE_H_
 
+#include <optional>
+
 #include "absl/status/statusor.h"
 #include "graph/graph.h"
 
@@ -20,8 +22,12 @@ enum class ExpandComposites { kDecomposable, kWithoutDerivative };
 
 // The same computation with every expandable composite expanded; inputs and outputs keep their
 // order, so the result runs on the same tensors as `graph`.
+// `device`: where the graph runs. Bodies run on meta tensors, so a tensor a body creates (a
+// causal mask) asks for the meta device; its node is pointed at `device` instead (the code
+// generators, which pass none, treat such creations as constants of their own).
 [[nodiscard]] absl::StatusOr<Graph> Decompose(const Graph& graph,
-                                              ExpandComposites which = ExpandComposites::kDecomposable);
+                                              ExpandComposites which = ExpandComposites::kDecomposable,
+                                              std::optional<Device> device = std::nullopt);
 
 }  // namespace dt
 

@@ -679,16 +679,14 @@ absl::StatusOr<Sym> Tracer::RunGenerator(TFrame& f) {
 
 // The globals of a method found on a class (no source of its own: `no_grad().__enter__`) read
 // through the module they belong to, sys.modules[__name__].__dict__, guarded to still be that
-// module. Only dyntrace's own Python modules for now: opened to every module, the stress run of
-// CPython's tests failed a side effect's target (`sys.stdout` read through unittest.result's
-// globals) that needs investigating first.
+// module. (Guards and side-effect targets resolve `.__dict__` of a module to the module's dict;
+// an earlier lookup of "__dict__" inside that dict found nothing, which made such sources vanish.)
 absl::StatusOr<SourceRef> Tracer::ModuleGlobalsSource(PyObject* globals) {
   PyObject* name = PyDict_GetItemString(globals, "__name__");  // borrowed
   const std::optional<std::string> module_name = name != nullptr && PyUnicode_Check(name) ? py::Utf8(name) : std::nullopt;
   PyObject* modules = PyImport_GetModuleDict();
   PyObject* module = module_name ? PyDict_GetItemString(modules, module_name->c_str()) : nullptr;
-  const bool dyntrace_module = module_name && module_name->rfind("dyntrace.", 0) == 0;
-  if (!dyntrace_module || module == nullptr || !PyModule_Check(module) || PyModule_GetDict(module) != globals) {
+  if (module == nullptr || !PyModule_Check(module) || PyModule_GetDict(module) != globals) {
     return Unsupported("a function from another module without a source (its globals are no module's)");
   }
   guards_.Add(LeafGuard::Identity(guards::SysModuleSource(*module_name), module, Here()));

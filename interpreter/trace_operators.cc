@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "graph/pointwise.h"
+#include "interpreter/cpython_frame.h"
 #include "interpreter/number_program.h"
 #include "interpreter/py_str.h"
 #include "interpreter/py_types.h"
@@ -658,7 +659,6 @@ absl::StatusOr<std::vector<Sym>> Tracer::Iterate(const Sym& s) {
     case SymKind::kBoundMethod:
     case SymKind::kOpMethod:
     case SymKind::kFunction:
-    case SymKind::kObject:
     case SymKind::kSlice:
     case SymKind::kNumber:
     case SymKind::kRunIter:
@@ -667,7 +667,19 @@ absl::StatusOr<std::vector<Sym>> Tracer::Iterate(const Sym& s) {
     case SymKind::kGenManager:
     case SymKind::kSuper: return Unsupported(absl::StrCat("iterating over a ", Describe(s)));
     case SymKind::kSet: return SetItems(s);
+    case SymKind::kObject: return IterateObject(s);
   }
+}
+
+absl::StatusOr<std::vector<Sym>> Tracer::IterateObject(const Sym& s) {
+  static PyObject* const name = PyUnicode_InternFromString("__iter__");
+  PyObject* method = s->obj ? cpython::LookupOnType(Py_TYPE(s->obj.get()), name) : nullptr;
+  if (method == nullptr || !PyFunction_Check(method)) {
+    return Unsupported(absl::StrCat("iterating over a ", Describe(s)));
+  }
+  DT_ASSIGN_OR_RETURN(Sym bound, ObjectAttr(s, "__iter__"));
+  DT_ASSIGN_OR_RETURN(Sym iterator, CallSym(bound, {}, Kwargs()));
+  return Iterate(iterator);
 }
 
 }  // namespace dt::interpreter::trace

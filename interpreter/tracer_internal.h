@@ -501,6 +501,9 @@ class Tracer {
   };
   absl::StatusOr<IndexTensors> IndexTensorsOf(const py::ParsedIndex& parsed);
   absl::StatusOr<std::vector<Sym>> Iterate(const Sym& s);
+  // A user object whose class defines __iter__ in Python (nn.ModuleList): that __iter__ runs in
+  // the trace, and what it returns is iterated.
+  absl::StatusOr<std::vector<Sym>> IterateObject(const Sym& s);
   absl::StatusOr<Sym> MaterializeShape(const Sym& shape);
   absl::Status GuardSizes(const Sym& tensor, std::optional<int64_t> dim);
   // Size `dim` of `tensor` as Python reads it: a constant (its exact value guarded), or a

@@ -29,7 +29,10 @@ class Sequential(Module):
         return len(self._modules)
 
     def __iter__(self):
-        return iter(self._modules.values())
+        # A generator (not iter(dict_values)): compiled code runs its body, so a loop over the
+        # modules compiles into the caller's graph.
+        for module in self._modules.values():
+            yield module
 
     def __getitem__(self, index):
         if isinstance(index, slice):
@@ -51,7 +54,10 @@ class ModuleList(Module):
         return len(self._modules)
 
     def __iter__(self):
-        return iter(self._modules.values())
+        # A generator (not iter(dict_values)): compiled code runs its body, so a loop over the
+        # modules compiles into the caller's graph.
+        for module in self._modules.values():
+            yield module
 
     def __getitem__(self, index):
         if isinstance(index, slice):
