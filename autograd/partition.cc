@@ -86,10 +86,11 @@ class FlowNetwork {
 
 int64_t Bytes(const Tensor& meta) { return meta.numel() * ItemSize(meta.dtype()); }
 
-// Cheap to run again, and the same result every time (the backward graph runs without the
+// Cheap to run again (arithmetic, comparisons, selects, casts, views: no transcendental
+// element function), and the same result every time (the backward graph runs without the
 // forward's run-time numbers, so a node reading one stays in the forward graph).
 bool Recomputable(const Node& node) {
-  if (node.op->has(kRandom)) return false;
+  if (node.op->has(kRandom) || node.op->has(kCostlyElement)) return false;
   for (const GraphArg& a : node.args) {
     if (a.ReadsNumbers()) return false;
   }

@@ -79,6 +79,9 @@ enum OpProperty : uint32_t {
   // A "Tensor[]" result of one tensor goes to Python as that tensor, not a 1-tuple: the op
   // returns more only when asked (torch.unique with return_inverse / return_counts).
   kOneResultBare = 1u << 15,
+  // Its element function is a transcendental (exp, log, erf, tanh, trig, pow): computing it
+  // costs more than reading a saved result, so autograd's partitioner never recomputes it.
+  kCostlyElement = 1u << 16,
 };
 
 // How a result's sizes follow from its operands' (the tracer follows this to write a size Python

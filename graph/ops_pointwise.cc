@@ -22,24 +22,24 @@ constexpr uint32_t kBound = kMethod | kFunction | kInplaceVariant;
 #define DT_UNARY_POINTWISE_OPS(X)                                  \
   X(neg, neg, kPromote, kBound | kRejectsBool)                     \
   X(abs, abs_, kPromote, kBound | kRejectsBool)                    \
-  X(exp, exp_, kIntToFloat, kBound)                                \
-  X(exp2, exp2_, kIntToFloat, kBound)                              \
-  X(log, log_, kIntToFloat, kBound)                                \
-  X(log2, log2_, kIntToFloat, kBound)                              \
-  X(log1p, log1p_, kIntToFloat, kBound)                            \
-  X(expm1, expm1_, kIntToFloat, kBound)                            \
+  X(exp, exp_, kIntToFloat, kBound | kCostlyElement)                                \
+  X(exp2, exp2_, kIntToFloat, kBound | kCostlyElement)                              \
+  X(log, log_, kIntToFloat, kBound | kCostlyElement)                                \
+  X(log2, log2_, kIntToFloat, kBound | kCostlyElement)                              \
+  X(log1p, log1p_, kIntToFloat, kBound | kCostlyElement)                            \
+  X(expm1, expm1_, kIntToFloat, kBound | kCostlyElement)                            \
   X(sqrt, sqrt_, kIntToFloat, kBound)                              \
   X(rsqrt, rsqrt, kIntToFloat, kBound)                             \
-  X(sin, sin_, kIntToFloat, kBound)                                \
-  X(cos, cos_, kIntToFloat, kBound)                                \
-  X(tan, tan_, kIntToFloat, kBound)                                \
-  X(tanh, tanh_, kIntToFloat, kBound | kNNFunctional) \
-  X(sigmoid, sigmoid, kIntToFloat, kBound | kNNFunctional) \
+  X(sin, sin_, kIntToFloat, kBound | kCostlyElement)                                \
+  X(cos, cos_, kIntToFloat, kBound | kCostlyElement)                                \
+  X(tan, tan_, kIntToFloat, kBound | kCostlyElement)                                \
+  X(tanh, tanh_, kIntToFloat, kBound | kNNFunctional | kCostlyElement) \
+  X(sigmoid, sigmoid, kIntToFloat, kBound | kNNFunctional | kCostlyElement) \
   X(relu, relu, kPromote, kBound | kRejectsBool | kNNFunctional) \
-  X(_gelu_erf, gelu, kIntToFloat, kNoProperty)                     \
-  X(_gelu_tanh, gelu_tanh, kIntToFloat, kNoProperty)               \
-  X(silu, silu, kIntToFloat, kBound | kNNFunctional) \
-  X(erf, erf_, kIntToFloat, kBound)                                \
+  X(_gelu_erf, gelu, kIntToFloat, kNoProperty | kCostlyElement)                     \
+  X(_gelu_tanh, gelu_tanh, kIntToFloat, kNoProperty | kCostlyElement)               \
+  X(silu, silu, kIntToFloat, kBound | kNNFunctional | kCostlyElement) \
+  X(erf, erf_, kIntToFloat, kBound | kCostlyElement)                                \
   X(floor, floor_, kPromote, kBound | kRejectsBool)                \
   X(ceil, ceil_, kPromote, kBound | kRejectsBool)                  \
   X(round, round_, kPromote, kBound | kRejectsBool)                \
@@ -59,10 +59,10 @@ constexpr uint32_t kBound = kMethod | kFunction | kInplaceVariant;
   X(div, div, kIntToFloat, kBound)                                                   \
   X(floor_divide, floor_divide, kPromote, kBound | kRejectsBool | kIntegerDivision)  \
   X(remainder, remainder, kPromote, kBound | kRejectsBool | kIntegerDivision)        \
-  X(pow, pow_, kPromote, kBound | kRejectsBool | kIntegerPower)                      \
+  X(pow, pow_, kPromote, kBound | kRejectsBool | kIntegerPower | kCostlyElement)                      \
   X(maximum, maximum, kPromote, kMethod | kFunction | kCommutative)                  \
   X(minimum, minimum, kPromote, kMethod | kFunction | kCommutative)                  \
-  X(atan2, atan2_, kIntToFloat, kBound)                                              \
+  X(atan2, atan2_, kIntToFloat, kBound | kCostlyElement)                                              \
   X(eq, eq, kToBool, kBound | kCommutative)                                          \
   X(ne, ne, kToBool, kBound | kCommutative)                                          \
   X(lt, lt, kToBool, kBound)                                                         \
@@ -72,8 +72,8 @@ constexpr uint32_t kBound = kMethod | kFunction | kInplaceVariant;
   X(logical_and, logical_and, kToBool, kBound | kCommutative)                        \
   X(logical_or, logical_or, kToBool, kBound | kCommutative)                          \
   X(logical_xor, logical_xor, kToBool, kBound | kCommutative)                        \
-  X(_gelu_erf_backward, gelu_backward, kIntToFloat, kNoProperty)                     \
-  X(_silu_backward, silu_backward, kIntToFloat, kNoProperty)                         \
+  X(_gelu_erf_backward, gelu_backward, kIntToFloat, kNoProperty | kCostlyElement)                     \
+  X(_silu_backward, silu_backward, kIntToFloat, kNoProperty | kCostlyElement)                         \
   X(_sigmoid_backward, sigmoid_backward, kIntToFloat, kNoProperty)                   \
   X(_tanh_backward, tanh_backward, kIntToFloat, kNoProperty)
 
