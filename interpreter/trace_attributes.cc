@@ -128,6 +128,8 @@ absl::StatusOr<Sym> Tracer::ObjectAttr(const Sym& obj, const std::string& name) 
   if (PyObject* dict = cpython::InstanceDict(o); dict != nullptr) own = PyDict_GetItemString(dict, name.c_str());
   PyObject* cls_attr = cpython::LookupOnType(Py_TYPE(o), PyRef::Steal(py::FromUtf8(name)).get());
   if (cls_attr != nullptr && Py_TYPE(cls_attr)->tp_descr_set != nullptr) {
+    DT_ASSIGN_OR_RETURN(Sym getter, PropertyFunction(obj, cls_attr, name, /*setter=*/false));
+    if (getter != nullptr) return CallSym(getter, {obj}, {});
     return Unsupported(absl::StrCat("attribute '", name, "' is a descriptor (property or slot)"));
   }
   if (own == nullptr && cls_attr != nullptr) {
@@ -136,10 +138,43 @@ absl::StatusOr<Sym> Tracer::ObjectAttr(const Sym& obj, const std::string& name) 
     return Unsupported(absl::StrCat("class attribute '", name, "' of ", Py_TYPE(o)->tp_name));
   }
   if (own == nullptr) {
+    // Neither the instance nor its class has it, and no __getattr__ would answer: CPython raises
+    // AttributeError (hasattr() and getattr() with a default catch it). Guards say the instance
+    // and the class still lack it.
+    static PyObject* const getattr_name = PyUnicode_InternFromString("__getattr__");
+    const SourceRef cls_source = obj->made_by_trace ? obj->class_source
+                                 : obj->source != nullptr ? guards::TypeOfSource(obj->source) : nullptr;
+    if (cls_attr == nullptr && cls_source != nullptr && cpython::LookupOnType(Py_TYPE(o), getattr_name) == nullptr) {
+      if (!obj->made_by_trace) guards_.Add(LeafGuard::Absent(guards::AttrSource(obj->source, name), Here()));
+      guards_.Add(LeafGuard::Absent(guards::AttrSource(cls_source, name), Here()));
+      return Raises(absl::StrCat("the traced code raises AttributeError: '", Py_TYPE(o)->tp_name,
+                                 "' object has no attribute '", name, "'"));
+    }
     return Unsupported(absl::StrCat("attribute '", name, "' of ", ShortRepr(o), " (the code raises or reads a class attribute)"));
   }
   if (obj->source == nullptr) return Unsupported("attribute of an object without a source");
   return Wrap(own, guards::AttrSource(obj->source, name));
+}
+
+// The getter (or setter) of a property whose function is a plain Python function, which the trace
+// inlines: the property is guarded by identity on the object's class. Null when `descriptor` is
+// no such property (a slot, a C getset, a property subclass, a missing fget/fset).
+absl::StatusOr<Sym> Tracer::PropertyFunction(const Sym& obj, PyObject* descriptor, const std::string& name,
+                                             bool setter) {
+  if (!Py_IS_TYPE(descriptor, &PyProperty_Type)) return Sym();
+  PyRef function = PyRef::Steal(PyObject_GetAttrString(descriptor, setter ? "fset" : "fget"));
+  if (!function) {
+    PyErr_Clear();
+    return Sym();
+  }
+  if (!PyFunction_Check(function.get())) return Sym();
+  const SourceRef cls_source = obj->made_by_trace ? obj->class_source
+                               : obj->source != nullptr ? guards::TypeOfSource(obj->source) : nullptr;
+  if (cls_source == nullptr) return Sym();
+  guards_.Add(LeafGuard::Identity(guards::AttrSource(cls_source, name), descriptor, Here()));
+  Sym s = MakeSym(SymKind::kFunction);
+  s->obj = std::move(function);
+  return s;
 }
 
 // type(obj) of a plain object: its class, read from where the object is (so attributes of the
@@ -208,10 +243,78 @@ absl::StatusOr<Sym> Tracer::ClassAttr(const Sym& obj, PyObject* own, const std::
     s->obj = function;
     return s;
   }
+  if ((Py_IS_TYPE(own, &PyMethodDescr_Type) || Py_IS_TYPE(own, &PyClassMethodDescr_Type)) &&
+      !(reinterpret_cast<PyTypeObject*>(cls)->tp_flags & Py_TPFLAGS_HEAPTYPE)) {
+    // An unbound method of a builtin type (`str.lower`) or its classmethod bound to it
+    // (`dict.fromkeys`): a builtin type's attributes never change. Calls decide what they do.
+    PyRef value = PyRef::Steal(PyObject_GetAttrString(cls, name.c_str()));
+    if (!value) {
+      PyErr_Clear();
+      return Unsupported(absl::StrCat("class attribute '", name, "' of a builtin type"));
+    }
+    return ConstSym(std::move(value));
+  }
   if (Py_TYPE(own)->tp_descr_get != nullptr) {
     return Unsupported(absl::StrCat("class attribute '", name, "' is a descriptor (", Py_TYPE(own)->tp_name, ")"));
   }
   return Wrap(own, source);
+}
+
+// `__name__` or `__qualname__` of a class (type's own descriptors) or of a function: a constant
+// str. A builtin type's name never changes; a class's or function's can be reassigned
+// (`cls.__name__ = ...`, functools.wraps), so a guard re-reads it where the object came from,
+// which the trace must know. A function made by MAKE_FUNCTION in this trace is named by its code
+// (nothing the trace follows renames it). Null: not one of these.
+absl::StatusOr<Sym> Tracer::NameAttr(const Sym& obj, const std::string& name) {
+  const bool qualified = name == "__qualname__";
+  if (!qualified && name != "__name__") return Sym();
+  PyObject* o = obj->obj.get();
+  if (obj->kind == SymKind::kFunction && PyCode_Check(o)) {
+    PyCodeObject* code = reinterpret_cast<PyCodeObject*>(o);
+    return ConstSym(PyRef::Borrow(qualified ? code->co_qualname : code->co_name));
+  }
+  const bool is_function = obj->kind == SymKind::kFunction && PyFunction_Check(o);
+  const bool is_type = obj->kind == SymKind::kConst && PyType_Check(o);
+  if (!is_function && !is_type) return Sym();
+  PyRef key = PyRef::Steal(py::FromUtf8(name));
+  if (is_type && cpython::LookupOnType(Py_TYPE(o), key.get()) !=
+                     cpython::LookupOnType(&PyType_Type, key.get())) {
+    return Sym();  // a metaclass with a __name__ of its own
+  }
+  PyRef value = PyRef::Steal(PyObject_GetAttr(o, key.get()));
+  if (!value || !PyUnicode_CheckExact(value.get())) {
+    PyErr_Clear();
+    return Sym();
+  }
+  const bool fixed = is_type && !(reinterpret_cast<PyTypeObject*>(o)->tp_flags & Py_TPFLAGS_HEAPTYPE);
+  if (fixed) return ConstSym(std::move(value));
+  if (obj->source == nullptr) {
+    return Unsupported(absl::StrCat("attribute '", name, "' of a ", is_type ? "class" : "function",
+                                    " the trace cannot guard (no source)"));
+  }
+  const SourceRef source = obj->source;
+  PyRef expected = value;
+  auto same_name = std::make_shared<const LeafGuard::RelationFn>(
+      [source, expected, qualified, is_type](const guards::FrameInputs& inputs) -> std::optional<bool> {
+        PyObject* x = source->Resolve(inputs);
+        if (x == nullptr) return std::nullopt;
+        PyObject* current = nullptr;
+        if (is_type) {
+          if (!PyType_Check(x) || !(reinterpret_cast<PyTypeObject*>(x)->tp_flags & Py_TPFLAGS_HEAPTYPE)) return false;
+          auto* heap = reinterpret_cast<PyHeapTypeObject*>(x);
+          current = qualified ? heap->ht_qualname : heap->ht_name;
+        } else {
+          if (!PyFunction_Check(x)) return false;
+          auto* fn = reinterpret_cast<PyFunctionObject*>(x);
+          current = qualified ? fn->func_qualname : fn->func_name;
+        }
+        // Exact strs compare without running Python code.
+        return current != nullptr && PyUnicode_CheckExact(current) &&
+               PyUnicode_Compare(current, expected.get()) == 0;
+      });
+  guards_.Add(LeafGuard::Relation(source, absl::StrCat(source->ToString(), ".", name, " == ", ShortRepr(value.get())),
+                                  true, std::move(same_name), Here()));
+  return ConstSym(std::move(value));
 }
 
 // Attributes of constants: a module's globals, a class's attributes, or a pure constant's
@@ -240,6 +343,8 @@ absl::StatusOr<Sym> Tracer::ConstAttr(const Sym& obj, const std::string& name) {
 }
 
 absl::StatusOr<Sym> Tracer::GetAttr(const Sym& obj, const std::string& name) {
+  DT_ASSIGN_OR_RETURN(Sym named, NameAttr(obj, name));
+  if (named != nullptr) return named;
   switch (obj->kind) {
     case SymKind::kTensor: return TensorAttr(obj, name);
     case SymKind::kTuple:

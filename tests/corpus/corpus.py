@@ -69,7 +69,7 @@ def n_of(i):
 
 
 CASE_MODULES = ("cases_containers", "cases_functions", "cases_objects", "cases_control",
-                "cases_state", "cases_guards", "cases_edges", "cases_everyday")
+                "cases_state", "cases_guards", "cases_edges", "cases_everyday", "cases_whole")
 
 
 def load_all():
