@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "graph/pointwise.h"
@@ -124,6 +125,25 @@ absl::StatusOr<Sym> Tracer::ObjectAttr(const Sym& obj, const std::string& name) 
     if (PyUnicode_CompareWithASCIIString(obj->keys[i].get(), name.c_str()) == 0) return obj->items[i];
   }
   PyObject* o = obj->obj.get();
+  {
+    // A class attribute the trace stored (`Counter.count = 0`), unless the instance has its own.
+    const SourceRef cls_source = obj->made_by_trace ? obj->class_source
+                                 : obj->source != nullptr ? guards::TypeOfSource(obj->source) : nullptr;
+    DT_ASSIGN_OR_RETURN(Sym pending, PendingClassAttr(Py_TYPE(o), name, cls_source));
+    if (pending != nullptr) {
+      PyObject* dict = cpython::InstanceDict(o);
+      PyObject* own_value = dict != nullptr ? PyDict_GetItemString(dict, name.c_str()) : nullptr;
+      if (own_value == nullptr && (pending->kind == SymKind::kTensor || pending->kind == SymKind::kNumber ||
+                                   (pending->kind == SymKind::kConst && IsPureConstType(pending->obj.get())))) {
+        if (!obj->made_by_trace) {
+          if (obj->source == nullptr) return Unsupported("attribute of an object without a source");
+          guards_.Add(LeafGuard::Absent(guards::AttrSource(obj->source, name), Here()));
+        }
+        return pending;
+      }
+      return Unsupported(absl::StrCat("attribute '", name, "' the trace stored on the class of ", ShortRepr(o)));
+    }
+  }
   PyObject* own = nullptr;
   if (PyObject* dict = cpython::InstanceDict(o); dict != nullptr) own = PyDict_GetItemString(dict, name.c_str());
   PyObject* cls_attr = cpython::LookupOnType(Py_TYPE(o), PyRef::Steal(py::FromUtf8(name)).get());
@@ -260,6 +280,77 @@ absl::StatusOr<Sym> Tracer::ClassAttr(const Sym& obj, PyObject* own, const std::
   return Wrap(own, source);
 }
 
+// `cls.name = value` on a plain class (its metaclass is type) for a name that is not a dunder (those
+// can be type's own descriptors, or slots): a plain store into the class's __dict__.
+absl::Status Tracer::StoreClassAttr(const Sym& cls, PyObject* name_obj, const Sym& value) {
+  PyObject* o = cls->obj.get();
+  DT_ASSIGN_OR_RETURN(const std::string name, NameText(name_obj));
+  if (!PyType_CheckExact(o) || !PyType_HasFeature(reinterpret_cast<PyTypeObject*>(o), Py_TPFLAGS_HEAPTYPE) ||
+      absl::StartsWith(name, "__") || cls->source == nullptr || value->kind == SymKind::kNull) {
+    return Unsupported(absl::StrCat("storing attribute '", name, "' on ", ShortRepr(o)));
+  }
+  Sym& stores = class_stores_[o];
+  if (stores == nullptr) {
+    stores = ConstSym(PyRef::Borrow(o));
+    stores->source = cls->source;
+  } else if (stores->source->ToString() != cls->source->ToString()) {
+    guards_.Add(LeafGuard::Same(cls->source, stores->source, Here()));
+  }
+  Mutating(stores);
+  if (stores->keys.empty()) stored_objects_.push_back(stores);
+  for (size_t i = 0; i < stores->keys.size(); ++i) {
+    if (PyUnicode_Compare(stores->keys[i].get(), name_obj) == 0) {
+      stores->items[i] = value;
+      return absl::OkStatus();
+    }
+  }
+  stores->keys.push_back(PyRef::Borrow(name_obj));
+  stores->items.push_back(value);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Sym> Tracer::PendingClassAttr(PyTypeObject* type, const std::string& name, const SourceRef& reader) {
+  if (class_stores_.empty()) return Sym();
+  PyObject* mro = type->tp_mro;
+  if (mro == nullptr || !PyTuple_Check(mro)) return Unsupported("a class without an MRO");
+  PyRef key = PyRef::Steal(py::FromUtf8(name));
+  if (!key) {
+    PyErr_Clear();
+    return Unsupported("an attribute name UTF-8 cannot encode");
+  }
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(mro); ++i) {
+    PyObject* k = PyTuple_GET_ITEM(mro, i);
+    if (auto it = class_stores_.find(k); it != class_stores_.end()) {
+      const Sym& stores = it->second;
+      for (size_t j = 0; j < stores->keys.size(); ++j) {
+        if (PyUnicode_Compare(stores->keys[j].get(), key.get()) != 0) continue;
+        if (reader == nullptr) return Unsupported(absl::StrCat("reading class attribute '", name, "' the trace stored, through a class it cannot guard"));
+        // The class read is `k` itself or a subclass: guard that it is still the one whose MRO
+        // leads to the stored class (the store's own source when it is `k`).
+        if (k == reinterpret_cast<PyObject*>(type)) {
+          if (reader->ToString() != stores->source->ToString()) guards_.Add(LeafGuard::Same(reader, stores->source, Here()));
+        } else {
+          guards_.Add(LeafGuard::Identity(reader, reinterpret_cast<PyObject*>(type), Here()));
+        }
+        return stores->items[j];
+      }
+    }
+    // The class's own attribute (what an earlier class of the MRO has) comes first.
+    PyObject* dict = reinterpret_cast<PyTypeObject*>(k)->tp_dict;
+    if (!PyType_HasFeature(reinterpret_cast<PyTypeObject*>(k), Py_TPFLAGS_HEAPTYPE)) {
+      // A builtin class: what it has cannot be a store of the trace; later classes are builtin too
+      // in the MROs the trace meets (object last). Stop unless a store sits further on.
+      for (Py_ssize_t j = i + 1; j < PyTuple_GET_SIZE(mro); ++j) {
+        if (class_stores_.contains(PyTuple_GET_ITEM(mro, j))) return Unsupported("a class store behind a builtin base");
+      }
+      return Sym();
+    }
+    if (dict != nullptr && PyDict_GetItemWithError(dict, key.get()) != nullptr) return Sym();
+    PyErr_Clear();
+  }
+  return Sym();
+}
+
 // `__name__` or `__qualname__` of a class (type's own descriptors) or of a function: a constant
 // str. A builtin type's name never changes; a class's or function's can be reassigned
 // (`cls.__name__ = ...`, functools.wraps), so a guard re-reads it where the object came from,
@@ -321,6 +412,10 @@ absl::StatusOr<Sym> Tracer::NameAttr(const Sym& obj, const std::string& name) {
 // (folded by calling getattr for real).
 absl::StatusOr<Sym> Tracer::ConstAttr(const Sym& obj, const std::string& name) {
   PyObject* o = obj->obj.get();
+  if (PyType_Check(o)) {
+    DT_ASSIGN_OR_RETURN(Sym pending, PendingClassAttr(reinterpret_cast<PyTypeObject*>(o), name, obj->source));
+    if (pending != nullptr) return pending;
+  }
   if (PyModule_Check(o) || PyType_Check(o)) {
     PyObject* own = PyModule_Check(o)
                         ? PyDict_GetItemString(PyModule_GetDict(o), name.c_str())

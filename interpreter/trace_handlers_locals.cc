@@ -159,6 +159,7 @@ absl::Status Tracer::DoStoreAttr(TFrame& f, const Instr& in) {
     PyObject* cls_attr = cpython::LookupOnType(Py_TYPE(obj->obj.get()), in.argval.get());
     if (cls_attr != nullptr && Py_IS_TYPE(cls_attr, &PyProperty_Type)) {
       DT_ASSIGN_OR_RETURN(const std::string name, NameText(in.argval.get()));
+      DT_RETURN_IF_ERROR(PendingClassAttr(Py_TYPE(obj->obj.get()), name, nullptr).status());
       DT_ASSIGN_OR_RETURN(Sym setter, PropertyFunction(obj, cls_attr, name, /*setter=*/true));
       if (setter != nullptr) {
         Sym target = obj;
@@ -170,7 +171,11 @@ absl::Status Tracer::DoStoreAttr(TFrame& f, const Instr& in) {
       }
     }
   }
-  DT_RETURN_IF_ERROR(StoreAttr(f.stack.back(), in.argval.get(), f.stack[f.stack.size() - 2]));
+  if (obj->kind == SymKind::kConst && PyType_Check(obj->obj.get())) {
+    DT_RETURN_IF_ERROR(StoreClassAttr(obj, in.argval.get(), f.stack[f.stack.size() - 2]));
+  } else {
+    DT_RETURN_IF_ERROR(StoreAttr(f.stack.back(), in.argval.get(), f.stack[f.stack.size() - 2]));
+  }
   f.Pop();
   f.Pop();
   return absl::OkStatus();
@@ -185,6 +190,8 @@ absl::Status Tracer::StoreAttr(const Sym& target, PyObject* name_obj, const Sym&
   DT_ASSIGN_OR_RETURN(const std::string name, NameText(name_obj));
   PyObject* o = target->obj.get();
   PyTypeObject* type = Py_TYPE(o);
+  // A class attribute of that name the trace stored could be a descriptor CPython would call.
+  DT_RETURN_IF_ERROR(PendingClassAttr(type, name, nullptr).status());
   PyObject* cls_attr = cpython::LookupOnType(type, name_obj);
   if (type->tp_setattro != PyBaseObject_Type.tp_setattro || cpython::InstanceDict(o) == nullptr ||
       (cls_attr != nullptr && Py_TYPE(cls_attr)->tp_descr_set != nullptr)) {

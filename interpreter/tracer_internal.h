@@ -366,6 +366,16 @@ class Tracer {
   absl::Status DoLoadAttr(TFrame& f, const Instr& in);
   absl::Status DoStoreAttr(TFrame& f, const Instr& in);
   absl::Status StoreAttr(const Sym& target, PyObject* name_obj, const Sym& value);
+  // Class attribute stores (`Counter.count = 0`, trace_attributes.cc): one Sym per class object
+  // (obj the class, source where it was first stored through, keys/items the names and values
+  // stored), replayed after the graph like an object's.
+  absl::flat_hash_map<PyObject*, Sym> class_stores_;
+  absl::Status StoreClassAttr(const Sym& cls, PyObject* name_obj, const Sym& value);
+  // The value the trace stored for `name` on `type` or a class of its MRO, where the lookup finds
+  // it before any class's own attribute; null when the lookup finds none of the trace's stores.
+  // `reader` is the source the class (or the instance's type) was read through: a guard says it
+  // is still the class the store went to.
+  absl::StatusOr<Sym> PendingClassAttr(PyTypeObject* type, const std::string& name, const SourceRef& reader);
   absl::StatusOr<std::vector<AttrStore>> AttrStores(std::vector<ValueId>& outputs);
   // operators
   absl::Status DoBinaryOp(TFrame& f, const Instr& in);

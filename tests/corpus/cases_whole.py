@@ -194,3 +194,26 @@ def iterators_used_up_by_list_and_tuple(x):
     z = zip("ab", (x, x * 2))
     view = {"k": 1, "j": 2}.keys()
     return list(r), list(r), tuple(z), list(z), list(view), sorted(view), list(view), x
+
+
+class Registry:
+    total = 0
+    scale = 1.0
+
+    def __init__(self):
+        Registry.total += 1
+        self.id = Registry.total
+
+
+class SubRegistry(Registry):
+    pass
+
+
+@case(lambda i: Call(T(3), Registry.__new__(Registry)), calls=VARY)
+def class_attribute_stores_seen_by_instances_and_subclasses(x, r):
+    Registry.total = 10
+    a, b = Registry(), SubRegistry()
+    SubRegistry.scale = 3.0
+    r.scale = 0.5  # the instance's own attribute shadows the class's
+    type(a).scale = 2.0
+    return x * a.scale, b.id, b.scale, a.scale, r.scale, Registry.total, SubRegistry.total, a.id
