@@ -81,6 +81,18 @@ absl::StatusOr<Sym> Tracer::TensorAttr(const Sym& obj, const std::string& name) 
 absl::StatusOr<Sym> Tracer::ContainerAttr(const Sym& obj, const std::string& name) {
   if (obj->named_type) {
     if (std::optional<size_t> field = py::NamedResultField(obj->named_type.get(), name)) return obj->items.at(*field);
+    if (IsNamedTupleClass(obj->named_type.get())) {
+      // A namedtuple's fields (its class's `_fields`, fixed when it was made) and the methods the
+      // trace follows (trace_calls.cc).
+      PyObject* fields = PyDict_GetItemString(reinterpret_cast<PyTypeObject*>(obj->named_type.get())->tp_dict, "_fields");
+      for (Py_ssize_t i = 0; fields != nullptr && i < PyTuple_GET_SIZE(fields); ++i) {
+        if (PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(fields, i), name.c_str()) == 0) return obj->items.at(i);
+      }
+      if (name == "_replace" || name == "_asdict") {
+        return BoundTo(SymKind::kBoundMethod, PyRef::Steal(py::FromUtf8(name)), obj);
+      }
+      return Unsupported(absl::StrCat("attribute '", name, "' of a ", ShortRepr(obj->named_type.get()), " named tuple"));
+    }
   }
   static const auto* dict_methods = new absl::flat_hash_set<std::string>{
       "get", "items", "keys", "values", "pop", "setdefault", "update", "copy", "clear"};

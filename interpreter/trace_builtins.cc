@@ -246,7 +246,7 @@ absl::StatusOr<Sym> Tracer::CallFollowedBuiltin(PyObject* fn, const std::vector<
   if (is("isinstance") && args.size() == 2) return BuiltinIsinstance(args[0], args[1]);
   if ((is("tuple") || is("list")) && args.size() == 1 && kwargs.empty()) {
     // tuple(t) of an exact tuple is t itself in CPython (`tuple(args) is args`).
-    if (is("tuple") && (args[0]->kind == SymKind::kTuple ||
+    if (is("tuple") && ((args[0]->kind == SymKind::kTuple && !args[0]->named_type) ||
                         (args[0]->kind == SymKind::kConst && PyTuple_CheckExact(args[0]->obj.get())))) {
       return args[0];
     }
@@ -371,7 +371,8 @@ absl::StatusOr<Sym> Tracer::CallFollowedBuiltin(PyObject* fn, const std::vector<
 PyTypeObject* KnownTypeOf(const Sym& x) {
   switch (x->kind) {
     case SymKind::kTensor: return &py::TensorType;
-    case SymKind::kTuple: return &PyTuple_Type;
+    case SymKind::kTuple:  // a named tuple (an op's named results, a namedtuple) has its own type
+      return x->named_type ? reinterpret_cast<PyTypeObject*>(x->named_type.get()) : &PyTuple_Type;
     case SymKind::kList: return &PyList_Type;
     case SymKind::kDict: return &PyDict_Type;
     case SymKind::kSlice: return &PySlice_Type;

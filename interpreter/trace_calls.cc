@@ -369,6 +369,35 @@ absl::StatusOr<Sym> Tracer::CallContainerMethod(const Sym& self, const std::stri
     return None();
   }
   DT_RETURN_IF_ERROR(Materialise(self));
+  if (self->kind == SymKind::kTuple && self->named_type && (name == "_replace" || name == "_asdict")) {
+    // A namedtuple's _replace(**changes) (a new one of its class) and _asdict() (a dict by field).
+    PyObject* fields = PyDict_GetItemString(reinterpret_cast<PyTypeObject*>(self->named_type.get())->tp_dict, "_fields");
+    if (fields == nullptr || static_cast<size_t>(PyTuple_GET_SIZE(fields)) != self->items.size() || !args.empty()) {
+      return Unsupported(absl::StrCat("namedtuple.", name, "() here"));
+    }
+    if (name == "_asdict") {
+      if (!kwargs.empty()) return Unsupported("namedtuple._asdict() with arguments");
+      Sym d = MakeSym(SymKind::kDict);
+      for (size_t i = 0; i < self->items.size(); ++i) {
+        DT_RETURN_IF_ERROR(DictInsert(*d, PyRef::Borrow(PyTuple_GET_ITEM(fields, i)), self->items[i]));
+      }
+      return d;
+    }
+    Sym t = MakeSym(SymKind::kTuple);
+    t->items = self->items;
+    t->named_type = self->named_type;
+    for (const auto& [k, v] : kwargs) {
+      bool found = false;
+      for (size_t i = 0; i < self->items.size(); ++i) {
+        if (PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(fields, i), k.c_str()) == 0) {
+          t->items[i] = v;
+          found = true;
+        }
+      }
+      if (!found) return Unsupported(absl::StrCat("namedtuple._replace() of an unknown field ", k));  // CPython raises
+    }
+    return t;
+  }
   if (self->kind == SymKind::kDict) return CallDictMethod(self, name, args, kwargs);
   if (self->kind == SymKind::kSet) return CallSetMethod(self, name, args, kwargs);
   if (self->kind == SymKind::kList && name == "sort") return ListSort(self, args, kwargs);

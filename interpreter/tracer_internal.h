@@ -341,6 +341,8 @@ class Tracer {
   absl::Status PrepareFrame(const Sym& function, std::vector<Sym> args, Kwargs kwargs, TFrame& f);
   absl::StatusOr<Sym> ConstructObject(PyTypeObject* cls, const SourceRef& cls_source, std::vector<Sym> args,
                                       Kwargs kwargs);
+  absl::StatusOr<Sym> ConstructNamedTuple(PyTypeObject* cls, const SourceRef& cls_source, const std::vector<Sym>& args,
+                                          const Kwargs& kwargs);
   // A constant class attribute read through an instance (`self.scale` where the class says
   // `scale = 2`): guarded on the class, and on the instance not shadowing it.
   absl::StatusOr<Sym> ClassConstantOf(const Sym& obj, PyObject* value, const std::string& name);

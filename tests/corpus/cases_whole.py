@@ -3,6 +3,8 @@ issue 23 (names of classes and functions, setattr/getattr/hasattr, next/iter, pr
 list.index/count, unbound methods of builtin types, `is`, repr of objects, sorted tuples), each
 where a value the trace decided from changes between calls: a class or function renamed, an
 attribute added to a class, two arguments that are one object, a property replaced."""
+import collections
+
 import dyntrace as dt
 from corpus import Call, T, case
 
@@ -217,3 +219,15 @@ def class_attribute_stores_seen_by_instances_and_subclasses(x, r):
     r.scale = 0.5  # the instance's own attribute shadows the class's
     type(a).scale = 2.0
     return x * a.scale, b.id, b.scale, a.scale, r.scale, Registry.total, SubRegistry.total, a.id
+
+
+Span = collections.namedtuple("Span", "lo hi")
+
+
+@case(lambda i: Call(T(3), T(3)))
+def namedtuples_made_changed_and_returned(x, y):
+    s = Span(x, hi=y)
+    t = s._replace(hi=y * 2)
+    lo, hi = t
+    return (s, t, lo + hi, s.lo is x, len(t), type(t) is Span, isinstance(t, tuple), tuple(t), s[1],
+            t._asdict(), Span._fields, s + (1,), x.max(0), x.max(0).values)
