@@ -45,7 +45,7 @@ bool IsDyntraceTensorFunction(PyObject* fn) { return IsDyntraceFunction(fn, "ten
 bool IsPureBuiltin(PyObject* fn, PyObject* builtins) {
   static const char* kPure[] = {"abs", "min", "max", "float", "int", "bool", "str", "round", "len",
                                 "range", "tuple", "divmod", "pow", "sum", "repr", "hash", "chr",
-                                "ord", "any", "all", "sorted", "slice", "type", "ascii", "format"};
+                                "ord", "any", "all", "sorted", "slice", "type", "ascii", "format", "bytes"};
   for (const char* name : kPure) {
     if (fn == PyDict_GetItemString(builtins, name)) return true;
   }

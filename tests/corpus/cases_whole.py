@@ -231,3 +231,9 @@ def namedtuples_made_changed_and_returned(x, y):
     lo, hi = t
     return (s, t, lo + hi, s.lo is x, len(t), type(t) is Span, isinstance(t, tuple), tuple(t), s[1],
             t._asdict(), Span._fields, s + (1,), x.max(0), x.max(0).values)
+
+
+@case(lambda i: Call(T(3)))
+def bytes_of_constants(x):
+    b = b"ab" + bytes([99, 100]) + bytes(range(101, 103)) + bytes("é", "utf-8")
+    return x * len(b), b, bytes(2), b.hex(), bytes((1, 2)) == b"\x01\x02"
