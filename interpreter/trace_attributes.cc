@@ -336,7 +336,9 @@ absl::StatusOr<Sym> Tracer::PendingClassAttr(PyTypeObject* type, const std::stri
       const Sym& stores = it->second;
       for (size_t j = 0; j < stores->keys.size(); ++j) {
         if (PyUnicode_Compare(stores->keys[j].get(), key.get()) != 0) continue;
-        if (reader == nullptr) return Unsupported(absl::StrCat("reading class attribute '", name, "' the trace stored, through a class it cannot guard"));
+        if (reader == nullptr) {
+          return Unsupported(absl::StrCat("class attribute '", name, "' the trace stored, read or shadowed through a class it cannot guard"));
+        }
         // The class read is `k` itself or a subclass: guard that it is still the one whose MRO
         // leads to the stored class (the store's own source when it is `k`).
         if (k == reinterpret_cast<PyObject*>(type)) {
@@ -375,6 +377,14 @@ absl::StatusOr<Sym> Tracer::NameAttr(const Sym& obj, const std::string& name) {
   if (obj->kind == SymKind::kFunction && PyCode_Check(o)) {
     PyCodeObject* code = reinterpret_cast<PyCodeObject*>(o);
     return ConstSym(PyRef::Borrow(qualified ? code->co_qualname : code->co_name));
+  }
+  if (obj->kind == SymKind::kConst && (PyCFunction_Check(o) || Py_IS_TYPE(o, &PyMethodDescr_Type) ||
+                                       Py_IS_TYPE(o, &PyClassMethodDescr_Type) || Py_IS_TYPE(o, &PyWrapperDescr_Type))) {
+    // A builtin function's or method's name is fixed when it is made.
+    PyRef value = PyRef::Steal(PyObject_GetAttrString(o, name.c_str()));
+    if (value && PyUnicode_CheckExact(value.get())) return ConstSym(std::move(value));
+    PyErr_Clear();
+    return Sym();
   }
   const bool is_function = obj->kind == SymKind::kFunction && PyFunction_Check(o);
   const bool is_type = obj->kind == SymKind::kConst && PyType_Check(o);

@@ -190,8 +190,15 @@ absl::Status Tracer::StoreAttr(const Sym& target, PyObject* name_obj, const Sym&
   DT_ASSIGN_OR_RETURN(const std::string name, NameText(name_obj));
   PyObject* o = target->obj.get();
   PyTypeObject* type = Py_TYPE(o);
-  // A class attribute of that name the trace stored could be a descriptor CPython would call.
-  DT_RETURN_IF_ERROR(PendingClassAttr(type, name, nullptr).status());
+  // A class attribute of that name the trace stored could be a descriptor CPython would call;
+  // a number, str or tensor is not (the store goes to the instance).
+  const SourceRef cls_source = target->made_by_trace ? target->class_source
+                               : target->source != nullptr ? guards::TypeOfSource(target->source) : nullptr;
+  DT_ASSIGN_OR_RETURN(Sym pending, PendingClassAttr(type, name, cls_source));
+  if (pending != nullptr && !(pending->kind == SymKind::kTensor || pending->kind == SymKind::kNumber ||
+                              (pending->kind == SymKind::kConst && IsPureConstType(pending->obj.get())))) {
+    return Unsupported(absl::StrCat("storing attribute '", name, "' over a class attribute the trace stored"));
+  }
   PyObject* cls_attr = cpython::LookupOnType(type, name_obj);
   if (type->tp_setattro != PyBaseObject_Type.tp_setattro || cpython::InstanceDict(o) == nullptr ||
       (cls_attr != nullptr && Py_TYPE(cls_attr)->tp_descr_set != nullptr)) {

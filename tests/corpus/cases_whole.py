@@ -161,7 +161,8 @@ def builtin_methods_as_values(x):
     counts = dict.fromkeys(names, 0)
     counts["A"] += 1
     return (x * len(counts), sorted(names, key=str.lower), list(map(str.upper, names)), counts,
-            dict.fromkeys(("p", "q")), names.index("c"), (1, 2, 1).count(1), [0, 1, 0].count(0))
+            dict.fromkeys(("p", "q")), names.index("c"), (1, 2, 1).count(1), [0, 1, 0].count(0),
+            len.__name__, str.lower.__qualname__, dt.Tensor.__name__)
 
 
 class Point:
@@ -218,7 +219,9 @@ def class_attribute_stores_seen_by_instances_and_subclasses(x, r):
     SubRegistry.scale = 3.0
     r.scale = 0.5  # the instance's own attribute shadows the class's
     type(a).scale = 2.0
-    return x * a.scale, b.id, b.scale, a.scale, r.scale, Registry.total, SubRegistry.total, a.id
+    b.total = -1  # an instance attribute over a class attribute the trace stored
+    return (x * a.scale, b.id, b.scale, a.scale, r.scale, Registry.total, SubRegistry.total, a.id,
+            b.total, a.total)
 
 
 Span = collections.namedtuple("Span", "lo hi")
