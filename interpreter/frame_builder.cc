@@ -46,7 +46,7 @@ PyObject* Builder::BuildSequence(const trace::OutputSpec& spec) {
     else PyTuple_SET_ITEM(seq, i, item);
   }
   if (named) {
-    PyObject* result = PyObject_CallOneArg(spec.obj.get(), seq);
+    PyObject* result = trace::MakeNamedTuple(spec.obj.get(), seq);
     Py_DECREF(seq);
     if (result == nullptr) return Fail();
     if (spec.memo >= 0) memo_[spec.memo] = Py_NewRef(result);  // a tuple never contains itself

@@ -68,6 +68,9 @@ struct SymValue {
   // break it may be rebuilt as a resume iterator. Iterators user code holds (zip(), enumerate(),
   // reversed() results) must keep their type, so they cannot cross a break.
   bool loop_iterator = false;
+  // A kIter standing for a dict view (keys(), values(), items()): iterable but not an iterator,
+  // so next() of it raises and iter() of it is a new iterator.
+  bool dict_view = false;
   // A loop's iterator over a list or dict reads its container live, as CPython's do: `over` is
   // the container, `position` the index of the next item (a list that grows while it is iterated
   // yields the new items; one that shrinks ends early). For a dict, `keys_at_start` are its keys

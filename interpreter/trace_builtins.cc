@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "graph/pointwise.h"
+#include "interpreter/cpython_frame.h"
 #include "interpreter/py_str.h"
 #include "interpreter/py_types.h"
 #include "interpreter/sym_dict.h"
@@ -44,7 +45,7 @@ bool IsDyntraceTensorFunction(PyObject* fn) { return IsDyntraceFunction(fn, "ten
 bool IsPureBuiltin(PyObject* fn, PyObject* builtins) {
   static const char* kPure[] = {"abs", "min", "max", "float", "int", "bool", "str", "round", "len",
                                 "range", "tuple", "divmod", "pow", "sum", "repr", "hash", "chr",
-                                "ord", "any", "all", "sorted", "slice", "type", "ascii", "format"};
+                                "ord", "any", "all", "sorted", "slice", "type", "ascii", "format", "bytes"};
   for (const char* name : kPure) {
     if (fn == PyDict_GetItemString(builtins, name)) return true;
   }
@@ -57,7 +58,22 @@ bool IsPureBuiltin(PyObject* fn, PyObject* builtins) {
       return true;
     }
   }
+  // An unbound method of an immutable builtin type (`str.lower` as a sort key): on pure constant
+  // arguments it is as pure as the bound method.
+  if (Py_IS_TYPE(fn, &PyMethodDescr_Type)) {
+    PyTypeObject* owner = reinterpret_cast<PyDescrObject*>(fn)->d_type;
+    if (owner == &PyUnicode_Type || owner == &PyBytes_Type || owner == &PyLong_Type || owner == &PyFloat_Type ||
+        owner == &PyComplex_Type || owner == &PyTuple_Type) {
+      return true;
+    }
+  }
   return py::IsProcessConstantFunction(fn);
+}
+
+// dict.fromkeys as the class attribute gives it (a builtin method bound to dict itself).
+bool IsDictFromkeys(PyObject* fn) {
+  return PyCFunction_Check(fn) && PyCFunction_GET_SELF(fn) == reinterpret_cast<PyObject*>(&PyDict_Type) &&
+         std::string_view(reinterpret_cast<PyCFunctionObject*>(fn)->m_ml->ml_name) == "fromkeys";
 }
 
 }  // namespace
@@ -230,11 +246,12 @@ absl::StatusOr<Sym> Tracer::CallFollowedBuiltin(PyObject* fn, const std::vector<
   if (is("isinstance") && args.size() == 2) return BuiltinIsinstance(args[0], args[1]);
   if ((is("tuple") || is("list")) && args.size() == 1 && kwargs.empty()) {
     // tuple(t) of an exact tuple is t itself in CPython (`tuple(args) is args`).
-    if (is("tuple") && (args[0]->kind == SymKind::kTuple ||
+    if (is("tuple") && ((args[0]->kind == SymKind::kTuple && !args[0]->named_type) ||
                         (args[0]->kind == SymKind::kConst && PyTuple_CheckExact(args[0]->obj.get())))) {
       return args[0];
     }
-    DT_ASSIGN_OR_RETURN(std::vector<Sym> items, Iterate(args[0]));
+    // An iterator is used up (`list(it)` twice gives its items, then []).
+    DT_ASSIGN_OR_RETURN(std::vector<Sym> items, Consume(args[0]));
     Sym s = MakeSym(is("tuple") ? SymKind::kTuple : SymKind::kList);
     s->items = std::move(items);
     return s;
@@ -268,6 +285,57 @@ absl::StatusOr<Sym> Tracer::CallFollowedBuiltin(PyObject* fn, const std::vector<
   if ((is("getattr") || is("hasattr")) && (args.size() == 2 || (is("getattr") && args.size() == 3)) && kwargs.empty()) {
     return BuiltinGetattr(args, is("hasattr"));
   }
+  if (IsDictFromkeys(fn) && (args.size() == 1 || args.size() == 2) && kwargs.empty()) {
+    DT_ASSIGN_OR_RETURN(std::vector<Sym> keys, Iterate(args[0]));
+    Sym d = MakeSym(SymKind::kDict);
+    const Sym value = args.size() == 2 ? args[1] : ConstSym(PyRef::Borrow(Py_None));
+    for (const Sym& k : keys) {
+      DT_ASSIGN_OR_RETURN(PyRef key, ConstValue(k));
+      DT_RETURN_IF_ERROR(DictInsert(*d, std::move(key), value));
+    }
+    return d;
+  }
+  if ((is("repr") || is("str")) && args.size() == 1 && kwargs.empty() && args[0]->kind == SymKind::kConst &&
+      PyType_CheckExact(args[0]->obj.get()) &&
+      !PyType_HasFeature(reinterpret_cast<PyTypeObject*>(args[0]->obj.get()), Py_TPFLAGS_HEAPTYPE)) {
+    // "<class 'int'>": a builtin type's module and name never change.
+    PyRef text = PyRef::Steal(PyObject_Repr(args[0]->obj.get()));
+    if (!text) {
+      PyErr_Clear();
+      return Raises("the traced code raises in repr() of a type");
+    }
+    return ConstSym(std::move(text));
+  }
+  if ((is("repr") || is("str")) && args.size() == 1 && kwargs.empty() && args[0]->kind == SymKind::kObject) {
+    DT_ASSIGN_OR_RETURN(Sym text, ObjectText(args[0], is("repr")));
+    if (text != nullptr) return text;
+  }
+  // iter() of an iterator is itself; of a tuple or str, an iterator over its items. (A list's or dict's
+  // iterator reads the container live, which only loop iterators do in the trace.)
+  if (is("iter") && args.size() == 1 && kwargs.empty() &&
+      (args[0]->kind == SymKind::kIter || args[0]->kind == SymKind::kTuple ||
+       (args[0]->kind == SymKind::kConst && (PyTuple_CheckExact(args[0]->obj.get()) ||
+                                             PyUnicode_CheckExact(args[0]->obj.get()))))) {
+    if (args[0]->kind == SymKind::kIter && !args[0]->dict_view) return args[0];
+    return IteratorOf(args[0], /*loop_iterator=*/false);
+  }
+  if (is("next") && (args.size() == 1 || args.size() == 2) && kwargs.empty() && args[0]->kind == SymKind::kIter) {
+    if (args[0]->dict_view) return Raises("the traced code raises TypeError: a dict view is not an iterator");
+    DT_ASSIGN_OR_RETURN(Sym item, NextItem(args[0]));
+    if (item != nullptr) return item;
+    if (args.size() == 2) return args[1];
+    return Raises("the traced code raises StopIteration: next() of an exhausted iterator");
+  }
+  if (is("setattr") && args.size() == 3 && kwargs.empty() && args[1]->kind == SymKind::kConst &&
+      PyUnicode_CheckExact(args[1]->obj.get()) && args[0]->kind == SymKind::kObject) {
+    // setattr(obj, "name", v) is `obj.name = v` (a str subclass name could hash its own way).
+    DT_RETURN_IF_ERROR(StoreAttr(args[0], args[1]->obj.get(), args[2]));
+    return ConstSym(PyRef::Borrow(Py_None));
+  }
+  if (is("sorted") && args.size() == 1 && kwargs.empty()) {
+    DT_ASSIGN_OR_RETURN(Sym by_first, SortedByFirstItems(fn, args[0]));
+    if (by_first != nullptr) return by_first;
+  }
   // min(), max(), any(), all(), sorted() of an iterator the trace holds (a generator, zip ...),
   // of a dict's keys or of a set's elements: the items as a tuple (an iterator is consumed), then folded like any
   // constant arguments.
@@ -275,7 +343,7 @@ absl::StatusOr<Sym> Tracer::CallFollowedBuiltin(PyObject* fn, const std::vector<
       (args[0]->kind == SymKind::kIter || args[0]->kind == SymKind::kDict || args[0]->kind == SymKind::kSet)) {
     Sym items = MakeSym(SymKind::kTuple);
     DT_ASSIGN_OR_RETURN(items->items, Iterate(args[0]));
-    if (args[0]->kind == SymKind::kIter) {
+    if (args[0]->kind == SymKind::kIter && !args[0]->dict_view) {
       Mutating(args[0]);
       args[0]->items.clear();
     }
@@ -291,7 +359,7 @@ absl::StatusOr<Sym> Tracer::CallFollowedBuiltin(PyObject* fn, const std::vector<
     for (const Sym& item : items) {
       DT_ASSIGN_OR_RETURN(acc, BinaryOp("+", acc, item));
     }
-    if (args[0]->kind == SymKind::kIter) {  // sum() consumed the iterator
+    if (args[0]->kind == SymKind::kIter && !args[0]->dict_view) {  // sum() consumed the iterator
       Mutating(args[0]);
       args[0]->items.clear();
     }
@@ -303,7 +371,8 @@ absl::StatusOr<Sym> Tracer::CallFollowedBuiltin(PyObject* fn, const std::vector<
 PyTypeObject* KnownTypeOf(const Sym& x) {
   switch (x->kind) {
     case SymKind::kTensor: return &py::TensorType;
-    case SymKind::kTuple: return &PyTuple_Type;
+    case SymKind::kTuple:  // a named tuple (an op's named results, a namedtuple) has its own type
+      return x->named_type ? reinterpret_cast<PyTypeObject*>(x->named_type.get()) : &PyTuple_Type;
     case SymKind::kList: return &PyList_Type;
     case SymKind::kDict: return &PyDict_Type;
     case SymKind::kSlice: return &PySlice_Type;
@@ -351,6 +420,92 @@ absl::StatusOr<Sym> Tracer::BuiltinTypeFacts(PyObject* fn, const std::vector<Sym
 // getattr(obj, name[, default]) and hasattr(obj, name) with a constant name: the attribute
 // read of the trace; an attribute the object lacks (a read that would raise AttributeError)
 // gives the default, or False.
+// sorted() of tuples whose first items are distinct constants (`sorted(table.items())` of a dict
+// of functions): comparing two such tuples compares only their first items (tuple comparison
+// stops at the first unequal pair), so the order is theirs and the rest of each tuple is never
+// compared. Null when the items are not such tuples, or all constant (FoldPureCall sorts those).
+absl::StatusOr<Sym> Tracer::SortedByFirstItems(PyObject* sorted_fn, const Sym& iterable) {
+  if (iterable->kind != SymKind::kIter && iterable->kind != SymKind::kList && iterable->kind != SymKind::kTuple) {
+    return Sym();
+  }
+  std::vector<Sym> items;
+  if (iterable->kind == SymKind::kIter) {
+    if (iterable->over != nullptr || iterable->iterated_set != nullptr) return Sym();
+    items = iterable->items;
+  } else {
+    items = iterable->items;
+  }
+  PyRef firsts = PyRef::Steal(PyList_New(0));
+  bool all_constant = true;
+  for (const Sym& item : items) {
+    if (item->kind != SymKind::kTuple || item->items.empty() || item->items[0]->kind != SymKind::kConst ||
+        !IsPureConstType(item->items[0]->obj.get())) {
+      return Sym();
+    }
+    for (size_t i = 1; i < item->items.size(); ++i) all_constant &= ConstValue(item->items[i]).ok();
+    if (!firsts || PyList_Append(firsts.get(), item->items[0]->obj.get()) < 0) {
+      PyErr_Clear();
+      return Sym();
+    }
+  }
+  if (all_constant) return Sym();
+  const Py_ssize_t n = PyList_GET_SIZE(firsts.get());
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    for (Py_ssize_t j = i + 1; j < n; ++j) {
+      const int eq = PyObject_RichCompareBool(PyList_GET_ITEM(firsts.get(), i), PyList_GET_ITEM(firsts.get(), j), Py_EQ);
+      if (eq != 0) {  // equal first items (or an error): the next items would be compared
+        PyErr_Clear();
+        return Sym();
+      }
+    }
+  }
+  // The order: sorted(range(n), key=firsts.__getitem__), which is stable like sorted() itself.
+  PyRef key = PyRef::Steal(PyObject_GetAttrString(firsts.get(), "__getitem__"));
+  PyRef indices = PyRef::Steal(PyObject_CallOneArg(reinterpret_cast<PyObject*>(&PyRange_Type),
+                                                   PyRef::Steal(PyLong_FromSsize_t(n)).get()));
+  PyRef kw = PyRef::Steal(PyDict_New());
+  if (!key || !indices || !kw || PyDict_SetItemString(kw.get(), "key", key.get()) < 0) {
+    PyErr_Clear();
+    return Sym();
+  }
+  PyRef call_args = PyRef::Steal(PyTuple_Pack(1, indices.get()));
+  PyRef order = PyRef::Steal(call_args ? PyObject_Call(sorted_fn, call_args.get(), kw.get()) : nullptr);
+  if (!order) {
+    PyErr_Clear();
+    return Raises("the traced code raises in sorted()");
+  }
+  Sym out = MakeSym(SymKind::kList);
+  for (Py_ssize_t i = 0; i < PyList_GET_SIZE(order.get()); ++i) {
+    out->items.push_back(items.at(PyLong_AsSsize_t(PyList_GET_ITEM(order.get(), i))));
+  }
+  if (iterable->kind == SymKind::kIter && !iterable->dict_view) {  // sorted() used the iterator up
+    Mutating(iterable);
+    iterable->items.clear();
+  }
+  return out;
+}
+
+// repr() or str() of a plain object whose class defines __repr__ (and for str(), __str__ or
+// none) in Python: the method is inlined. CPython raises unless it returns an exact str, so
+// anything else stops the trace. Null: the class's methods are not Python functions.
+absl::StatusOr<Sym> Tracer::ObjectText(const Sym& obj, bool repr) {
+  PyTypeObject* type = Py_TYPE(obj->obj.get());
+  static PyObject* const repr_name = PyUnicode_InternFromString("__repr__");
+  static PyObject* const str_name = PyUnicode_InternFromString("__str__");
+  PyObject* method_name = repr_name;
+  if (!repr && cpython::LookupOnType(type, str_name) != cpython::LookupOnType(&PyBaseObject_Type, str_name)) {
+    method_name = str_name;
+  }
+  PyObject* method = cpython::LookupOnType(type, method_name);
+  if (method == nullptr || !PyFunction_Check(method)) return Sym();
+  DT_ASSIGN_OR_RETURN(const std::string name, Text(method_name));
+  DT_ASSIGN_OR_RETURN(Sym bound, ClassMethodOf(obj, method, name));
+  DT_ASSIGN_OR_RETURN(Sym text, CallSym(bound, {}, {}));
+  if (text->kind == SymKind::kConst && PyUnicode_CheckExact(text->obj.get())) return text;
+  return Unsupported(absl::StrCat(repr ? "repr()" : "str()", " of an object whose ", name, " returns a ",
+                                  Describe(text)));
+}
+
 absl::StatusOr<Sym> Tracer::BuiltinGetattr(const std::vector<Sym>& args, bool has) {
   DT_ASSIGN_OR_RETURN(PyRef name_obj, ConstValue(args[1]));
   if (!PyUnicode_Check(name_obj.get())) return Raises("the traced code raises: attribute name must be a string");

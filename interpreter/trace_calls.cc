@@ -270,6 +270,7 @@ absl::StatusOr<Sym> Tracer::CallDictMethod(const Sym& self, const std::string& n
   }
   DT_RETURN_IF_ERROR(GuardKeyOrder(self));
   Sym it = MakeSym(SymKind::kIter);  // keys(), values(), items()
+  it->dict_view = true;
   for (size_t i = 0; i < self->keys.size(); ++i) {
     if (name == "keys") {
       it->items.push_back(ConstSym(self->keys[i]));
@@ -368,17 +369,64 @@ absl::StatusOr<Sym> Tracer::CallContainerMethod(const Sym& self, const std::stri
     return None();
   }
   DT_RETURN_IF_ERROR(Materialise(self));
+  if (self->kind == SymKind::kTuple && self->named_type && (name == "_replace" || name == "_asdict")) {
+    // A namedtuple's _replace(**changes) (a new one of its class) and _asdict() (a dict by field).
+    PyObject* fields = PyDict_GetItemString(reinterpret_cast<PyTypeObject*>(self->named_type.get())->tp_dict, "_fields");
+    if (fields == nullptr || static_cast<size_t>(PyTuple_GET_SIZE(fields)) != self->items.size() || !args.empty()) {
+      return Unsupported(absl::StrCat("namedtuple.", name, "() here"));
+    }
+    if (name == "_asdict") {
+      if (!kwargs.empty()) return Unsupported("namedtuple._asdict() with arguments");
+      Sym d = MakeSym(SymKind::kDict);
+      for (size_t i = 0; i < self->items.size(); ++i) {
+        DT_RETURN_IF_ERROR(DictInsert(*d, PyRef::Borrow(PyTuple_GET_ITEM(fields, i)), self->items[i]));
+      }
+      return d;
+    }
+    Sym t = MakeSym(SymKind::kTuple);
+    t->items = self->items;
+    t->named_type = self->named_type;
+    for (const auto& [k, v] : kwargs) {
+      bool found = false;
+      for (size_t i = 0; i < self->items.size(); ++i) {
+        if (PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(fields, i), k.c_str()) == 0) {
+          t->items[i] = v;
+          found = true;
+        }
+      }
+      if (!found) return Unsupported(absl::StrCat("namedtuple._replace() of an unknown field ", k));  // CPython raises
+    }
+    return t;
+  }
   if (self->kind == SymKind::kDict) return CallDictMethod(self, name, args, kwargs);
   if (self->kind == SymKind::kSet) return CallSetMethod(self, name, args, kwargs);
   if (self->kind == SymKind::kList && name == "sort") return ListSort(self, args, kwargs);
   if (!kwargs.empty()) return Unsupported(absl::StrCat(name, "() with keyword arguments"));
   if (self->kind == SymKind::kList && name != "index" && name != "count") return CallListMethod(self, name, args);
-  // index() and count(): on the values, folded.
+  // index() and count(): on the values, folded. A list or tuple of pure constants (whose == runs
+  // no user code) is asked for real, with pure constant arguments; anything else is CallBuiltin's.
   DT_ASSIGN_OR_RETURN(PyRef seq, ConstValue(self));
   PyRef method = PyRef::Steal(PyObject_GetAttrString(seq.get(), name.c_str()));
   if (!method) {
     PyErr_Clear();
     return Raises(absl::StrCat("the traced code raises: no method ", name));
+  }
+  if (IsPureConstType(seq.get()) && (name == "index" || name == "count")) {
+    PyRef call_args = PyRef::Steal(PyTuple_New(args.size()));
+    bool pure = true;
+    for (size_t i = 0; i < args.size() && pure; ++i) {
+      auto value = ConstValue(args[i]);
+      pure = value.ok() && IsPureConstType(value->get());
+      if (pure) PyTuple_SET_ITEM(call_args.get(), i, value->Release());
+    }
+    if (pure) {
+      PyRef r = PyRef::Steal(PyObject_Call(method.get(), call_args.get(), nullptr));
+      if (!r) {
+        PyErr_Clear();
+        return Raises(absl::StrCat("the traced code raises in ", name, "()"));
+      }
+      return ConstSym(std::move(r));
+    }
   }
   return CallBuiltin(method.get(), args, kwargs);
 }
@@ -446,7 +494,8 @@ absl::StatusOr<Sym> Tracer::CallSym(const Sym& callable, std::vector<Sym> args,
       if (PyType_Check(fn) && !PyType_HasFeature(reinterpret_cast<PyTypeObject*>(fn), Py_TPFLAGS_HEAPTYPE)) {
         return CallBuiltin(fn, args, kwargs);
       }
-      if (PyCFunction_Check(fn)) return CallBuiltin(fn, args, kwargs);
+      // A builtin, or an unbound method of a builtin type (`str.lower`; CallBuiltin decides).
+      if (PyCFunction_Check(fn) || Py_IS_TYPE(fn, &PyMethodDescr_Type)) return CallBuiltin(fn, args, kwargs);
       if (PyType_Check(fn)) {
         return ConstructObject(reinterpret_cast<PyTypeObject*>(fn), callable->source, std::move(args), std::move(kwargs));
       }
@@ -607,7 +656,7 @@ absl::StatusOr<Sym> Tracer::Inline(const Sym& function, std::vector<Sym> args, K
 // them.
 absl::Status Tracer::PrepareFrame(const Sym& function, std::vector<Sym> args, Kwargs kwargs, TFrame& f) {
   if (current_ != nullptr && current_->depth + 1 > kMaxDepth) {
-    return LimitReached("calls nested more than 12 deep (recursion?)");
+    return LimitReached(absl::StrCat("calls nested more than ", kMaxDepth, " deep (recursion?)"));
   }
   PyObject* fn = function->obj.get();
   PyCodeObject* code;

@@ -57,7 +57,7 @@ std::optional<long long> ConstInt(const Sym& s) {
 
 absl::StatusOr<std::vector<Sym>> Tracer::Consume(const Sym& iterable) {
   DT_ASSIGN_OR_RETURN(std::vector<Sym> items, Iterate(iterable));
-  if (iterable->kind == SymKind::kIter) {
+  if (iterable->kind == SymKind::kIter && !iterable->dict_view) {  // a view is iterated afresh
     Mutating(iterable);
     iterable->items.clear();
   }

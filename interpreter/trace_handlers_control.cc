@@ -63,8 +63,17 @@ absl::Status Tracer::DoGetIter(TFrame& f, const Instr& in) {
     // may cross a graph break.)
     return absl::OkStatus();
   }
+  DT_ASSIGN_OR_RETURN(Sym it, IteratorOf(iterable, /*loop_iterator=*/true));
+  f.Pop();
+  f.stack.push_back(it);
+  return absl::OkStatus();
+}
+
+// A new iterator over `iterable` (GET_ITER, iter()). Iterators user code holds (iter()'s) are not
+// loop iterators: they keep their type, so they cannot cross a break.
+absl::StatusOr<Sym> Tracer::IteratorOf(const Sym& iterable, bool loop_iterator) {
   Sym it = MakeSym(SymKind::kIter);
-  it->loop_iterator = true;
+  it->loop_iterator = loop_iterator;
   if (iterable->kind == SymKind::kDict) DT_RETURN_IF_ERROR(GuardKeyOrder(iterable));
   if (iterable->kind == SymKind::kList || iterable->kind == SymKind::kDict) {
     // Read live: the body may change the container (see SymValue::over).
@@ -77,9 +86,20 @@ absl::Status Tracer::DoGetIter(TFrame& f, const Instr& in) {
       it->keys_at_start = iterable->keys;
     }
   }
-  f.Pop();
-  f.stack.push_back(it);
-  return absl::OkStatus();
+  return it;
+}
+
+// The next item of an iterator the trace made, as FOR_ITER and next() take it; null when it is
+// exhausted.
+absl::StatusOr<Sym> Tracer::NextItem(const Sym& it) {
+  if (it->iterated_set != nullptr) DT_RETURN_IF_ERROR(CheckSetUnchanged(it));
+  if (it->over != nullptr) return NextLiveItem(it);
+  if (it->items.empty()) return Sym();
+  Sym next = it->items.front();
+  Mutating(it);
+  it->items.erase(it->items.begin());
+  ++it->consumed;
+  return next;
 }
 
 // The next item of a loop iterator that reads its container live, or null when it is exhausted
@@ -109,16 +129,7 @@ absl::Status Tracer::DoForIter(TFrame& f, const Instr& in) {
   Sym it = f.stack.back();
   if (it->kind == SymKind::kRunIter) return DataDependent("the next loop item is only known at run time");
   if (it->kind != SymKind::kIter) return Unsupported("FOR_ITER on a non-iterator");
-  if (it->iterated_set != nullptr) DT_RETURN_IF_ERROR(CheckSetUnchanged(it));
-  Sym next;
-  if (it->over != nullptr) {
-    DT_ASSIGN_OR_RETURN(next, NextLiveItem(it));
-  } else if (!it->items.empty()) {
-    next = it->items.front();
-    Mutating(it);
-    it->items.erase(it->items.begin());
-    ++it->consumed;
-  }
+  DT_ASSIGN_OR_RETURN(Sym next, NextItem(it));
   if (next == nullptr) {
     f.Pop();
     // 3.12 jumps past the END_FOR its argument names; 3.11 jumps straight to the target.

@@ -153,13 +153,53 @@ absl::Status Tracer::DoLoadAttr(TFrame& f, const Instr& in) {
 absl::Status Tracer::DoStoreAttr(TFrame& f, const Instr& in) {
   DT_RETURN_IF_ERROR(f.Need(2, in));
   const Sym& obj = f.stack.back();
-  if (obj->kind != SymKind::kObject || (obj->source == nullptr && !obj->made_by_trace)) {
-    return Unsupported(absl::StrCat("storing an attribute on a ", Describe(obj)));
+  if (obj->kind == SymKind::kObject && (obj->source != nullptr || obj->made_by_trace) &&
+      Py_TYPE(obj->obj.get())->tp_setattro == PyBaseObject_Type.tp_setattro) {
+    // A property with a Python setter: the setter is inlined.
+    PyObject* cls_attr = cpython::LookupOnType(Py_TYPE(obj->obj.get()), in.argval.get());
+    if (cls_attr != nullptr && Py_IS_TYPE(cls_attr, &PyProperty_Type)) {
+      DT_ASSIGN_OR_RETURN(const std::string name, NameText(in.argval.get()));
+      DT_RETURN_IF_ERROR(PendingClassAttr(Py_TYPE(obj->obj.get()), name, nullptr).status());
+      DT_ASSIGN_OR_RETURN(Sym setter, PropertyFunction(obj, cls_attr, name, /*setter=*/true));
+      if (setter != nullptr) {
+        Sym target = obj;
+        Sym value = f.stack[f.stack.size() - 2];
+        DT_RETURN_IF_ERROR(CallSym(setter, {target, value}, {}).status());
+        f.Pop();
+        f.Pop();
+        return absl::OkStatus();
+      }
+    }
   }
-  DT_ASSIGN_OR_RETURN(const std::string name, NameText(in.argval.get()));
-  PyObject* o = obj->obj.get();
+  if (obj->kind == SymKind::kConst && PyType_Check(obj->obj.get())) {
+    DT_RETURN_IF_ERROR(StoreClassAttr(obj, in.argval.get(), f.stack[f.stack.size() - 2]));
+  } else {
+    DT_RETURN_IF_ERROR(StoreAttr(f.stack.back(), in.argval.get(), f.stack[f.stack.size() - 2]));
+  }
+  f.Pop();
+  f.Pop();
+  return absl::OkStatus();
+}
+
+// `obj.name = value` (STORE_ATTR, setattr()) on a plain object the trace follows: recorded on its
+// Sym and replayed after the graph. Changes nothing when it stops the trace.
+absl::Status Tracer::StoreAttr(const Sym& target, PyObject* name_obj, const Sym& value) {
+  if (target->kind != SymKind::kObject || (target->source == nullptr && !target->made_by_trace)) {
+    return Unsupported(absl::StrCat("storing an attribute on a ", Describe(target)));
+  }
+  DT_ASSIGN_OR_RETURN(const std::string name, NameText(name_obj));
+  PyObject* o = target->obj.get();
   PyTypeObject* type = Py_TYPE(o);
-  PyObject* cls_attr = cpython::LookupOnType(type, in.argval.get());
+  // A class attribute of that name the trace stored could be a descriptor CPython would call;
+  // a number, str or tensor is not (the store goes to the instance).
+  const SourceRef cls_source = target->made_by_trace ? target->class_source
+                               : target->source != nullptr ? guards::TypeOfSource(target->source) : nullptr;
+  DT_ASSIGN_OR_RETURN(Sym pending, PendingClassAttr(type, name, cls_source));
+  if (pending != nullptr && !(pending->kind == SymKind::kTensor || pending->kind == SymKind::kNumber ||
+                              (pending->kind == SymKind::kConst && IsPureConstType(pending->obj.get())))) {
+    return Unsupported(absl::StrCat("storing attribute '", name, "' over a class attribute the trace stored"));
+  }
+  PyObject* cls_attr = cpython::LookupOnType(type, name_obj);
   if (type->tp_setattro != PyBaseObject_Type.tp_setattro || cpython::InstanceDict(o) == nullptr ||
       (cls_attr != nullptr && Py_TYPE(cls_attr)->tp_descr_set != nullptr)) {
     return Unsupported(absl::StrCat("storing attribute '", name, "' on a ", type->tp_name,
@@ -168,18 +208,16 @@ absl::Status Tracer::DoStoreAttr(TFrame& f, const Instr& in) {
   if (objects_[o].sources > 1) {
     return Unsupported(absl::StrCat("storing attribute '", name, "' on an object reached two ways"));
   }
-  Sym target = f.Pop();
-  Sym value = f.Pop();
   if (value->kind == SymKind::kNull) return Unsupported("storing NULL");
   Mutating(target);
   if (target->keys.empty()) stored_objects_.push_back(target);
   for (size_t i = 0; i < target->keys.size(); ++i) {
-    if (PyUnicode_Compare(target->keys[i].get(), in.argval.get()) == 0) {
+    if (PyUnicode_Compare(target->keys[i].get(), name_obj) == 0) {
       target->items[i] = value;
       return absl::OkStatus();
     }
   }
-  target->keys.push_back(in.argval);
+  target->keys.push_back(PyRef::Borrow(name_obj));
   target->items.push_back(value);
   return absl::OkStatus();
 }

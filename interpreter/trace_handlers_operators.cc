@@ -6,6 +6,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "interpreter/cpython_frame.h"
 #include "interpreter/sym_dict.h"
 #include "interpreter/tracer_internal.h"
 #include "runtime/errors.h"
@@ -132,9 +133,87 @@ absl::Status Tracer::DoIsOp(TFrame& f, const Instr& in) {
   DT_RETURN_IF_ERROR(f.Need(2, in));
   Sym b = f.Pop();
   Sym a = f.Pop();
-  DT_ASSIGN_OR_RETURN(const bool same, SameObject(a, b));
-  f.stack.push_back(ConstSym(Bool(same != (in.arg == 1))));
+  absl::StatusOr<bool> same = SameObject(a, b);
+  if (!same.ok()) {
+    DT_ASSIGN_OR_RETURN(std::optional<bool> known, KnownIdentity(a, b));
+    if (!known) return same.status();
+    same = *known;
+  }
+  f.stack.push_back(ConstSym(Bool(*same != (in.arg == 1))));
   return absl::OkStatus();
+}
+
+namespace {
+
+// Kinds whose values are never True, False or Ellipsis (None is IsNone's).
+bool NeverASingleton(SymKind kind) {
+  switch (kind) {
+    case SymKind::kTensor:
+    case SymKind::kTuple:
+    case SymKind::kList:
+    case SymKind::kDict:
+    case SymKind::kIter:
+    case SymKind::kBoundMethod:
+    case SymKind::kOpMethod:
+    case SymKind::kFunction:
+    case SymKind::kObject:
+    case SymKind::kSlice:
+    case SymKind::kShape:
+    case SymKind::kRunIter:
+    case SymKind::kSuper:
+    case SymKind::kSet:
+    case SymKind::kPartial:
+    case SymKind::kGenManager:
+    case SymKind::kRunSeq: return true;
+    case SymKind::kConst:
+    case SymKind::kNull:
+    case SymKind::kCell:
+    case SymKind::kNumber: return false;  // a run-time number may be a bool
+  }
+  return false;
+}
+
+bool IsSingleton(const Sym& s) {
+  return s->kind == SymKind::kConst &&
+         (s->obj.get() == Py_True || s->obj.get() == Py_False || s->obj.get() == Py_Ellipsis);
+}
+
+}  // namespace
+
+// `a is b` where SameObject cannot say from the values alone, but the trace knows the objects'
+// identities: a singleton against a value of another kind; a list, dict, set or object the trace
+// made (a new object, one Sym per object) against any other Sym; a tensor an op made (a new
+// object: ops that return their operand give back its Sym) against another; and two values of the
+// caller, whose identity now is guarded (Same or NotSame). Nullopt when it does not know.
+absl::StatusOr<std::optional<bool>> Tracer::KnownIdentity(const Sym& a, const Sym& b) {
+  if ((IsSingleton(a) && NeverASingleton(b->kind)) || (IsSingleton(b) && NeverASingleton(a->kind))) return false;
+  auto made_here = [&](const Sym& s) {
+    switch (s->kind) {
+      case SymKind::kList:
+      case SymKind::kDict:
+      case SymKind::kSet: return s->source == nullptr && !s->from_frame && CallerObject(s) == nullptr;
+      case SymKind::kObject: return s->made_by_trace;
+      case SymKind::kTensor: return s->value >= 0 && graph_->value(s->value).producer >= 0;
+      default: return false;
+    }
+  };
+  const bool comparable = a->kind == b->kind || (a->kind != SymKind::kTensor && b->kind != SymKind::kTensor &&
+                                                  NeverASingleton(a->kind) && NeverASingleton(b->kind));
+  if (a != b && comparable && (made_here(a) || made_here(b))) {
+    if (a->kind != SymKind::kTensor || a->value != b->value) return false;
+  }
+  // Two values of the caller, each read from where the guards can find it again.
+  const bool callers = (a->kind == SymKind::kTensor && b->kind == SymKind::kTensor) ||
+                       (a->kind == SymKind::kObject && b->kind == SymKind::kObject);
+  if (callers && a->source != nullptr && b->source != nullptr && !made_here(a) && !made_here(b)) {
+    PyObject* x = a->source->Resolve(frame_.inputs);
+    PyObject* y = b->source->Resolve(frame_.inputs);
+    if (x == nullptr || y == nullptr) return std::nullopt;
+    const bool same = x == y;
+    guards_.Add(same ? LeafGuard::Same(a->source, b->source, Here()) : LeafGuard::NotSame(a->source, b->source, Here()));
+    return same;
+  }
+  return std::nullopt;
 }
 
 absl::StatusOr<bool> Tracer::Contains(const Sym& container, const Sym& item) {
@@ -176,10 +255,29 @@ absl::Status Tracer::DoContainsOp(TFrame& f, const Instr& in) {
 absl::Status Tracer::DoFormatValue(TFrame& f, const Instr& in) {
   DT_RETURN_IF_ERROR(f.Need((in.arg & 0x04) ? 2 : 1, in));
   Sym spec = (in.arg & 0x04) ? f.Pop() : nullptr;
-  DT_ASSIGN_OR_RETURN(PyRef c, ConstValue(f.Pop()));
+  Sym value = f.Pop();
+  int conversion = in.arg & 0x03;
+  if (value->kind == SymKind::kObject) {
+    // `{obj!r}`, `{obj!s}`, and `{obj}` where the class leaves __format__ to object (which is
+    // str() for an empty spec): the object's Python __repr__/__str__ is inlined.
+    static PyObject* const format_name = PyUnicode_InternFromString("__format__");
+    const bool empty_spec = spec == nullptr || (spec->kind == SymKind::kConst && PyUnicode_CheckExact(spec->obj.get()) &&
+                                                PyUnicode_GET_LENGTH(spec->obj.get()) == 0);
+    const bool plain_format = conversion == 0 && empty_spec &&
+                              cpython::LookupOnType(Py_TYPE(value->obj.get()), format_name) ==
+                                  cpython::LookupOnType(&PyBaseObject_Type, format_name);
+    if (conversion == 1 || conversion == 2 || plain_format) {
+      DT_ASSIGN_OR_RETURN(Sym text, ObjectText(value, conversion == 2));
+      if (text != nullptr) {
+        value = text;
+        conversion = 0;
+      }
+    }
+  }
+  DT_ASSIGN_OR_RETURN(PyRef c, ConstValue(value));
   if (!IsPureConstType(c.get())) return Unsupported("formatting a non-constant value");
   PyRef converted = c;
-  switch (in.arg & 0x03) {
+  switch (conversion) {
     case 1: converted = PyRef::Steal(PyObject_Str(c.get())); break;
     case 2: converted = PyRef::Steal(PyObject_Repr(c.get())); break;
     case 3: converted = PyRef::Steal(PyObject_ASCII(c.get())); break;

@@ -37,8 +37,71 @@ absl::Status PlainClass(PyTypeObject* cls) {
 
 }  // namespace
 
+bool IsNamedTupleClass(PyObject* cls) {
+  if (!PyType_CheckExact(cls)) return false;
+  auto* type = reinterpret_cast<PyTypeObject*>(cls);
+  if (type->tp_base != &PyTuple_Type || !PyType_HasFeature(type, Py_TPFLAGS_HEAPTYPE) || type->tp_dict == nullptr) {
+    return false;
+  }
+  PyObject* fields = PyDict_GetItemString(type->tp_dict, "_fields");
+  if (fields == nullptr || !PyTuple_CheckExact(fields) || PyDict_GetItemString(type->tp_dict, "_make") == nullptr) {
+    return false;
+  }
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(fields); ++i) {
+    if (!PyUnicode_CheckExact(PyTuple_GET_ITEM(fields, i))) return false;
+  }
+  return true;
+}
+
+PyObject* MakeNamedTuple(PyObject* type, PyObject* items) {
+  if (!IsNamedTupleClass(type)) return PyObject_CallOneArg(type, items);
+  PyObject* args = PyTuple_Pack(1, items);
+  if (args == nullptr) return nullptr;
+  PyObject* result = PyTuple_Type.tp_new(reinterpret_cast<PyTypeObject*>(type), args, nullptr);
+  Py_DECREF(args);
+  return result;
+}
+
+// `Pair(x, y)` of a namedtuple class whose __new__, __init__ and __setattr__ are the ones
+// collections.namedtuple gives it (the class's __new__ guarded by identity): a kTuple of its
+// fields, named by the class. Arguments it cannot bind (CPython raises) stop the trace; so do
+// defaults, which the trace does not read.
+absl::StatusOr<Sym> Tracer::ConstructNamedTuple(PyTypeObject* cls, const SourceRef& cls_source, const std::vector<Sym>& args,
+                                                const Kwargs& kwargs) {
+  PyObject* dict = cls->tp_dict;
+  PyObject* fields = PyDict_GetItemString(dict, "_fields");
+  PyObject* new_fn = PyDict_GetItemString(dict, "__new__");
+  PyRef init_name = PyRef::Steal(PyUnicode_FromString("__init__"));
+  if (cls_source == nullptr || new_fn == nullptr || Py_TYPE(cls)->tp_call != PyType_Type.tp_call ||
+      cpython::LookupOnType(cls, init_name.get()) != cpython::LookupOnType(&PyBaseObject_Type, init_name.get())) {
+    return Unsupported(absl::StrCat("making a ", cls->tp_name, " (a named tuple changed after it was made)"));
+  }
+  const size_t n = static_cast<size_t>(PyTuple_GET_SIZE(fields));
+  if (args.size() > n) return Unsupported(absl::StrCat("making a ", cls->tp_name, " with too many arguments"));
+  std::vector<Sym> items(n);
+  for (size_t i = 0; i < args.size(); ++i) items[i] = args[i];
+  for (const auto& [name, value] : kwargs) {
+    size_t at = n;
+    for (size_t i = 0; i < n; ++i) {
+      if (PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(fields, i), name.c_str()) == 0) at = i;
+    }
+    if (at == n || items[at] != nullptr) return Unsupported(absl::StrCat("making a ", cls->tp_name, ": keyword ", name));
+    items[at] = value;
+  }
+  for (const Sym& item : items) {
+    if (item == nullptr) return Unsupported(absl::StrCat("making a ", cls->tp_name, " from its defaults"));
+    if (item->kind == SymKind::kNull) return Unsupported("a NULL field");
+  }
+  guards_.Add(LeafGuard::Identity(guards::AttrSource(cls_source, "__new__"), new_fn, Here()));
+  Sym t = MakeSym(SymKind::kTuple);
+  t->items = std::move(items);
+  t->named_type = PyRef::Borrow(reinterpret_cast<PyObject*>(cls));
+  return t;
+}
+
 absl::StatusOr<Sym> Tracer::ConstructObject(PyTypeObject* cls, const SourceRef& cls_source, std::vector<Sym> args,
                                             Kwargs kwargs) {
+  if (IsNamedTupleClass(reinterpret_cast<PyObject*>(cls))) return ConstructNamedTuple(cls, cls_source, args, kwargs);
   DT_RETURN_IF_ERROR(PlainClass(cls));
   PyRef init_name = PyRef::Steal(PyUnicode_FromString("__init__"));
   PyObject* init = cpython::LookupOnType(cls, init_name.get());

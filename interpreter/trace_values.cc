@@ -490,7 +490,7 @@ absl::StatusOr<PyObject*> Tracer::ToPython(const Sym& s) {
         else PyList_SET_ITEM(seq.get(), i, item);
       }
       if (s->named_type) {
-        seq = PyRef::Steal(PyObject_CallOneArg(s->named_type.get(), seq.get()));
+        seq = PyRef::Steal(MakeNamedTuple(s->named_type.get(), seq.get()));
         if (!seq) {
           PyErr_Clear();
           return Unsupported("a named result tuple could not be made");

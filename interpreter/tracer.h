@@ -25,6 +25,14 @@
 
 namespace dt::interpreter::trace {
 
+// A class collections.namedtuple made (tuple its direct base, `_fields` and `_make` its own, a
+// plain metaclass), whose instances the trace makes as named kTuples.
+bool IsNamedTupleClass(PyObject* cls);
+// An instance of a named tuple type from a sequence of its items: `tuple.__new__(cls, items)` for a
+// namedtuple class (as its `_make` does), `type(items)` for an op's named results (a structseq).
+// New reference; null with an exception set on failure.
+PyObject* MakeNamedTuple(PyObject* type, PyObject* items);
+
 // How to build the function's return value from graph outputs, constants and frame values.
 // Also how to rebuild the frame's locals and stack at a graph break. Values shared by several
 // slots (a list two locals refer to, a cell a closure captures) are built once: `memo` names them.

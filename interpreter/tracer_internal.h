@@ -237,7 +237,7 @@ class Tracer {
   int fail_line_ = -1, fail_offset_ = -1;
   std::string fail_instruction_;
 
-  static constexpr int kMaxDepth = 12;
+  static constexpr int kMaxDepth = 24;  // fib(15) recurses 16 deep
   // Containers read from the frame are unpacked item by item (each item guarded) only while small
   // and shallow; larger or deeper ones (a 10,000-item list, a list that contains itself) are
   // opaque objects whose use breaks the graph, so guards stay cheap and Wrap always ends.
@@ -298,6 +298,9 @@ class Tracer {
   absl::StatusOr<Sym> ObjectAttr(const Sym& obj, const std::string& name);
   absl::StatusOr<Sym> ClassAttr(const Sym& obj, PyObject* own, const std::string& name);
   absl::StatusOr<Sym> ConstAttr(const Sym& obj, const std::string& name);
+  // `__name__` / `__qualname__` of a class or function (guarded); null for other attributes.
+  absl::StatusOr<Sym> NameAttr(const Sym& obj, const std::string& name);
+  absl::StatusOr<Sym> PropertyFunction(const Sym& obj, PyObject* descriptor, const std::string& name, bool setter);
   absl::StatusOr<Sym> CallSym(const Sym& callable, std::vector<Sym> args,
                               Kwargs kwargs);
   absl::StatusOr<Sym> CallTensorMethod(const Sym& self, const std::string& name,
@@ -316,6 +319,8 @@ class Tracer {
   absl::StatusOr<Sym> BuiltinIsinstance(const Sym& value, const Sym& classes);
   absl::StatusOr<Sym> BuiltinZip(const std::vector<Sym>& args, bool enumerate, bool strict = false);
   absl::StatusOr<Sym> BuiltinGetattr(const std::vector<Sym>& args, bool has);
+  absl::StatusOr<Sym> SortedByFirstItems(PyObject* sorted_fn, const Sym& iterable);
+  absl::StatusOr<Sym> ObjectText(const Sym& obj, bool repr);  // repr()/str() of a plain object
   absl::StatusOr<Sym> BuiltinTypeFacts(PyObject* fn, const std::vector<Sym>& args);
   // trace_functional.cc: map, filter, sorted(key=), functools.reduce, itertools.
   absl::StatusOr<std::vector<Sym>> Consume(const Sym& iterable);  // an iterator's items are used up
@@ -339,6 +344,8 @@ class Tracer {
   absl::Status PrepareFrame(const Sym& function, std::vector<Sym> args, Kwargs kwargs, TFrame& f);
   absl::StatusOr<Sym> ConstructObject(PyTypeObject* cls, const SourceRef& cls_source, std::vector<Sym> args,
                                       Kwargs kwargs);
+  absl::StatusOr<Sym> ConstructNamedTuple(PyTypeObject* cls, const SourceRef& cls_source, const std::vector<Sym>& args,
+                                          const Kwargs& kwargs);
   // A constant class attribute read through an instance (`self.scale` where the class says
   // `scale = 2`): guarded on the class, and on the instance not shadowing it.
   absl::StatusOr<Sym> ClassConstantOf(const Sym& obj, PyObject* value, const std::string& name);
@@ -363,6 +370,17 @@ class Tracer {
   absl::Status DoStoreDeref(TFrame& f, const Instr& in);
   absl::Status DoLoadAttr(TFrame& f, const Instr& in);
   absl::Status DoStoreAttr(TFrame& f, const Instr& in);
+  absl::Status StoreAttr(const Sym& target, PyObject* name_obj, const Sym& value);
+  // Class attribute stores (`Counter.count = 0`, trace_attributes.cc): one Sym per class object
+  // (obj the class, source where it was first stored through, keys/items the names and values
+  // stored), replayed after the graph like an object's.
+  absl::flat_hash_map<PyObject*, Sym> class_stores_;
+  absl::Status StoreClassAttr(const Sym& cls, PyObject* name_obj, const Sym& value);
+  // The value the trace stored for `name` on `type` or a class of its MRO, where the lookup finds
+  // it before any class's own attribute; null when the lookup finds none of the trace's stores.
+  // `reader` is the source the class (or the instance's type) was read through: a guard says it
+  // is still the class the store went to.
+  absl::StatusOr<Sym> PendingClassAttr(PyTypeObject* type, const std::string& name, const SourceRef& reader);
   absl::StatusOr<std::vector<AttrStore>> AttrStores(std::vector<ValueId>& outputs);
   // operators
   absl::Status DoBinaryOp(TFrame& f, const Instr& in);
@@ -371,6 +389,7 @@ class Tracer {
   absl::Status DoCallIntrinsic1(TFrame& f, const Instr& in);
   absl::Status DoCompareOp(TFrame& f, const Instr& in);
   absl::Status DoIsOp(TFrame& f, const Instr& in);
+  absl::StatusOr<std::optional<bool>> KnownIdentity(const Sym& a, const Sym& b);
   absl::Status DoContainsOp(TFrame& f, const Instr& in);
   absl::StatusOr<bool> Contains(const Sym& container, const Sym& item);
   absl::Status DoFormatValue(TFrame& f, const Instr& in);
@@ -404,6 +423,8 @@ class Tracer {
   static bool HeldByFrames(const Sym& s, const TFrame& f);
   absl::Status DoForIter(TFrame& f, const Instr& in);
   absl::StatusOr<Sym> NextLiveItem(const Sym& it);
+  absl::StatusOr<Sym> IteratorOf(const Sym& iterable, bool loop_iterator);
+  absl::StatusOr<Sym> NextItem(const Sym& it);
   absl::Status DoReturn(TFrame& f, const Instr& in);
   absl::Status DoYieldValue(TFrame& f, const Instr& in);
   // with blocks (trace_with.cc)

@@ -61,7 +61,8 @@ def dict_update_and_in(x, y):
     return cache["x"] + cache["z"], hits, list(cache)
 
 
-@case(lambda i: Call(T(3), T(3)))
+@case(lambda i: Call(T(3), T(3)),
+      must_break="raises by design: KeyError escapes")
 def dict_missing_key_raises(x, y):
     d = {"x": x, "y": y}
     total = d["x"] + d["y"]
@@ -153,14 +154,16 @@ def fstring_describes_tensor(x, tag):
     return s * 2, msg
 
 
-@case(lambda i: Call(T(n_of(i))))
+@case(lambda i: Call(T(n_of(i))),
+      must_break="tensor values as Python values: .item() formatted into a string")
 def fstring_format_specs(x):
     total = x.abs().sum().item()
     n = x.shape[0]
     return f"{n:04d}|{n:>6}|{n:<4}|{n:x}|{n:b}|{total:.3f}|{'mid':^7}|{n!r}"
 
 
-@case(lambda i: Call(T(3)))
+@case(lambda i: Call(T(3)),
+      must_break="does I/O: print() of .item() values")
 def print_progress(x):
     for step in range(3):
         x = x * 0.5
@@ -184,7 +187,8 @@ def string_ops_mix(x, word):
     return x + idx, s, s.count("l"), s[::-1], len(s), s.strip("H!"), "ell" in s
 
 
-@case(lambda i: Call(T(n_of(i))))
+@case(lambda i: Call(T(n_of(i))),
+      must_break="raises by design: str.format mixing '{}' and '{0}' raises ValueError")
 def percent_and_format(x):
     n = x.shape[0]
     a = "%d items, %.2f mean, %s" % (n, 1.5, "ok")
@@ -359,7 +363,8 @@ def build_with_stars(x, y):
     return sum(more), t, sorted(s)
 
 
-@case(lambda i: Call(T(3)))
+@case(lambda i: Call(T(3)),
+      must_break="raises by design: unpacking 3 values into 2 names raises ValueError")
 def unpack_wrong_count_raises(x):
     a, b = x * 2, x * 3
     triple = (a, b, a + b)

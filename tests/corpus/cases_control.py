@@ -10,7 +10,8 @@ from corpus import Call, I, P, T, case, n_of
 # ---------------------------------------------------------------------------------------------
 # try / except / finally in loops.
 
-@case(lambda i: Call(T(n_of(i))))
+@case(lambda i: Call(T(n_of(i))),
+      must_break="raises by design: 10 // 0 raises ZeroDivisionError (caught)")
 def try_except_in_loop(x):
     results = []
     for k in range(-2, 3):
@@ -67,7 +68,8 @@ def retry_until_success(x):
     return out, errors
 
 
-@case(lambda i: Call(T(3)))
+@case(lambda i: Call(T(3)),
+      must_break="raises by design: {}['missing'] raises KeyError (caught, chained)")
 def exception_chaining(x):
     try:
         try:
@@ -89,7 +91,8 @@ def finally_overrides_return(x):
     return y, x
 
 
-@case(lambda i: Call(T(3)))
+@case(lambda i: Call(T(3)),
+      must_break="raises by design: [][0] and {}[0] raise in CPython (caught, re-raised)")
 def except_tuple_and_reraise(x):
     caught = []
     for bad in ([], {}, None):
@@ -116,7 +119,8 @@ def custom_exception_class(x):
         return x, str(e), e.a, e.b
 
 
-@case(lambda i: Call(T(3), T(4)))
+@case(lambda i: Call(T(3), T(4)),
+      must_break="raises by design: x + y raises dyntrace's ShapeError (caught)")
 def dyntrace_shape_error_caught(x, y):
     try:
         z = x + y
@@ -126,38 +130,44 @@ def dyntrace_shape_error_caught(x, y):
     return z, msg
 
 
-@case(lambda i: Call(T(3), T(4)))
+@case(lambda i: Call(T(3), T(4)),
+      must_break="raises by design: x + y raises dyntrace's ShapeError")
 def dyntrace_shape_error_raised(x, y):
     z = x * 2
     return z + y
 
 
-@case(lambda i: Call(T(2, 3)))
+@case(lambda i: Call(T(2, 3)),
+      must_break="raises by design: x[5] raises IndexError")
 def index_error_from_tensor(x):
     return x[5]
 
 
-@case(lambda i: Call(T(3)))
+@case(lambda i: Call(T(3)),
+      must_break="raises by design: int('not a number') raises ValueError")
 def value_error_from_python(x):
     n = int("12")
     return x * n, int("not a number")
 
 
-@case(lambda i: Call(T(3)))
+@case(lambda i: Call(T(3)),
+      must_break="raises by design: the assert fails (AssertionError escapes)")
 def assert_statement_fails(x):
     y = x * 2
     assert y.shape == (4,), f"bad shape {y.shape}"
     return y
 
 
-@case(lambda i: Call(T(3)))
+@case(lambda i: Call(T(3)),
+      must_break="raises by design: TypeError escapes")
 def raise_type_error_with_message(x):
     if x.dtype != dt.float64:
         raise TypeError(f"expected float64, got {x.dtype}")
     return x
 
 
-@case(lambda i: Call(T(3)))
+@case(lambda i: Call(T(3)),
+      must_break="raises by design: RuntimeError escapes")
 def exception_group_like_collection(x):
     errors = []
     for name in ("a", "b", "c"):
@@ -217,7 +227,8 @@ def match_class_patterns(x):
     return [apply_layer(x, layer) for layer in layers]
 
 
-@case(lambda i: Call(T(4)))
+@case(lambda i: Call(T(4)),
+      must_break="raises by design: no case matches: ValueError escapes")
 def match_class_no_case_raises(x):
     return apply_layer(x, "relu")
 
@@ -311,7 +322,8 @@ def match_on_tensor_attributes(x):
 # ---------------------------------------------------------------------------------------------
 # Loops: break/continue/else, while, and branches on tensor values.
 
-@case(lambda i: Call(T(n_of(i))))
+@case(lambda i: Call(T(n_of(i))),
+      must_break="tensor values as Python values: .tolist() decides the loop")
 def for_else_search(x):
     vals = x.tolist()
     for k, v in enumerate(vals):
@@ -323,7 +335,8 @@ def for_else_search(x):
     return x * found, found
 
 
-@case(lambda i: Call(P(4)))
+@case(lambda i: Call(P(4)),
+      must_break="tensor values as Python values: the truth of x.amax() > 0.1 ends the loop")
 def while_on_tensor_condition(x):
     steps = 0
     while x.amax() > 0.1:
@@ -332,7 +345,8 @@ def while_on_tensor_condition(x):
     return x, steps
 
 
-@case(lambda i: Call(T(5)))
+@case(lambda i: Call(T(5)),
+      must_break="tensor values as Python values: .item() decides a branch")
 def branch_on_item(x):
     s = x.sum().item()
     if s > 0:
@@ -344,7 +358,8 @@ def branch_on_item(x):
     return y, label, round(s, 3)
 
 
-@case(lambda i: Call(T(4, 3)))
+@case(lambda i: Call(T(4, 3)),
+      must_break="tensor values as Python values: the truth of row.sum() < 0")
 def loop_over_tensor_rows_with_continue(x):
     total = dt.zeros(3)
     skipped = 0
@@ -392,7 +407,8 @@ def mutate_list_and_dict_arguments(xs, d):
     return len(xs), sorted(d)
 
 
-@case(lambda i: Call(T(3)))
+@case(lambda i: Call(T(3)),
+      must_break="does I/O: print()")
 def print_tensor_and_objects(x):
     print(x * 2)
     print([1, "a", None], {"k": 1.5}, (x.shape,))

@@ -102,7 +102,8 @@ def zip_strict_equal(xs, ws):
     return sum(w * t for t, w in zip(xs, ws, strict=True))
 
 
-@case(lambda i: Call([T(3), T(3)], [1.0, 2.0, 3.0]))
+@case(lambda i: Call([T(3), T(3)], [1.0, 2.0, 3.0]),
+      must_break="raises by design: zip(strict=True) raises ValueError")
 def zip_strict_unequal_raises(xs, ws):
     return [w * t for t, w in zip(xs, ws, strict=True)]
 
@@ -118,7 +119,8 @@ def sorted_by_size(xs):
     return sorted(xs, key=lambda t: t.shape[0], reverse=True)
 
 
-@case(lambda i: Call([T(2), T(2)]))
+@case(lambda i: Call([T(2), T(2)]),
+      must_break="raises by design: the key raises AttributeError")
 def sorted_key_raises(xs):
     return sorted(xs, key=lambda t: t.nope)
 
@@ -130,7 +132,8 @@ def functools_reduce_sum(xs):
     return total, prod
 
 
-@case(lambda i: Call([]))
+@case(lambda i: Call([]),
+      must_break="raises by design: reduce() of an empty list raises TypeError")
 def functools_reduce_empty_raises(xs):
     return functools.reduce(operator.add, xs)
 
@@ -163,14 +166,16 @@ def enumerate_start_keyword(xs):
     return [t * k for k, t in enumerate(xs, start=2)]
 
 
-@case(lambda i: Call([T(3), T(3)]))
+@case(lambda i: Call([T(3), T(3)]),
+      must_break="raises by design: pop from an empty list raises IndexError")
 def list_pop_empty_raises(xs):
     xs.pop()
     xs.pop()
     return xs.pop()
 
 
-@case(lambda i: Call({"a": T(3)}))
+@case(lambda i: Call({"a": T(3)}),
+      must_break="raises by design: dict.pop raises KeyError")
 def dict_pop_missing_raises(d):
     d.pop("a")
     return d.pop("b")
@@ -195,7 +200,8 @@ def caller_dict_del(d, x):
     return d["b"] * x
 
 
-@case(lambda i: Call([T(3)]))
+@case(lambda i: Call([T(3)]),
+      must_break="raises by design: del xs[3] raises IndexError")
 def del_missing_index_raises(xs):
     del xs[3]
     return xs
@@ -247,7 +253,8 @@ def caller_list_sort_and_remove(order, x):
     return x * order[-1], names, ascii("é"), format(2.5, ".2f")
 
 
-@case(lambda i: Call([1, 2], T(3)))
+@case(lambda i: Call([1, 2], T(3)),
+      must_break="raises by design: list.remove raises ValueError")
 def list_remove_missing_raises(xs, x):
     xs.remove(5)
     return x

@@ -138,7 +138,8 @@ def shape_read_in_python_changes(x, k):
     return dt.stack([x[j] for j in idx]), idx
 
 
-@case(lambda i: Call(I(4, low=-5, high=5)), calls=VARY)
+@case(lambda i: Call(I(4, low=-5, high=5)), calls=VARY,
+      must_break="tensor values as Python values: .item(); and print()")
 def big_int_counter_across_breaks(x):
     acc = 1
     for k in range(4):
@@ -147,7 +148,8 @@ def big_int_counter_across_breaks(x):
     return x * (acc % 7), acc, acc > 2 ** 63
 
 
-@case(lambda i: Call(T(3), (1, 1, 0)[i]), calls=VARY)
+@case(lambda i: Call(T(3), (1, 1, 0)[i]), calls=VARY,
+      must_break="tensor values as Python values: .item(); print(); the last call divides by 0")
 def division_by_zero_across_breaks(x, d):
     s = round(x.sum().item(), 2)
     print("sum", s)
@@ -155,7 +157,8 @@ def division_by_zero_across_breaks(x, d):
     return x * q
 
 
-@case(lambda i: Call(T(4)), calls=VARY)
+@case(lambda i: Call(T(4)), calls=VARY,
+      must_break="tensor values as Python values: .item()")
 def bool_number_across_breaks(x):
     positive = True
     count = 0
@@ -166,7 +169,8 @@ def bool_number_across_breaks(x):
     return x * count, positive, count, type(count).__name__
 
 
-@case(lambda i: Call(T(3)), calls=VARY)
+@case(lambda i: Call(T(3)), calls=VARY,
+      must_break="tensor values as Python values: .item(); and print()")
 def floor_and_mod_across_breaks(x):
     s = x.sum().item() * 7
     print("s")
@@ -175,14 +179,16 @@ def floor_and_mod_across_breaks(x):
     return x * a + b, (a, b, c, d), divmod(int(s), 4)
 
 
-@case(lambda i: Call(I(3), (2, 3, 3)[i]), calls=VARY)
+@case(lambda i: Call(I(3), (2, 3, 3)[i]), calls=VARY,
+      must_break="tensor values as Python values: .item(); and print()")
 def int_tensor_times_item(x, k):
     m = x.amax().item()
     print("max", m)
     return x * m, x * k + m, x // (m + 1), (x * 1.5 * m).dtype
 
 
-@case(lambda i: Call(T(3)), calls=VARY)
+@case(lambda i: Call(T(3)), calls=VARY,
+      must_break="tensor values as Python values: .item(); and print()")
 def pow_and_negative_exponents_across_breaks(x):
     n = int(x.abs().sum().item() * 3) + 1
     print(n)

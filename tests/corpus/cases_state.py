@@ -37,7 +37,8 @@ def identity_tests(x, y):
     return x is z, x is y, items[0] is x, x is not None, [t is y for t in items], x * 2 is x
 
 
-@case(lambda i: Call(T(n_of(i))))
+@case(lambda i: Call(T(n_of(i))),
+      must_break="tensor values as Python values: .item() decides a branch")
 def item_sum_carried_across_breaks(x):
     total = 0.0
     for k in range(x.shape[0]):
@@ -47,7 +48,8 @@ def item_sum_carried_across_breaks(x):
     return x * total, total, round(total, 4)
 
 
-@case(lambda i: Call(T(4)))
+@case(lambda i: Call(T(4)),
+      must_break="does I/O: print()")
 def counter_across_print_breaks(x):
     n = 0
     acc = 1
@@ -58,7 +60,8 @@ def counter_across_print_breaks(x):
     return x * n, acc, 2 ** acc % 1000
 
 
-@case(lambda i: Call(T(3)))
+@case(lambda i: Call(T(3)),
+      must_break="tensor values as Python values: .item()")
 def float_number_program(x):
     lr = 0.1
     for step in range(4):
@@ -68,7 +71,8 @@ def float_number_program(x):
     return x, lr, math.floor(lr * 1e6)
 
 
-@case(lambda i: Call(T(3)))
+@case(lambda i: Call(T(3)),
+      must_break="tensor values as Python values: .item(); and print()")
 def list_mutation_across_break(x):
     history = []
     for k in range(3):
@@ -79,7 +83,8 @@ def list_mutation_across_break(x):
     return x, history
 
 
-@case(lambda i: Call(T(3)))
+@case(lambda i: Call(T(3)),
+      must_break="tensor values as Python values: .item(); and print()")
 def dict_mutation_across_break(x):
     seen = {}
     for k in range(3):
@@ -90,14 +95,16 @@ def dict_mutation_across_break(x):
     return x, seen
 
 
-@case(lambda i: Call(T(3)))
+@case(lambda i: Call(T(3)),
+      must_break="raises by design: reading a deleted local raises UnboundLocalError")
 def deleted_local_raises(x):
     y = x * 2
     del y
     return y  # noqa: F821
 
 
-@case(lambda i: Call(T(3)))
+@case(lambda i: Call(T(3)),
+      must_break="raises by design: UnboundLocalError escapes")
 def unbound_local_in_branch(x):
     if x.shape[0] > 10:
         big = x * 2
@@ -110,7 +117,8 @@ def chained_comparisons(x):
     return x * (0 < n < 5), 1 < n <= 3, n == 3 == len(x), 2 < n > 4, "a" < "b" < "c"
 
 
-@case(lambda i: Call([T(3) * k for k in (3, 1, 2)]))
+@case(lambda i: Call([T(3) * k for k in (3, 1, 2)]),
+      must_break="tensor values as Python values: max's key calls .item()")
 def min_max_with_key_and_default(xs):
     biggest = max(xs, key=lambda t: t.abs().sum().item())
     smallest_len = min(["aa", "b", "ccc"], key=len)
@@ -150,13 +158,15 @@ def slice_objects_in_variables(x):
     return x[head], x[odd], s[head], s[odd], head.indices(10), [1, 2, 3, 4][odd]
 
 
-@case(lambda i: Call(T(3)))
+@case(lambda i: Call(T(3)),
+      must_break="tensor values as Python values: .tolist()")
 def negative_zero_and_copysign(x):
     z = -0.0
     return x * z, math.copysign(1.0, z), str(z), z == 0.0, (x * 0.0).tolist()
 
 
-@case(lambda i: Call(I(3)))
+@case(lambda i: Call(I(3)),
+      must_break="raises by design: int64 tensor + 2 ** 70 raises ValueError")
 def int64_tensor_with_huge_python_int(x):
     y = x + 5
     return y + 2 ** 70
@@ -185,7 +195,8 @@ def tensor_metadata_in_python(x):
     return x.reshape(c, r), info
 
 
-@case(lambda i: Call(T(3)))
+@case(lambda i: Call(T(3)),
+      must_break="tensor values as Python values: .tolist()")
 def tolist_then_python_math(x):
     vals = x.tolist()
     vals.append(1.0)
@@ -194,7 +205,8 @@ def tolist_then_python_math(x):
     return dt.tensor(vals) - mean, round(var, 6), sorted(vals)[0] == min(vals)
 
 
-@case(lambda i: Call(T(3)))
+@case(lambda i: Call(T(3)),
+      must_break="raises by design: reshape raises three calls deep")
 def error_three_calls_deep(x):
     def a(t):
         return b(t * 2)
@@ -207,7 +219,8 @@ def error_three_calls_deep(x):
     return a(x)
 
 
-@case(lambda i: Call(T(4)))
+@case(lambda i: Call(T(4)),
+      must_break="does I/O: print()")
 def nonlocal_changed_after_break(x):
     scale = 1.0
 
@@ -221,7 +234,8 @@ def nonlocal_changed_after_break(x):
     return z, scale
 
 
-@case(lambda i: Call(T(4)))
+@case(lambda i: Call(T(4)),
+      must_break="does I/O: print() inside the generator")
 def generator_with_break_inside(x):
     def steps(t):
         for k in range(3):

@@ -8,7 +8,9 @@ for each of its calls (jitlib.run_differential): results, exceptions (type and m
 output and the inputs afterwards must match, tensors bit for bit (both backends promise plain
 eager's results element for element). The summary gives each case's outcome (pass, mismatch,
 crash, known failure) and whether its frame compiled whole (no graph break, no fallback) on each
-backend, and whether it compiles with `fullgraph=True`; the exit status is 1 if any case mismatched, crashed, or a known failure passed.
+backend, and whether it compiles with `fullgraph=True`, counted over all cases and over those not
+marked `must_break` (corpus.py says which cases may be marked). The exit status is 1 if any case
+mismatched, crashed, a known failure passed, or a `must_break` case compiled with `fullgraph=True`.
 
     python3 tests/corpus/run_corpus.py --module-dir dist/python3.11     # every case, 2 workers
     python3 tests/corpus/run_corpus.py -k dict -k match                  # names containing either
@@ -90,6 +92,8 @@ def run_case_here(name, result_file):
         with open(result_file, "w") as f:
             json.dump(result, f)
     else:
+        if c.must_break:
+            print("%s must break: %s" % (name, c.must_break))
         for backend, r in result["backends"].items():
             print("%s on %s: %s, %s" % (name, backend, "ok" if r["ok"] else "MISMATCH",
                                         "whole" if r["whole"] else "breaks %r" % r["reasons"]))
@@ -131,7 +135,7 @@ def run_case_in_child(python, module_dir, name, timeout):
 
 
 def outcome(result):
-    """pass | mismatch | crash | known failure | unexpected pass."""
+    """pass | mismatch | crash | known failure | unexpected pass | unexpected whole."""
     if "crash" in result:
         status = "crash"
     elif all(r["ok"] for r in result["backends"].values()):
@@ -140,10 +144,14 @@ def outcome(result):
         status = "mismatch"
     if result["name"] in CASE_XFAIL:
         return "unexpected pass" if status == "pass" else "known failure"
+    if status == "pass" and result["name"] in CASE_MUST_BREAK and result.get("fullgraph"):
+        return "unexpected whole"
     return status
 
 
-CASE_XFAIL = {}  # name -> reason, filled by the driver (a crashed child reports nothing)
+# Filled by the driver (a crashed child reports nothing): name -> reason.
+CASE_XFAIL = {}
+CASE_MUST_BREAK = {}
 
 
 def describe(result, status):
@@ -155,6 +163,9 @@ def describe(result, status):
             lines.append("[%s] %s" % (backend, r["error"].strip()))
     if status in ("known failure", "unexpected pass"):
         lines.insert(0, "known failure: " + CASE_XFAIL[result["name"]])
+    if status == "unexpected whole":
+        lines.insert(0, "marked must_break (%s) but compiles with fullgraph=True: remove the mark"
+                     % CASE_MUST_BREAK[result["name"]])
     return ["      " + line for text in lines for line in text.splitlines()][:40]
 
 
@@ -172,12 +183,13 @@ def run_all(args):
     cases = load_all()
     names = [n for n in cases if not args.k or any(k in n for k in args.k)]
     CASE_XFAIL.update({n: c.xfail for n, c in cases.items() if c.xfail})
+    CASE_MUST_BREAK.update({n: c.must_break for n, c in cases.items() if c.must_break})
     version = sys.version.split()[0]
     print("CPython %s: %d corpus cases, plain vs dt.jit on %s, %d workers" % (
         version, len(names), "/".join(BACKENDS), args.jobs), flush=True)
     start = time.monotonic()
     counts, whole, bad = {}, {b: 0 for b in BACKENDS}, []
-    fullgraph = 0
+    fullgraph = {"all": 0, "unmarked": 0}
     not_whole = []
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         jobs = [pool.submit(run_case_in_child, args.python, args.module_dir, n, args.timeout)
@@ -188,7 +200,9 @@ def run_all(args):
             counts[status] = counts.get(status, 0) + 1
             for backend in BACKENDS:
                 whole[backend] += result.get("backends", {}).get(backend, {}).get("whole", False)
-            fullgraph += bool(result.get("fullgraph", False))
+            fullgraph["all"] += bool(result.get("fullgraph", False))
+            if result["name"] not in CASE_MUST_BREAK:
+                fullgraph["unmarked"] += bool(result.get("fullgraph", False))
             if not result.get("fullgraph", False):
                 not_whole.append((result["name"], result.get("fullgraph_error") or "no result"))
             print("%-16s %-34s %-26s %5.1fs" % (status.upper() if status != "pass" else "pass",
@@ -200,9 +214,12 @@ def run_all(args):
                     print(line, flush=True)
     print_summary(names, counts, whole, fullgraph, bad, time.monotonic() - start)
     if args.why_not_whole:
-        print("Why each case does not compile with fullgraph=True:")
-        for name, why in sorted(not_whole):
-            print("  %-34s %s" % (name, why))
+        for title, marked in (("not marked must_break", False), ("marked must_break", True)):
+            print("Why each case %s does not compile with fullgraph=True:" % title)
+            for name, why in sorted(not_whole):
+                if (name in CASE_MUST_BREAK) == marked:
+                    print("  %-34s %s%s" % (name, "[%s] " % CASE_MUST_BREAK[name] if marked
+                                           else "", why))
     return 1 if any(s != "known failure" for s, _ in bad) else 0
 
 
@@ -210,11 +227,15 @@ def print_summary(names, counts, whole, fullgraph, bad, seconds):
     print("=" * 72)
     print("%d cases in %.0fs: %s" % (len(names), seconds, ", ".join(
         "%d %s" % (counts.get(k, 0), k) for k in ("pass", "mismatch", "crash", "known failure",
-                                                    "unexpected pass"))))
+                                                    "unexpected pass", "unexpected whole"))))
     print("compiled whole (0 graph breaks, 0 fallbacks): %s" % ", ".join(
         "%s %d/%d" % (b, whole[b], len(names)) for b in BACKENDS))
-    print("compile with fullgraph=True (eager): %d/%d" % (fullgraph, len(names)))
-    for status in ("mismatch", "crash", "unexpected pass", "known failure"):
+    marked = sum(n in CASE_MUST_BREAK for n in names)
+    print("compile with fullgraph=True (eager): %d/%d; over the %d cases not marked must_break: "
+          "%d/%d (%.1f%%)" % (fullgraph["all"], len(names), len(names) - marked,
+                              fullgraph["unmarked"], len(names) - marked,
+                              100.0 * fullgraph["unmarked"] / max(1, len(names) - marked)))
+    for status in ("mismatch", "crash", "unexpected pass", "unexpected whole", "known failure"):
         failed = sorted(n for s, n in bad if s == status)
         if failed:
             print("%s: %s" % (status.upper(), " ".join(failed)))

@@ -137,7 +137,12 @@ def test_stress_never_gives_a_frame_up_at_cache_limit():
         warnings.simplefilter("error")  # a cache_limit warning would fail the test
         dt.enable(stress=True, cache_limit=2)
         try:
-            actual = [describe(v) for v in values]
+            # A loop in this frame (which runs uncompiled), not a comprehension: a comprehension's
+            # frame is traced too and would inline the first calls of describe, which then make no
+            # cache entries of their own.
+            actual = []
+            for v in values:
+                actual.append(describe(v))
         finally:
             dt.disable()
     s = dt.stats()
