@@ -25,6 +25,25 @@ template <typename T> using ComputeType = typename ComputeTypeOf<T>::type;
 template <typename C> inline constexpr bool kIntegral = C(0.5) == C(0);
 template <typename F> DT_HD F PositiveZero(F r) { return r == F(0) ? F(0) : r; }
 
+// A float converted to an integer type: NaN and values outside the 32-bit (64-bit for 8-byte
+// results) range give that range's most negative value, x86's "integer indefinite", and a
+// narrower result keeps the low bits of the 32-bit one. C++ leaves these conversions undefined,
+// and a kernel's vectorised or folded conversion (or a GPU's) answered differently from the
+// eager loop's scalar one (NaN -> 0 where eager and PyTorch give -9223372036854775808); spelled
+// out, every backend agrees with eager and with PyTorch on x86.
+template <typename Out, typename C>
+DT_HD Out FloatToInteger(C v) {
+  if constexpr (sizeof(Out) == 8) {
+    constexpr long long kMin = -9223372036854775807LL - 1;
+    const bool in_range = v >= C(-9223372036854775808.0) && v < C(9223372036854775808.0);
+    return static_cast<Out>(in_range ? static_cast<long long>(v) : kMin);
+  } else {
+    constexpr int kMin = -2147483647 - 1;
+    const bool in_range = v >= C(-2147483648.0) && v < C(2147483648.0);
+    return static_cast<Out>(in_range ? static_cast<int>(v) : kMin);
+  }
+}
+
 template <typename Out, typename In>
 DT_HD Out Convert(In v) {
   using C = ComputeType<In>;
@@ -42,6 +61,8 @@ DT_HD Out Convert(In v) {
     return BFloat16(static_cast<float>(static_cast<C>(v)));
   } else if constexpr (kIntegral<C> && !kIntegral<Out>) {
     return PositiveZero(static_cast<Out>(static_cast<C>(v)));
+  } else if constexpr (!kIntegral<C> && kIntegral<Out>) {
+    return FloatToInteger<Out>(static_cast<C>(v));
   } else {
     return static_cast<Out>(static_cast<C>(v));
   }
