@@ -645,3 +645,50 @@ def test_list_changed_during_its_sort_raises_like_cpython():
             check_call(cmp, jfn, [], 2, 1)  # the one comparison sorting [1, 2] makes
         assert _sort_calling(jfn) == plain, cmp.__name__
         assert run_stressed(_sort_calling, cmp) == plain, cmp.__name__
+
+
+# --- a frame object taken during an escape (CPython's test_unittest, testAssertRaisesRefcount) --
+# A traceback or sys._getframe() during an escaped call gives Python the frame's frame object,
+# whose locals are the frame's fast locals. Segments left them as the escape saw them, so after
+# `context = None; return` the object still held the context: unittest's assertRaises cycle
+# (context -> exception -> traceback -> frames -> context) outlived the call until the next
+# garbage collection, and f_locals showed stale values. CPython now runs the rest of such a frame.
+def _caller_frame():
+    return sys._getframe(1)
+
+
+def _drops_its_local(obj):
+    frame = _caller_frame()
+    obj = None
+    return frame, obj
+
+
+def _assert_raises_refcount(case):
+    def func():
+        try:
+            raise ValueError
+        except ValueError:
+            raise ValueError
+
+    before = sys.getrefcount(func)
+    case.assertRaises(ValueError, func)
+    return sys.getrefcount(func) - before
+
+
+def test_frame_object_taken_in_an_escape_shows_the_final_locals():
+    import gc
+    import unittest
+    frame, _ = _drops_its_local([1])
+    assert frame.f_locals["obj"] is None
+    jfn = jitted_copy(_drops_its_local)
+    for _ in range(2):
+        frame, _ = jfn([1])
+        assert frame.f_locals["obj"] is None, frame.f_locals
+    case = unittest.TestCase()
+    gc.disable()  # the cycle would be found by a collection; CPython's refcounts free it at once
+    try:
+        assert _assert_raises_refcount(case) == 0
+        for _ in range(2):
+            assert run_stressed(_assert_raises_refcount, case) == 0
+    finally:
+        gc.enable()
