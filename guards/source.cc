@@ -28,6 +28,7 @@ std::string Source::ToString() const {
     case Kind::kGlobalsDict: return "globals()";
     case Kind::kSysModule: return absl::StrCat("sys.modules['", name, "']");
     case Kind::kPartialPart: return absl::StrCat(parent->ToString(), ".", name);
+    case Kind::kModuleDict: return absl::StrCat(parent->ToString(), ".__dict__");
   }
   __builtin_unreachable();
 }
@@ -167,6 +168,10 @@ PyObject* Source::Resolve(const FrameInputs& frame) const {
     case Kind::kGlobalsDict: return frame.globals;
     case Kind::kSysModule: return DictLookup(PyImport_GetModuleDict(), name);
     case Kind::kPartialPart: return PartialPart(parent->Resolve(frame), name);
+    case Kind::kModuleDict: {
+      PyObject* p = parent->Resolve(frame);
+      return p != nullptr && PyModule_Check(p) ? PyModule_GetDict(p) : nullptr;  // borrowed
+    }
   }
   __builtin_unreachable();
 }
@@ -226,6 +231,7 @@ SourceRef PartialPartSource(SourceRef partial, std::string part) {
 }
 SourceRef GlobalsDictSource() { return Make(Source::Kind::kGlobalsDict, -1, "", nullptr); }
 SourceRef SysModuleSource(std::string name) { return Make(Source::Kind::kSysModule, -1, std::move(name), nullptr); }
+SourceRef ModuleDictSource(SourceRef module) { return Make(Source::Kind::kModuleDict, -1, "", std::move(module)); }
 SourceRef TypeOfSource(SourceRef object) { return Make(Source::Kind::kTypeOf, -1, "", std::move(object)); }
 SourceRef MethodSelfSource(SourceRef method) { return Make(Source::Kind::kMethodSelf, -1, "", std::move(method)); }
 
