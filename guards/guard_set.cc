@@ -231,6 +231,16 @@ LeafGuard LeafGuard::KeysInOrder(SourceRef source, PyObject* keys, Provenance wh
   return g;
 }
 
+LeafGuard LeafGuard::NotSorting(SourceRef source, Provenance where) {
+  return LeafGuard(Kind::kNotSorting, std::move(source), std::move(where));
+}
+
+bool IsBeingSorted(PyObject* list) {
+  // list.sort (Objects/listobject.c, list_sort_impl) sets `allocated` to -1 for the length of the
+  // sort and nothing else ever does.
+  return PyList_Check(list) && reinterpret_cast<PyListObject*>(list)->allocated == -1;
+}
+
 bool LeafGuard::CheckValue(PyObject* value) const {
   if (kind_ == Kind::kAbsent) return value == nullptr;
   if (value == nullptr) return false;
@@ -247,6 +257,7 @@ bool LeafGuard::CheckValue(PyObject* value) const {
     }
     case Kind::kNotSame:
     case Kind::kSame: return false;  // two values: Check() decides
+    case Kind::kNotSorting: return PyList_CheckExact(value) && !IsBeingSorted(value);
     // A dead expected object's address may be reused: the weak reference tells them apart.
     case Kind::kType: return Py_TYPE(value) == type_ && LiveExpected() != nullptr;
     case Kind::kIdentity: return value == expected_ && LiveExpected() != nullptr;
@@ -316,6 +327,9 @@ std::optional<std::string> LeafGuard::Explain(const FrameInputs& frame) const {
     case Kind::kRelation:
     case Kind::kNotSame:
     case Kind::kSame: break;
+    case Kind::kNotSorting:
+      return absl::StrFormat("%s: expected a list that list.sort is not sorting, actual %s", src,
+                             IsBeingSorted(value) ? "a list being sorted" : Py_TYPE(value)->tp_name);
     case Kind::kKeys: {
       PyObject* actual = PyDict_Check(value) ? PySequence_Tuple(value) : nullptr;
       if (actual == nullptr) PyErr_Clear();
@@ -399,6 +413,7 @@ std::string LeafGuard::ToString() const {
     case Kind::kNotSame: code = absl::StrFormat("%s is not %s", src, other_->ToString()); break;
     case Kind::kSame: code = absl::StrFormat("%s is %s", src, other_->ToString()); break;
     case Kind::kKeys: code = absl::StrFormat("tuple(%s) == %s", src, Repr(expected_)); break;
+    case Kind::kNotSorting: code = absl::StrFormat("%s is not being sorted by list.sort", src); break;
   }
   if (where_.line >= 0 || !where_.instruction.empty()) {
     absl::StrAppendFormat(&code, "  # line %d: %s (offset %d)", where_.line, where_.instruction,

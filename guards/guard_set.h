@@ -50,9 +50,13 @@ struct TensorProperties {
   bool tracks_grad = false;
 };
 
+// Whether `list` is a list that list.sort is sorting now (it reads as empty until the sort ends).
+bool IsBeingSorted(PyObject* list);
+
 class LeafGuard {
  public:
-  enum class Kind : uint8_t { kType, kIdentity, kEquals, kLength, kTensor, kTensorSize, kAbsent, kRelation, kNotSame, kSame, kKeys };
+  enum class Kind : uint8_t { kType, kIdentity, kEquals, kLength, kTensor, kTensorSize, kAbsent, kRelation, kNotSame, kSame, kKeys,
+                           kNotSorting };
   // Evaluates a relation on the frame's values; nullopt when it cannot (a value is gone).
   using RelationFn = std::function<std::optional<bool>(const FrameInputs&)>;
 
@@ -84,6 +88,13 @@ class LeafGuard {
   // Passes when the source is a dict whose keys are the str keys of the tuple `keys`, in that
   // order: a trace that iterates a dict of the caller relies on its order.
   static LeafGuard KeysInOrder(SourceRef source, PyObject* keys, Provenance where);
+  // Passes when the source is a list that list.sort is not sorting right now. While CPython sorts
+  // a list it empties it and marks it (`allocated == -1`), and after the sort it raises
+  // "list modified during sort" when the mark is gone, which any change made by CPython's list
+  // operations does. A trace that changes a caller's list replays only its final contents, which
+  // for `L.append(3); L.pop()` on the emptied list are the same and leave the mark: so such a
+  // trace may only run on a list that is not being sorted, and CPython makes the changes otherwise.
+  static LeafGuard NotSorting(SourceRef source, Provenance where);
 
   // REQUIRES: the GIL. Never raises.
   bool Check(const FrameInputs& frame) const;

@@ -28,6 +28,7 @@ std::string Source::ToString() const {
     case Kind::kGlobalsDict: return "globals()";
     case Kind::kSysModule: return absl::StrCat("sys.modules['", name, "']");
     case Kind::kPartialPart: return absl::StrCat(parent->ToString(), ".", name);
+    case Kind::kModuleDict: return absl::StrCat(parent->ToString(), ".__dict__");
   }
   __builtin_unreachable();
 }
@@ -58,10 +59,7 @@ ObjectAccess object_access{nullptr, nullptr};  // SetObjectAccess
 // An object's own attribute without running descriptors: the instance (or module, or class)
 // __dict__.
 PyObject* OwnAttr(PyObject* obj, const std::string& name) {
-  if (PyModule_Check(obj)) {
-    // A module's __dict__ is the module type's descriptor, never an entry of the dict itself.
-    return name == "__dict__" ? PyModule_GetDict(obj) : DictLookup(PyModule_GetDict(obj), name);
-  }
+  if (PyModule_Check(obj)) return DictLookup(PyModule_GetDict(obj), name);
   if (object_access.lookup_on_type == nullptr) return nullptr;  // not installed: nothing resolves
   if (PyType_Check(obj)) {
     // The MRO lookup, not tp_dict: 3.12 keeps builtin types' dicts elsewhere (tp_dict is NULL).
@@ -170,6 +168,10 @@ PyObject* Source::Resolve(const FrameInputs& frame) const {
     case Kind::kGlobalsDict: return frame.globals;
     case Kind::kSysModule: return DictLookup(PyImport_GetModuleDict(), name);
     case Kind::kPartialPart: return PartialPart(parent->Resolve(frame), name);
+    case Kind::kModuleDict: {
+      PyObject* p = parent->Resolve(frame);
+      return p != nullptr && PyModule_Check(p) ? PyModule_GetDict(p) : nullptr;  // borrowed
+    }
   }
   __builtin_unreachable();
 }
@@ -229,6 +231,7 @@ SourceRef PartialPartSource(SourceRef partial, std::string part) {
 }
 SourceRef GlobalsDictSource() { return Make(Source::Kind::kGlobalsDict, -1, "", nullptr); }
 SourceRef SysModuleSource(std::string name) { return Make(Source::Kind::kSysModule, -1, std::move(name), nullptr); }
+SourceRef ModuleDictSource(SourceRef module) { return Make(Source::Kind::kModuleDict, -1, "", std::move(module)); }
 SourceRef TypeOfSource(SourceRef object) { return Make(Source::Kind::kTypeOf, -1, "", std::move(object)); }
 SourceRef MethodSelfSource(SourceRef method) { return Make(Source::Kind::kMethodSelf, -1, "", std::move(method)); }
 

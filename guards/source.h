@@ -57,6 +57,7 @@ struct Source {
     kGlobalsDict,   // the root frame's globals dict itself (where `global` stores land)
     kSysModule,     // sys.modules[name] (a module an `import` inside the function reads)
     kPartialPart,   // of a functools.partial at parent: .func ("func"), .args ("args") or .keywords
+    kModuleDict,    // parent.__dict__ of a module (the globals of the functions defined in it)
   };
   Kind kind;
   int index = -1;
@@ -89,6 +90,9 @@ SourceRef MethodSelfSource(SourceRef method);
 SourceRef TypeOfSource(SourceRef object);
 SourceRef GlobalsDictSource();
 SourceRef SysModuleSource(std::string name);
+// The dict of the module at `module`. Not an AttrSource: a module's __dict__ is a member of the
+// module object, never a key of that dict, so kAttr (which reads the dict) would find nothing.
+SourceRef ModuleDictSource(SourceRef module);
 SourceRef PartialPartSource(SourceRef partial, std::string part);  // "func", "args" or "keywords"
 
 // The iterators dyntrace makes when a loop's state crosses a graph break expose their remaining

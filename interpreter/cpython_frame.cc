@@ -155,6 +155,13 @@ PyObject* LocalNameObject(PyCodeObject* code, int index) {
   return PyTuple_GET_ITEM(code->co_localsplusnames, index);
 }
 
+bool FrameObjectShared(_PyInterpreterFrame* frame) {
+  // The interpreter frame owns one reference to its frame object (frame_obj), made when Python
+  // first asked for the object; any other is Python's.
+  PyFrameObject* obj = AsFrame(frame)->frame_obj;
+  return obj != nullptr && Py_REFCNT(obj) > 1;
+}
+
 bool TraceFunctionSet(PyThreadState* tstate, bool profile) {
   return tstate->c_tracefunc != nullptr || (profile && tstate->c_profilefunc != nullptr);
 }

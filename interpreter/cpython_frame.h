@@ -97,6 +97,10 @@ PyObject* LookupOnType(PyTypeObject* type, PyObject* name);
 PyObject* InstanceDict(PyObject* obj);
 // The name of local, cell or free slot `index` (co_localsplusnames); borrowed.
 PyObject* LocalNameObject(PyCodeObject* code, int index);
+// Whether Python code holds the frame's frame object (a traceback through an escaped call that
+// raised, a callee frame's f_back, sys._getframe(1)): a frame object shows the frame's fast
+// locals, while it runs and, copied into the object, after the frame ends.
+bool FrameObjectShared(_PyInterpreterFrame* frame);
 // Whether sys.settrace (or, with `profile`, also sys.setprofile) has a function installed.
 bool TraceFunctionSet(PyThreadState* tstate, bool profile);
 

@@ -516,6 +516,12 @@ PyObject* SegmentRun::Run() {
     // An escape may have installed sys.settrace (a test's tracer around a call): from then on
     // CPython runs the frame, so the calls and lines it reports are all there.
     if (!at_entry_ && cpython::TraceFunctionSet(tstate_, /*profile=*/StressMode())) return HandBackHere();
+    // An escape may have let Python take the frame's frame object. Its locals are the frame's
+    // fast locals, which segments leave as the escape saw them: a frame ending in a segment
+    // would leave them there, keeping alive what the code dropped (unittest's assertRaises sets
+    // `context = None` in a finally to break the cycle context -> exception -> traceback ->
+    // frame -> context, CPython's bpo-23890) and showing stale values. CPython runs the rest.
+    if (!at_entry_ && cpython::FrameObjectShared(frame_)) return HandBackHere();
     const guards::FrameInputs inputs = Inputs();
     std::shared_ptr<CacheEntry> entry = Lookup(inputs);
     if (entry != nullptr && entry->fallback()) {

@@ -726,10 +726,13 @@ absl::StatusOr<Sym> Tracer::RunGenerator(TFrame& f) {
   return it;
 }
 
-// The globals of a method found on a class (no source of its own: `no_grad().__enter__`) read
-// through the module they belong to, sys.modules[__name__].__dict__, guarded to still be that
-// module. (Guards and side-effect targets resolve `.__dict__` of a module to the module's dict;
-// an earlier lookup of "__dict__" inside that dict found nothing, which made such sources vanish.)
+// The globals of a method found on a class (no source of its own: `no_grad().__enter__`,
+// `unittest.TestResult.__init__`) read through the module they belong to,
+// sys.modules[__name__].__dict__, guarded to still be that module. Any module qualifies. (This
+// was limited to dyntrace's own modules while the dict was an AttrSource, which reads a module's
+// dict for the key "__dict__" and so never resolved after tracing: guards through it always
+// failed, so every call traced anew, and a value rebuilt from it, `self._original_stdout =
+// sys.stdout` in unittest.result, "disappeared". ModuleDictSource reads the module's dict.)
 absl::StatusOr<SourceRef> Tracer::ModuleGlobalsSource(PyObject* globals) {
   PyObject* name = PyDict_GetItemString(globals, "__name__");  // borrowed
   const std::optional<std::string> module_name = name != nullptr && PyUnicode_Check(name) ? py::Utf8(name) : std::nullopt;
@@ -739,7 +742,7 @@ absl::StatusOr<SourceRef> Tracer::ModuleGlobalsSource(PyObject* globals) {
     return Unsupported("a function from another module without a source (its globals are no module's)");
   }
   guards_.Add(LeafGuard::Identity(guards::SysModuleSource(*module_name), module, Here()));
-  return guards::AttrSource(guards::SysModuleSource(*module_name), "__dict__");
+  return guards::ModuleDictSource(guards::SysModuleSource(*module_name));
 }
 
 }  // namespace dt::interpreter::trace

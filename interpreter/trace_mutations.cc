@@ -5,7 +5,9 @@
 // changes as a list the trace built would, so later reads in the trace see the change, and the
 // container is recorded: after the graph ran, the real object's contents are set to the Sym's
 // final items (ContainerStore), before anything else can see them. CPython's own in-place
-// operations would have left the same contents.
+// operations would have left the same contents. The one thing contents do not carry is what
+// list.sort looks at to raise "list modified during sort", so a list being sorted (a key or
+// comparison function changing it) is left to CPython, and guarded not to be (NotSorting).
 //
 // Two names for one object would leave one Sym stale. Within a trace, a changed container
 // reached a second way stops the trace; across calls, a guard says that no other list, dict or
@@ -58,6 +60,14 @@ absl::Status Tracer::MutatingContainer(const Sym& container) {
                                           " of the caller reached two ways"));
         }
       }
+      // CPython's sort finds out whether a key or comparison function changed the list it sorts
+      // from the state each list operation leaves behind, which replaying the final contents
+      // does not recreate (append and pop leave an emptied list as it was): such a change is
+      // CPython's to make, and an entry that changes the list runs only while no sort is on.
+      if (guards::IsBeingSorted(obj)) {
+        return Unsupported("changing a list that list.sort is sorting (CPython checks each change)");
+      }
+      if (PyList_Check(obj)) guards_.Add(LeafGuard::NotSorting(container->source, Here()));
       changed_containers_.push_back(ChangedContainer{container, journal_.size()});
     }
   }

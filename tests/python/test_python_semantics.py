@@ -711,3 +711,63 @@ def test_power_by_a_constant_rounds_like_eager():
     near_tie = lambda i: (dt.tensor([0.24016964435577393, 0.5, -3.0, 0.0, 7.25]),)
     check(squares_and_inverses, near_tie, captured=True, exact=True)
     check(squares_and_inverses, lambda i: (T(64),), captured=True, exact=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# A method found on a class (`Recorder()` runs `Recorder.__init__`, which has no source of its
+# own) reads its module's globals through sys.modules[__name__].__dict__. That source read the
+# module's dict for a key "__dict__", so it never resolved after tracing: every guard through it
+# failed (each call with `dt.no_grad()` traced anew), and a value rebuilt from it (unittest's
+# `self._original_stdout = sys.stdout`) "disappeared"; so only dyntrace's modules used it.
+
+RECORDER_MODULE = """
+import sys as _sys
+SCALE = 2.0
+
+class Recorder:
+    def __init__(self):
+        self.out = _sys.stdout
+        self.scale = SCALE
+"""
+
+
+def scaled_by_a_recorder(x):
+    r = recorder_module.Recorder()
+    return x * r.scale, r
+
+
+def under_no_grad(x):
+    with dt.no_grad():
+        y = x * 2
+    return y + 1
+
+
+def test_methods_of_other_modules_read_their_module_globals():
+    import sys
+    import types
+    global recorder_module
+    recorder_module = types.ModuleType("dt_test_recorder")
+    exec(RECORDER_MODULE, recorder_module.__dict__)
+    sys.modules[recorder_module.__name__] = recorder_module
+    try:
+        x = dt.ones(2)
+        for backend in BACKENDS:
+            recorder_module.SCALE = 2.0
+            dt.reset()
+            jfn = jitted_copy(scaled_by_a_recorder, backend=backend)
+            for _ in range(3):
+                y, r = jfn(x)
+                assert y.tolist() == [2.0, 2.0] and r.scale == 2.0 and r.out is sys.stdout, backend
+            s = stats()
+            assert s["graph_breaks"] == 0 and s["frames_traced"] == 1 and s["cache_hits"] == 2, (backend, s)
+            recorder_module.SCALE = 3.0  # the global is guarded through the module
+            y, r = jfn(x)
+            assert y.tolist() == [3.0, 3.0] and r.scale == 3.0, backend
+            dt.reset()
+            jfn = jitted_copy(under_no_grad, backend=backend)
+            for _ in range(3):
+                assert jfn(x).tolist() == under_no_grad(x).tolist()
+            s = stats()
+            assert s["frames_traced"] == 1 and s["cache_hits"] == 2, (backend, s)
+    finally:
+        del sys.modules[recorder_module.__name__]

@@ -603,3 +603,97 @@ def _run_cases(cases):
 def test_inlined_defaults_survive_a_rebuilt_frame_state():
     assert _run_cases(_Cases()) == [True, True, True]
     assert run_stressed(_run_cases, _Cases()) == [True, True, True]
+
+
+# --- a list changed while list.sort sorts it (CPython's test_sort, test_undetected_mutation) ----
+# list.sort empties the list it sorts and marks it; a comparison that appends and pops (or
+# empties it) removes the mark, and the sort raises "list modified during sort". The trace
+# replayed only the final contents, which were those of the emptied list: no mark removed, no
+# error. Such a change is left to CPython, and an entry that changes a caller's list is guarded
+# to run only on a list that is not being sorted.
+def _append_pop_cmp(L, x, y):
+    L.append(3)
+    L.pop()
+    return (x > y) - (x < y)
+
+
+def _append_clear_cmp(L, x, y):
+    L.append(3)
+    del L[:]
+    return (x > y) - (x < y)
+
+
+def _sort_calling(cmp):
+    import functools
+    out = []
+    for _ in range(3):
+        L = [1, 2]
+        try:
+            L.sort(key=functools.cmp_to_key(lambda x, y: cmp(L, x, y)))
+            out.append(("sorted", list(L)))
+        except ValueError as e:
+            out.append(("ValueError", str(e)))
+    return out
+
+
+def test_list_changed_during_its_sort_raises_like_cpython():
+    for cmp in (_append_pop_cmp, _append_clear_cmp):
+        plain = _sort_calling(cmp)
+        assert plain == [("ValueError", "list modified during sort")] * 3, plain
+        # Traced first while a sort is on; then first outside one, on an empty list (a list
+        # being sorted reads as empty, so only the NotSorting guard keeps a call during a sort
+        # from using that entry).
+        jfn = jitted_copy(cmp)
+        assert _sort_calling(jfn) == plain, cmp.__name__
+        jfn = jitted_copy(cmp)
+        for _ in range(2):
+            check_call(cmp, jfn, [], 2, 1)  # the one comparison sorting [1, 2] makes
+        assert _sort_calling(jfn) == plain, cmp.__name__
+        assert run_stressed(_sort_calling, cmp) == plain, cmp.__name__
+
+
+# --- a frame object taken during an escape (CPython's test_unittest, testAssertRaisesRefcount) --
+# A traceback or sys._getframe() during an escaped call gives Python the frame's frame object,
+# whose locals are the frame's fast locals. Segments left them as the escape saw them, so after
+# `context = None; return` the object still held the context: unittest's assertRaises cycle
+# (context -> exception -> traceback -> frames -> context) outlived the call until the next
+# garbage collection, and f_locals showed stale values. CPython now runs the rest of such a frame.
+def _caller_frame():
+    return sys._getframe(1)
+
+
+def _drops_its_local(obj):
+    frame = _caller_frame()
+    obj = None
+    return frame, obj
+
+
+def _assert_raises_refcount(case):
+    def func():
+        try:
+            raise ValueError
+        except ValueError:
+            raise ValueError
+
+    before = sys.getrefcount(func)
+    case.assertRaises(ValueError, func)
+    return sys.getrefcount(func) - before
+
+
+def test_frame_object_taken_in_an_escape_shows_the_final_locals():
+    import gc
+    import unittest
+    frame, _ = _drops_its_local([1])
+    assert frame.f_locals["obj"] is None
+    jfn = jitted_copy(_drops_its_local)
+    for _ in range(2):
+        frame, _ = jfn([1])
+        assert frame.f_locals["obj"] is None, frame.f_locals
+    case = unittest.TestCase()
+    gc.disable()  # the cycle would be found by a collection; CPython's refcounts free it at once
+    try:
+        assert _assert_raises_refcount(case) == 0
+        for _ in range(2):
+            assert run_stressed(_assert_raises_refcount, case) == 0
+    finally:
+        gc.enable()
