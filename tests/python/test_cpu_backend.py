@@ -642,20 +642,24 @@ def test_float_to_int_to_float_keeps_eager_signed_zeros():
 
 
 def test_float_to_integer_of_nan_and_out_of_range_values_equals_eager():
-    # Found by the fuzzer (seed 4608): (z / z).long() of z = 0 gave 0 in a compiled kernel and
-    # -9223372036854775808 eagerly (and in PyTorch on x86). NaN and out-of-range values now give
-    # the 32- or 64-bit range's most negative value on every backend; narrower integers keep the
-    # low bits of the 32-bit value.
-    def f(x):
-        return x.long(), x.int(), x.to(dt.int16), x.to(dt.int8), x.to(dt.uint8), (x * 2).long()
+    # Found by the fuzzer (seed 4608): (z / z).long() of an int tensor z = 0, NaN made inside the
+    # kernel, gave 0 compiled and -9223372036854775808 eagerly (and in PyTorch on x86). NaN and
+    # out-of-range values now give the 32- or 64-bit range's most negative value on every
+    # backend; narrower integers keep the low bits of the 32-bit value.
+    def f(x, z):
+        nan, inf = z / z, (z + 1) / z
+        return (x.long(), x.int(), x.to(dt.int16), x.to(dt.int8), x.to(dt.uint8), (x * 2).long(),
+                nan.long(), nan.int(), inf.long(), (-inf).int(), nan.to(dt.int8))
 
     big = 2.0 ** 40
     x = dt.tensor([float("nan"), float("inf"), -float("inf"), big, -big, -1.0, 3.7, -3.7, 2.0 ** 63, 300.0])
-    expected, got = f(x), compiled(f)(x)
+    z = dt.tensor([0, 0, 0])
+    expected, got = f(x, z), compiled(f)(x, z)
     int64_min, int32_min = -2 ** 63, -2 ** 31
     assert expected[0].tolist()[:3] == [int64_min] * 3 and expected[0].tolist()[3] == 2 ** 40, expected[0]
     assert expected[1].tolist()[:5] == [int32_min] * 5 and expected[1].tolist()[5:8] == [-1, 3, -3], expected[1]
     assert expected[4].tolist()[5] == 255 and expected[4].tolist()[9] == 44, expected[4]
+    assert expected[6].tolist() == [int64_min] * 3 and expected[7].tolist() == [int32_min] * 3, expected[6:8]
     for e, g in zip(expected, got):
         assert g.dtype == e.dtype and g.tolist() == e.tolist(), (g.tolist(), e.tolist())
 
