@@ -61,7 +61,7 @@ DT_HD Out Convert(In v) {
     return BFloat16(static_cast<float>(static_cast<C>(v)));
   } else if constexpr (kIntegral<C> && !kIntegral<Out>) {
     return PositiveZero(static_cast<Out>(static_cast<C>(v)));
-  } else if constexpr (!kIntegral<C> && kIntegral<Out>) {
+  } else if constexpr (!kIntegral<C> && !kSameType<C, bool> && kIntegral<Out>) {  // a float to an integer
     return FloatToInteger<Out>(static_cast<C>(v));
   } else {
     return static_cast<Out>(static_cast<C>(v));
