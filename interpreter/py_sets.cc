@@ -39,6 +39,12 @@ bool Apply(PyObject* set, PyObject* step) {
       PyRef r = other ? PyRef::Steal(PyObject_CallMethod(set, "update", "O", other.get())) : PyRef();
       return static_cast<bool>(r);
     }
+    case kSetUpdateWith:
+    case kSetDifferenceUpdateWith: {
+      const char* method = kind == kSetUpdateWith ? "update" : "difference_update";
+      PyRef r = PyRef::Steal(PyObject_CallMethod(set, method, "O", PyTuple_GET_ITEM(step, 1)));
+      return static_cast<bool>(r);
+    }
     default: break;
   }
   PyErr_SetString(PyExc_SystemError, "dyntrace: a malformed set history");

@@ -271,6 +271,7 @@ absl::StatusOr<Sym> Tracer::CallDictMethod(const Sym& self, const std::string& n
   DT_RETURN_IF_ERROR(GuardKeyOrder(self));
   Sym it = MakeSym(SymKind::kIter);  // keys(), values(), items()
   it->dict_view = true;
+  it->keys_view = name == "keys";
   for (size_t i = 0; i < self->keys.size(); ++i) {
     if (name == "keys") {
       it->items.push_back(ConstSym(self->keys[i]));

@@ -337,6 +337,9 @@ absl::StatusOr<Sym> Tracer::BinaryOp(const std::string& nb_name, const Sym& a, c
       {"+", "add"}, {"-", "sub"}, {"*", "mul"}, {"/", "div"}, {"//", "floor_divide"},
       {"%", "remainder"}, {"**", "pow"}, {"@", "matmul"}, {"&", "logical_and"},
       {"|", "logical_or"}, {"^", "logical_xor"}};
+  if ((a->kind == SymKind::kIter && a->keys_view) || (b->kind == SymKind::kIter && b->keys_view)) {
+    return KeysViewBinaryOp(nb_name, a, b);
+  }
   if (a->kind == SymKind::kSet || b->kind == SymKind::kSet) return SetBinaryOp(nb_name, a, b);
   if (a->kind == SymKind::kTensor || b->kind == SymKind::kTensor) {
     auto it = ops->find(sym);

@@ -486,6 +486,7 @@ class Tracer {
                                     const Kwargs& kwargs);
   absl::StatusOr<Sym> SetCompare(int op, const Sym& a, const Sym& b);
   absl::StatusOr<Sym> SetBinaryOp(const std::string& nb_name, const Sym& a, const Sym& b);
+  absl::StatusOr<Sym> KeysViewBinaryOp(const std::string& nb_name, const Sym& a, const Sym& b);
   // super() (trace_super.cc)
   absl::StatusOr<Sym> MakeSuper(const std::vector<Sym>& args, const Kwargs& kwargs);
   absl::StatusOr<Sym> ZeroArgumentSuper();
