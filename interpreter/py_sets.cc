@@ -41,8 +41,9 @@ bool Apply(PyObject* set, PyObject* step) {
     }
     case kSetUpdateWith:
     case kSetDifferenceUpdateWith: {
-      const char* method = kind == kSetUpdateWith ? "update" : "difference_update";
-      PyRef r = PyRef::Steal(PyObject_CallMethod(set, method, "O", PyTuple_GET_ITEM(step, 1)));
+      // One argument, never unpacked: PyObject_CallMethod's "O" would spread a tuple.
+      PyRef method = PyRef::Steal(PyUnicode_FromString(kind == kSetUpdateWith ? "update" : "difference_update"));
+      PyRef r = method ? PyRef::Steal(PyObject_CallMethodOneArg(set, method.get(), PyTuple_GET_ITEM(step, 1))) : PyRef();
       return static_cast<bool>(r);
     }
     default: break;

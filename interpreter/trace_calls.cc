@@ -228,7 +228,7 @@ absl::StatusOr<Sym> Tracer::CallDictMethod(const Sym& self, const std::string& n
   if (!kwargs.empty() && name != "update") return Unsupported(absl::StrCat("dict.", name, "() with keywords"));
   if (name == "get" || name == "pop" || name == "setdefault") {
     if (args.empty() || args.size() > 2) return Raises(absl::StrCat("the traced code raises: dict.", name, "() arguments"));
-    DT_ASSIGN_OR_RETURN(PyRef key, ConstValue(args[0]));
+    DT_ASSIGN_OR_RETURN(PyRef key, DictKey(args[0]));
     DT_ASSIGN_OR_RETURN(std::optional<size_t> at, DictFind(*self, key.get()));
     const Sym fallback = args.size() == 2 ? args[1] : nullptr;
     if (name == "get") return at ? self->items[*at] : (fallback ? fallback : None());
@@ -274,12 +274,12 @@ absl::StatusOr<Sym> Tracer::CallDictMethod(const Sym& self, const std::string& n
   it->keys_view = name == "keys";
   for (size_t i = 0; i < self->keys.size(); ++i) {
     if (name == "keys") {
-      it->items.push_back(ConstSym(self->keys[i]));
+      it->items.push_back(KeySym(self->keys[i]));
     } else if (name == "values") {
       it->items.push_back(self->items[i]);
     } else {
       Sym pair = MakeSym(SymKind::kTuple);
-      pair->items = {ConstSym(self->keys[i]), self->items[i]};
+      pair->items = {KeySym(self->keys[i]), self->items[i]};
       it->items.push_back(pair);
     }
   }
@@ -298,7 +298,7 @@ absl::Status Tracer::UpdateDict(SymValue& dict, const Sym& source) {
   for (const Sym& pair : pairs) {
     DT_ASSIGN_OR_RETURN(std::vector<Sym> kv, Iterate(pair));
     if (kv.size() != 2) return Raises("the traced code raises: a dict update sequence element is not a pair");
-    DT_ASSIGN_OR_RETURN(PyRef key, ConstValue(kv[0]));
+    DT_ASSIGN_OR_RETURN(PyRef key, DictKey(kv[0]));
     DT_RETURN_IF_ERROR(DictInsert(dict, std::move(key), kv[1]));
   }
   return absl::OkStatus();

@@ -118,7 +118,7 @@ absl::StatusOr<Sym> Tracer::NextLiveItem(const Sym& it) {
   }
   const size_t size = over->kind == SymKind::kDict ? over->keys.size() : over->items.size();
   if (it->position >= size) return Sym();
-  Sym next = over->kind == SymKind::kDict ? ConstSym(over->keys[it->position]) : over->items[it->position];
+  Sym next = over->kind == SymKind::kDict ? KeySym(over->keys[it->position]) : over->items[it->position];
   Mutating(it);
   ++it->position;
   return next;

@@ -103,7 +103,12 @@ absl::StatusOr<OutputSpec> Tracer::ContainerOutput(const Sym& s, OutputSpec out,
       break;
     case SymKind::kList:
     case SymKind::kRunSeq: out.kind = OutputSpec::Kind::kList; break;  // kRunSeq: what was appended
-    case SymKind::kDict: out.kind = OutputSpec::Kind::kDict; break;
+    case SymKind::kDict:
+      for (const PyRef& key : s->keys) {
+        if (IsTensorKey(key.get())) return Unsupported("a dict with a tensor key leaves the trace");
+      }
+      out.kind = OutputSpec::Kind::kDict;
+      break;
     case SymKind::kSlice: out.kind = OutputSpec::Kind::kSlice; break;
     case SymKind::kObject:  // made by the trace: its class, then its attributes
       out.kind = OutputSpec::Kind::kNewObject;

@@ -157,6 +157,10 @@ class Tracer {
     size_t journal_at;
   };
   std::vector<ChangedContainer> changed_containers_;
+  // Tensors used as dict keys, each with the placeholder object that stands for it among a dict's
+  // keys (a tensor hashes and compares by identity as a key, as a plain object does). One entry
+  // per tensor object: DictKey tells them apart by KnownIdentity (guarded for the caller's).
+  std::vector<std::pair<Sym, PyRef>> tensor_keys_;
   // The device each tensor value lives on when the graph runs. Tracing runs every op on meta
   // tensors, so a meta tensor cannot say; inputs' devices are guarded, and an op's results live
   // where its operands (or a creation op's device argument) say.
@@ -391,6 +395,11 @@ class Tracer {
   absl::Status DoIsOp(TFrame& f, const Instr& in);
   absl::StatusOr<std::optional<bool>> KnownIdentity(const Sym& a, const Sym& b);
   absl::Status DoContainsOp(TFrame& f, const Instr& in);
+  // The key a dict holds for `s`: its constant, or for a tensor its placeholder (tensor_keys_).
+  absl::StatusOr<PyRef> DictKey(const Sym& s);
+  // What a dict's key reads back as: the tensor a placeholder stands for, or the constant.
+  Sym KeySym(const PyRef& key);
+  bool IsTensorKey(PyObject* key) const;
   absl::StatusOr<bool> Contains(const Sym& container, const Sym& item);
   absl::Status DoFormatValue(TFrame& f, const Instr& in);
   absl::Status DoBuildString(TFrame& f, const Instr& in);

@@ -240,3 +240,36 @@ def namedtuples_made_changed_and_returned(x, y):
 def bytes_of_constants(x):
     b = b"ab" + bytes([99, 100]) + bytes(range(101, 103)) + bytes("é", "utf-8")
     return x * len(b), b, bytes(2), b.hex(), bytes((1, 2)) == b"\x01\x02"
+
+
+def keyed_dicts(i):
+    # Int keys that collide in a set's table (multiples of 8), so the result's order is the
+    # table's; the caller's dict has str keys (the guards read them).
+    ka = ((8, 16, 24, 32, 1), (64, 8, 128, 40, 3, 5, 72), (0, 8))[i]
+    kb = ((16, 0, 8, 48), (8, 128, 3, 256, 9), (8,))[i]
+    names = {k: None for k in (("x", "y"), ("y", "z", "w", "v", "u", "t"), ("q",))[i]}
+    return Call(T(3), ka, kb, names)
+
+
+@case(keyed_dicts, calls=VARY)
+def dict_key_views_with_changing_keys(x, ka, kb, names):
+    a, b = dict.fromkeys(ka), dict.fromkeys(kb)
+    both, either, only_a = a.keys() & b.keys(), a.keys() | b.keys(), a.keys() - b.keys()
+    without = a.keys() - {16, 3}
+    local = {24: 1, 8: 2, 0: 3}.keys() - a.keys()
+    both.add(40)
+    either.discard(8)
+    words = names.keys() | {"y": 1, "s": 2}.keys()
+    return (x * len(both), list(both), list(either), list(only_a), list(without), list(local),
+            sorted(b.keys() & a.keys()), list(words), list(names.keys() - {"y"}))
+
+
+@case(alias_or_not, calls=VARY)
+def tensors_as_keys_of_a_local_dict(x, y):
+    z = x + 1
+    d = {x: "x", z: "z"}
+    d[y] = "y"  # the same key as x when y is x
+    names = [d[t] for t in (x, y, z)]
+    order = [k is x for k in d]
+    return (names, order, len(d), y in d, (x * 1) in d, d.get(z * 1, "none"), list(d.values()),
+            [k * 2 for k in d])
