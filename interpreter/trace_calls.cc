@@ -713,7 +713,7 @@ absl::Status Tracer::PrepareFrame(const Sym& function, std::vector<Sym> args, Kw
 absl::StatusOr<Sym> Tracer::RunGenerator(TFrame& f) {
   const size_t journal_before = journal_.size();
   const size_t nodes_before = graph_->nodes().size();
-  DT_RETURN_IF_ERROR(RunFrame(f).status());
+  DT_ASSIGN_OR_RETURN(Sym returned, RunFrame(f));
   bool effects = false;
   for (size_t i = nodes_before; i < graph_->nodes().size(); ++i) effects |= graph_->nodes()[i].inplace;
   // Advancing iterators (its own loops, the iterator a generator expression is given) is the
@@ -724,6 +724,7 @@ absl::StatusOr<Sym> Tracer::RunGenerator(TFrame& f) {
   }
   Sym it = MakeSym(SymKind::kIter);  // not a loop's own iterator: it cannot cross a break
   it->items = std::move(f.yields);
+  it->returned = std::move(returned);
   return it;
 }
 

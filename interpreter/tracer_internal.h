@@ -436,6 +436,9 @@ class Tracer {
   absl::StatusOr<Sym> NextItem(const Sym& it);
   absl::Status DoReturn(TFrame& f, const Instr& in);
   absl::Status DoYieldValue(TFrame& f, const Instr& in);
+  absl::Status DoGetYieldFromIter(TFrame& f, const Instr& in);
+  absl::Status DoSend(TFrame& f, const Instr& in);
+  absl::Status DoEndSend(TFrame& f, const Instr& in);
   // with blocks (trace_with.cc)
   absl::Status DoBeforeWith(TFrame& f, const Instr& in);
   // A context manager implemented in C that the tracer follows: what its __enter__ returns and

@@ -4,6 +4,7 @@ list.index/count, unbound methods of builtin types, `is`, repr of objects, sorte
 where a value the trace decided from changes between calls: a class or function renamed, an
 attribute added to a class, two arguments that are one object, a property replaced."""
 import collections
+import itertools
 
 import dyntrace as dt
 from corpus import Call, T, case
@@ -273,3 +274,26 @@ def tensors_as_keys_of_a_local_dict(x, y):
     order = [k is x for k in d]
     return (names, order, len(d), y in d, (x * 1) in d, d.get(z * 1, "none"), list(d.values()),
             [k * 2 for k in d])
+
+
+def delegated_tuples(i):
+    return Call(T(3), ((1, 2), (5, 6), (0, 3))[i])
+
+
+@case(delegated_tuples, calls=VARY)
+def yield_from_generators_lists_and_their_return_values(x, extra):
+    def inner(t, n):
+        for k in range(n):
+            yield t * k
+        return n * 10
+
+    def outer(t):
+        got = yield from inner(t, t.shape[0])
+        yield got
+        yield from extra
+        yield from (t + k for k in extra)
+        got = yield from inner(t, 0)
+        yield got
+        yield from {"a": 1, "b": 2}.keys()
+        yield from itertools.pairwise(extra + (7,))
+    return list(outer(x)), [v for v in outer(x * 2) if not isinstance(v, dt.Tensor)]
