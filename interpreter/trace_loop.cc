@@ -202,6 +202,7 @@ absl::Status Tracer::Step(TFrame& f, const Instr& in) {
     case Op::kGetYieldFromIter: return DoGetYieldFromIter(f, in);
     case Op::kSend: return DoSend(f, in);
     case Op::kEndSend: return DoEndSend(f, in);
+    case Op::kLoadBuildClass: return DoLoadBuildClass(f, in);
     case Op::kBeforeWith: return DoBeforeWith(f, in);
     case Op::kLoadSuperAttr: return DoLoadSuperAttr(f, in);
     case Op::kBuildSet: return DoBuildSet(f, in);

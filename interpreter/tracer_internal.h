@@ -161,6 +161,9 @@ class Tracer {
   // keys (a tensor hashes and compares by identity as a key, as a plain object does). One entry
   // per tensor object: DictKey tells them apart by KnownIdentity (guarded for the caller's).
   std::vector<std::pair<Sym, PyRef>> tensor_keys_;
+  // Classes `class` statements made at trace time (BuildClass). CPython makes a new class on
+  // every call, so neither such a class nor an instance of it may leave the trace.
+  std::vector<PyRef> trace_classes_;
   // The device each tensor value lives on when the graph runs. Tracing runs every op on meta
   // tensors, so a meta tensor cannot say; inputs' devices are guarded, and an op's results live
   // where its operands (or a creation op's device argument) say.
@@ -439,6 +442,10 @@ class Tracer {
   absl::Status DoGetYieldFromIter(TFrame& f, const Instr& in);
   absl::Status DoSend(TFrame& f, const Instr& in);
   absl::Status DoEndSend(TFrame& f, const Instr& in);
+  absl::Status DoLoadBuildClass(TFrame& f, const Instr& in);
+  // __build_class__(body, name) of a class statement whose body only stores constants.
+  absl::StatusOr<Sym> BuildClass(const std::vector<Sym>& args, const Kwargs& kwargs);
+  bool IsTraceClass(PyObject* obj) const;
   // with blocks (trace_with.cc)
   absl::Status DoBeforeWith(TFrame& f, const Instr& in);
   // A context manager implemented in C that the tracer follows: what its __enter__ returns and

@@ -297,3 +297,18 @@ def yield_from_generators_lists_and_their_return_values(x, extra):
         yield from {"a": 1, "b": 2}.keys()
         yield from itertools.pairwise(extra + (7,))
     return list(outer(x)), [v for v in outer(x * 2) if not isinstance(v, dt.Tensor)]
+
+
+@case(lambda i: Call(T(3), (1.0, 2.5, -1.0)[i]), calls=VARY)
+def class_statement_with_constant_attributes(x, scale):
+    class Box:
+        kind = "box"
+        dims = (2, 3)
+    p = Box()
+    q = p
+    p.value = x * scale
+    q.value = q.value + Box.dims[1]
+    other = Box()
+    other.value = x
+    return (p.value, p is q, other.value, p.kind, type(p).__name__, type(p).__qualname__,
+            isinstance(q, Box), type(other) is Box, Box.dims, hasattr(p, "missing"))
