@@ -134,6 +134,28 @@ absl::StatusOr<Sym> Tracer::ConstructObject(PyTypeObject* cls, const SourceRef& 
   return self;
 }
 
+namespace {
+
+// Whether `code`, a class body, only stores constants (and __module__, __qualname__).
+absl::Status ConstantClassBody(PyObject* code) {
+  if (!PyCode_Check(code)) return Unsupported("a class statement whose body is not a code object");
+  DT_ASSIGN_OR_RETURN(std::shared_ptr<const DecodedCode> decoded, Decode(reinterpret_cast<PyCodeObject*>(code)));
+  static const auto* allowed = new absl::flat_hash_set<std::string>{
+      "RESUME", "NOP", "CACHE", "LOAD_CONST", "STORE_NAME", "BUILD_TUPLE", "RETURN_VALUE", "RETURN_CONST", "LOAD_NAME"};
+  for (const Instr& in : decoded->instrs) {
+    if (!allowed->contains(in.opname)) {
+      return Unsupported(absl::StrCat("a class body with ", in.opname, " (only constant attributes are traced)"));
+    }
+    if (in.opname == "LOAD_NAME" && !(in.argval && PyUnicode_Check(in.argval.get()) &&
+                                      PyUnicode_CompareWithASCIIString(in.argval.get(), "__name__") == 0)) {
+      return Unsupported("a class body that reads a name other than __name__");
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status Tracer::DoLoadBuildClass(TFrame& f, const Instr& in) {
   PyObject* build = PyDict_GetItemString(frame_.inputs.builtins, "__build_class__");  // borrowed
   PyObject* globals_builtins = PyDict_GetItemString(f.globals, "__builtins__");
@@ -143,6 +165,18 @@ absl::Status Tracer::DoLoadBuildClass(TFrame& f, const Instr& in) {
       std::string_view(reinterpret_cast<PyCFunctionObject*>(build)->m_ml->ml_name) != "__build_class__") {
     return Unsupported("builtins.__build_class__ is replaced");
   }
+  // The statement's shape, read ahead so that a class the trace will not make breaks here, before
+  // anything of it is traced: LOAD_CONST body, MAKE_FUNCTION 0, LOAD_CONST name, (PRECALL) CALL 2.
+  auto at = f.decoded->index_of_offset.find(in.offset);
+  const std::vector<Instr>& instrs = f.decoded->instrs;
+  const size_t i = at == f.decoded->index_of_offset.end() ? instrs.size() : static_cast<size_t>(at->second);
+  size_t call = i + 4;
+  if (call < instrs.size() && instrs[call].op == Op::kPrecall) ++call;
+  if (call >= instrs.size() || instrs[i + 1].opname != "LOAD_CONST" || instrs[i + 2].op != Op::kMakeFunction ||
+      instrs[i + 2].arg != 0 || instrs[i + 3].opname != "LOAD_CONST" || instrs[call].op != Op::kCall || instrs[call].arg != 2) {
+    return Unsupported("a class statement with bases, keywords or a closure");
+  }
+  DT_RETURN_IF_ERROR(ConstantClassBody(instrs[i + 1].argval.get()));
   guards_.Add(LeafGuard::Identity(guards::BuiltinSource("__build_class__"), build, Here()));
   f.stack.push_back(ConstSym(PyRef::Borrow(build)));
   return absl::OkStatus();
@@ -168,19 +202,7 @@ absl::StatusOr<Sym> Tracer::BuildClass(const std::vector<Sym>& args, const Kwarg
       body->closure || body->globals == nullptr || name->kind != SymKind::kConst || !PyUnicode_CheckExact(name->obj.get())) {
     return Unsupported("a class statement whose body is not a plain function");
   }
-  auto* code = reinterpret_cast<PyCodeObject*>(body->obj.get());
-  DT_ASSIGN_OR_RETURN(std::shared_ptr<const DecodedCode> decoded, Decode(code));
-  static const auto* allowed = new absl::flat_hash_set<std::string>{
-      "RESUME", "NOP", "CACHE", "LOAD_CONST", "STORE_NAME", "BUILD_TUPLE", "RETURN_VALUE", "RETURN_CONST", "LOAD_NAME"};
-  for (const Instr& in : decoded->instrs) {
-    if (!allowed->contains(in.opname)) {
-      return Unsupported(absl::StrCat("a class body with ", in.opname, " (only constant attributes are traced)"));
-    }
-    if (in.opname == "LOAD_NAME" && !(in.argval && PyUnicode_Check(in.argval.get()) &&
-                                      PyUnicode_CompareWithASCIIString(in.argval.get(), "__name__") == 0)) {
-      return Unsupported("a class body that reads a name other than __name__");
-    }
-  }
+  DT_RETURN_IF_ERROR(ConstantClassBody(body->obj.get()));
   // __module__ comes from the globals' __name__, read when the class is made.
   // (guarded: the class body reads it by name, as LOAD_GLOBAL would).
   PyObject* module_name = PyDict_GetItemString(body->globals, "__name__");
