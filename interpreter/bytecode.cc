@@ -128,6 +128,17 @@ std::vector<InstructionRow>* BuildTable() {
       {Op::kReturnGenerator, {"RETURN_GENERATOR"}, {"RETURN_GENERATOR"}, F::kNext, X::kHandBack,
        [](int, bool) { return Fixed(0, 1); }},
       {Op::kYieldValue, {"YIELD_VALUE"}, {"YIELD_VALUE"}, F::kNext, X::kHandBack, [](int, bool) { return Fixed(1, 1); }},
+      // `yield from`: [iterable] -> [iterator]; SEND [iterator, sent] -> [iterator, next item], or
+      // once it is exhausted its return value: 3.11 [value] (and jumps past the loop), 3.12
+      // [iterator, value] (and jumps to END_SEND, which leaves [value]).
+      {Op::kGetYieldFromIter, {"GET_YIELD_FROM_ITER"}, {"GET_YIELD_FROM_ITER"}, F::kNext, X::kHandBack,
+       [](int, bool) { return Fixed(1, 1); }},
+      {Op::kSend, {"SEND"}, {"SEND"}, F::kBranch, X::kHandBack,
+       [](int, bool jumped) { return jumped && !interpreter::kPython312 ? Fixed(2, 1) : Fixed(2, 2); }},
+      {Op::kEndSend, {}, {"END_SEND"}, F::kNext, X::kHandBack, [](int, bool) { return Fixed(2, 1); }},
+      // `class` statements: pushes builtins.__build_class__ (trace_objects.cc BuildClass).
+      {Op::kLoadBuildClass, {"LOAD_BUILD_CLASS"}, {"LOAD_BUILD_CLASS"}, F::kNext, X::kHandBack,
+       [](int, bool) { return Fixed(0, 1); }},
       // [manager] -> [bound __exit__, what __enter__ returned] (trace_with.cc).
       {Op::kBeforeWith, {"BEFORE_WITH"}, {"BEFORE_WITH"}, F::kNext, X::kHandBack, [](int, bool) { return Fixed(1, 2); }},
       // [level, fromlist] -> module; [module] -> [module, attribute] (trace_imports.cc).

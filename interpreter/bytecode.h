@@ -35,7 +35,7 @@ enum class Op : uint8_t {
   kListAppend, kListExtend, kDictUpdate, kDictMerge, kMapAdd, kListToTuple, kBuildSlice,
   kBinarySubscr, kStoreSubscr, kDeleteSubscr, kBinarySlice, kStoreSlice, kUnpackSequence, kUnpackEx, kGetIter,
   kForIter, kEndFor, kFormatValue, kBuildString, kMakeFunction, kReturnValue, kReturnConst,
-  kReturnGenerator, kYieldValue, kBeforeWith, kLoadSuperAttr, kBuildSet, kSetAdd, kSetUpdate, kImportName, kImportFrom, kStoreGlobal,
+  kReturnGenerator, kYieldValue, kGetYieldFromIter, kSend, kEndSend, kLoadBuildClass, kBeforeWith, kLoadSuperAttr, kBuildSet, kSetAdd, kSetUpdate, kImportName, kImportFrom, kStoreGlobal,
   kMatchSequence, kMatchMapping, kGetLen, kMatchKeys, kMatchClass,
   kUnsupported,  // every instruction without a row: the trace stops there
 };

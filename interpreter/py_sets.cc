@@ -39,6 +39,13 @@ bool Apply(PyObject* set, PyObject* step) {
       PyRef r = other ? PyRef::Steal(PyObject_CallMethod(set, "update", "O", other.get())) : PyRef();
       return static_cast<bool>(r);
     }
+    case kSetUpdateWith:
+    case kSetDifferenceUpdateWith: {
+      // One argument, never unpacked: PyObject_CallMethod's "O" would spread a tuple.
+      PyRef method = PyRef::Steal(PyUnicode_FromString(kind == kSetUpdateWith ? "update" : "difference_update"));
+      PyRef r = method ? PyRef::Steal(PyObject_CallMethodOneArg(set, method.get(), PyTuple_GET_ITEM(step, 1))) : PyRef();
+      return static_cast<bool>(r);
+    }
     default: break;
   }
   PyErr_SetString(PyExc_SystemError, "dyntrace: a malformed set history");

@@ -127,11 +127,22 @@ bool IsProcessConstantFunction(PyObject* fn);
 // A set made by traced code, rebuilt from its history so that its table, and so its iteration
 // order and that of whatever CPython later adds to it, is the one CPython's own operations give.
 // `history` is a tuple of steps, each a tuple: (kSetAdd, x), (kSetDiscard, x), (kSetPop,),
-// (kSetUpdate, history of another set), or, only first, (kSetFrom, operator, history, history):
-// the set `a | b` (kSetOr), `a & b`, `a - b` or `a ^ b`. Where a history is expected, a
+// (kSetUpdate, history of another set), (kSetUpdateWith, c) and (kSetDifferenceUpdateWith, c):
+// set.update(c) and set.difference_update(c) of a constant tuple or dict `c` (never changed),
+// as a dict view's operators do (a dict presizes the table; difference_update may resize it),
+// or, only first, (kSetFrom, operator, history, history): the set `a | b` (kSetOr), `a & b`,
+// `a - b` or `a ^ b`. Where a history is expected, a
 // frozenset constant stands for itself. Returns a new reference, or null with an
 // error set (only when the history is malformed or memory runs out: elements are constants).
-enum SetStep : int { kSetAdd = 0, kSetDiscard = 1, kSetPop = 2, kSetUpdate = 3, kSetFrom = 4 };
+enum SetStep : int {
+  kSetAdd = 0,
+  kSetDiscard = 1,
+  kSetPop = 2,
+  kSetUpdate = 3,
+  kSetFrom = 4,
+  kSetUpdateWith = 5,
+  kSetDifferenceUpdateWith = 6,
+};
 enum SetOperator : int { kSetOr = 0, kSetAnd = 1, kSetSub = 2, kSetXor = 3 };
 PyObject* ReplaySet(PyObject* history);
 

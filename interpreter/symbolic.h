@@ -71,6 +71,10 @@ struct SymValue {
   // A kIter standing for a dict view (keys(), values(), items()): iterable but not an iterator,
   // so next() of it raises and iter() of it is a new iterator.
   bool dict_view = false;
+  bool keys_view = false;
+  // A kIter a generator run by the trace made: what the generator returned (null: None), which
+  // `yield from` of it evaluates to.
+  Sym returned;  // dict_view: keys(), whose items are the keys (constants) in order
   // A loop's iterator over a list or dict reads its container live, as CPython's do: `over` is
   // the container, `position` the index of the next item (a list that grows while it is iterated
   // yields the new items; one that shrinks ends early). For a dict, `keys_at_start` are its keys

@@ -183,9 +183,12 @@ absl::StatusOr<Sym> Tracer::ObjectAttr(const Sym& obj, const std::string& name) 
     static PyObject* const getattr_name = PyUnicode_InternFromString("__getattr__");
     const SourceRef cls_source = obj->made_by_trace ? obj->class_source
                                  : obj->source != nullptr ? guards::TypeOfSource(obj->source) : nullptr;
-    if (cls_attr == nullptr && cls_source != nullptr && cpython::LookupOnType(Py_TYPE(o), getattr_name) == nullptr) {
+    // (A class the trace made needs no guard: only the trace sees it.)
+    const bool trace_class = obj->made_by_trace && IsTraceClass(reinterpret_cast<PyObject*>(Py_TYPE(o)));
+    if (cls_attr == nullptr && (cls_source != nullptr || trace_class) &&
+        cpython::LookupOnType(Py_TYPE(o), getattr_name) == nullptr) {
       if (!obj->made_by_trace) guards_.Add(LeafGuard::Absent(guards::AttrSource(obj->source, name), Here()));
-      guards_.Add(LeafGuard::Absent(guards::AttrSource(cls_source, name), Here()));
+      if (cls_source != nullptr) guards_.Add(LeafGuard::Absent(guards::AttrSource(cls_source, name), Here()));
       return Raises(absl::StrCat("the traced code raises AttributeError: '", Py_TYPE(o)->tp_name,
                                  "' object has no attribute '", name, "'"));
     }
@@ -228,6 +231,10 @@ Sym Tracer::TypeOfObject(const Sym& obj) {
 absl::StatusOr<Sym> Tracer::ClassConstantOf(const Sym& obj, PyObject* value, const std::string& name) {
   SourceRef cls_source = obj->made_by_trace ? obj->class_source
                          : obj->source != nullptr ? guards::TypeOfSource(obj->source) : nullptr;
+  if (cls_source == nullptr && obj->made_by_trace && IsTraceClass(reinterpret_cast<PyObject*>(Py_TYPE(obj->obj.get()))) &&
+      IsPureConstType(value)) {
+    return ConstSym(PyRef::Borrow(value));  // a class made in the trace, which only the trace sees
+  }
   if (cls_source == nullptr) return Unsupported(absl::StrCat("class attribute '", name, "' of an object of an unknown class"));
   // A later instance could shadow it in its own __dict__ (a made one starts blank).
   if (!obj->made_by_trace) guards_.Add(LeafGuard::Absent(guards::AttrSource(obj->source, name), Here()));
@@ -406,7 +413,8 @@ absl::StatusOr<Sym> Tracer::NameAttr(const Sym& obj, const std::string& name) {
     PyErr_Clear();
     return Sym();
   }
-  const bool fixed = is_type && !(reinterpret_cast<PyTypeObject*>(o)->tp_flags & Py_TPFLAGS_HEAPTYPE);
+  // A builtin type's name is fixed; so is that of a class the trace made (only the trace sees it).
+  const bool fixed = is_type && (!(reinterpret_cast<PyTypeObject*>(o)->tp_flags & Py_TPFLAGS_HEAPTYPE) || IsTraceClass(o));
   if (fixed) return ConstSym(std::move(value));
   if (obj->source == nullptr) {
     return Unsupported(absl::StrCat("attribute '", name, "' of a ", is_type ? "class" : "function",
@@ -453,6 +461,8 @@ absl::StatusOr<Sym> Tracer::ConstAttr(const Sym& obj, const std::string& name) {
     if (own == nullptr) {
       return Unsupported(absl::StrCat("attribute '", name, "' of ", ShortRepr(o), " (the code raises or reads a class attribute)"));
     }
+    // A constant of a class a `class` statement made in the trace: only the trace sees that class.
+    if (obj->source == nullptr && IsTraceClass(o) && IsPureConstType(own)) return ConstSym(PyRef::Borrow(own));
     if (obj->source == nullptr) return Unsupported("attribute of an object without a source");
     if (PyType_Check(o)) return ClassAttr(obj, own, name);
     return Wrap(own, guards::AttrSource(obj->source, name));

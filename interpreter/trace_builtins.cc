@@ -290,7 +290,7 @@ absl::StatusOr<Sym> Tracer::CallFollowedBuiltin(PyObject* fn, const std::vector<
     Sym d = MakeSym(SymKind::kDict);
     const Sym value = args.size() == 2 ? args[1] : ConstSym(PyRef::Borrow(Py_None));
     for (const Sym& k : keys) {
-      DT_ASSIGN_OR_RETURN(PyRef key, ConstValue(k));
+      DT_ASSIGN_OR_RETURN(PyRef key, DictKey(k));
       DT_RETURN_IF_ERROR(DictInsert(*d, std::move(key), value));
     }
     return d;

@@ -228,7 +228,7 @@ absl::StatusOr<Sym> Tracer::CallDictMethod(const Sym& self, const std::string& n
   if (!kwargs.empty() && name != "update") return Unsupported(absl::StrCat("dict.", name, "() with keywords"));
   if (name == "get" || name == "pop" || name == "setdefault") {
     if (args.empty() || args.size() > 2) return Raises(absl::StrCat("the traced code raises: dict.", name, "() arguments"));
-    DT_ASSIGN_OR_RETURN(PyRef key, ConstValue(args[0]));
+    DT_ASSIGN_OR_RETURN(PyRef key, DictKey(args[0]));
     DT_ASSIGN_OR_RETURN(std::optional<size_t> at, DictFind(*self, key.get()));
     const Sym fallback = args.size() == 2 ? args[1] : nullptr;
     if (name == "get") return at ? self->items[*at] : (fallback ? fallback : None());
@@ -271,14 +271,15 @@ absl::StatusOr<Sym> Tracer::CallDictMethod(const Sym& self, const std::string& n
   DT_RETURN_IF_ERROR(GuardKeyOrder(self));
   Sym it = MakeSym(SymKind::kIter);  // keys(), values(), items()
   it->dict_view = true;
+  it->keys_view = name == "keys";
   for (size_t i = 0; i < self->keys.size(); ++i) {
     if (name == "keys") {
-      it->items.push_back(ConstSym(self->keys[i]));
+      it->items.push_back(KeySym(self->keys[i]));
     } else if (name == "values") {
       it->items.push_back(self->items[i]);
     } else {
       Sym pair = MakeSym(SymKind::kTuple);
-      pair->items = {ConstSym(self->keys[i]), self->items[i]};
+      pair->items = {KeySym(self->keys[i]), self->items[i]};
       it->items.push_back(pair);
     }
   }
@@ -297,7 +298,7 @@ absl::Status Tracer::UpdateDict(SymValue& dict, const Sym& source) {
   for (const Sym& pair : pairs) {
     DT_ASSIGN_OR_RETURN(std::vector<Sym> kv, Iterate(pair));
     if (kv.size() != 2) return Raises("the traced code raises: a dict update sequence element is not a pair");
-    DT_ASSIGN_OR_RETURN(PyRef key, ConstValue(kv[0]));
+    DT_ASSIGN_OR_RETURN(PyRef key, DictKey(kv[0]));
     DT_RETURN_IF_ERROR(DictInsert(dict, std::move(key), kv[1]));
   }
   return absl::OkStatus();
@@ -485,6 +486,11 @@ absl::StatusOr<Sym> Tracer::CallSym(const Sym& callable, std::vector<Sym> args,
     case SymKind::kConst: {
       PyObject* fn = callable->obj.get();
       if (fn == PartialType()) return MakePartial(args, kwargs);
+      if (PyCFunction_Check(fn) && std::string_view(reinterpret_cast<PyCFunctionObject*>(fn)->m_ml->ml_name) == "__build_class__" &&
+          PyCFunction_GET_SELF(fn) != nullptr && PyModule_Check(PyCFunction_GET_SELF(fn)) &&
+          std::string_view(PyModule_GetName(PyCFunction_GET_SELF(fn)) ? PyModule_GetName(PyCFunction_GET_SELF(fn)) : "") == "builtins") {
+        return BuildClass(args, kwargs);
+      }
       // functools, itertools (heap types on 3.12) and operator functions.
       DT_ASSIGN_OR_RETURN(Sym functional, CallItertools(fn, args, kwargs));
       if (functional != nullptr) return functional;
@@ -712,7 +718,7 @@ absl::Status Tracer::PrepareFrame(const Sym& function, std::vector<Sym> args, Kw
 absl::StatusOr<Sym> Tracer::RunGenerator(TFrame& f) {
   const size_t journal_before = journal_.size();
   const size_t nodes_before = graph_->nodes().size();
-  DT_RETURN_IF_ERROR(RunFrame(f).status());
+  DT_ASSIGN_OR_RETURN(Sym returned, RunFrame(f));
   bool effects = false;
   for (size_t i = nodes_before; i < graph_->nodes().size(); ++i) effects |= graph_->nodes()[i].inplace;
   // Advancing iterators (its own loops, the iterator a generator expression is given) is the
@@ -723,6 +729,7 @@ absl::StatusOr<Sym> Tracer::RunGenerator(TFrame& f) {
   }
   Sym it = MakeSym(SymKind::kIter);  // not a loop's own iterator: it cannot cross a break
   it->items = std::move(f.yields);
+  it->returned = std::move(returned);
   return it;
 }
 

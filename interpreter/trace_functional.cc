@@ -223,6 +223,16 @@ absl::StatusOr<Sym> Tracer::CallItertools(PyObject* fn, const std::vector<Sym>& 
     }
     return IterOver(std::move(all));
   }
+  if (Is(fn, "itertools", "pairwise") && args.size() == 1 && kwargs.empty()) {
+    DT_ASSIGN_OR_RETURN(std::vector<Sym> items, Consume(args[0]));
+    std::vector<Sym> pairs;
+    for (size_t i = 0; i + 1 < items.size(); ++i) {
+      Sym pair = MakeSym(SymKind::kTuple);
+      pair->items = {items[i], items[i + 1]};
+      pairs.push_back(pair);
+    }
+    return IterOver(std::move(pairs));
+  }
   if (Is(fn, "itertools", "repeat") && args.size() == 2 && kwargs.empty()) {
     const std::optional<long long> n = ConstInt(args[1]);
     if (!n) return Unsupported("itertools.repeat() with a count that is not a constant int");

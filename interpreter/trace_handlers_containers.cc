@@ -40,7 +40,7 @@ absl::Status Tracer::DoBuildMap(TFrame& f, const Instr& in) {
   Sym d = MakeSym(SymKind::kDict);
   const size_t first = f.stack.size() - 2 * in.arg;
   for (int i = 0; i < in.arg; ++i) {
-    DT_ASSIGN_OR_RETURN(PyRef key, ConstValue(f.stack[first + 2 * i]));
+    DT_ASSIGN_OR_RETURN(PyRef key, DictKey(f.stack[first + 2 * i]));
     DT_RETURN_IF_ERROR(DictInsert(*d, std::move(key), f.stack[first + 2 * i + 1]));
   }
   f.stack.resize(first);
@@ -103,7 +103,7 @@ absl::Status Tracer::DoMapAdd(TFrame& f, const Instr& in) {
   Sym key = f.Pop();
   Sym d = f.stack[f.stack.size() - in.arg];
   if (d->kind != SymKind::kDict) return Unsupported("MAP_ADD into a dict of the caller");
-  DT_ASSIGN_OR_RETURN(PyRef k, ConstValue(key));
+  DT_ASSIGN_OR_RETURN(PyRef k, DictKey(key));
   DT_RETURN_IF_ERROR(MutatingContainer(d));
   return DictInsert(*d, std::move(k), value);
 }
@@ -202,7 +202,7 @@ absl::Status Tracer::DoStoreSubscr(TFrame& f, const Instr& in) {
   if (container->kind != SymKind::kList && container->kind != SymKind::kDict) {
     return Unsupported(absl::StrCat("item assignment into a ", Describe(container)));
   }
-  DT_ASSIGN_OR_RETURN(PyRef key, ConstValue(index));
+  DT_ASSIGN_OR_RETURN(PyRef key, container->kind == SymKind::kDict ? DictKey(index) : ConstValue(index));
   if (container->kind == SymKind::kDict) {
     DT_RETURN_IF_ERROR(MutatingContainer(container));
     return DictInsert(*container, key, value);

@@ -118,7 +118,7 @@ absl::StatusOr<Sym> Tracer::NextLiveItem(const Sym& it) {
   }
   const size_t size = over->kind == SymKind::kDict ? over->keys.size() : over->items.size();
   if (it->position >= size) return Sym();
-  Sym next = over->kind == SymKind::kDict ? ConstSym(over->keys[it->position]) : over->items[it->position];
+  Sym next = over->kind == SymKind::kDict ? KeySym(over->keys[it->position]) : over->items[it->position];
   Mutating(it);
   ++it->position;
   return next;
@@ -145,6 +145,51 @@ absl::Status Tracer::DoYieldValue(TFrame& f, const Instr& in) {
   f.yields.push_back(f.Pop());
   f.stack.push_back(ConstSym(PyRef::Borrow(Py_None)));  // what next() sends
   f.suspended = f.suspend_at_yield;
+  return absl::OkStatus();
+}
+
+// `yield from x` in a generator the trace runs: x itself when it is an iterator (a generator
+// run by the trace is one), else iter(x).
+absl::Status Tracer::DoGetYieldFromIter(TFrame& f, const Instr& in) {
+  DT_RETURN_IF_ERROR(f.Need(1, in));
+  if (!f.generator) return Unsupported("GET_YIELD_FROM_ITER outside a generator run by the trace");
+  const Sym& iterable = f.stack.back();
+  if (iterable->kind == SymKind::kIter && !iterable->dict_view) return absl::OkStatus();
+  DT_ASSIGN_OR_RETURN(Sym it, IteratorOf(iterable, /*loop_iterator=*/false));
+  f.Pop();
+  f.stack.push_back(it);
+  return absl::OkStatus();
+}
+
+// SEND of `yield from`: what next() sends is None (the trace runs a generator straight through),
+// so it is next(iterator); once that is exhausted, the iterator's return value (a generator's
+// own, else None).
+absl::Status Tracer::DoSend(TFrame& f, const Instr& in) {
+  DT_RETURN_IF_ERROR(f.Need(2, in));
+  const Sym& receiver = f.stack[f.stack.size() - 2];
+  const Sym& sent = f.stack.back();
+  if (!f.generator || receiver->kind != SymKind::kIter || receiver->dict_view ||
+      !(sent->kind == SymKind::kConst && sent->obj.get() == Py_None)) {
+    return Unsupported(absl::StrCat("SEND to a ", Describe(receiver)));
+  }
+  DT_ASSIGN_OR_RETURN(Sym next, NextItem(receiver));
+  if (next != nullptr) {
+    f.Pop();
+    f.stack.push_back(next);
+    return absl::OkStatus();
+  }
+  Sym value = receiver->returned != nullptr ? receiver->returned : ConstSym(PyRef::Borrow(Py_None));
+  f.Pop();
+  if (!interpreter::kPython312) f.Pop();
+  f.stack.push_back(value);
+  return f.JumpTo(JumpTarget(in));
+}
+
+absl::Status Tracer::DoEndSend(TFrame& f, const Instr& in) {
+  DT_RETURN_IF_ERROR(f.Need(2, in));
+  Sym value = f.Pop();
+  f.Pop();
+  f.stack.push_back(value);
   return absl::OkStatus();
 }
 

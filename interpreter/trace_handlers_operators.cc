@@ -216,9 +216,40 @@ absl::StatusOr<std::optional<bool>> Tracer::KnownIdentity(const Sym& a, const Sy
   return std::nullopt;
 }
 
+absl::StatusOr<PyRef> Tracer::DictKey(const Sym& s) {
+  if (s->kind != SymKind::kTensor) return ConstValue(s);
+  for (const auto& [tensor, key] : tensor_keys_) {
+    if (tensor == s) return key;
+    DT_ASSIGN_OR_RETURN(std::optional<bool> same, KnownIdentity(tensor, s));
+    if (!same.has_value()) return Unsupported("a tensor as a dict key that the trace cannot tell from another one");
+    if (*same) return key;
+  }
+  PyRef key = PyRef::Steal(PyObject_CallNoArgs(reinterpret_cast<PyObject*>(&PyBaseObject_Type)));
+  if (!key) {
+    PyErr_Clear();
+    return Unsupported("a placeholder for a tensor dict key");
+  }
+  tensor_keys_.emplace_back(s, key);
+  return key;
+}
+
+bool Tracer::IsTensorKey(PyObject* key) const {
+  for (const auto& entry : tensor_keys_) {
+    if (entry.second.get() == key) return true;
+  }
+  return false;
+}
+
+Sym Tracer::KeySym(const PyRef& key) {
+  for (const auto& [tensor, k] : tensor_keys_) {
+    if (k.get() == key.get()) return tensor;
+  }
+  return ConstSym(key);
+}
+
 absl::StatusOr<bool> Tracer::Contains(const Sym& container, const Sym& item) {
   if (container->kind == SymKind::kSet) return SetContains(container, item);
-  DT_ASSIGN_OR_RETURN(PyRef key, ConstValue(item));
+  DT_ASSIGN_OR_RETURN(PyRef key, container->kind == SymKind::kDict ? DictKey(item) : ConstValue(item));
   if (container->kind == SymKind::kDict) {
     DT_ASSIGN_OR_RETURN(std::optional<size_t> at, DictFind(*container, key.get()));
     return at.has_value();

@@ -199,6 +199,10 @@ absl::Status Tracer::Step(TFrame& f, const Instr& in) {
       st.push_back(ConstSym(PyRef::Borrow(Py_None)));
       return absl::OkStatus();
     case Op::kYieldValue: return DoYieldValue(f, in);
+    case Op::kGetYieldFromIter: return DoGetYieldFromIter(f, in);
+    case Op::kSend: return DoSend(f, in);
+    case Op::kEndSend: return DoEndSend(f, in);
+    case Op::kLoadBuildClass: return DoLoadBuildClass(f, in);
     case Op::kBeforeWith: return DoBeforeWith(f, in);
     case Op::kLoadSuperAttr: return DoLoadSuperAttr(f, in);
     case Op::kBuildSet: return DoBuildSet(f, in);

@@ -8,6 +8,7 @@
 // OutputSpec::kNewObject).
 #include <Python.h>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "interpreter/cpython_frame.h"
 #include "interpreter/tracer_internal.h"
@@ -131,6 +132,93 @@ absl::StatusOr<Sym> Tracer::ConstructObject(PyTypeObject* cls, const SourceRef& 
     return Raises("the traced code raises: __init__() should return None");
   }
   return self;
+}
+
+namespace {
+
+// Whether `code`, a class body, only stores constants (and __module__, __qualname__).
+absl::Status ConstantClassBody(PyObject* code) {
+  if (!PyCode_Check(code)) return Unsupported("a class statement whose body is not a code object");
+  DT_ASSIGN_OR_RETURN(std::shared_ptr<const DecodedCode> decoded, Decode(reinterpret_cast<PyCodeObject*>(code)));
+  static const auto* allowed = new absl::flat_hash_set<std::string>{
+      "RESUME", "NOP", "CACHE", "LOAD_CONST", "STORE_NAME", "BUILD_TUPLE", "RETURN_VALUE", "RETURN_CONST", "LOAD_NAME"};
+  for (const Instr& in : decoded->instrs) {
+    if (!allowed->contains(in.opname)) {
+      return Unsupported(absl::StrCat("a class body with ", in.opname, " (only constant attributes are traced)"));
+    }
+    if (in.opname == "LOAD_NAME" && !(in.argval && PyUnicode_Check(in.argval.get()) &&
+                                      PyUnicode_CompareWithASCIIString(in.argval.get(), "__name__") == 0)) {
+      return Unsupported("a class body that reads a name other than __name__");
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status Tracer::DoLoadBuildClass(TFrame& f, const Instr& in) {
+  PyObject* build = PyDict_GetItemString(frame_.inputs.builtins, "__build_class__");  // borrowed
+  PyObject* globals_builtins = PyDict_GetItemString(f.globals, "__builtins__");
+  if (globals_builtins != nullptr && PyModule_Check(globals_builtins)) globals_builtins = PyModule_GetDict(globals_builtins);
+  if (globals_builtins != frame_.inputs.builtins) return Unsupported("a class statement in a function with different builtins");
+  if (build == nullptr || !PyCFunction_Check(build) ||
+      std::string_view(reinterpret_cast<PyCFunctionObject*>(build)->m_ml->ml_name) != "__build_class__") {
+    return Unsupported("builtins.__build_class__ is replaced");
+  }
+  // The statement's shape, read ahead so that a class the trace will not make breaks here, before
+  // anything of it is traced: LOAD_CONST body, MAKE_FUNCTION 0, LOAD_CONST name, (PRECALL) CALL 2.
+  auto at = f.decoded->index_of_offset.find(in.offset);
+  const std::vector<Instr>& instrs = f.decoded->instrs;
+  const size_t i = at == f.decoded->index_of_offset.end() ? instrs.size() : static_cast<size_t>(at->second);
+  size_t call = i + 4;
+  if (call < instrs.size() && instrs[call].op == Op::kPrecall) ++call;
+  if (call >= instrs.size() || instrs[i + 1].opname != "LOAD_CONST" || instrs[i + 2].op != Op::kMakeFunction ||
+      instrs[i + 2].arg != 0 || instrs[i + 3].opname != "LOAD_CONST" || instrs[call].op != Op::kCall || instrs[call].arg != 2) {
+    return Unsupported("a class statement with bases, keywords or a closure");
+  }
+  DT_RETURN_IF_ERROR(ConstantClassBody(instrs[i + 1].argval.get()));
+  guards_.Add(LeafGuard::Identity(guards::BuiltinSource("__build_class__"), build, Here()));
+  f.stack.push_back(ConstSym(PyRef::Borrow(build)));
+  return absl::OkStatus();
+}
+
+bool Tracer::IsTraceClass(PyObject* obj) const {
+  for (const PyRef& cls : trace_classes_) {
+    if (cls.get() == obj) return true;
+  }
+  return false;
+}
+
+// `class Name: ...` with no bases, keywords, decorators' effects or methods: a body that only
+// stores constants (`name = "enc"`, `dims = (2, 3)`, `pass`). Running such a body and type()
+// runs no user code, so the class is made here, at trace time; CPython would make a new one on
+// every call, which no one can tell apart as long as the class and its instances stay inside
+// the trace (ToOutput refuses them). Anything else in the body is CPython's to run.
+absl::StatusOr<Sym> Tracer::BuildClass(const std::vector<Sym>& args, const Kwargs& kwargs) {
+  if (!kwargs.empty() || args.size() != 2) return Unsupported("a class statement with bases or keywords");
+  const Sym& body = args[0];
+  const Sym& name = args[1];
+  if (body->kind != SymKind::kFunction || !PyCode_Check(body->obj.get()) || body->defaults || body->kwdefaults ||
+      body->closure || body->globals == nullptr || name->kind != SymKind::kConst || !PyUnicode_CheckExact(name->obj.get())) {
+    return Unsupported("a class statement whose body is not a plain function");
+  }
+  DT_RETURN_IF_ERROR(ConstantClassBody(body->obj.get()));
+  // __module__ comes from the globals' __name__, read when the class is made.
+  // (guarded: the class body reads it by name, as LOAD_GLOBAL would).
+  PyObject* module_name = PyDict_GetItemString(body->globals, "__name__");
+  if (body->globals != frame_.inputs.globals || module_name == nullptr || !PyUnicode_CheckExact(module_name)) {
+    return Unsupported("a class statement in a function of another module, or without a module __name__");
+  }
+  DT_RETURN_IF_ERROR(Wrap(module_name, guards::GlobalSource("__name__")).status());
+  PyRef fn = PyRef::Steal(PyFunction_New(body->obj.get(), body->globals));
+  PyObject* build = PyDict_GetItemString(frame_.inputs.builtins, "__build_class__");
+  PyRef cls = fn && build ? PyRef::Steal(PyObject_CallFunctionObjArgs(build, fn.get(), name->obj.get(), nullptr)) : PyRef();
+  if (!cls || !PyType_CheckExact(cls.get())) {
+    PyErr_Clear();
+    return Unsupported("making a class at trace time failed");
+  }
+  trace_classes_.push_back(cls);
+  return ConstSym(std::move(cls));
 }
 
 }  // namespace dt::interpreter::trace

@@ -337,6 +337,9 @@ absl::StatusOr<Sym> Tracer::BinaryOp(const std::string& nb_name, const Sym& a, c
       {"+", "add"}, {"-", "sub"}, {"*", "mul"}, {"/", "div"}, {"//", "floor_divide"},
       {"%", "remainder"}, {"**", "pow"}, {"@", "matmul"}, {"&", "logical_and"},
       {"|", "logical_or"}, {"^", "logical_xor"}};
+  if ((a->kind == SymKind::kIter && a->keys_view) || (b->kind == SymKind::kIter && b->keys_view)) {
+    return KeysViewBinaryOp(nb_name, a, b);
+  }
   if (a->kind == SymKind::kSet || b->kind == SymKind::kSet) return SetBinaryOp(nb_name, a, b);
   if (a->kind == SymKind::kTensor || b->kind == SymKind::kTensor) {
     auto it = ops->find(sym);
@@ -557,7 +560,7 @@ absl::StatusOr<Sym> Tracer::Subscript(const Sym& container, const Sym& index) {
     return Unsupported("sequence index of an unsupported type");
   }
   if (container->kind == SymKind::kDict) {
-    DT_ASSIGN_OR_RETURN(PyRef key, ConstValue(index));
+    DT_ASSIGN_OR_RETURN(PyRef key, DictKey(index));
     DT_ASSIGN_OR_RETURN(std::optional<size_t> at, DictFind(*container, key.get()));
     if (!at) return Raises("the traced code raises KeyError");
     return container->items[*at];
@@ -620,7 +623,7 @@ absl::StatusOr<std::vector<Sym>> Tracer::Iterate(const Sym& s) {
     case SymKind::kDict: {
       std::vector<Sym> keys;
       DT_RETURN_IF_ERROR(GuardKeyOrder(s));
-      for (const PyRef& k : s->keys) keys.push_back(ConstSym(k));
+      for (const PyRef& k : s->keys) keys.push_back(KeySym(k));
       return keys;
     }
     case SymKind::kShape: {

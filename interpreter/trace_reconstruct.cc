@@ -103,9 +103,17 @@ absl::StatusOr<OutputSpec> Tracer::ContainerOutput(const Sym& s, OutputSpec out,
       break;
     case SymKind::kList:
     case SymKind::kRunSeq: out.kind = OutputSpec::Kind::kList; break;  // kRunSeq: what was appended
-    case SymKind::kDict: out.kind = OutputSpec::Kind::kDict; break;
+    case SymKind::kDict:
+      for (const PyRef& key : s->keys) {
+        if (IsTensorKey(key.get())) return Unsupported("a dict with a tensor key leaves the trace");
+      }
+      out.kind = OutputSpec::Kind::kDict;
+      break;
     case SymKind::kSlice: out.kind = OutputSpec::Kind::kSlice; break;
     case SymKind::kObject:  // made by the trace: its class, then its attributes
+      if (IsTraceClass(reinterpret_cast<PyObject*>(Py_TYPE(s->obj.get())))) {
+        return Unsupported("an instance of a class a `class` statement made leaves the trace");
+      }
       out.kind = OutputSpec::Kind::kNewObject;
       out.obj = PyRef::Borrow(reinterpret_cast<PyObject*>(Py_TYPE(s->obj.get())));
       break;
@@ -159,6 +167,9 @@ absl::StatusOr<OutputSpec> Tracer::ToOutput(const Sym& s, std::vector<ValueId>& 
     if (auto it = memo_.find(s); it != memo_.end()) return OfKind(OutputSpec::Kind::kMemo, it->second);
     out.memo = num_memo_++;
     memo_[s] = out.memo;
+  }
+  if (s->kind == SymKind::kConst && IsTraceClass(s->obj.get())) {
+    return Unsupported("a class a `class` statement made leaves the trace (CPython makes one per call)");
   }
   switch (s->kind) {
     case SymKind::kTensor: return TensorOutput(s, outputs);

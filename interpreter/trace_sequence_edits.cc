@@ -62,7 +62,7 @@ absl::Status Tracer::DeleteItem(const Sym& container, const Sym& index) {
   if (container->kind != SymKind::kList && container->kind != SymKind::kDict) {
     return Unsupported(absl::StrCat("deleting an item of a ", Describe(container)));
   }
-  DT_ASSIGN_OR_RETURN(PyRef key, ConstValue(index));
+  DT_ASSIGN_OR_RETURN(PyRef key, container->kind == SymKind::kDict ? DictKey(index) : ConstValue(index));
   if (container->kind == SymKind::kDict) {
     DT_ASSIGN_OR_RETURN(std::optional<size_t> at, DictFind(*container, key.get()));
     if (!at) return Raises("the traced code raises KeyError in del");

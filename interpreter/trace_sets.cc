@@ -308,4 +308,85 @@ absl::StatusOr<Sym> Tracer::SetBinaryOp(const std::string& nb_name, const Sym& a
   return set;
 }
 
+namespace {
+
+// A keys view's keys as a tuple (its dict's order), or null.
+PyRef KeysTuple(const SymValue& view) {
+  PyRef t = PyRef::Steal(PyTuple_New(static_cast<Py_ssize_t>(view.items.size())));
+  for (size_t i = 0; t && i < view.items.size(); ++i) {
+    PyTuple_SET_ITEM(t.get(), static_cast<Py_ssize_t>(i), Py_NewRef(view.items[i]->obj.get()));
+  }
+  return t;
+}
+
+// A dict of `keys` (values None), inserted in order; null with an error set.
+PyRef KeysDict(PyObject* keys) {
+  PyRef d = PyRef::Steal(PyDict_New());
+  for (Py_ssize_t i = 0; d && i < PyTuple_GET_SIZE(keys); ++i) {
+    if (PyDict_SetItem(d.get(), PyTuple_GET_ITEM(keys, i), Py_None) < 0) return PyRef();
+  }
+  return d;
+}
+
+}  // namespace
+
+// `a.keys() op b.keys()` (& | -) and `a.keys() - s` for a set s: a new set, built by the steps
+// CPython 3.11/3.12's dictobject.c takes, so that its table is CPython's. `&`
+// (_PyDictView_Intersect) adds, in order, the keys of the smaller view (the right one on a tie)
+// that the other holds; `|` and `-` start from set(dict) (dictviews_to_set: a table presized
+// for the dict) and then update() or difference_update() with the right operand. Other
+// operands (^, items views, a set on the right of & or |, a view on the right) stop the trace.
+absl::StatusOr<Sym> Tracer::KeysViewBinaryOp(const std::string& nb_name, const Sym& a, const Sym& b) {
+  const auto is_keys = [](const Sym& s) { return s->kind == SymKind::kIter && s->keys_view; };
+  const bool set_right = b->kind == SymKind::kSet || OperandHistory(b);
+  if (!is_keys(a) || !(is_keys(b) || (nb_name == "-" && set_right)) ||
+      (nb_name != "&" && nb_name != "|" && nb_name != "-")) {
+    return Unsupported(absl::StrCat("operator ", nb_name, " between a ", Describe(a), " and a ", Describe(b)));
+  }
+  for (const Sym& view : {a, b}) {
+    if (!is_keys(view)) continue;
+    for (const Sym& key : view->items) {
+      if (key->kind != SymKind::kConst) return Unsupported("a keys view with a key that is not a constant");
+    }
+  }
+  Sym set = MakeSym(SymKind::kSet);
+  if (nb_name == "&") {
+    const bool swap = b->items.size() > a->items.size();
+    const Sym& iterated = swap ? a : b;
+    const Sym& probed = swap ? b : a;
+    PyRef probe = PyRef::Steal(PyDict_New());
+    for (const Sym& key : probed->items) {
+      if (!probe || PyDict_SetItem(probe.get(), key->obj.get(), Py_None) < 0) {
+        PyErr_Clear();
+        return Unsupported("hashing a dict view's keys");
+      }
+    }
+    for (const Sym& key : iterated->items) {
+      const int found = PyDict_Contains(probe.get(), key->obj.get());
+      if (found < 0) {
+        PyErr_Clear();
+        return Unsupported("hashing a dict view's keys");
+      }
+      if (found == 1) set->keys.push_back(StepOf(py::kSetAdd, key->obj.get()));
+    }
+    return set;
+  }
+  PyRef left_keys = KeysTuple(*a);
+  PyRef left = left_keys ? KeysDict(left_keys.get()) : PyRef();
+  PyRef right;
+  if (is_keys(b)) {
+    right = KeysTuple(*b);
+  } else {
+    DT_ASSIGN_OR_RETURN(PyRef other, SetOperandValue(b));
+    right = PyRef::Steal(PySequence_Tuple(other.get()));
+  }
+  if (!left || !right) {
+    PyErr_Clear();
+    return Unsupported("hashing a dict view's keys");
+  }
+  set->keys.push_back(StepOf(py::kSetUpdateWith, left.get()));
+  set->keys.push_back(StepOf(nb_name == "|" ? py::kSetUpdateWith : py::kSetDifferenceUpdateWith, right.get()));
+  return set;
+}
+
 }  // namespace dt::interpreter::trace

@@ -157,6 +157,13 @@ class Tracer {
     size_t journal_at;
   };
   std::vector<ChangedContainer> changed_containers_;
+  // Tensors used as dict keys, each with the placeholder object that stands for it among a dict's
+  // keys (a tensor hashes and compares by identity as a key, as a plain object does). One entry
+  // per tensor object: DictKey tells them apart by KnownIdentity (guarded for the caller's).
+  std::vector<std::pair<Sym, PyRef>> tensor_keys_;
+  // Classes `class` statements made at trace time (BuildClass). CPython makes a new class on
+  // every call, so neither such a class nor an instance of it may leave the trace.
+  std::vector<PyRef> trace_classes_;
   // The device each tensor value lives on when the graph runs. Tracing runs every op on meta
   // tensors, so a meta tensor cannot say; inputs' devices are guarded, and an op's results live
   // where its operands (or a creation op's device argument) say.
@@ -391,6 +398,11 @@ class Tracer {
   absl::Status DoIsOp(TFrame& f, const Instr& in);
   absl::StatusOr<std::optional<bool>> KnownIdentity(const Sym& a, const Sym& b);
   absl::Status DoContainsOp(TFrame& f, const Instr& in);
+  // The key a dict holds for `s`: its constant, or for a tensor its placeholder (tensor_keys_).
+  absl::StatusOr<PyRef> DictKey(const Sym& s);
+  // What a dict's key reads back as: the tensor a placeholder stands for, or the constant.
+  Sym KeySym(const PyRef& key);
+  bool IsTensorKey(PyObject* key) const;
   absl::StatusOr<bool> Contains(const Sym& container, const Sym& item);
   absl::Status DoFormatValue(TFrame& f, const Instr& in);
   absl::Status DoBuildString(TFrame& f, const Instr& in);
@@ -427,6 +439,13 @@ class Tracer {
   absl::StatusOr<Sym> NextItem(const Sym& it);
   absl::Status DoReturn(TFrame& f, const Instr& in);
   absl::Status DoYieldValue(TFrame& f, const Instr& in);
+  absl::Status DoGetYieldFromIter(TFrame& f, const Instr& in);
+  absl::Status DoSend(TFrame& f, const Instr& in);
+  absl::Status DoEndSend(TFrame& f, const Instr& in);
+  absl::Status DoLoadBuildClass(TFrame& f, const Instr& in);
+  // __build_class__(body, name) of a class statement whose body only stores constants.
+  absl::StatusOr<Sym> BuildClass(const std::vector<Sym>& args, const Kwargs& kwargs);
+  bool IsTraceClass(PyObject* obj) const;
   // with blocks (trace_with.cc)
   absl::Status DoBeforeWith(TFrame& f, const Instr& in);
   // A context manager implemented in C that the tracer follows: what its __enter__ returns and
@@ -486,6 +505,7 @@ class Tracer {
                                     const Kwargs& kwargs);
   absl::StatusOr<Sym> SetCompare(int op, const Sym& a, const Sym& b);
   absl::StatusOr<Sym> SetBinaryOp(const std::string& nb_name, const Sym& a, const Sym& b);
+  absl::StatusOr<Sym> KeysViewBinaryOp(const std::string& nb_name, const Sym& a, const Sym& b);
   // super() (trace_super.cc)
   absl::StatusOr<Sym> MakeSuper(const std::vector<Sym>& args, const Kwargs& kwargs);
   absl::StatusOr<Sym> ZeroArgumentSuper();

@@ -4,6 +4,7 @@ list.index/count, unbound methods of builtin types, `is`, repr of objects, sorte
 where a value the trace decided from changes between calls: a class or function renamed, an
 attribute added to a class, two arguments that are one object, a property replaced."""
 import collections
+import itertools
 
 import dyntrace as dt
 from corpus import Call, T, case
@@ -240,3 +241,74 @@ def namedtuples_made_changed_and_returned(x, y):
 def bytes_of_constants(x):
     b = b"ab" + bytes([99, 100]) + bytes(range(101, 103)) + bytes("é", "utf-8")
     return x * len(b), b, bytes(2), b.hex(), bytes((1, 2)) == b"\x01\x02"
+
+
+def keyed_dicts(i):
+    # Int keys that collide in a set's table (multiples of 8), so the result's order is the
+    # table's; the caller's dict has str keys (the guards read them).
+    ka = ((8, 16, 24, 32, 1), (64, 8, 128, 40, 3, 5, 72), (0, 8))[i]
+    kb = ((16, 0, 8, 48), (8, 128, 3, 256, 9), (8,))[i]
+    names = {k: None for k in (("x", "y"), ("y", "z", "w", "v", "u", "t"), ("q",))[i]}
+    return Call(T(3), ka, kb, names)
+
+
+@case(keyed_dicts, calls=VARY)
+def dict_key_views_with_changing_keys(x, ka, kb, names):
+    a, b = dict.fromkeys(ka), dict.fromkeys(kb)
+    both, either, only_a = a.keys() & b.keys(), a.keys() | b.keys(), a.keys() - b.keys()
+    without = a.keys() - {16, 3}
+    local = {24: 1, 8: 2, 0: 3}.keys() - a.keys()
+    both.add(40)
+    either.discard(8)
+    words = names.keys() | {"y": 1, "s": 2}.keys()
+    return (x * len(both), list(both), list(either), list(only_a), list(without), list(local),
+            sorted(b.keys() & a.keys()), list(words), list(names.keys() - {"y"}))
+
+
+@case(alias_or_not, calls=VARY)
+def tensors_as_keys_of_a_local_dict(x, y):
+    z = x + 1
+    d = {x: "x", z: "z"}
+    d[y] = "y"  # the same key as x when y is x
+    names = [d[t] for t in (x, y, z)]
+    order = [k is x for k in d]
+    return (names, order, len(d), y in d, (x * 1) in d, d.get(z * 1, "none"), list(d.values()),
+            [k * 2 for k in d])
+
+
+def delegated_tuples(i):
+    return Call(T(3), ((1, 2), (5, 6), (0, 3))[i])
+
+
+@case(delegated_tuples, calls=VARY)
+def yield_from_generators_lists_and_their_return_values(x, extra):
+    def inner(t, n):
+        for k in range(n):
+            yield t * k
+        return n * 10
+
+    def outer(t):
+        got = yield from inner(t, t.shape[0])
+        yield got
+        yield from extra
+        yield from (t + k for k in extra)
+        got = yield from inner(t, 0)
+        yield got
+        yield from {"a": 1, "b": 2}.keys()
+        yield from itertools.pairwise(extra + (7,))
+    return list(outer(x)), [v for v in outer(x * 2) if not isinstance(v, dt.Tensor)]
+
+
+@case(lambda i: Call(T(3), (1.0, 2.5, -1.0)[i]), calls=VARY)
+def class_statement_with_constant_attributes(x, scale):
+    class Box:
+        kind = "box"
+        dims = (2, 3)
+    p = Box()
+    q = p
+    p.value = x * scale
+    q.value = q.value + Box.dims[1]
+    other = Box()
+    other.value = x
+    return (p.value, p is q, other.value, p.kind, type(p).__name__, type(p).__qualname__,
+            isinstance(q, Box), type(other) is Box, Box.dims, hasattr(p, "missing"))
