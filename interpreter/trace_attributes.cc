@@ -81,6 +81,11 @@ absl::StatusOr<Sym> Tracer::TensorAttr(const Sym& obj, const std::string& name) 
     }
   }
   if (attr == nullptr) return Raises(absl::StrCat("the traced code raises AttributeError: Tensor has no attribute ", name));
+  if (Py_TYPE(attr) == &PyGetSetDescr_Type || Py_TYPE(attr) == &PyMemberDescr_Type) {
+    // A data attribute (Parameter's flag `_is_parameter`, `is_leaf` ...) the cases above do not
+    // model: its value is not a method to bind, and a traced value has none to read.
+    return Unsupported(absl::StrCat("Tensor.", name, " (a data attribute the tracer does not model)"));
+  }
   return BoundTo(py::IsOpFunction(attr) ? SymKind::kOpMethod : SymKind::kBoundMethod, PyRef::Borrow(attr), obj);
 }
 

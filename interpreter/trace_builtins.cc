@@ -156,6 +156,18 @@ absl::StatusOr<Sym> Tracer::BuiltinIsinstance(const Sym& value, const Sym& class
   PyRef holder;  // an empty container of the value's exact type
   switch (value->kind) {
     case SymKind::kTensor: {
+      // A traced tensor is probed through a meta stand-in, which carries no flags: a class whose
+      // metaclass decides instances itself (nn.Parameter reads a tensor's parameter flag) must
+      // see the real tensor, so CPython runs that call.
+      const bool plain_classes = PyType_Check(cls.get())
+                                     ? Py_IS_TYPE(cls.get(), &PyType_Type)
+                                     : PyTuple_Check(cls.get());
+      for (Py_ssize_t i = 0; plain_classes && PyTuple_Check(cls.get()) && i < PyTuple_GET_SIZE(cls.get()); ++i) {
+        if (!Py_IS_TYPE(PyTuple_GET_ITEM(cls.get(), i), &PyType_Type)) {
+          return Unsupported("isinstance() of a tensor with a class that checks instances its own way");
+        }
+      }
+      if (!plain_classes) return Unsupported("isinstance() of a tensor with a class that checks instances its own way");
       DT_ASSIGN_OR_RETURN(probe, ToPython(value));
       break;
     }

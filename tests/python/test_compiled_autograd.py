@@ -260,3 +260,23 @@ def test_fullgraph_forward_with_inputs_requiring_grad():
     inputs = CASES[0][2](dt.float32)
     jfn(*inputs).backward()
     assert all(t.grad is not None for t in inputs[:5])
+
+
+def test_parameters_entering_traces_keep_their_flag():
+    # Tensors that require grad enter traces now; nn.Parameter's isinstance reads the tensor's
+    # parameter flag through its metaclass, which a traced value's stand-in does not carry (it
+    # answered False, and building nn.Linear under dt.enable() raised TypeError).
+    def is_param(v):
+        return isinstance(v, nn.Parameter), isinstance(v, (dt.Tensor, int))
+
+    dt.reset()
+    p = nn.Parameter(dt.zeros(2))
+    plain = fresh_copy(is_param)(p)
+    assert plain == (True, True)
+    assert dt.jit(fresh_copy(is_param))(p) == plain
+    dt.enable()
+    try:
+        layer = nn.Linear(3, 4)
+    finally:
+        dt.disable()
+    assert isinstance(layer.weight, nn.Parameter) and layer.weight.requires_grad
