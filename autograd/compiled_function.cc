@@ -2,7 +2,6 @@
 
 #include <utility>
 
-#include "absl/strings/str_format.h"
 #include "runtime/autograd_meta.h"
 #include "runtime/errors.h"
 
@@ -32,7 +31,7 @@ absl::Status CompiledFunctionNode::Attach(std::shared_ptr<const JointGraph> join
   }
   for (const SavedValue& s : joint->saved) {
     const Tensor& t = s.is_input ? inputs.at(s.index) : outputs.at(s.index);
-    node->saved_.push_back(Saved{Detached(t), t.storage()->version()});
+    node->saved_.push_back(SavedTensor{Detached(t), t.storage()->version()});
   }
   outputs.resize(joint->num_user_outputs);
   for (size_t j = 0; j < joint->differentiable_outputs.size(); ++j) {
@@ -47,26 +46,6 @@ absl::Status CompiledFunctionNode::Attach(std::shared_ptr<const JointGraph> join
   return absl::OkStatus();
 }
 
-absl::Status CompiledFunctionNode::CheckSaved() const {
-  if (released_) {
-    return Error(ErrorKind::kRuntime,
-                 "Trying to backward through the graph a second time (or directly access saved tensors after they "
-                 "have already been freed). Saved intermediate values of the graph are freed when you call "
-                 ".backward() or autograd.grad(). Specify retain_graph=True if you need to backward through the "
-                 "graph a second time or if you need to access saved tensors after calling backward.");
-  }
-  for (const Saved& s : saved_) {
-    const uint64_t now = s.tensor.storage()->version();
-    if (now == s.version) continue;
-    return Error(ErrorKind::kRuntime,
-                 absl::StrFormat("one of the variables needed for gradient computation has been modified by an "
-                                 "inplace operation: [%s %s], which is needed by %s, is at version %d; expected "
-                                 "version %d instead",
-                                 DTypeName(s.tensor.dtype()), s.tensor.ShapeString(), name(), now, s.version));
-  }
-  return absl::OkStatus();
-}
-
 absl::StatusOr<std::vector<Tensor>> CompiledFunctionNode::Apply(std::vector<Tensor> output_grads, bool create_graph) {
   if (create_graph) {
     return Error(ErrorKind::kNotImplemented,
@@ -74,7 +53,7 @@ absl::StatusOr<std::vector<Tensor>> CompiledFunctionNode::Apply(std::vector<Tens
                  "function uncompiled (or under dyntrace.jit's backend=\"eager\" with grad mode off for the inputs) "
                  "for higher-order gradients");
   }
-  DT_RETURN_IF_ERROR(CheckSaved());
+  DT_RETURN_IF_ERROR(CheckSavedTensors(released_, saved_, name()));
   std::vector<Tensor> inputs;
   inputs.reserve(output_grads.size() + saved_.size());
   for (size_t j = 0; j < output_grads.size(); ++j) {
@@ -87,7 +66,7 @@ absl::StatusOr<std::vector<Tensor>> CompiledFunctionNode::Apply(std::vector<Tens
     }
     inputs.push_back(std::move(g));
   }
-  for (const Saved& s : saved_) inputs.push_back(s.tensor);
+  for (const SavedTensor& s : saved_) inputs.push_back(s.tensor);
   absl::StatusOr<std::vector<Tensor>> grads;
   {
     GradModeGuard off(false);

@@ -34,17 +34,12 @@ class CompiledFunctionNode final : public GradNode {
   void ReleaseSaved() override;
 
  private:
-  struct Saved {
-    Tensor tensor;
-    uint64_t version;
-  };
   CompiledFunctionNode(std::shared_ptr<const JointGraph> joint, RunBackwardGraph run)
       : joint_(std::move(joint)), run_(std::move(run)) {}
-  absl::Status CheckSaved() const;
 
   std::shared_ptr<const JointGraph> joint_;
   RunBackwardGraph run_;
-  std::vector<Saved> saved_;
+  std::vector<SavedTensor> saved_;
   bool released_ = false;
 };
 

@@ -1,5 +1,6 @@
 #include "autograd/node.h"
 
+#include "absl/strings/str_format.h"
 #include "autograd/views.h"
 #include "runtime/errors.h"
 
@@ -44,6 +45,26 @@ absl::StatusOr<Edge> GradientEdge(const Tensor& t) {
     meta->grad_accumulator = accumulator;
   }
   return Edge{accumulator, 0};
+}
+
+absl::Status CheckSavedTensors(bool released, const std::vector<SavedTensor>& saved, const std::string& node_name) {
+  if (released) {
+    return Error(ErrorKind::kRuntime,
+                 "Trying to backward through the graph a second time (or directly access saved tensors after they "
+                 "have already been freed). Saved intermediate values of the graph are freed when you call "
+                 ".backward() or autograd.grad(). Specify retain_graph=True if you need to backward through the "
+                 "graph a second time or if you need to access saved tensors after calling backward.");
+  }
+  for (const SavedTensor& s : saved) {
+    const uint64_t now = s.tensor.storage()->version();
+    if (now == s.version) continue;
+    return Error(ErrorKind::kRuntime,
+                 absl::StrFormat("one of the variables needed for gradient computation has been modified by an "
+                                 "inplace operation: [%s %s], which is needed by %s, is at version %d; expected "
+                                 "version %d instead",
+                                 DTypeName(s.tensor.dtype()), s.tensor.ShapeString(), node_name, now, s.version));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace dt

@@ -66,6 +66,17 @@ class AccumulateGrad final : public GradNode {
   std::shared_ptr<AutogradMeta> leaf_;
 };
 
+// A tensor a node keeps for its backward pass, with its storage's version when kept.
+struct SavedTensor {
+  Tensor tensor;
+  uint64_t version;
+};
+
+// PyTorch's errors for a node's saved tensors: freed by an earlier backward pass without
+// retain_graph (`released`), or changed in place since they were saved.
+[[nodiscard]] absl::Status CheckSavedTensors(bool released, const std::vector<SavedTensor>& saved,
+                                             const std::string& node_name);
+
 // Adds `g` into meta.grad (a copy of `g` when .grad is unset, so later in-place changes to
 // .grad cannot reach other tensors; `g` itself under create_graph, so .grad keeps its history).
 [[nodiscard]] absl::Status AccumulateGradient(AutogradMeta& meta, const Tensor& g, bool create_graph);

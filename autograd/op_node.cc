@@ -2,7 +2,6 @@
 
 #include <cctype>
 
-#include "absl/strings/str_format.h"
 #include "autograd/views.h"
 #include "runtime/errors.h"
 
@@ -67,7 +66,7 @@ void OpNode::SaveArgs(const OpArgs& args) {
   values.reserve(args.size());
   auto keep = [&](const Tensor& t) {
     if (!op_.derivative.uses_inputs) return ShapeOnly(t);
-    saved_.push_back(Saved{t, t.storage()->version()});
+    saved_.push_back(SavedTensor{t, t.storage()->version()});
     return t;
   };
   for (size_t i = 0; i < args.size(); ++i) {
@@ -88,7 +87,7 @@ void OpNode::SaveOutputs(const OpResult& outputs) {
   if (!op_.derivative.uses_outputs) return;
   for (const Tensor& t : outputs) {
     outputs_.push_back(Detached(t));
-    saved_.push_back(Saved{outputs_.back(), t.storage()->version()});
+    saved_.push_back(SavedTensor{outputs_.back(), t.storage()->version()});
   }
 }
 
@@ -106,25 +105,7 @@ std::string OpNode::name() const {
   return camel + "Backward0";
 }
 
-absl::Status OpNode::CheckVersions() const {
-  if (released_) {
-    return Error(ErrorKind::kRuntime,
-                 "Trying to backward through the graph a second time (or directly access saved tensors after they "
-                 "have already been freed). Saved intermediate values of the graph are freed when you call "
-                 ".backward() or autograd.grad(). Specify retain_graph=True if you need to backward through the "
-                 "graph a second time or if you need to access saved tensors after calling backward.");
-  }
-  for (const Saved& s : saved_) {
-    const uint64_t now = s.tensor.storage()->version();
-    if (now == s.version) continue;
-    return Error(ErrorKind::kRuntime,
-                 absl::StrFormat("one of the variables needed for gradient computation has been modified by an "
-                                 "inplace operation: [%s %s], which %s needed by %s, is at version %d; expected "
-                                 "version %d instead",
-                                 DTypeName(s.tensor.dtype()), s.tensor.ShapeString(), "is", name(), now, s.version));
-  }
-  return absl::OkStatus();
-}
+absl::Status OpNode::CheckVersions() const { return CheckSavedTensors(released_, saved_, name()); }
 
 // Saved outputs, re-attached to this node under create_graph so formulas reading them record
 // a path back through it.

@@ -24,10 +24,6 @@ class OpNode final : public GradNode {
     int param;
     int item;  // index in a tensor list; -1 for a tensor argument
   };
-  struct Saved {
-    Tensor tensor;
-    uint64_t version;
-  };
 
   explicit OpNode(const OpDef& op) : op_(op) {}
   void SaveArgs(const OpArgs& args);
@@ -39,7 +35,7 @@ class OpNode final : public GradNode {
   OpArgs args_;
   std::vector<bool> wanted_;
   std::vector<Slot> slots_;
-  std::vector<Saved> saved_;  // tensors whose values the formula reads, for version checks
+  std::vector<SavedTensor> saved_;  // tensors whose values the formula reads, for version checks
   std::vector<Tensor> outputs_;
   bool released_ = false;
 };
