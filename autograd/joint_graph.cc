@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "autograd/partition.h"
 #include "graph/decompose.h"
+#include "graph/graph_recorder.h"
 #include "runtime/errors.h"
 
 namespace dt {
@@ -14,13 +15,6 @@ namespace {
 
 absl::Status NotWhole(absl::string_view why) {
   return Error(ErrorKind::kNotImplemented, absl::StrCat("the backward of this graph cannot be compiled: ", why));
-}
-
-// Meta tensors carry no identity of their own; two with the same storage, geometry and dtype
-// hold the same elements, so either name is right for them.
-bool SameTensor(const Tensor& a, const Tensor& b) {
-  return a.SharesStorageWith(b) && a.dtype() == b.dtype() && a.offset() == b.offset() && a.sizes() == b.sizes() &&
-         a.strides() == b.strides();
 }
 
 std::vector<ValueId> TensorArgs(const Node& node) {
@@ -35,20 +29,18 @@ std::vector<ValueId> TensorArgs(const Node& node) {
 // Turns the Call()s of derivative formulas, run on meta tensors, into nodes of the backward
 // graph. A forward value a formula reads becomes a backward input the first time it is read
 // (it is saved); everything else must have been made by a recorded call.
-class BackwardRecorder final : public CallRecorder {
+class BackwardRecorder final : public GraphRecorder {
  public:
   BackwardRecorder(const Graph& forward, Graph& backward, Device device)
-      : forward_(forward), backward_(backward), device_(device) {}
+      : GraphRecorder(backward, SourceLocation(), device), forward_(forward) {}
 
-  void Know(const Tensor& meta, ValueId backward_id) { known_.emplace_back(meta, backward_id); }
+  const std::vector<ValueId>& saved() const { return saved_; }
 
-  absl::StatusOr<ValueId> Find(const Tensor& meta) {
-    for (auto it = known_.rbegin(); it != known_.rend(); ++it) {
-      if (SameTensor(it->first, meta)) return it->second;
-    }
+ protected:
+  absl::StatusOr<ValueId> Unknown(const Tensor& meta) override {
     for (size_t v = 0; v < forward_.num_values(); ++v) {
-      if (!SameTensor(forward_.value(static_cast<ValueId>(v)).meta, meta)) continue;
-      const ValueId id = backward_.AddInput(meta, absl::StrCat("saved[", saved_.size(), "]"));
+      if (!SameMetaTensor(forward_.value(static_cast<ValueId>(v)).meta, meta)) continue;
+      const ValueId id = out().AddInput(meta, absl::StrCat("saved[", saved_.size(), "]"));
       saved_.push_back(static_cast<ValueId>(v));
       Know(meta, id);
       return id;
@@ -56,42 +48,8 @@ class BackwardRecorder final : public CallRecorder {
     return Error(ErrorKind::kRuntime, "a derivative formula made a tensor outside Call()");
   }
 
-  absl::StatusOr<OpResult> Record(const OpDef& op, const OpArgs& args) override {
-    std::vector<GraphArg> graph_args;
-    for (size_t i = 0; i < args.size(); ++i) {
-      const ArgValue& a = args[i];
-      if (const Tensor* t = std::get_if<Tensor>(&a)) {
-        DT_ASSIGN_OR_RETURN(ValueId id, Find(*t));
-        graph_args.push_back(GraphArg::Value(id));
-      } else if (const auto* list = std::get_if<std::vector<Tensor>>(&a)) {
-        std::vector<ValueId> ids;
-        for (const Tensor& t : *list) {
-          DT_ASSIGN_OR_RETURN(ValueId id, Find(t));
-          ids.push_back(id);
-        }
-        graph_args.push_back(GraphArg{std::move(ids)});
-      } else if (const Device* d = std::get_if<Device>(&a); d != nullptr && d->type == DeviceType::kMeta) {
-        graph_args.push_back(GraphArg{ArgValue(device_)});  // a creation op: made where the graph runs
-      } else {
-        graph_args.push_back(GraphArg{a});
-      }
-    }
-    CallRecorder* outer = SetCallRecorder(nullptr);  // one node: the op's own body is not recorded
-    absl::StatusOr<OpResult> result = CallOp(op, args);
-    SetCallRecorder(outer);
-    if (!result.ok()) return result.status();
-    std::vector<ValueId> ids = backward_.AddNode(&op, std::move(graph_args), *result, false, SourceLocation());
-    for (size_t i = 0; i < ids.size(); ++i) Know((*result)[i], ids[i]);
-    return result;
-  }
-
-  const std::vector<ValueId>& saved() const { return saved_; }
-
  private:
   const Graph& forward_;
-  Graph& backward_;
-  Device device_;
-  std::vector<std::pair<Tensor, ValueId>> known_;
   std::vector<ValueId> saved_;  // forward values, in backward-input order after the gradients
 };
 

@@ -4,69 +4,11 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "graph/graph_recorder.h"
 #include "runtime/errors.h"
 
 namespace dt {
 namespace {
-
-// Meta tensors carry no identity of their own; two with the same storage, geometry and dtype
-// hold the same elements, so either name is right for them.
-bool SameTensor(const Tensor& a, const Tensor& b) {
-  return a.SharesStorageWith(b) && a.dtype() == b.dtype() && a.offset() == b.offset() &&
-         a.sizes() == b.sizes() && a.strides() == b.strides();
-}
-
-class Recorder final : public CallRecorder {
- public:
-  Recorder(Graph& out, SourceLocation location, std::optional<Device> device)
-      : out_(out), location_(std::move(location)), device_(device) {}
-
-  void Know(const Tensor& meta, ValueId id) { known_.emplace_back(meta, id); }
-
-  absl::StatusOr<ValueId> Find(const Tensor& meta) const {
-    for (auto it = known_.rbegin(); it != known_.rend(); ++it) {
-      if (SameTensor(it->first, meta)) return it->second;
-    }
-    return Error(ErrorKind::kRuntime, "a composite made a tensor outside Call()");
-  }
-
-  absl::StatusOr<OpResult> Record(const OpDef& op, const OpArgs& args) override {
-    std::vector<GraphArg> graph_args;
-    for (size_t i = 0; i < args.size(); ++i) {
-      const ArgValue& a = args[i];
-      if (const Tensor* t = std::get_if<Tensor>(&a)) {
-        DT_ASSIGN_OR_RETURN(ValueId id, Find(*t));
-        graph_args.push_back(GraphArg::Value(id));
-      } else if (const auto* list = std::get_if<std::vector<Tensor>>(&a)) {
-        std::vector<ValueId> ids;
-        for (const Tensor& t : *list) {
-          DT_ASSIGN_OR_RETURN(ValueId id, Find(t));
-          ids.push_back(id);
-        }
-        graph_args.push_back(GraphArg{std::move(ids)});
-      } else if (const Device* d = std::get_if<Device>(&a);
-                 d != nullptr && d->type == DeviceType::kMeta && device_.has_value()) {
-        graph_args.push_back(GraphArg{ArgValue(*device_)});
-      } else {
-        graph_args.push_back(GraphArg{a});
-      }
-    }
-    // The primitive's own body runs unrecorded: it is one node.
-    CallRecorder* outer = SetCallRecorder(nullptr);
-    absl::StatusOr<OpResult> result = CallOp(op, args);
-    SetCallRecorder(outer);
-    if (!result.ok()) return result.status();
-    std::vector<ValueId> ids = out_.AddNode(&op, std::move(graph_args), *result, false, location_);
-    for (size_t i = 0; i < ids.size(); ++i) Know((*result)[i], ids[i]);
-    return result;
-  }
-
- private:
-  Graph& out_;
-  SourceLocation location_;
-  std::optional<Device> device_;
-  std::vector<std::pair<Tensor, ValueId>> known_;
-};
 
 bool Expandable(const Node& node, ExpandComposites which) {
   if (node.op->kind != OpKind::kComposite || node.inplace) return false;
@@ -154,7 +96,7 @@ absl::StatusOr<Graph> Decompose(const Graph& graph, ExpandComposites which, std:
     if (Expandable(node, which)) {
       // Recorded into a scratch graph first, so a failed expansion leaves `out` untouched.
       Graph scratch = out;
-      Recorder recorder(scratch, node.location, device);
+      GraphRecorder recorder(scratch, node.location, device);
       for (const GraphArg& a : node.args) {
         if (auto* v = std::get_if<ValueId>(&a.content)) recorder.Know(graph.value(*v).meta, map[*v]);
         if (auto* vs = std::get_if<std::vector<ValueId>>(&a.content)) {
