@@ -80,6 +80,7 @@ StatsSummary SummaryFromDict(PyObject* stats) {
   s.frames_skipped = IntAt(stats, "frames_skipped");
   s.skipped_by = CountsAt(stats, "frames_skipped_by");
   s.frames_generator = IntAt(stats, "frames_generator");
+  s.frames_excluded = IntAt(stats, "frames_excluded");
   PyObject* coverage = PyDict_GetItemString(stats, "coverage");  // borrowed
   s.coverage = coverage != nullptr && PyFloat_Check(coverage) ? PyFloat_AS_DOUBLE(coverage) : -1;
   s.cache_hits = IntAt(stats, "cache_hits");
@@ -122,7 +123,9 @@ std::string FormatStatsTable(const StatsSummary& s) {
   AppendRow(out, "frames skipped", absl::StrCat(s.frames_skipped));
   for (const auto& [reason, count] : s.skipped_by) AppendRow(out, absl::StrCat("  ", reason), absl::StrCat(count));
   AppendRow(out, "generator/coroutine frames", absl::StrCat(s.frames_generator));
-  // Frames seen over the frames dyntrace could run (generator frames are not among them).
+  AppendRow(out, "library/module-body frames", absl::StrCat(s.frames_excluded));
+  // Frames seen over the frames dyntrace could run (generator and excluded frames are not among
+  // them, so a script's coverage is not diluted by the library code it calls).
   if (s.coverage >= 0) AppendRow(out, "coverage", absl::StrFormat("%.3f", s.coverage));
   AppendRow(out, "cache hits", absl::StrCat(s.cache_hits));
   AppendRow(out, "cache misses", absl::StrCat(s.cache_misses));

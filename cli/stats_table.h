@@ -22,6 +22,9 @@ struct StatsSummary {
   int64_t frames_seen = 0, frames_traced = 0, frames_skipped = 0;
   std::vector<std::pair<std::string, int64_t>> skipped_by;  // reason, frames (reasons with none left out)
   int64_t frames_generator = 0;  // generators and coroutines: not in frames_skipped
+  // Module bodies, the standard library, installed packages: not in frames_skipped either (what
+  // a user asks dyntrace to run is their own functions); always 0 outside stress mode's scope.
+  int64_t frames_excluded = 0;
   double coverage = -1;          // frames seen / (seen + skipped); -1: no frame
   int64_t cache_hits = 0, cache_misses = 0;
   int64_t recompiles = 0, graphs = 0, graph_breaks = 0, fallbacks = 0;

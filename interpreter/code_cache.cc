@@ -137,7 +137,9 @@ const char* SkipReasonName(SkipReason reason) {
 int64_t FramesSkipped(const Stats& s) {
   int64_t skipped = 0;
   for (int r = 0; r < kNumSkipReasons; ++r) {
-    if (r != static_cast<int>(SkipReason::kGenerator)) skipped += s.frames_skipped_by[r];
+    if (r != static_cast<int>(SkipReason::kGenerator) && r != static_cast<int>(SkipReason::kExcluded)) {
+      skipped += s.frames_skipped_by[r];
+    }
   }
   return skipped;
 }

@@ -108,8 +108,9 @@ struct ActiveMode {
 };
 
 // Why the hook leaves a frame to CPython without looking at entries (Stats::frames_skipped_by).
-// Generator and coroutine frames are not frames dyntrace can run: they are counted apart from
-// the skips (see FramesSkipped).
+// Generator and coroutine frames are not frames dyntrace can run, and excluded frames (module
+// bodies, the standard library, installed packages, dyntrace's own code) are outside what it is
+// asked to run: both are counted apart from the skips (see FramesSkipped).
 enum class SkipReason : uint8_t {
   kNone,
   kExcluded,      // the standard library and installed packages (outside stress mode), dyntrace's own
@@ -167,7 +168,7 @@ struct Stats {
   int64_t frames_seen = 0;    // frames the hook ran as segments (what coverage counts as run)
   int64_t frames_traced = 0;
   int64_t frames_whole_in_cpython = 0;  // of frames_seen: no segment ran (a fallback at entry)
-  // Frames left to CPython by reason (kGenerator's are not skips: see FramesSkipped).
+  // Frames left to CPython by reason (kGenerator's and kExcluded's are not skips: see FramesSkipped).
   int64_t frames_skipped_by[kNumSkipReasons] = {};
   int64_t cache_hits = 0;
   int64_t cache_misses = 0;
@@ -200,7 +201,7 @@ struct Stats {
   int64_t cuda_host_ops_baseline = 0;
 };
 
-// Frames dyntrace could have run but left to CPython (every reason but kGenerator).
+// Frames dyntrace could have run but left to CPython (every reason but kGenerator and kExcluded).
 int64_t FramesSkipped(const Stats& s);
 // frames_seen / (frames_seen + FramesSkipped): the share of the frames dyntrace could run that it
 // ran; -1 before any frame.

@@ -380,18 +380,24 @@ PyObject* FnStats(PyObject*, PyObject*) {
   put("frames_seen", PyLong_FromLongLong(s.frames_seen));
   put("frames_traced", PyLong_FromLongLong(s.frames_traced));
   // Coverage: frames run as segments over the frames dyntrace could run. Skips count by reason;
-  // generator and coroutine frames are counted apart (not frames dyntrace can run).
+  // generator and coroutine frames, and frames outside what dyntrace runs (module bodies, the
+  // standard library, installed packages), are counted apart.
   put("frames_skipped", PyLong_FromLongLong(interpreter::FramesSkipped(s)));
   PyObject* by_reason = PyDict_New();
   for (int r = 0; r < interpreter::kNumSkipReasons; ++r) {
     const auto reason = static_cast<interpreter::SkipReason>(r);
-    if (reason == interpreter::SkipReason::kNone || reason == interpreter::SkipReason::kGenerator) continue;
+    if (reason == interpreter::SkipReason::kNone || reason == interpreter::SkipReason::kGenerator ||
+        reason == interpreter::SkipReason::kExcluded) {
+      continue;
+    }
     PyRef count = PyRef::Steal(PyLong_FromLongLong(s.frames_skipped_by[r]));
     PyDict_SetItemString(by_reason, interpreter::SkipReasonName(reason), count.get());
   }
   put("frames_skipped_by", by_reason);
   put("frames_generator",
       PyLong_FromLongLong(s.frames_skipped_by[static_cast<int>(interpreter::SkipReason::kGenerator)]));
+  put("frames_excluded",
+      PyLong_FromLongLong(s.frames_skipped_by[static_cast<int>(interpreter::SkipReason::kExcluded)]));
   put("frames_whole_in_cpython", PyLong_FromLongLong(s.frames_whole_in_cpython));
   const double coverage = interpreter::Coverage(s);
   put("coverage", coverage < 0 ? Py_NewRef(Py_None) : PyFloat_FromDouble(coverage));

@@ -87,7 +87,8 @@ TEST(StatsTable, RowsAndReasons) {
   StatsSummary s;
   s.frames_seen = 12;
   s.frames_skipped = 4;
-  s.skipped_by = {{"excluded", 3}, {"cache_limit", 1}};
+  s.skipped_by = {{"no tensor work", 3}, {"cache_limit", 1}};
+  s.frames_excluded = 40;
   s.frames_generator = 5;
   s.coverage = 0.75;
   s.cache_hits = 7;
@@ -99,9 +100,10 @@ TEST(StatsTable, RowsAndReasons) {
   const std::string table = FormatStatsTable(s);
   EXPECT_NE(table.find("  frames seen                          12\n"), std::string::npos) << table;
   EXPECT_NE(table.find("  frames skipped                        4\n"
-                       "    excluded                            3\n"
+                       "    no tensor work                      3\n"
                        "    cache_limit                         1\n"
                        "  generator/coroutine frames            5\n"
+                       "  library/module-body frames           40\n"
                        "  coverage                          0.750\n"),
             std::string::npos)
       << table;

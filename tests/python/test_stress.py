@@ -111,7 +111,9 @@ def test_stress_coverage_counts_skips_by_reason():
     finally:
         dt.disable()
     plain = dt.stats()
-    assert plain["frames_skipped_by"]["excluded"] > 0, plain
+    # The standard library is outside what dyntrace runs: counted apart, not as skips, so it
+    # does not lower the coverage of the user's own frames.
+    assert plain["frames_excluded"] > 0 and "excluded" not in plain["frames_skipped_by"], plain
     assert plain["frames_skipped"] == sum(plain["frames_skipped_by"].values()), plain
     dt.reset()
     dt.enable(stress=True)
@@ -121,7 +123,7 @@ def test_stress_coverage_counts_skips_by_reason():
     finally:
         dt.disable()
     s = dt.stats()
-    assert s["frames_skipped_by"]["excluded"] == 0, s
+    assert s["frames_excluded"] == 0, s
     assert s["frames_generator"] >= 1 and s["frames_skipped"] == 0, s  # generators stay apart
     assert s["coverage"] == 1.0 and s["frames_seen"] >= 3, s
 
