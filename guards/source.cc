@@ -18,7 +18,7 @@ std::string Source::ToString() const {
     case Kind::kFuncKwDefaults: return absl::StrCat(parent->ToString(), ".__kwdefaults__");
     case Kind::kFuncCell: return absl::StrCat(parent->ToString(), ".__closure__[", index, "] (",
                                               name, ")");
-    case Kind::kStack: return absl::StrCat("S[", index, "]");
+    case Kind::kStack: return name.empty() ? absl::StrCat("S[", index, "]") : name;
     case Kind::kCellContents: return absl::StrCat(parent->ToString(), ".cell_contents");
     case Kind::kFreeCell: return absl::StrCat("cell(C['", name, "'])");
     case Kind::kIterItem: return absl::StrCat(parent->ToString(), ".remaining[", index, "]");
@@ -235,7 +235,9 @@ SourceRef ModuleDictSource(SourceRef module) { return Make(Source::Kind::kModule
 SourceRef TypeOfSource(SourceRef object) { return Make(Source::Kind::kTypeOf, -1, "", std::move(object)); }
 SourceRef MethodSelfSource(SourceRef method) { return Make(Source::Kind::kMethodSelf, -1, "", std::move(method)); }
 
-SourceRef StackSource(int index) { return Make(Source::Kind::kStack, index, "", nullptr); }
+SourceRef StackSource(int index, std::string name) {
+  return Make(Source::Kind::kStack, index, std::move(name), nullptr);
+}
 SourceRef CellContentsSource(SourceRef cell) {
   return Make(Source::Kind::kCellContents, -1, "", std::move(cell));
 }

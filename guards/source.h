@@ -47,7 +47,8 @@ struct Source {
     kFuncDefaults,  // parent.__defaults__ of a function (a tuple, or None)
     kFuncKwDefaults,  // parent.__kwdefaults__ of a function (a dict, or None)
     kFuncCell,      // contents of parent's closure cell `index`
-    kStack,         // value-stack slot `index` of a segment that starts mid-function
+    kStack,         // value-stack slot `index` of a segment that starts mid-function (`name`: how
+                    // the user's code made it, e.g. `iter(xs)`; empty: printed as S[index])
     kCellContents,  // contents of the cell object at parent
     kFreeCell,      // the root function's closure cell `index` itself (named `name`)
     kIterItem,      // remaining item `index` of a resume iterator at parent
@@ -81,7 +82,7 @@ SourceRef FuncGlobalsSource(SourceRef function);
 SourceRef FuncDefaultsSource(SourceRef function);
 SourceRef FuncKwDefaultsSource(SourceRef function);
 SourceRef FuncCellSource(SourceRef function, int index, std::string name);
-SourceRef StackSource(int index);
+SourceRef StackSource(int index, std::string name = "");
 SourceRef CellContentsSource(SourceRef cell);
 SourceRef FreeCellSource(int index, std::string name);
 SourceRef IterItemSource(SourceRef iterator, int index);

@@ -21,7 +21,7 @@ struct ResumeIterator {
   bool exhausted;
 };
 
-PyTypeObject ResumeIteratorType = {PyVarObject_HEAD_INIT(nullptr, 0) "dyntrace._ResumeIterator"};
+PyTypeObject ResumeIteratorType = {PyVarObject_HEAD_INIT(nullptr, 0) "dyntrace.loop_iterator"};
 
 void Dealloc(PyObject* self) {
   PyObject_GC_UnTrack(self);

@@ -294,10 +294,12 @@ absl::StatusOr<Sym> Tracer::ClassAttr(const Sym& obj, PyObject* own, const std::
     s->obj = function;
     return s;
   }
-  if ((Py_IS_TYPE(own, &PyMethodDescr_Type) || Py_IS_TYPE(own, &PyClassMethodDescr_Type)) &&
+  if ((Py_IS_TYPE(own, &PyMethodDescr_Type) || Py_IS_TYPE(own, &PyClassMethodDescr_Type) ||
+       Py_IS_TYPE(own, &PyWrapperDescr_Type)) &&
       !(reinterpret_cast<PyTypeObject*>(cls)->tp_flags & Py_TPFLAGS_HEAPTYPE)) {
-    // An unbound method of a builtin type (`str.lower`) or its classmethod bound to it
-    // (`dict.fromkeys`): a builtin type's attributes never change. Calls decide what they do.
+    // An unbound method of a builtin type (`str.lower`, `object.__setattr__`) or its classmethod
+    // bound to it (`dict.fromkeys`): a builtin type's attributes never change. Calls decide what
+    // they do.
     PyRef value = PyRef::Steal(PyObject_GetAttrString(cls, name.c_str()));
     if (!value) {
       PyErr_Clear();

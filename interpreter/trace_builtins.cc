@@ -256,6 +256,9 @@ absl::StatusOr<Sym> Tracer::CallFollowedBuiltin(PyObject* fn, const std::vector<
   auto is = [&](const char* name) { return fn == PyDict_GetItemString(frame_.inputs.builtins, name); };
   if (is("len") && args.size() == 1) return BuiltinLen(args[0]);
   if (is("isinstance") && args.size() == 2) return BuiltinIsinstance(args[0], args[1]);
+  if ((is("tuple") || is("list")) && args.empty() && kwargs.empty()) {
+    return MakeSym(is("tuple") ? SymKind::kTuple : SymKind::kList);  // a dataclass's default_factory=list
+  }
   if ((is("tuple") || is("list")) && args.size() == 1 && kwargs.empty()) {
     // tuple(t) of an exact tuple is t itself in CPython (`tuple(args) is args`).
     if (is("tuple") && ((args[0]->kind == SymKind::kTuple && !args[0]->named_type) ||

@@ -486,6 +486,7 @@ absl::StatusOr<Sym> Tracer::CallSym(const Sym& callable, std::vector<Sym> args,
     case SymKind::kConst: {
       PyObject* fn = callable->obj.get();
       if (fn == PartialType()) return MakePartial(args, kwargs);
+      if (IsObjectSetattr(fn)) return ObjectSetattr(args, kwargs);
       if (PyCFunction_Check(fn) && std::string_view(reinterpret_cast<PyCFunctionObject*>(fn)->m_ml->ml_name) == "__build_class__" &&
           PyCFunction_GET_SELF(fn) != nullptr && PyModule_Check(PyCFunction_GET_SELF(fn)) &&
           std::string_view(PyModule_GetName(PyCFunction_GET_SELF(fn)) ? PyModule_GetName(PyCFunction_GET_SELF(fn)) : "") == "builtins") {

@@ -183,7 +183,7 @@ absl::Status Tracer::DoStoreAttr(TFrame& f, const Instr& in) {
 
 // `obj.name = value` (STORE_ATTR, setattr()) on a plain object the trace follows: recorded on its
 // Sym and replayed after the graph. Changes nothing when it stops the trace.
-absl::Status Tracer::StoreAttr(const Sym& target, PyObject* name_obj, const Sym& value) {
+absl::Status Tracer::StoreAttr(const Sym& target, PyObject* name_obj, const Sym& value, bool through_object_setattr) {
   if (target->kind != SymKind::kObject || (target->source == nullptr && !target->made_by_trace)) {
     return Unsupported(absl::StrCat("storing an attribute on a ", Describe(target)));
   }
@@ -200,7 +200,8 @@ absl::Status Tracer::StoreAttr(const Sym& target, PyObject* name_obj, const Sym&
     return Unsupported(absl::StrCat("storing attribute '", name, "' over a class attribute the trace stored"));
   }
   PyObject* cls_attr = cpython::LookupOnType(type, name_obj);
-  if (type->tp_setattro != PyBaseObject_Type.tp_setattro || cpython::InstanceDict(o) == nullptr ||
+  const bool setattr_is_objects = through_object_setattr || type->tp_setattro == PyBaseObject_Type.tp_setattro;
+  if (!setattr_is_objects || cpython::InstanceDict(o) == nullptr ||
       (cls_attr != nullptr && Py_TYPE(cls_attr)->tp_descr_set != nullptr)) {
     return Unsupported(absl::StrCat("storing attribute '", name, "' on a ", type->tp_name,
                                     " (a custom __setattr__, a descriptor or no __dict__)"));

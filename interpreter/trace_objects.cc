@@ -16,17 +16,43 @@
 namespace dt::interpreter::trace {
 namespace {
 
+// Whether `name` (__setattr__ or __delattr__) of `cls` is object's, or the one dataclasses wrote
+// for a frozen dataclass: the class in the MRO that defines it carries __dataclass_params__ with
+// `frozen` set in its own __dict__ (dataclasses refuses a user's own __setattr__ when frozen).
+bool ObjectsOrFrozenDataclasses(PyTypeObject* cls, const char* name) {
+  PyObject* mro = cls->tp_mro;
+  if (mro == nullptr || !PyTuple_Check(mro)) return false;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(mro); ++i) {
+    auto* base = reinterpret_cast<PyTypeObject*>(PyTuple_GET_ITEM(mro, i));
+    if (base == &PyBaseObject_Type) return true;
+    if (base->tp_dict == nullptr || PyDict_GetItemString(base->tp_dict, name) == nullptr) continue;
+    PyObject* params = PyDict_GetItemString(base->tp_dict, "__dataclass_params__");
+    if (params == nullptr) return false;
+    PyRef frozen = PyRef::Steal(PyObject_GetAttrString(params, "frozen"));
+    if (!frozen) PyErr_Clear();
+    return frozen && frozen.get() == Py_True;
+  }
+  return false;
+}
+
+// A frozen dataclass's __init__ stores its fields with object.__setattr__, which the trace
+// follows (ObjectSetattr); any other store on the instance runs the class's own __setattr__,
+// which the trace leaves to CPython (it raises FrozenInstanceError).
+bool FrozenDataclass(PyTypeObject* cls) {
+  return ObjectsOrFrozenDataclasses(cls, "__setattr__") && ObjectsOrFrozenDataclasses(cls, "__delattr__");
+}
+
 // A class whose instances the trace can make: a metaclass whose call is type's (abc.ABCMeta,
 // which contextlib's managers have, adds no code to making an instance), object's __new__ and
-// __setattr__, a __dict__ per instance, no __del__ (a blank instance is made and dropped at
-// trace time), and __init__ a Python function or object's own.
+// __setattr__ (or a frozen dataclass's), a __dict__ per instance, no __del__ (a blank instance
+// is made and dropped at trace time), and __init__ a Python function or object's own.
 absl::Status PlainClass(PyTypeObject* cls) {
   const std::string name = cls->tp_name;
   if (Py_TYPE(cls)->tp_call != PyType_Type.tp_call) {
     return Unsupported(absl::StrCat("making a ", name, " (its metaclass defines __call__)"));
   }
-  if (cls->tp_new != PyBaseObject_Type.tp_new || cls->tp_setattro != PyBaseObject_Type.tp_setattro ||
-      cls->tp_dictoffset == 0) {
+  const bool object_setattr = cls->tp_setattro == PyBaseObject_Type.tp_setattro || FrozenDataclass(cls);
+  if (cls->tp_new != PyBaseObject_Type.tp_new || !object_setattr || cls->tp_dictoffset == 0) {
     return Unsupported(absl::StrCat("making a ", name, " (a custom __new__ or __setattr__, a builtin base, or no __dict__)"));
   }
   PyRef del = PyRef::Steal(PyUnicode_FromString("__del__"));
@@ -126,6 +152,12 @@ absl::StatusOr<Sym> Tracer::ConstructObject(PyTypeObject* cls, const SourceRef& 
   if (object_init) return self;
   Sym fn = MakeSym(SymKind::kFunction);
   fn->obj = PyRef::Borrow(init);
+  if (cls_source != nullptr) {
+    // Read through the class, so its defaults and closure (a dataclass's default factories) are
+    // found from a source, and a replaced __init__ is noticed.
+    fn->source = guards::AttrSource(cls_source, "__init__");
+    guards_.Add(LeafGuard::Identity(fn->source, init, Here()));
+  }
   args.insert(args.begin(), self);
   DT_ASSIGN_OR_RETURN(Sym result, Inline(fn, std::move(args), std::move(kwargs)));
   if (result->kind != SymKind::kConst || result->obj.get() != Py_None) {
@@ -219,6 +251,23 @@ absl::StatusOr<Sym> Tracer::BuildClass(const std::vector<Sym>& args, const Kwarg
   }
   trace_classes_.push_back(cls);
   return ConstSym(std::move(cls));
+}
+
+// `object.__setattr__(obj, "name", v)` on an object the trace made: a store on it that skips
+// its class's __setattr__ (how a frozen dataclass's __init__ sets its fields).
+absl::StatusOr<Sym> Tracer::ObjectSetattr(const std::vector<Sym>& args, const Kwargs& kwargs) {
+  if (args.size() != 3 || !kwargs.empty() || args[0]->kind != SymKind::kObject || !args[0]->made_by_trace ||
+      args[1]->kind != SymKind::kConst || !PyUnicode_CheckExact(args[1]->obj.get())) {
+    return Unsupported("object.__setattr__ other than on an object the traced code made, with a str name");
+  }
+  DT_RETURN_IF_ERROR(StoreAttr(args[0], args[1]->obj.get(), args[2], /*through_object_setattr=*/true));
+  return ConstSym(PyRef::Borrow(Py_None));
+}
+
+bool IsObjectSetattr(PyObject* fn) {
+  static PyObject* const object_setattr =
+      PyObject_GetAttrString(reinterpret_cast<PyObject*>(&PyBaseObject_Type), "__setattr__");
+  return fn != nullptr && fn == object_setattr;
 }
 
 }  // namespace dt::interpreter::trace

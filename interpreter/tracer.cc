@@ -13,6 +13,7 @@
 #include "interpreter/cpython_frame.h"
 #include "interpreter/number_program.h"
 #include "interpreter/py_str.h"
+#include "interpreter/stack_names.h"
 #include "interpreter/tracer_internal.h"
 #include "runtime/errors.h"
 
@@ -195,13 +196,17 @@ TraceFailure Tracer::Fail(const absl::Status& s) const {
 }
 
 absl::Status Tracer::WrapStartStack(TFrame& root) {
+  const std::vector<std::string> names =
+      frame_.inputs.stack_size > 0 ? interpreter::StackNamesAt(*root.decoded, frame_.start_offset,
+                                                               frame_.inputs.stack_size)
+                                   : std::vector<std::string>();
   for (int i = 0; i < frame_.inputs.stack_size; ++i) {
     PyObject* v = frame_.inputs.stack[i];
     if (v == nullptr) {
       root.stack.push_back(MakeSym(SymKind::kNull));
       continue;
     }
-    DT_ASSIGN_OR_RETURN(Sym wrapped, Wrap(v, guards::StackSource(i)));
+    DT_ASSIGN_OR_RETURN(Sym wrapped, Wrap(v, guards::StackSource(i, names.empty() ? "" : names[i])));
     root.stack.push_back(wrapped);
   }
   return absl::OkStatus();

@@ -72,6 +72,7 @@ using Kwargs = std::vector<std::pair<std::string, Sym>>;
 // `module.name` of an imported module (borrowed: the module keeps it); null when there is none.
 PyObject* ModuleAttr(const char* module, const char* name);
 PyObject* PartialType();  // functools.partial
+bool IsObjectSetattr(PyObject* fn);  // object.__setattr__ (the wrapper descriptor)
 // contextlib.contextmanager's wrapper (`helper`, defined in contextlib), whose one closure cell
 // holds the generator function.
 bool IsContextManagerHelper(PyObject* fn);
@@ -377,7 +378,10 @@ class Tracer {
   absl::Status DoStoreDeref(TFrame& f, const Instr& in);
   absl::Status DoLoadAttr(TFrame& f, const Instr& in);
   absl::Status DoStoreAttr(TFrame& f, const Instr& in);
-  absl::Status StoreAttr(const Sym& target, PyObject* name_obj, const Sym& value);
+  // `through_object_setattr`: object.__setattr__(target, name, value), which skips the class's
+  // own __setattr__ (a frozen dataclass's __init__).
+  absl::Status StoreAttr(const Sym& target, PyObject* name_obj, const Sym& value, bool through_object_setattr = false);
+  absl::StatusOr<Sym> ObjectSetattr(const std::vector<Sym>& args, const Kwargs& kwargs);
   // Class attribute stores (`Counter.count = 0`, trace_attributes.cc): one Sym per class object
   // (obj the class, source where it was first stored through, keys/items the names and values
   // stored), replayed after the graph like an object's.

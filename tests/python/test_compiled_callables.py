@@ -445,7 +445,27 @@ def builds_objects(a, b):
 
 
 def builds_unusual_objects(a):
-    return FrozenOutput(a * 2).value, WithSlots(a + 1).v
+    return WithSlots(a + 1).v
+
+
+@dataclasses.dataclass
+class WithFactory:
+    width: int
+    tags: list = dataclasses.field(default_factory=list)
+    scale: float = 0.5
+
+
+def builds_frozen_and_factory_dataclasses(a):
+    out = FrozenOutput(a * 2)
+    cfg = WithFactory(3)
+    cfg.tags.append("seen")
+    return out, out.value * cfg.scale, cfg, cfg.tags
+
+
+def assigns_to_a_frozen_dataclass(a):
+    out = FrozenOutput(a * 2)
+    out.value = a
+    return out
 
 
 def init_returns_a_value(a):
@@ -464,12 +484,52 @@ def test_objects_made_in_the_trace_compile_whole():
         assert out[2].point is out[1] and out[0] is not jfn(dt.ones(2), dt.ones(2))[0]
 
 
+def test_frozen_dataclasses_and_default_factories_compile_whole():
+    # A frozen dataclass's __init__ sets its fields through object.__setattr__; a
+    # default_factory's sentinel default and factory are read through the class's __init__.
+    for backend in ("eager", "cpu"):
+        dt.reset()
+        jfn = jitted_copy(builds_frozen_and_factory_dataclasses, backend=backend, fullgraph=True)
+        run_differential(builds_frozen_and_factory_dataclasses, jfn, lambda i: Call(rand_tensor((3,))), 3,
+                         seed_base=44, exact=True)
+        assert stats()["graph_breaks"] == 0 and stats()["graphs"] == 1, stats()
+        out, _, cfg, tags = jfn(rand_tensor((3,)))
+        assert cfg.tags is tags and tags == ["seen"]
+        # What left the trace is a frozen instance like CPython's.
+        assert_raises(dataclasses.FrozenInstanceError, setattr, out, "value", 1, match="cannot assign to field 'value'")
+        # Assigning to a field inside the function raises as in CPython (CPython runs that part).
+        run_differential(assigns_to_a_frozen_dataclass, jitted_copy(assigns_to_a_frozen_dataclass, backend=backend),
+                         lambda i: Call(rand_tensor((3,))), 2, seed_base=45)
+
+
 def test_objects_the_trace_cannot_make_run_in_cpython_with_its_results():
-    # A frozen dataclass sets fields through object.__setattr__, a slotted class has no
-    # __dict__, an __init__ that returns a value raises TypeError: CPython runs those.
+    # A slotted class has no __dict__, an __init__ that returns a value raises TypeError:
+    # CPython runs those.
     for backend in ("eager", "cpu"):
         dt.reset()
         run_differential(builds_unusual_objects, jitted_copy(builds_unusual_objects, backend=backend),
                          lambda i: Call(rand_tensor((3,))), 2, seed_base=42)
         run_differential(init_returns_a_value, jitted_copy(init_returns_a_value, backend=backend),
                          lambda i: Call(rand_tensor((3,))), 2, seed_base=43)
+
+
+def _scaled_until_large(x, xs):
+    for a in xs:
+        x = x * a
+        if x.sum().item() > 100:
+            x = x / 2
+    return x
+
+
+def test_guards_of_resumed_segments_name_values_as_the_code_does():
+    # A segment that starts inside a loop finds the loop's iterator and the item it just made on
+    # the value stack; its guards say `iter(xs)` and `x.sum().item()`, not stack slots or
+    # dyntrace's class names.
+    f = dt.jit(_scaled_until_large)
+    x, xs = rand_tensor((3,)), [1.0, 2.0, 3.0]
+    assert_close(f(x, xs), fresh_copy(_scaled_until_large)(x, xs))
+    text = "\n".join(dt.guards(f))
+    assert "type(iter(xs)) is dyntrace.loop_iterator" in text, text
+    assert "type(next(iter(xs))) is float" in text, text
+    assert "type(x.sum().item()) is float" in text, text
+    assert "S[" not in text and "_Resume" not in text, text
