@@ -152,6 +152,17 @@ std::vector<InstructionRow>* BuildTable() {
       {Op::kMatchKeys, {"MATCH_KEYS"}, {"MATCH_KEYS"}, F::kNext, X::kHandBack, [](int, bool) { return Fixed(0, 1); }},
       // [subject, class, keyword names] -> attributes or None
       {Op::kMatchClass, {"MATCH_CLASS"}, {"MATCH_CLASS"}, F::kNext, X::kHandBack, [](int, bool) { return Fixed(3, 1); }},
+      // Exceptions the traced code raises and catches itself (trace_exceptions.cc).
+      {Op::kRaiseVarargs, {"RAISE_VARARGS"}, {"RAISE_VARARGS"}, F::kRaise, X::kHandBack,
+       [](int argc, bool) { return Fixed(argc, 0); }},
+      // With an argument, the offset below the exception sets the frame's f_lasti (not popped).
+      {Op::kReraise, {"RERAISE"}, {"RERAISE"}, F::kRaise, X::kHandBack, [](int, bool) { return Fixed(1, 0); }},
+      // The exception becomes the one being handled; below it, the one handled before.
+      {Op::kPushExcInfo, {"PUSH_EXC_INFO"}, {"PUSH_EXC_INFO"}, F::kNext, X::kHandBack,
+       [](int, bool) { return Fixed(1, 2); }},
+      {Op::kCheckExcMatch, {"CHECK_EXC_MATCH"}, {"CHECK_EXC_MATCH"}, F::kNext, X::kHandBack,
+       [](int, bool) { return Fixed(2, 2); }},
+      {Op::kPopExcept, {"POP_EXCEPT"}, {"POP_EXCEPT"}, F::kNext, X::kHandBack, [](int, bool) { return Fixed(1, 0); }},
       {Op::kBuildSet, {"BUILD_SET"}, {"BUILD_SET"}, F::kNext, X::kHandBack, [](int n, bool) { return Fixed(n, 1); }},
       // The set stays in place, `arg` slots down (trace_sets.cc).
       {Op::kSetAdd, {"SET_ADD"}, {"SET_ADD"}, F::kNext, X::kHandBack, [](int, bool) { return Fixed(1, 0); }},
@@ -288,10 +299,16 @@ absl::StatusOr<std::shared_ptr<const DecodedCode>> Decode(PyCodeObject* code) {
     PyRef start = PyRef::Steal(PyObject_GetAttrString(entry, "start"));
     PyRef end = PyRef::Steal(PyObject_GetAttrString(entry, "end"));
     PyRef target = PyRef::Steal(PyObject_GetAttrString(entry, "target"));
-    if (!start || !end || !target) {
+    PyRef depth = PyRef::Steal(PyObject_GetAttrString(entry, "depth"));
+    PyRef lasti = PyRef::Steal(PyObject_GetAttrString(entry, "lasti"));
+    if (!start || !end || !target || !depth || !lasti) {
       PyErr_Clear();
       return Error(ErrorKind::kRuntime, "unexpected exception-table entry layout");
     }
+    decoded->exception_table.push_back(ExceptionHandler{
+        static_cast<int>(PyLong_AsLong(start.get())), static_cast<int>(PyLong_AsLong(end.get())),
+        static_cast<int>(PyLong_AsLong(target.get())), static_cast<int>(PyLong_AsLong(depth.get())),
+        PyObject_IsTrue(lasti.get()) == 1});
     auto handler = decoded->index_of_offset.find(static_cast<int>(PyLong_AsLong(target.get())));
     if (handler == decoded->index_of_offset.end() ||
         decoded->instrs[handler->second].opname != "PUSH_EXC_INFO") {
@@ -303,6 +320,14 @@ absl::StatusOr<std::shared_ptr<const DecodedCode>> Decode(PyCodeObject* code) {
   }
   cache->Put(code, decoded);
   return std::shared_ptr<const DecodedCode>(decoded);
+}
+
+const ExceptionHandler* HandlerAt(const DecodedCode& code, int offset) {
+  // Entries do not overlap (CPython's compiler emits the innermost range only).
+  for (const ExceptionHandler& h : code.exception_table) {
+    if (offset >= h.start && offset < h.end) return &h;
+  }
+  return nullptr;
 }
 
 }  // namespace dt::interpreter

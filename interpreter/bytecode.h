@@ -37,6 +37,7 @@ enum class Op : uint8_t {
   kForIter, kEndFor, kFormatValue, kBuildString, kMakeFunction, kReturnValue, kReturnConst,
   kReturnGenerator, kYieldValue, kGetYieldFromIter, kSend, kEndSend, kLoadBuildClass, kBeforeWith, kLoadSuperAttr, kBuildSet, kSetAdd, kSetUpdate, kImportName, kImportFrom, kStoreGlobal,
   kMatchSequence, kMatchMapping, kGetLen, kMatchKeys, kMatchClass,
+  kRaiseVarargs, kReraise, kPushExcInfo, kCheckExcMatch, kPopExcept,
   kUnsupported,  // every instruction without a row: the trace stops there
 };
 
@@ -46,6 +47,7 @@ enum class Flow : uint8_t {
   kJump,    // always jumps
   kBranch,  // jumps or falls through
   kReturn,  // returns from the frame
+  kRaise,   // raises: control goes to the frame's exception table (or out of the frame)
 };
 
 // What a graph break at the instruction does. Every break can hand the rest of the frame back
@@ -89,6 +91,17 @@ struct Instr {
   int line = -1;
 };
 
+// One row of a code object's exception table: an exception raised at an offset in [start, end)
+// goes to `target` with the value stack cut to `depth` values (plus the raising instruction's
+// offset when `lasti`), then the exception.
+struct ExceptionHandler {
+  int start = 0;
+  int end = 0;
+  int target = 0;
+  int depth = 0;
+  bool lasti = false;
+};
+
 struct DecodedCode {
   std::vector<Instr> instrs;
   absl::flat_hash_map<int, int> index_of_offset;
@@ -100,7 +113,11 @@ struct DecodedCode {
   // trace, so CPython runs that instruction and its own exception table finds the handler. A
   // generator run straight through does not (its `finally` would also run when it is closed).
   absl::flat_hash_set<int> protected_offsets;
+  std::vector<ExceptionHandler> exception_table;  // every entry, in the table's order
 };
+
+// The handler of an exception raised at `offset`; null when it leaves the frame.
+const ExceptionHandler* HandlerAt(const DecodedCode& code, int offset);
 
 // Decoded once per live code object (held in a co_extra slot of its own, freed with the code).
 absl::StatusOr<std::shared_ptr<const DecodedCode>> Decode(PyCodeObject* code);

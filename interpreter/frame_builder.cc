@@ -124,7 +124,7 @@ PyObject* Builder::BuildCell(const trace::OutputSpec& spec) {
 }
 
 // functools.partial(func, *args, **keywords): the keywords are the last children.
-PyObject* Builder::BuildPartial(const trace::OutputSpec& spec) {
+PyObject* Builder::BuildCall(const trace::OutputSpec& spec) {
   const size_t nkw = spec.keys.size();
   const size_t npos = spec.children.size() - nkw;
   py::PyRef args = py::PyRef::Steal(PyTuple_New(static_cast<Py_ssize_t>(npos)));
@@ -141,8 +141,8 @@ PyObject* Builder::BuildPartial(const trace::OutputSpec& spec) {
     Py_DECREF(value);
     if (r < 0) return Fail();
   }
-  PyObject* partial = PyObject_Call(spec.obj.get(), args.get(), kwargs.get());
-  return partial != nullptr ? partial : Fail();
+  PyObject* made = PyObject_Call(spec.obj.get(), args.get(), kwargs.get());
+  return made != nullptr ? made : Fail();
 }
 
 PyObject* Builder::BuildBoundMethod(const trace::OutputSpec& spec) {
@@ -228,7 +228,7 @@ PyObject* Builder::BuildUnmemoised(const trace::OutputSpec& spec) {
       PyObject* set = py::ReplaySet(spec.obj.get());
       return set != nullptr ? set : Fail();
     }
-    case Kind::kPartial: return BuildPartial(spec);
+    case Kind::kCall: return BuildCall(spec);
   }
   __builtin_unreachable();
 }

@@ -39,7 +39,7 @@ class Builder {
   PyObject* BuildNewObject(const trace::OutputSpec& spec);
   PyObject* BuildCell(const trace::OutputSpec& spec);
   PyObject* BuildBoundMethod(const trace::OutputSpec& spec);
-  PyObject* BuildPartial(const trace::OutputSpec& spec);
+  PyObject* BuildCall(const trace::OutputSpec& spec);
   PyObject* BuildFunction(const trace::OutputSpec& spec);
 
   const std::vector<Tensor>& outputs_;

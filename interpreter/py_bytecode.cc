@@ -23,6 +23,7 @@ const char* FlowName(Flow flow) {
     case Flow::kJump: return "jump";
     case Flow::kBranch: return "branch";
     case Flow::kReturn: return "return";
+    case Flow::kRaise: return "raise";
   }
   return "?";
 }

@@ -105,7 +105,7 @@ std::vector<std::string> StackNamesAt(const DecodedCode& code, int offset, int d
     const Instr& in = code.instrs[i];
     if (in.op == Op::kUnsupported) continue;  // no stack effect known: this path ends here
     const Flow flow = RowOf(in.op).flow;
-    if (flow == Flow::kReturn) continue;
+    if (flow == Flow::kReturn || flow == Flow::kRaise) continue;
     if (flow == Flow::kNext || flow == Flow::kBranch) {
       if (auto after = Apply(in, *at[i], /*jumped=*/false)) reach(i + 1, std::move(*after));
     }

@@ -89,6 +89,9 @@ struct SymValue {
   // A kObject the traced code made by calling its class (trace_objects.cc): `obj` is a blank
   // instance standing for it, `keys`/`items` its attributes; built for real when it leaves.
   bool made_by_trace = false;
+  // A kConst exception the traced code made (made_by_trace) that a traced handler caught: in
+  // CPython it now has a traceback and context, so it never leaves the trace.
+  bool caught = false;
   guards::SourceRef class_source;  // made_by_trace: where its class was read (null: unknown)
   // A loop's iterator over a set the trace made: the set, whose history at GET_ITER is
   // keys_at_start. CPython's set iterator raises once the size changes, and follows the table

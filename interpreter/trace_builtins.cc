@@ -325,10 +325,11 @@ absl::StatusOr<Sym> Tracer::CallFollowedBuiltin(PyObject* fn, const std::vector<
     DT_ASSIGN_OR_RETURN(Sym text, ObjectText(args[0], is("repr")));
     if (text != nullptr) return text;
   }
-  // iter() of an iterator is itself; of a tuple or str, an iterator over its items. (A list's or dict's
-  // iterator reads the container live, which only loop iterators do in the trace.)
+  // iter() of an iterator is itself; of a tuple or str, an iterator over its items; of a list or
+  // dict, one that reads the container live, as a loop's does (it cannot cross a graph break).
   if (is("iter") && args.size() == 1 && kwargs.empty() &&
-      (args[0]->kind == SymKind::kIter || args[0]->kind == SymKind::kTuple ||
+      (args[0]->kind == SymKind::kIter || args[0]->kind == SymKind::kTuple || args[0]->kind == SymKind::kList ||
+       args[0]->kind == SymKind::kDict ||
        (args[0]->kind == SymKind::kConst && (PyTuple_CheckExact(args[0]->obj.get()) ||
                                              PyUnicode_CheckExact(args[0]->obj.get()))))) {
     if (args[0]->kind == SymKind::kIter && !args[0]->dict_view) return args[0];
@@ -339,7 +340,8 @@ absl::StatusOr<Sym> Tracer::CallFollowedBuiltin(PyObject* fn, const std::vector<
     DT_ASSIGN_OR_RETURN(Sym item, NextItem(args[0]));
     if (item != nullptr) return item;
     if (args.size() == 2) return args[1];
-    return Raises("the traced code raises StopIteration: next() of an exhausted iterator");
+    DT_ASSIGN_OR_RETURN(Sym stop, MakeException(PyExc_StopIteration, {}, {}));
+    return Throw(stop);  // a `try: next(it) except StopIteration:` in the trace catches it
   }
   if (is("setattr") && args.size() == 3 && kwargs.empty() && args[1]->kind == SymKind::kConst &&
       PyUnicode_CheckExact(args[1]->obj.get()) && args[0]->kind == SymKind::kObject) {
@@ -581,7 +583,8 @@ absl::StatusOr<Sym> Tracer::FoldPureCall(PyObject* fn, const std::vector<Sym>& a
                                       c_or.status().message(), ")"));
     }
     PyRef c = *c_or;
-    if (!IsPureConstType(c.get()) && !type_of_one) {
+    if (!IsPureConstType(c.get()) && !type_of_one &&
+        !(IsTraceException(args[i]) && ReadsExceptionOnly(fn, frame_.inputs.builtins))) {
       return Unsupported(absl::StrCat("call to ", ShortRepr(fn), " with a ", Py_TYPE(c.get())->tp_name));
     }
     NoteOrigins(args[i], c.get(), origin);
@@ -660,6 +663,11 @@ absl::StatusOr<Sym> Tracer::CallBuiltin(PyObject* fn, const std::vector<Sym>& ar
   if (IsDyntraceFunction(fn, "finfo") || IsDyntraceFunction(fn, "iinfo")) return FoldPureCall(fn, args, kwargs);
   DT_ASSIGN_OR_RETURN(Sym followed, CallFollowedBuiltin(fn, args, kwargs));
   if (followed != nullptr) return followed;
+  PyObject* self = PyCFunction_Check(fn) ? PyCFunction_GET_SELF(fn) : nullptr;
+  if (self != nullptr && PyUnicode_CheckExact(self) &&
+      std::string_view(reinterpret_cast<PyCFunctionObject*>(fn)->m_ml->ml_name) == "format") {
+    return StrFormat(self, args, kwargs);
+  }
   if (!IsPureBuiltin(fn, frame_.inputs.builtins)) {
     return Unsupported(absl::StrCat("call to ", ShortRepr(fn), " is not supported by the tracer"));
   }

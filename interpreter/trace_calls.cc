@@ -498,6 +498,7 @@ absl::StatusOr<Sym> Tracer::CallSym(const Sym& callable, std::vector<Sym> args,
       if (fn == reinterpret_cast<PyObject*>(&PySuper_Type)) return MakeSuper(args, kwargs);
       if (fn == reinterpret_cast<PyObject*>(&PySet_Type)) return BuiltinSet(args, kwargs);
       if (fn == reinterpret_cast<PyObject*>(&PyFrozenSet_Type)) return BuiltinFrozenset(args, kwargs);
+      if (PyExceptionClass_Check(fn) && PlainExceptionClass(fn)) return MakeException(fn, args, kwargs);
       if (PyType_Check(fn) && !PyType_HasFeature(reinterpret_cast<PyTypeObject*>(fn), Py_TPFLAGS_HEAPTYPE)) {
         return CallBuiltin(fn, args, kwargs);
       }

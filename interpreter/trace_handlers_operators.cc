@@ -287,7 +287,14 @@ absl::Status Tracer::DoFormatValue(TFrame& f, const Instr& in) {
   DT_RETURN_IF_ERROR(f.Need((in.arg & 0x04) ? 2 : 1, in));
   Sym spec = (in.arg & 0x04) ? f.Pop() : nullptr;
   Sym value = f.Pop();
-  int conversion = in.arg & 0x03;
+  DT_ASSIGN_OR_RETURN(Sym text, Format(value, in.arg & 0x03, spec));
+  f.stack.push_back(std::move(text));
+  return absl::OkStatus();
+}
+
+// `format(value, spec)` after a conversion (0 none, 1 str, 2 repr, 3 ascii), as an f-string's
+// FORMAT_VALUE and str.format's fields do it.
+absl::StatusOr<Sym> Tracer::Format(Sym value, int conversion, const Sym& spec) {
   if (value->kind == SymKind::kObject) {
     // `{obj!r}`, `{obj!s}`, and `{obj}` where the class leaves __format__ to object (which is
     // str() for an empty spec): the object's Python __repr__/__str__ is inlined.
@@ -306,7 +313,7 @@ absl::Status Tracer::DoFormatValue(TFrame& f, const Instr& in) {
     }
   }
   DT_ASSIGN_OR_RETURN(PyRef c, ConstValue(value));
-  if (!IsPureConstType(c.get())) return Unsupported("formatting a non-constant value");
+  if (!IsPureConstType(c.get()) && !IsTraceException(value)) return Unsupported("formatting a non-constant value");
   PyRef converted = c;
   switch (conversion) {
     case 1: converted = PyRef::Steal(PyObject_Str(c.get())); break;
@@ -320,8 +327,7 @@ absl::Status Tracer::DoFormatValue(TFrame& f, const Instr& in) {
     PyErr_Clear();
     return Raises("the traced code raises in an f-string");
   }
-  f.stack.push_back(ConstSym(r));
-  return absl::OkStatus();
+  return ConstSym(r);
 }
 
 absl::Status Tracer::DoBuildString(TFrame& f, const Instr& in) {

@@ -67,12 +67,14 @@ absl::StatusOr<Sym> Tracer::RunFrame(TFrame& f) {
     if (f.is_root) {
       snapshot_ = RootSnapshot{true, f.pc, f.stack, f.locals, f.argument_live, f.kw_names,
                                f.kw_names_offset, graph_->nodes().size(), journal_.size(),
-                               guards_.size(), grad_mode_, grad_mode_changed_};
+                               guards_.size(), grad_mode_, grad_mode_changed_, handled_exceptions_.size()};
     }
     absl::Status s = f.generator && !f.suspend_at_yield && f.decoded->protected_offsets.contains(in.offset)
                          ? Unsupported("a try/except/finally or with block in a generator the trace runs: CPython runs it")
                          : Step(f, in);
     if (!s.ok()) {
+      DT_ASSIGN_OR_RETURN(const bool caught, CatchInFrame(f, in, s));
+      if (caught) continue;
       if (fail_line_ < 0) {
         fail_file_ = f.decoded->filename;
         fail_line_ = in.line;
@@ -216,6 +218,11 @@ absl::Status Tracer::Step(TFrame& f, const Instr& in) {
     case Op::kMatchClass: return DoMatchClass(f, in);
     case Op::kSetAdd:
     case Op::kSetUpdate: return DoSetAddOrUpdate(f, in);
+    case Op::kRaiseVarargs: return DoRaiseVarargs(f, in);
+    case Op::kReraise: return DoReraise(f, in);
+    case Op::kPushExcInfo: return DoPushExcInfo(f, in);
+    case Op::kCheckExcMatch: return DoCheckExcMatch(f, in);
+    case Op::kPopExcept: return DoPopExcept(f, in);
     case Op::kUnsupported:
       return Unsupported(absl::StrCat("instruction ", in.opname, " is not supported by the tracer"));
   }

@@ -618,8 +618,17 @@ absl::StatusOr<std::vector<Sym>> Tracer::Iterate(const Sym& s) {
   DT_RETURN_IF_ERROR(Materialise(s));
   switch (s->kind) {
     case SymKind::kTuple:
-    case SymKind::kList:
-    case SymKind::kIter: return s->items;
+    case SymKind::kList: return s->items;
+    case SymKind::kIter: {
+      if (s->over == nullptr) return s->items;
+      // iter(list) or iter(dict) reads its container live: what is left of it, used up.
+      std::vector<Sym> rest;
+      while (true) {
+        DT_ASSIGN_OR_RETURN(Sym item, NextItem(s));
+        if (item == nullptr) return rest;
+        rest.push_back(std::move(item));
+      }
+    }
     case SymKind::kDict: {
       std::vector<Sym> keys;
       DT_RETURN_IF_ERROR(GuardKeyOrder(s));

@@ -84,7 +84,7 @@ absl::StatusOr<Sym> Tracer::CallPartial(const Sym& p, std::vector<Sym> args, Kwa
 // One the trace made is made again by functools.partial where it leaves (one of the caller's
 // leaves as itself, through its source).
 absl::StatusOr<OutputSpec> Tracer::PartialOutput(const Sym& p, OutputSpec out, std::vector<ValueId>& outputs) {
-  out.kind = OutputSpec::Kind::kPartial;
+  out.kind = OutputSpec::Kind::kCall;
   out.obj = p->obj;
   out.keys = p->keys;
   for (const Sym& item : p->items) {

@@ -195,6 +195,8 @@ absl::StatusOr<OutputSpec> Tracer::ToOutput(const Sym& s, std::vector<ValueId>& 
       if (!s->made_by_trace) return FromSource(s->source);
       return ContainerOutput(s, std::move(out), outputs);
     case SymKind::kConst:
+      if (IsTraceException(s)) return ExceptionOutput(s, std::move(out));
+      return CallableOutput(s, std::move(out), outputs);
     case SymKind::kOpMethod:
     case SymKind::kFunction: return CallableOutput(s, std::move(out), outputs);
     case SymKind::kShape: {

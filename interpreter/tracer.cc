@@ -25,6 +25,8 @@ void Tracer::RollBackToSnapshot() {
   guards_.RollBack(snapshot_.num_guards);
   grad_mode_ = snapshot_.grad_mode;
   grad_mode_changed_ = snapshot_.grad_mode_changed;
+  raising_ = nullptr;
+  handled_exceptions_.resize(snapshot_.handled_exceptions);
   while (journal_.size() > snapshot_.journal_size) {
     Undo& undo = journal_.back();
     undo.sym->items = std::move(undo.items);
@@ -85,6 +87,11 @@ SegmentExit Tracer::ExitAt(const TFrame& root, const Instr& in) const {
 }
 
 std::variant<TraceResult, TraceFailure> Tracer::Break(TFrame& root, const interpreter::BreakReason& reason) {
+  if (snapshot_.handled_exceptions > 0) {
+    // CPython would resume with no exception being handled (its thread state is not the trace's).
+    return Fail(interpreter::MakeBreak(
+        reason.kind, absl::StrCat("a graph break inside an except or finally block (", reason.message, ")")));
+  }
   const auto& instrs = root.decoded->instrs;
   const Instr& in = instrs[snapshot_.pc];
   RollBackToSnapshot();

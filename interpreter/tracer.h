@@ -51,7 +51,8 @@ struct OutputSpec {
     kMemo,         // the object built for memo slot `index`
     kScalarSlot,   // the runtime Python number in scalar slot `index`
     kSet,          // a new set: py::ReplaySet of the history tuple `obj`
-    kPartial,      // obj(children[0], other children...) with the last len(keys) as keywords
+    kCall,         // obj(children...), the last len(keys) as keywords: a functools.partial, an
+                   // exception the trace made and did not raise (a new object each run)
   };
   Kind kind = Kind::kConst;
   int index = -1;  // kGraphOutput: position in graph outputs; kMemo: memo slot

@@ -73,6 +73,15 @@ using Kwargs = std::vector<std::pair<std::string, Sym>>;
 PyObject* ModuleAttr(const char* module, const char* name);
 PyObject* PartialType();  // functools.partial
 bool IsObjectSetattr(PyObject* fn);  // object.__setattr__ (the wrapper descriptor)
+// An exception class whose instances the trace can make and read: its metaclass is type and no
+// Python class on its MRO defines how instances are made, printed, compared or read.
+bool PlainExceptionClass(PyObject* cls);
+// An exception object the traced code made (`ValueError(k)`): a constant that never leaves the
+// trace, read only through str/repr/format/type/isinstance and `.args`.
+bool IsTraceException(const Sym& s);
+// The builtins that only read an exception the trace made (str, repr, ascii, format, type,
+// isinstance, bool): called on it at trace time like on any constant.
+bool ReadsExceptionOnly(PyObject* fn, PyObject* builtins);
 // contextlib.contextmanager's wrapper (`helper`, defined in contextlib), whose one closure cell
 // holds the generator function.
 bool IsContextManagerHelper(PyObject* fn);
@@ -192,12 +201,19 @@ class Tracer {
     size_t num_guards = 0;
     std::optional<bool> grad_mode;
     bool grad_mode_changed = false;
+    size_t handled_exceptions = 0;  // inside an except or finally block: a break cannot resume there
   };
   // The grad mode as the traced code has left it: unset until the trace reads or sets it (then
   // the mode at entry is guarded); `changed` when the segment must set it on the way out.
   std::optional<bool> grad_mode_;
   bool grad_mode_changed_ = false;
   RootSnapshot snapshot_;
+  // Exceptions the traced code raises and may catch itself (trace_exceptions.cc): the one on its
+  // way up the traced frames (`raising_`, with the serial its Raises status carries), and the
+  // ones being handled (PUSH_EXC_INFO .. POP_EXCEPT), innermost last.
+  Sym raising_;
+  uint64_t raising_serial_ = 0;
+  std::vector<Sym> handled_exceptions_;
   // Containers, iterators and cells are mutated in place; a break rolls them back to their state
   // at the start of the breaking instruction (an inlined call may have changed them).
   struct Undo {
@@ -382,6 +398,15 @@ class Tracer {
   // own __setattr__ (a frozen dataclass's __init__).
   absl::Status StoreAttr(const Sym& target, PyObject* name_obj, const Sym& value, bool through_object_setattr = false);
   absl::StatusOr<Sym> ObjectSetattr(const std::vector<Sym>& args, const Kwargs& kwargs);
+  // trace_exceptions.cc
+  absl::StatusOr<Sym> MakeException(PyObject* cls, const std::vector<Sym>& args, const Kwargs& kwargs);
+  absl::Status Throw(const Sym& exception);
+  absl::StatusOr<bool> CatchInFrame(TFrame& f, const Instr& in, const absl::Status& status);
+  absl::Status DoRaiseVarargs(TFrame& f, const Instr& in);
+  absl::Status DoReraise(TFrame& f, const Instr& in);
+  absl::Status DoPushExcInfo(TFrame& f, const Instr& in);
+  absl::Status DoCheckExcMatch(TFrame& f, const Instr& in);
+  absl::Status DoPopExcept(TFrame& f, const Instr& in);
   // Class attribute stores (`Counter.count = 0`, trace_attributes.cc): one Sym per class object
   // (obj the class, source where it was first stored through, keys/items the names and values
   // stored), replayed after the graph like an object's.
@@ -409,6 +434,11 @@ class Tracer {
   bool IsTensorKey(PyObject* key) const;
   absl::StatusOr<bool> Contains(const Sym& container, const Sym& item);
   absl::Status DoFormatValue(TFrame& f, const Instr& in);
+  absl::StatusOr<Sym> Format(Sym value, int conversion, const Sym& spec);
+  // trace_str_format.cc: `"{0.name}:{w:>{n}}".format(...)` field by field.
+  absl::StatusOr<Sym> StrFormat(PyObject* format, const std::vector<Sym>& args, const Kwargs& kwargs, int depth = 0);
+  absl::StatusOr<Sym> FormatField(PyObject* field_name, const std::vector<Sym>& args, const Kwargs& kwargs,
+                                  size_t& next_auto);
   absl::Status DoBuildString(TFrame& f, const Instr& in);
   // containers
   absl::Status DoBuildSequence(TFrame& f, const Instr& in);
@@ -590,6 +620,7 @@ class Tracer {
   absl::StatusOr<OutputSpec> ChildOutput(const Sym& parent, const Sym& c, std::vector<ValueId>& outputs);
   OutputSpec TensorOutput(const Sym& s, std::vector<ValueId>& outputs);
   absl::StatusOr<OutputSpec> CallableOutput(const Sym& s, OutputSpec out, std::vector<ValueId>& outputs);
+  absl::StatusOr<OutputSpec> ExceptionOutput(const Sym& s, OutputSpec out);
   absl::StatusOr<OutputSpec> IteratorOutput(const Sym& s, OutputSpec out, std::vector<ValueId>& outputs);
   absl::StatusOr<OutputSpec> ContainerOutput(const Sym& s, OutputSpec out, std::vector<ValueId>& outputs);
   // The trace as a failure: what was traced up to `status` is discarded.

@@ -1532,7 +1532,7 @@ def raise_after_data_branch(x, n):
 
 # -- Hand-backs: try / with / finally regions and generators.
 
-@case(sgn1, kind="handback")
+@case(sgn1)  # the branch escapes; the segment after it raises and catches ValueError in the trace
 def break_inside_try(x):
     y = x * 2
     try:

@@ -203,3 +203,38 @@ def test_caller_dict_iteration_guards_key_order():
     for d in ({"w": x, "b": x}, {"b": x, "w": x}):
         assert jfn(d, x)[1] == list(d)
     assert any("tuple(L['d']) ==" in r for r in stats()["recompile_reasons"]), stats()["recompile_reasons"]
+
+
+# ---------------------------------------------------------------------------------------------
+# 5. str.format with fields the trace resolves: attributes, items, nested specs, numbering.
+
+class _Encoder:
+    name = "enc"
+    dims = (2, 3)
+
+
+def format_fields(x, n):
+    e = _Encoder()
+    return ("{0.name}:{0.dims[1]}".format(e), "{n:>{w}}".format(n="ab", w=5), "{}-{}".format(n, n + 1),
+            "{:.2f}|{!r}|{k[a]}|{!a}".format(1.5, "s", "é", k={"a": 7}), x * n)
+
+
+def format_mixed_numbering(x):
+    return "{0}{}".format(1, 2), x
+
+
+def format_index_out_of_range(x):
+    return "{2}".format(1), x
+
+
+def format_missing_name(x):
+    return "{a}".format(b=1), x
+
+
+def test_str_format_fields_compile_whole_and_raise_as_cpython():
+    check_whole(format_fields, lambda i: Call(T(), i + 2))
+    for fn in (format_mixed_numbering, format_index_out_of_range, format_missing_name):
+        _, expected, _ = capture(fresh_copy(fn), Call(T()))
+        dt.reset()
+        _, actual, _ = capture(jitted_copy(fn, fullgraph=True), Call(T()))
+        assert type(actual) is type(expected) and str(actual) == str(expected), (fn.__name__, actual, expected)

@@ -90,6 +90,7 @@ def test_flow_matches_dis_jump_tables():
             assert jumping == (row["flow"] in ("jump", "branch")), (name, row["flow"])
             if row["flow"] == "return":
                 assert name.startswith("RETURN_"), name
+            assert (row["flow"] == "raise") == (name in ("RAISE_VARARGS", "RERAISE")), (name, row["flow"])
 
 
 def test_escapes_are_where_the_hook_can_resume():

@@ -1,0 +1,173 @@
+"""Exceptions the traced code raises and catches itself compile (issue 23): `raise` inside a
+`try` of the same frame or of a traced caller goes to the handler CPython's exception table names.
+Each function is compared with plain CPython on an unmarked copy, on the eager and cpu backends,
+and must compile whole with fullgraph=True where CPython's result does not expose the caught
+exception object itself."""
+import dyntrace as dt
+from jitlib import Call, jitted_copy, run_differential, stats
+from testlib import assert_raises, rand_tensor
+
+
+def raise_in_loop_with_else_and_finally(x):
+    log = []
+    for k in range(3):
+        try:
+            y = x * k
+            if k == 1:
+                raise ValueError(k)
+        except ValueError as e:
+            log.append(f"except {e}")
+        else:
+            log.append("else")
+        finally:
+            log.append("finally")
+    return y, log
+
+
+def retry_a_helper_that_raises(x):
+    def flaky(t, attempt):
+        if attempt < 2:
+            raise RuntimeError(f"attempt {attempt} failed")
+        return t * 2
+    errors = []
+    for attempt in range(5):
+        try:
+            out = flaky(x, attempt)
+            break
+        except RuntimeError as e:
+            errors.append(str(e))
+    return out, errors
+
+
+def nested_handlers_and_tuples(x):
+    try:
+        try:
+            raise KeyError("k")
+        except ValueError:
+            return x, "wrong"
+        finally:
+            x = x + 1
+    except (KeyError, IndexError) as e:
+        return x * 2, repr(e), e.args, type(e).__name__, isinstance(e, LookupError)
+
+
+def bare_raise_reraises(x):
+    try:
+        try:
+            raise ValueError("a")
+        except ValueError:
+            x = x + 1
+            raise
+    except ValueError as e:
+        return x, str(e)
+
+
+class ShapeProblem(ValueError):
+    pass
+
+
+def user_exception_class_and_class_raise(x):
+    caught = []
+    for cls in (ShapeProblem, ValueError):
+        try:
+            if cls is ShapeProblem:
+                raise ShapeProblem("rows", 3)
+            raise cls
+        except ShapeProblem as e:
+            caught.append(("shape", e.args))
+        except ValueError as e:
+            caught.append(("value", repr(e)))
+    return x + len(caught), caught
+
+
+def next_until_stop_iteration(x):
+    it = iter((1, 2))
+    out = []
+    while True:
+        try:
+            out.append(x * next(it))
+        except StopIteration:
+            break
+    return out
+
+
+def next_over_a_list_that_grows(x):
+    # iter() of a list reads it live, as CPython's list iterator does; list() uses up the rest.
+    xs = [1, 2]
+    it = iter(xs)
+    out = []
+    while True:
+        try:
+            v = next(it)
+        except StopIteration:
+            break
+        if v == 1:
+            xs.append(3)
+        out.append(x * v)
+    d = {"a": 1, "b": 2}
+    keys = iter(d)
+    first = next(keys)
+    return out, first, list(keys), list(keys)
+
+
+WHOLE = [next_over_a_list_that_grows, raise_in_loop_with_else_and_finally, retry_a_helper_that_raises, nested_handlers_and_tuples,
+         bare_raise_reraises, user_exception_class_and_class_raise, next_until_stop_iteration]
+
+
+def test_caught_exceptions_compile_whole_and_match_cpython():
+    for fn in WHOLE:
+        for backend in ("eager", "cpu"):
+            dt.reset()
+            jfn = jitted_copy(fn, backend=backend, fullgraph=True)
+            run_differential(fn, jfn, lambda i: Call(rand_tensor((3,))), 2, seed_base=7, exact=True)
+            s = stats()
+            assert s["graph_breaks"] == 0 and s["fallbacks"] == 0 and s["graphs"] >= 1, (fn.__name__, s)
+
+
+def raises_out_of_the_function(x):
+    y = x + 1
+    if y.shape[0] == 3:
+        raise ValueError(f"bad size {y.shape[0]}")
+    return y
+
+
+def returns_a_new_exception(x):
+    return x * 2, ValueError("made", 1)
+
+
+def returns_a_caught_exception(x):
+    try:
+        raise KeyError("k")
+    except KeyError as e:
+        return x, e
+
+
+def raises_while_handling(x):
+    try:
+        raise KeyError("first")
+    except KeyError:
+        raise ValueError("second")
+
+
+def test_exceptions_that_leave_the_function_are_cpythons_own():
+    # Uncaught: CPython raises its own (type, message, traceback, __context__); the work before
+    # the raise is compiled. Returned: a new exception each call (made again from its
+    # arguments); a caught one would need CPython's traceback, so that frame runs in CPython.
+    for backend in ("eager", "cpu"):
+        for fn in (raises_out_of_the_function, returns_a_new_exception, returns_a_caught_exception,
+                   raises_while_handling):
+            dt.reset()
+            run_differential(fn, jitted_copy(fn, backend=backend), lambda i: Call(rand_tensor((3,))), 2,
+                             seed_base=8, exact=True)
+        dt.reset()
+        f = jitted_copy(returns_a_new_exception, backend=backend)
+        first, second = f(rand_tensor((3,)))[1], f(rand_tensor((3,)))[1]
+        assert first is not second and first.args == ("made", 1) and first.__traceback__ is None
+        dt.reset()
+        e = assert_raises(ValueError, jitted_copy(raises_while_handling, backend=backend), rand_tensor((3,)),
+                          match="second")
+        assert isinstance(e.__context__, KeyError) and e.__traceback__ is not None
+    # fullgraph=True: a raise that leaves the function is CPython's, not a capture failure.
+    dt.reset()
+    assert_raises(ValueError, jitted_copy(raises_out_of_the_function, fullgraph=True), rand_tensor((3,)),
+                  match="bad size 3")
