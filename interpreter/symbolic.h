@@ -75,6 +75,9 @@ struct SymValue {
   // A kIter a generator run by the trace made: what the generator returned (null: None), which
   // `yield from` of it evaluates to.
   Sym returned;  // dict_view: keys(), whose items are the keys (constants) in order
+  // That generator raised an exception it made after its last yield: the last item is that
+  // exception, raised (trace_exceptions.cc) when the consumer asks for it.
+  bool raises_when_exhausted = false;
   // A loop's iterator over a list or dict reads its container live, as CPython's do: `over` is
   // the container, `position` the index of the next item (a list that grows while it is iterated
   // yields the new items; one that shrinks ends early). For a dict, `keys_at_start` are its keys

@@ -720,7 +720,12 @@ absl::Status Tracer::PrepareFrame(const Sym& function, std::vector<Sym> args, Kw
 absl::StatusOr<Sym> Tracer::RunGenerator(TFrame& f) {
   const size_t journal_before = journal_.size();
   const size_t nodes_before = graph_->nodes().size();
-  DT_ASSIGN_OR_RETURN(Sym returned, RunFrame(f));
+  absl::StatusOr<Sym> run = RunFrame(f);
+  Sym raised;
+  if (!run.ok()) {
+    raised = TakeRaising(run.status());  // raised by the generator after its last yield
+    if (raised == nullptr) return run.status();
+  }
   bool effects = false;
   for (size_t i = nodes_before; i < graph_->nodes().size(); ++i) effects |= graph_->nodes()[i].inplace;
   // Advancing iterators (its own loops, the iterator a generator expression is given) is the
@@ -731,7 +736,12 @@ absl::StatusOr<Sym> Tracer::RunGenerator(TFrame& f) {
   }
   Sym it = MakeSym(SymKind::kIter);  // not a loop's own iterator: it cannot cross a break
   it->items = std::move(f.yields);
-  it->returned = std::move(returned);
+  if (raised != nullptr) {
+    it->items.push_back(std::move(raised));
+    it->raises_when_exhausted = true;
+  } else {
+    it->returned = *std::move(run);
+  }
   return it;
 }
 

@@ -100,6 +100,18 @@ absl::Status Tracer::Throw(const Sym& exception) {
   return s;
 }
 
+Sym Tracer::TakeRaising(const absl::Status& status) {
+  const auto serial = status.GetPayload(kRaisingPayload);
+  if (raising_ == nullptr || !serial || *serial != absl::StrCat(raising_serial_)) return nullptr;
+  Sym taken = std::move(raising_);
+  raising_ = nullptr;
+  fail_line_ = -1;  // kept for later: a later break reports its own place
+  fail_file_.clear();
+  fail_offset_ = -1;
+  fail_instruction_.clear();
+  return taken;
+}
+
 // Where CPython's exception table sends an exception raised at `in`: on to the handler (true),
 // or out of this frame (false: the status goes on to the caller, and out of the root it is a
 // break, so CPython raises it for real).
@@ -107,7 +119,9 @@ absl::StatusOr<bool> Tracer::CatchInFrame(TFrame& f, const Instr& in, const absl
   const auto serial = status.GetPayload(kRaisingPayload);
   if (raising_ == nullptr || !serial || *serial != absl::StrCat(raising_serial_)) return false;
   if (f.generator) {
-    raising_ = nullptr;  // run ahead of its consumer: where the consumer sees it is not known here
+    // Run ahead of its consumer: RunGenerator keeps it for the consumer's next() after the last
+    // item. A context manager's generator is not run ahead: its exception is CPython's.
+    if (f.suspend_at_yield) raising_ = nullptr;
     return false;
   }
   const ExceptionHandler* handler = HandlerAt(*f.decoded, in.offset);

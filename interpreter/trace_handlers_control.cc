@@ -56,7 +56,9 @@ bool Tracer::HeldByFrames(const Sym& s, const TFrame& f) {
 absl::Status Tracer::DoGetIter(TFrame& f, const Instr& in) {
   DT_RETURN_IF_ERROR(f.Need(1, in));
   Sym iterable = f.stack.back();
-  if (iterable->kind == SymKind::kIter && HeldByFrames(iterable, f)) {
+  // A generator that raises at its end stays itself too: its raise comes at the loop's last
+  // FOR_ITER (such an iterator cannot cross a graph break).
+  if (iterable->kind == SymKind::kIter && (iterable->raises_when_exhausted || HeldByFrames(iterable, f))) {
     // An iterator something else holds too (`r = reversed(xs)`, then `for t in r`): GET_ITER of
     // an iterator is the iterator itself, so what the loop takes is gone from it, as in CPython.
     // (Held only by the stack, as `for t in zip(a, b)`, it becomes the loop's own iterator, which
@@ -98,6 +100,7 @@ absl::StatusOr<Sym> Tracer::NextItem(const Sym& it) {
   Sym next = it->items.front();
   Mutating(it);
   it->items.erase(it->items.begin());
+  if (it->raises_when_exhausted && it->items.empty()) return Throw(next);  // a generator's raise
   ++it->consumed;
   return next;
 }

@@ -620,6 +620,12 @@ absl::StatusOr<std::vector<Sym>> Tracer::Iterate(const Sym& s) {
     case SymKind::kTuple:
     case SymKind::kList: return s->items;
     case SymKind::kIter: {
+      if (s->raises_when_exhausted && !s->items.empty()) {  // a generator that raises at its end
+        Sym raised = s->items.back();
+        Mutating(s);
+        s->items.clear();
+        return Throw(raised);
+      }
       if (s->over == nullptr) return s->items;
       // iter(list) or iter(dict) reads its container live: what is left of it, used up.
       std::vector<Sym> rest;

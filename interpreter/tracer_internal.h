@@ -401,6 +401,8 @@ class Tracer {
   // trace_exceptions.cc
   absl::StatusOr<Sym> MakeException(PyObject* cls, const std::vector<Sym>& args, const Kwargs& kwargs);
   absl::Status Throw(const Sym& exception);
+  // The exception `status` is carrying up the traced frames, taken off its way (null: none).
+  Sym TakeRaising(const absl::Status& status);
   absl::StatusOr<bool> CatchInFrame(TFrame& f, const Instr& in, const absl::Status& status);
   absl::Status DoRaiseVarargs(TFrame& f, const Instr& in);
   absl::Status DoReraise(TFrame& f, const Instr& in);

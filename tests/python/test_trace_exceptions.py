@@ -110,7 +110,29 @@ def next_over_a_list_that_grows(x):
     return out, first, list(keys), list(keys)
 
 
-WHOLE = [next_over_a_list_that_grows, raise_in_loop_with_else_and_finally, retry_a_helper_that_raises, nested_handlers_and_tuples,
+def generator_raises_after_its_items(x):
+    # The generator runs ahead of its loop; its raise comes at the loop's last FOR_ITER, after
+    # the body ran for every item, as in CPython. list() of such a generator raises as a whole.
+    def batches(t):
+        yield t
+        yield t + 1
+        raise ValueError(f"bad batch of size {t.shape[0]}")
+    out = []
+    try:
+        for v in batches(x):
+            out.append(v * 2)
+    except ValueError as e:
+        message = str(e)
+    try:
+        everything = list(batches(x))
+    except ValueError:
+        everything = None
+    g = batches(x)
+    first = next(g)
+    return out, message, everything, first, next(g), next(g, None) if False else len(out)
+
+
+WHOLE = [generator_raises_after_its_items, next_over_a_list_that_grows, raise_in_loop_with_else_and_finally, retry_a_helper_that_raises, nested_handlers_and_tuples,
          bare_raise_reraises, user_exception_class_and_class_raise, next_until_stop_iteration]
 
 
