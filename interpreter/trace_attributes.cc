@@ -456,11 +456,7 @@ absl::StatusOr<Sym> Tracer::NameAttr(const Sym& obj, const std::string& name) {
 // (folded by calling getattr for real).
 absl::StatusOr<Sym> Tracer::ConstAttr(const Sym& obj, const std::string& name) {
   PyObject* o = obj->obj.get();
-  if (IsTraceException(obj)) {
-    // Its traceback, context and notes would differ from CPython's object: only its arguments.
-    if (name != "args") return Unsupported(absl::StrCat("attribute '", name, "' of an exception the trace made"));
-    return ConstSym(PyRef::Steal(PyObject_GetAttrString(o, "args")));
-  }
+  if (IsTraceException(obj)) return ExceptionAttr(obj, name);
   if (PyType_Check(o)) {
     DT_ASSIGN_OR_RETURN(Sym pending, PendingClassAttr(reinterpret_cast<PyTypeObject*>(o), name, obj->source));
     if (pending != nullptr) return pending;

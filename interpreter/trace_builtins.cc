@@ -558,6 +558,7 @@ absl::StatusOr<Sym> Tracer::CallPureOnNumbers(PyObject* fn, const std::vector<Sy
   }
   PyRef sample = PyRef::Steal(PyObject_Call(fn, sample_args.get(), nullptr));
   if (!sample) {
+    // Raised for the values seen now; run-time numbers may not raise: CPython runs it.
     PyErr_Clear();
     return Raises(absl::StrCat("the traced code raises in ", ShortRepr(fn)));
   }
@@ -593,8 +594,7 @@ absl::StatusOr<Sym> Tracer::FoldPureCall(PyObject* fn, const std::vector<Sym>& a
   DT_ASSIGN_OR_RETURN(PyRef kw, ConstKeywords(kwargs));
   PyRef r = PyRef::Steal(PyObject_Call(fn, tuple.get(), kw.get()));
   if (!r) {
-    PyErr_Clear();
-    return Raises(absl::StrCat("the traced code raises in ", ShortRepr(fn)));
+    return PythonError(absl::StrCat("the traced code raises in ", ShortRepr(fn)));
   }
   if (auto it = origin.find(r.get()); it != origin.end() && !type_of_one) return it->second;
   // A new list (sorted(), str.split()): one the traced code may change and iterate like any other.

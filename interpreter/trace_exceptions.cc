@@ -85,6 +85,7 @@ absl::StatusOr<Sym> Tracer::MakeException(PyObject* cls, const std::vector<Sym>&
   }
   Sym s = ConstSym(std::move(made));
   s->made_by_trace = true;
+  trace_exceptions_[s->obj.get()] = s;
   return s;
 }
 
@@ -92,6 +93,10 @@ absl::StatusOr<Sym> Tracer::MakeException(PyObject* cls, const std::vector<Sym>&
 // serial (a raise a helper swallowed, getattr's default, cannot be mistaken for this one).
 absl::Status Tracer::Throw(const Sym& exception) {
   raising_ = exception;
+  // Raised while another is handled: CPython chains it as __context__ (never onto itself).
+  if (!handled_exceptions_.empty() && handled_exceptions_.back() != exception) {
+    PyException_SetContext(exception->obj.get(), Py_NewRef(handled_exceptions_.back()->obj.get()));
+  }
   PyRef text = PyRef::Steal(PyObject_Str(exception->obj.get()));
   if (!text) PyErr_Clear();
   absl::Status s = Raises(absl::StrCat("the traced code raises ", Py_TYPE(exception->obj.get())->tp_name,
@@ -110,6 +115,49 @@ Sym Tracer::TakeRaising(const absl::Status& status) {
   fail_offset_ = -1;
   fail_instruction_.clear();
   return taken;
+}
+
+namespace {
+
+// Its arguments are constants, and nothing about it but its class and arguments is set.
+bool PlainException(PyObject* e) {
+  if (!PlainExceptionClass(reinterpret_cast<PyObject*>(Py_TYPE(e)))) return false;
+  PyRef args = PyRef::Steal(PyObject_GetAttrString(e, "args"));
+  if (!args) PyErr_Clear();
+  return args && PyTuple_CheckExact(args.get()) && IsPureConstType(args.get());
+}
+
+}  // namespace
+
+absl::Status Tracer::PythonError(absl::string_view why) {
+  PyObject *type = nullptr, *value = nullptr, *traceback = nullptr;
+  PyErr_Fetch(&type, &value, &traceback);
+  PyErr_NormalizeException(&type, &value, &traceback);
+  PyRef owned_type = PyRef::Steal(type), error = PyRef::Steal(value), owned_traceback = PyRef::Steal(traceback);
+  PyErr_Clear();
+  if (!error || !PyExceptionInstance_Check(error.get())) return Raises(why);
+  // Made fresh from its class and arguments: the one raised here may carry the thread's context.
+  PyRef args = PyRef::Steal(PyObject_GetAttrString(error.get(), "args"));
+  if (!args) PyErr_Clear();
+  return ThrowNew(reinterpret_cast<PyObject*>(Py_TYPE(error.get())), args.get(), why);
+}
+
+absl::Status Tracer::RaiseNew(PyObject* cls, PyObject* arg, absl::string_view why) {
+  PyRef args = PyRef::Steal(arg != nullptr ? PyTuple_Pack(1, arg) : PyTuple_New(0));
+  return ThrowNew(cls, args.get(), why);
+}
+
+// Throws `cls(*args)`, made now, when it is a plain exception; else Raises(why).
+absl::Status Tracer::ThrowNew(PyObject* cls, PyObject* args, absl::string_view why) {
+  PyRef made = args != nullptr && PlainExceptionClass(cls) ? PyRef::Steal(PyObject_Call(cls, args, nullptr)) : PyRef();
+  if (!made || !PlainException(made.get())) {
+    PyErr_Clear();
+    return Raises(why);
+  }
+  Sym s = ConstSym(std::move(made));
+  s->made_by_trace = true;
+  trace_exceptions_[s->obj.get()] = s;
+  return Throw(s);
 }
 
 // Where CPython's exception table sends an exception raised at `in`: on to the handler (true),
@@ -139,6 +187,7 @@ absl::StatusOr<bool> Tracer::CatchInFrame(TFrame& f, const Instr& in, const absl
   f.stack.resize(static_cast<size_t>(handler->depth));
   if (handler->lasti) f.stack.push_back(ConstSym(PyRef::Steal(PyLong_FromLong(in.offset / 2))));
   raising_->caught = true;
+  if (handled_exceptions_.empty()) before_handling_ = snapshot_;
   f.stack.push_back(raising_);
   raising_ = nullptr;
   f.pc = target->second;
@@ -154,14 +203,22 @@ absl::Status Tracer::DoRaiseVarargs(TFrame& f, const Instr& in) {
     if (handled_exceptions_.empty()) return Unsupported("a bare raise outside an except block the trace entered");
     return Throw(handled_exceptions_.back());
   }
-  if (in.arg != 1) return Unsupported("raise ... from ...");
-  DT_RETURN_IF_ERROR(f.Need(1, in));
+  DT_RETURN_IF_ERROR(f.Need(static_cast<size_t>(in.arg), in));
+  Sym cause = in.arg == 2 ? f.Pop() : nullptr;  // `raise X from Y`
   Sym exception = f.Pop();
+  if (cause != nullptr && !IsTraceException(cause) && !(cause->kind == SymKind::kConst && cause->obj.get() == Py_None)) {
+    return Unsupported(absl::StrCat("raise ... from a ", Describe(cause)));
+  }
   if (exception->kind == SymKind::kConst && PyExceptionClass_Check(exception->obj.get()) &&
       PlainExceptionClass(exception->obj.get())) {
     DT_ASSIGN_OR_RETURN(exception, MakeException(exception->obj.get(), {}, {}));
   }
   if (!IsTraceException(exception)) return Unsupported(absl::StrCat("raising a ", Describe(exception)));
+  if (cause != nullptr) {
+    // Only visible on an exception a traced handler catches, which never leaves the trace.
+    PyException_SetCause(exception->obj.get(), cause->obj.get() == Py_None ? nullptr : Py_NewRef(cause->obj.get()));
+    if (cause->obj.get() == Py_None) reinterpret_cast<PyBaseExceptionObject*>(exception->obj.get())->suppress_context = 1;
+  }
   return Throw(exception);
 }
 
@@ -210,6 +267,21 @@ absl::Status Tracer::DoPopExcept(TFrame& f, const Instr& in) {
   f.Pop();
   handled_exceptions_.pop_back();
   return absl::OkStatus();
+}
+
+// `.args`, `.__cause__`, `.__context__`, `.__suppress_context__` of an exception the trace made:
+// what CPython's object would hold. Its traceback and notes differ, so they are not read.
+absl::StatusOr<Sym> Tracer::ExceptionAttr(const Sym& exception, const std::string& name) {
+  PyObject* e = exception->obj.get();
+  if (name == "args" || name == "__suppress_context__") return ConstSym(PyRef::Steal(PyObject_GetAttrString(e, name.c_str())));
+  if (name != "__cause__" && name != "__context__") {
+    return Unsupported(absl::StrCat("attribute '", name, "' of an exception the trace made"));
+  }
+  PyRef linked = PyRef::Steal(name == "__cause__" ? PyException_GetCause(e) : PyException_GetContext(e));
+  if (!linked) return ConstSym(PyRef::Borrow(Py_None));
+  auto it = trace_exceptions_.find(linked.get());
+  if (it == trace_exceptions_.end()) return Unsupported(absl::StrCat("the ", name, " of an exception the trace made"));
+  return it->second;
 }
 
 // An exception the trace made leaving it (returned, or on the stack of a break at the `raise`

@@ -323,10 +323,7 @@ absl::StatusOr<Sym> Tracer::Format(Sym value, int conversion, const Sym& spec) {
   }
   PyRef spec_obj = spec ? ConstValue(spec).value_or(PyRef()) : PyRef();
   PyRef r = converted ? PyRef::Steal(PyObject_Format(converted.get(), spec_obj.get())) : PyRef();
-  if (!r) {
-    PyErr_Clear();
-    return Raises("the traced code raises in an f-string");
-  }
+  if (!r) return PythonError("the traced code raises in an f-string");
   return ConstSym(r);
 }
 

@@ -428,10 +428,7 @@ absl::StatusOr<Sym> Tracer::BinaryOp(const std::string& nb_name, const Sym& a, c
   else if (sym == "<<") r = PyNumber_Lshift(x.get(), y.get());
   else if (sym == ">>") r = PyNumber_Rshift(x.get(), y.get());
   else return Unsupported(absl::StrCat("operator ", nb_name));
-  if (r == nullptr) {
-    PyErr_Clear();
-    return Raises(absl::StrCat("the traced code raises on ", nb_name));
-  }
+  if (r == nullptr) return PythonError(absl::StrCat("the traced code raises on ", nb_name));
   return ConstSym(PyRef::Steal(r));
 }
 
@@ -487,10 +484,7 @@ absl::StatusOr<Sym> Tracer::Compare(const std::string& op, const Sym& a, const S
                                        Py_TYPE(y.get())->tp_name));
   }
   PyObject* r = PyObject_RichCompare(x.get(), y.get(), it->second.second);
-  if (r == nullptr) {
-    PyErr_Clear();
-    return Raises(absl::StrCat("the traced code raises on ", op));
-  }
+  if (r == nullptr) return PythonError(absl::StrCat("the traced code raises on ", op));
   return ConstSym(PyRef::Steal(r));
 }
 
@@ -543,7 +537,11 @@ absl::StatusOr<Sym> Tracer::Subscript(const Sym& container, const Sym& index) {
     if (PyLong_Check(key.get())) {
       Py_ssize_t i = PyLong_AsSsize_t(key.get());
       if (i < 0) i += n;
-      if (i < 0 || i >= n) return Raises("the traced code raises IndexError");
+      if (i < 0 || i >= n) {
+        PyRef message = PyRef::Steal(PyUnicode_FromString(container->kind == SymKind::kTuple ? "tuple index out of range"
+                                                                                             : "list index out of range"));
+        return RaiseNew(PyExc_IndexError, message.get(), "the traced code raises IndexError");
+      }
       return container->items[i];
     }
     if (PySlice_Check(key.get())) {
@@ -562,17 +560,14 @@ absl::StatusOr<Sym> Tracer::Subscript(const Sym& container, const Sym& index) {
   if (container->kind == SymKind::kDict) {
     DT_ASSIGN_OR_RETURN(PyRef key, DictKey(index));
     DT_ASSIGN_OR_RETURN(std::optional<size_t> at, DictFind(*container, key.get()));
-    if (!at) return Raises("the traced code raises KeyError");
+    if (!at) return RaiseNew(PyExc_KeyError, key.get(), "the traced code raises KeyError");
     return container->items[*at];
   }
   DT_ASSIGN_OR_RETURN(PyRef c, ConstValue(container));
   DT_ASSIGN_OR_RETURN(PyRef k, ConstValue(index));
   if (!IsPureConstType(c.get())) return Unsupported(absl::StrCat("indexing a ", Py_TYPE(c.get())->tp_name));
   PyObject* r = PyObject_GetItem(c.get(), k.get());
-  if (r == nullptr) {
-    PyErr_Clear();
-    return Raises("the traced code raises on indexing");
-  }
+  if (r == nullptr) return PythonError("the traced code raises on indexing");
   return ConstSym(PyRef::Steal(r));
 }
 

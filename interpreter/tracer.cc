@@ -88,9 +88,14 @@ SegmentExit Tracer::ExitAt(const TFrame& root, const Instr& in) const {
 
 std::variant<TraceResult, TraceFailure> Tracer::Break(TFrame& root, const interpreter::BreakReason& reason) {
   if (snapshot_.handled_exceptions > 0) {
-    // CPython would resume with no exception being handled (its thread state is not the trace's).
-    return Fail(interpreter::MakeBreak(
-        reason.kind, absl::StrCat("a graph break inside an except or finally block (", reason.message, ")")));
+    // CPython cannot resume inside a handler the trace entered (its thread state has no exception
+    // being handled): the segment breaks where that exception was raised instead, and CPython
+    // raises it for real and runs the handler.
+    if (!before_handling_ || before_handling_->handled_exceptions > 0) {
+      return Fail(interpreter::MakeBreak(
+          reason.kind, absl::StrCat("a graph break inside an except or finally block (", reason.message, ")")));
+    }
+    snapshot_ = *before_handling_;
   }
   const auto& instrs = root.decoded->instrs;
   const Instr& in = instrs[snapshot_.pc];

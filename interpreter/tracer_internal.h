@@ -214,6 +214,13 @@ class Tracer {
   Sym raising_;
   uint64_t raising_serial_ = 0;
   std::vector<Sym> handled_exceptions_;
+  // The root state where the exception now being handled was raised (an instruction of the root
+  // frame, or the call it is inside): a graph break inside the handler breaks there instead, and
+  // CPython raises it for real and runs the handler itself.
+  std::optional<RootSnapshot> before_handling_;
+  // Every exception object the trace made, to its Sym (its __cause__ and __context__ are read
+  // back as the Syms they are).
+  absl::flat_hash_map<PyObject*, Sym> trace_exceptions_;
   // Containers, iterators and cells are mutated in place; a break rolls them back to their state
   // at the start of the breaking instruction (an inlined call may have changed them).
   struct Undo {
@@ -401,6 +408,13 @@ class Tracer {
   // trace_exceptions.cc
   absl::StatusOr<Sym> MakeException(PyObject* cls, const std::vector<Sym>& args, const Kwargs& kwargs);
   absl::Status Throw(const Sym& exception);
+  // The error CPython raises at this instruction, which a handler in the trace may catch: the
+  // Python error an operation on constants just raised (PythonError), or `cls(arg)` the trace
+  // found itself (a missing dict key, an index out of range). Where it cannot be made, a plain
+  // Raises(`why`): CPython runs the instruction.
+  absl::Status PythonError(absl::string_view why);
+  absl::Status RaiseNew(PyObject* cls, PyObject* arg, absl::string_view why);
+  absl::Status ThrowNew(PyObject* cls, PyObject* args, absl::string_view why);
   // The exception `status` is carrying up the traced frames, taken off its way (null: none).
   Sym TakeRaising(const absl::Status& status);
   absl::StatusOr<bool> CatchInFrame(TFrame& f, const Instr& in, const absl::Status& status);
@@ -623,6 +637,7 @@ class Tracer {
   OutputSpec TensorOutput(const Sym& s, std::vector<ValueId>& outputs);
   absl::StatusOr<OutputSpec> CallableOutput(const Sym& s, OutputSpec out, std::vector<ValueId>& outputs);
   absl::StatusOr<OutputSpec> ExceptionOutput(const Sym& s, OutputSpec out);
+  absl::StatusOr<Sym> ExceptionAttr(const Sym& exception, const std::string& name);
   absl::StatusOr<OutputSpec> IteratorOutput(const Sym& s, OutputSpec out, std::vector<ValueId>& outputs);
   absl::StatusOr<OutputSpec> ContainerOutput(const Sym& s, OutputSpec out, std::vector<ValueId>& outputs);
   // The trace as a failure: what was traced up to `status` is discarded.

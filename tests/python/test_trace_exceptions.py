@@ -8,35 +8,42 @@ from jitlib import Call, jitted_copy, run_differential, stats
 from testlib import assert_raises, rand_tensor
 
 
-def raise_in_loop_with_else_and_finally(x):
-    log = []
-    for k in range(3):
+def raise_in_while_with_else_and_finally(x):
+    events, k = [], 0
+    while k < 4:
         try:
-            y = x * k
-            if k == 1:
-                raise ValueError(k)
+            y = x + k
+            if k % 2:
+                raise ValueError("odd", k)
         except ValueError as e:
-            log.append(f"except {e}")
+            events.append(("except", e.args))
         else:
-            log.append("else")
+            events.append(("else", k))
         finally:
-            log.append("finally")
-    return y, log
+            k += 1
+    return y, events
 
 
-def retry_a_helper_that_raises(x):
-    def flaky(t, attempt):
-        if attempt < 2:
-            raise RuntimeError(f"attempt {attempt} failed")
-        return t * 2
-    errors = []
-    for attempt in range(5):
+class Loader:
+    def __init__(self, fails):
+        self.fails = fails
+
+    def load(self, t, attempt):
+        if attempt < self.fails:
+            raise RuntimeError(f"attempt {attempt} of {self.fails}")
+        return t * attempt
+
+
+def retry_a_method_that_raises(x):
+    loader, notes = Loader(2), []
+    for attempt in range(4):
         try:
-            out = flaky(x, attempt)
-            break
+            result = loader.load(x, attempt)
         except RuntimeError as e:
-            errors.append(str(e))
-    return out, errors
+            notes.append(str(e))
+            continue
+        break
+    return result, notes
 
 
 def nested_handlers_and_tuples(x):
@@ -114,15 +121,15 @@ def generator_raises_after_its_items(x):
     # The generator runs ahead of its loop; its raise comes at the loop's last FOR_ITER, after
     # the body ran for every item, as in CPython. list() of such a generator raises as a whole.
     def batches(t):
-        yield t
-        yield t + 1
-        raise ValueError(f"bad batch of size {t.shape[0]}")
+        for k in range(2):
+            yield t + k
+        raise ValueError("ran out", t.shape[0])
     out = []
     try:
         for v in batches(x):
             out.append(v * 2)
     except ValueError as e:
-        message = str(e)
+        message = e.args
     try:
         everything = list(batches(x))
     except ValueError:
@@ -132,8 +139,9 @@ def generator_raises_after_its_items(x):
     return out, message, everything, first, next(g), next(g, None) if False else len(out)
 
 
-WHOLE = [generator_raises_after_its_items, next_over_a_list_that_grows, raise_in_loop_with_else_and_finally, retry_a_helper_that_raises, nested_handlers_and_tuples,
-         bare_raise_reraises, user_exception_class_and_class_raise, next_until_stop_iteration]
+WHOLE = [generator_raises_after_its_items, next_over_a_list_that_grows, raise_in_while_with_else_and_finally,
+         retry_a_method_that_raises, nested_handlers_and_tuples, bare_raise_reraises,
+         user_exception_class_and_class_raise, next_until_stop_iteration]
 
 
 def test_caught_exceptions_compile_whole_and_match_cpython():
@@ -193,3 +201,74 @@ def test_exceptions_that_leave_the_function_are_cpythons_own():
     dt.reset()
     assert_raises(ValueError, jitted_copy(raises_out_of_the_function, fullgraph=True), rand_tensor((3,)),
                   match="bad size 3")
+
+
+def lookups_with_fallbacks(x, table):
+    # The idioms `try: d[k] except KeyError:`, an index past the end, a division by zero: the
+    # error CPython's operation raises, caught by the function's own handler.
+    out = []
+    for key in ("w", "missing"):
+        try:
+            out.append(table[key] * x)
+        except KeyError as e:
+            out.append(f"no {e}")
+    for i in (0, 5):
+        try:
+            out.append((1, 2)[i])
+        except IndexError as e:
+            out.append(str(e))
+    try:
+        out.append(10 // 0)
+    except ZeroDivisionError as e:
+        out.append(repr(e))
+    return out
+
+
+def chained_and_contexted(x):
+    try:
+        try:
+            {}["missing"]
+        except KeyError as e:
+            raise ValueError("lookup failed") from e
+    except ValueError as e:
+        chained = (str(e), type(e.__cause__).__name__, e.__cause__.args, e.__suppress_context__)
+    try:
+        try:
+            raise KeyError("first")
+        except KeyError:
+            raise IndexError("second")
+    except IndexError as e:
+        contexted = (repr(e.__context__), e.__cause__)
+    return x * 2, chained, contexted
+
+
+def test_errors_operations_raise_are_caught_in_the_trace_too():
+    for fn, factory in ((lookups_with_fallbacks, lambda i: Call(rand_tensor((3,)), {"w": rand_tensor((3,))})),
+                        (chained_and_contexted, lambda i: Call(rand_tensor((3,))))):
+        for backend in ("eager", "cpu"):
+            dt.reset()
+            run_differential(fn, jitted_copy(fn, backend=backend, fullgraph=True), factory, 2, seed_base=9,
+                             exact=True)
+            assert stats()["graph_breaks"] == 0 and stats()["fallbacks"] == 0, (fn.__name__, stats())
+
+
+def break_inside_a_handler(x, log):
+    y = x * 2
+    try:
+        z = {}["missing"]
+    except KeyError:
+        log.append("caught")
+        print("inside the handler")  # I/O: a break the frame cannot resume from inside a handler
+        z = y + 1
+    return z
+
+
+def test_a_break_inside_a_handler_breaks_where_the_exception_was_raised():
+    # CPython cannot resume inside a handler the trace entered: the segment ends at the raising
+    # instruction, and CPython raises there and runs the handler, once (the list shows one entry).
+    for backend in ("eager", "cpu"):
+        dt.reset()
+        run_differential(break_inside_a_handler, jitted_copy(break_inside_a_handler, backend=backend),
+                         lambda i: Call(rand_tensor((3,)), []), 2, seed_base=10, exact=True)
+        s = stats()
+        assert s["graphs"] >= 1 and s["fallbacks"] == 0, s
