@@ -263,6 +263,25 @@ class CommandLineTest(CommandTestCase):
         self.assertEqual(result.stdout.strip(), "6")
         self.assertRegex(result.stderr, r"frames traced\s+0\b")
 
+    def test_stats_coverage_counts_the_scripts_own_frames(self):
+        # Module bodies, import machinery and the standard library are counted on their own line,
+        # not as skips: a script whose functions all run through dyntrace has coverage 1.
+        script = self.write("lib_calls.py", """\
+            import json
+            import dyntrace as dt
+            def f(x):
+                return (x * 2).sum()
+            for _ in range(3):
+                f(dt.ones(4))
+            print(json.dumps({"a": [1, 2]}))
+            """)
+        result = self.dyntrace("--stats", script)
+        self.assertRan(result)
+        self.assertRegex(result.stderr, r"frames skipped\s+0\b")
+        self.assertRegex(result.stderr, r"coverage\s+1\.000")
+        library = int(re.search(r"library/module-body frames\s+(\d+)", result.stderr).group(1))
+        self.assertGreater(library, 0, result.stderr)
+
     def test_examples_run_and_check_themselves(self):
         names = ["mlp_inference", "gelu_layernorm", "attention", "data_dependent_loop", "train_mlp", "train_char_lm"]
         for name in names:
