@@ -142,7 +142,9 @@ PyObject* Builder::BuildCall(const trace::OutputSpec& spec) {
     if (r < 0) return Fail();
   }
   PyObject* made = PyObject_Call(spec.obj.get(), args.get(), kwargs.get());
-  return made != nullptr ? made : Fail();
+  if (made == nullptr) return Fail();
+  if (spec.memo >= 0) memo_[spec.memo] = Py_NewRef(made);  // one object wherever it is held
+  return made;
 }
 
 PyObject* Builder::BuildBoundMethod(const trace::OutputSpec& spec) {

@@ -647,6 +647,20 @@ void Tracer::NoteOrigins(const Sym& arg, PyObject* value, absl::flat_hash_map<Py
   }
 }
 
+namespace {
+
+bool AllPureConstants(const std::vector<Sym>& args, const Kwargs& kwargs) {
+  for (const Sym& a : args) {
+    if (a->kind != SymKind::kConst || !IsPureConstType(a->obj.get())) return false;
+  }
+  for (const auto& [name, v] : kwargs) {
+    if (v->kind != SymKind::kConst || !IsPureConstType(v->obj.get())) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 absl::StatusOr<Sym> Tracer::CallBuiltin(PyObject* fn, const std::vector<Sym>& args, const Kwargs& kwargs) {
   if (IsDyntraceTensorFunction(fn)) return CallTensorConstructor(fn, args, kwargs);
   if (IsDyntraceFunction(fn, "is_tensor") && args.size() == 1 && kwargs.empty()) {
@@ -665,8 +679,9 @@ absl::StatusOr<Sym> Tracer::CallBuiltin(PyObject* fn, const std::vector<Sym>& ar
   if (followed != nullptr) return followed;
   PyObject* self = PyCFunction_Check(fn) ? PyCFunction_GET_SELF(fn) : nullptr;
   if (self != nullptr && PyUnicode_CheckExact(self) &&
-      std::string_view(reinterpret_cast<PyCFunctionObject*>(fn)->m_ml->ml_name) == "format") {
-    return StrFormat(self, args, kwargs);
+      std::string_view(reinterpret_cast<PyCFunctionObject*>(fn)->m_ml->ml_name) == "format" &&
+      !AllPureConstants(args, kwargs)) {
+    return StrFormat(self, args, kwargs);  // constants alone: str.format itself, called now
   }
   if (!IsPureBuiltin(fn, frame_.inputs.builtins)) {
     return Unsupported(absl::StrCat("call to ", ShortRepr(fn), " is not supported by the tracer"));

@@ -42,7 +42,7 @@ OutputSpec OfKind(OutputSpec::Kind kind, int index = -1) {
 bool HasIdentity(const Sym& s) {
   return s->kind == SymKind::kList || s->kind == SymKind::kDict || s->kind == SymKind::kTuple ||
          s->kind == SymKind::kCell || s->kind == SymKind::kIter || s->kind == SymKind::kObject ||
-         s->kind == SymKind::kSet || s->kind == SymKind::kPartial ||
+         s->kind == SymKind::kSet || s->kind == SymKind::kPartial || IsTraceException(s) ||
          (s->kind == SymKind::kFunction && !PyFunction_Check(s->obj.get()));
 }
 

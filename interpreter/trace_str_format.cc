@@ -81,9 +81,15 @@ absl::StatusOr<Sym> Tracer::StrFormat(PyObject* format, const std::vector<Sym>& 
   if (!pieces) return Raises("the traced code raises ValueError in str.format (a malformed format string)");
   PyRef parts = PyRef::Steal(PyList_New(0));
   Numbering numbering;
+  // CPython's writer hands back a field's own str when it is the one thing written and the
+  // format string ends with it (`"{0}".format(s) is s`): that field's value, or null.
+  Sym lone_field;
+  bool written = false;
   for (Py_ssize_t i = 0; parts && i < PyList_GET_SIZE(pieces.get()); ++i) {
     PyObject* piece = PyList_GET_ITEM(pieces.get(), i);  // (literal, field_name, spec, conversion)
     if (PyList_Append(parts.get(), PyTuple_GET_ITEM(piece, 0)) < 0) return Unsupported("out of memory");
+    written |= lone_field != nullptr || PyUnicode_GET_LENGTH(PyTuple_GET_ITEM(piece, 0)) > 0;
+    lone_field = nullptr;
     PyObject* field_name = PyTuple_GET_ITEM(piece, 1);
     if (field_name == Py_None) continue;
     const bool automatic = PyUnicode_Check(field_name) && (PyUnicode_GET_LENGTH(field_name) == 0 ||
@@ -108,7 +114,14 @@ absl::StatusOr<Sym> Tracer::StrFormat(PyObject* format, const std::vector<Sym>& 
     }
     DT_ASSIGN_OR_RETURN(Sym text, Format(value, code, spec));
     if (PyList_Append(parts.get(), text->obj.get()) < 0) return Unsupported("out of memory");
+    const bool nonempty = PyUnicode_GET_LENGTH(text->obj.get()) > 0;
+    if (nonempty && !written && PyUnicode_CheckExact(text->obj.get())) {
+      lone_field = value->kind == SymKind::kConst && value->obj.get() == text->obj.get() ? value : text;
+    } else {
+      written |= nonempty;
+    }
   }
+  if (lone_field != nullptr) return lone_field;
   PyRef empty = PyRef::Steal(PyUnicode_FromStringAndSize(nullptr, 0));
   PyRef joined = parts && empty ? PyRef::Steal(PyUnicode_Join(empty.get(), parts.get())) : PyRef();
   if (!joined) {
