@@ -219,6 +219,11 @@ def format_fields(x, n):
             "{:.2f}|{!r}|{k[a]}|{!a}".format(1.5, "s", "é", k={"a": 7}), x * n)
 
 
+def format_returns_a_lone_field_itself(x, e):
+    # CPython's test_format.test_optimisations: "{0}".format(s) is s (here s = e.name).
+    return x, "{0.name}".format(e), "{}{.name}".format("", e), "{0.name}{1}".format(e, "")
+
+
 def format_mixed_numbering(x):
     return "{0}{}".format(1, 2), x
 
@@ -233,6 +238,13 @@ def format_missing_name(x):
 
 def test_str_format_fields_compile_whole_and_raise_as_cpython():
     check_whole(format_fields, lambda i: Call(T(), i + 2))
+    check_whole(format_returns_a_lone_field_itself, lambda i: Call(T(), _Encoder()))
+    e = _Encoder()
+    e.name = "".join(["en", "coder"])  # a str object of its own
+    for backend in BACKENDS:
+        dt.reset()
+        _, lone, empty_first, not_last = jitted_copy(format_returns_a_lone_field_itself, backend=backend)(T(), e)
+        assert lone is e.name and empty_first is e.name and not_last is not e.name and not_last == e.name
     for fn in (format_mixed_numbering, format_index_out_of_range, format_missing_name):
         _, expected, _ = capture(fresh_copy(fn), Call(T()))
         dt.reset()

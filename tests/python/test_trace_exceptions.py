@@ -272,3 +272,20 @@ def test_a_break_inside_a_handler_breaks_where_the_exception_was_raised():
                          lambda i: Call(rand_tensor((3,)), []), 2, seed_base=10, exact=True)
         s = stats()
         assert s["graphs"] >= 1 and s["fallbacks"] == 0, s
+
+
+def cause_made_before_the_raise(x):
+    # CPython's test_raise.test_instance_cause: the cause is one object on the stack and in a
+    # local when the segment hands the raise to CPython.
+    cause = KeyError()
+    try:
+        raise IndexError from cause
+    except IndexError as e:
+        return x, e.__cause__ is cause, cause
+
+
+def test_an_exception_made_in_the_trace_is_one_object_wherever_it_is_held():
+    for backend in ("eager", "cpu"):
+        dt.reset()
+        run_differential(cause_made_before_the_raise, jitted_copy(cause_made_before_the_raise, backend=backend),
+                         lambda i: Call(rand_tensor((3,))), 2, seed_base=11, exact=True)
