@@ -73,6 +73,24 @@ PyObject* Builder::BuildIterator(const trace::OutputSpec& spec) {
   return it != nullptr ? it : Fail();
 }
 
+// An iterator made again (`reversed(xs)`) and moved on by as many items as the segment took.
+PyObject* Builder::BuildAdvance(const trace::OutputSpec& spec) {
+  PyObject* it = Build(spec.children[0]);
+  if (it == nullptr) return Fail();
+  for (int i = 0; i < spec.index; ++i) {
+    PyObject* item = PyIter_Next(it);
+    if (item == nullptr) {
+      if (PyErr_Occurred()) {
+        Py_DECREF(it);
+        return Fail();
+      }
+      break;
+    }
+    Py_DECREF(item);
+  }
+  return it;
+}
+
 PyObject* Builder::BuildNewObject(const trace::OutputSpec& spec) {
   auto* cls = reinterpret_cast<PyTypeObject*>(spec.obj.get());
   PyObject* empty = PyTuple_New(0);
@@ -142,9 +160,7 @@ PyObject* Builder::BuildCall(const trace::OutputSpec& spec) {
     if (r < 0) return Fail();
   }
   PyObject* made = PyObject_Call(spec.obj.get(), args.get(), kwargs.get());
-  if (made == nullptr) return Fail();
-  if (spec.memo >= 0) memo_[spec.memo] = Py_NewRef(made);  // one object wherever it is held
-  return made;
+  return made != nullptr ? made : Fail();
 }
 
 PyObject* Builder::BuildBoundMethod(const trace::OutputSpec& spec) {
@@ -231,6 +247,7 @@ PyObject* Builder::BuildUnmemoised(const trace::OutputSpec& spec) {
       return set != nullptr ? set : Fail();
     }
     case Kind::kCall: return BuildCall(spec);
+    case Kind::kAdvance: return BuildAdvance(spec);
   }
   __builtin_unreachable();
 }

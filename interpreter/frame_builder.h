@@ -40,6 +40,7 @@ class Builder {
   PyObject* BuildCell(const trace::OutputSpec& spec);
   PyObject* BuildBoundMethod(const trace::OutputSpec& spec);
   PyObject* BuildCall(const trace::OutputSpec& spec);
+  PyObject* BuildAdvance(const trace::OutputSpec& spec);
   PyObject* BuildFunction(const trace::OutputSpec& spec);
 
   const std::vector<Tensor>& outputs_;

@@ -89,6 +89,10 @@ struct SymValue {
   // consumed, so a break hands on that very object advanced as far (keeping it live).
   bool resumed = false;
   size_t consumed = 0;
+  // A kIter reversed() made of the list or tuple `reversed_of`, whose items were then
+  // `reversed_items` (rebuilt at a break as reversed() of it, advanced past what was taken).
+  Sym reversed_of;
+  std::vector<Sym> reversed_items;
   // A kObject the traced code made by calling its class (trace_objects.cc): `obj` is a blank
   // instance standing for it, `keys`/`items` its attributes; built for real when it leaves.
   bool made_by_trace = false;

@@ -287,6 +287,10 @@ absl::StatusOr<Sym> Tracer::CallFollowedBuiltin(PyObject* fn, const std::vector<
     DT_ASSIGN_OR_RETURN(std::vector<Sym> items, Iterate(args[0]));
     Sym it = MakeSym(SymKind::kIter);
     it->items.assign(items.rbegin(), items.rend());
+    if (args[0]->kind == SymKind::kList || args[0]->kind == SymKind::kTuple) {
+      it->reversed_of = args[0];
+      it->reversed_items = args[0]->items;
+    }
     return it;
   }
   if (is("abs") && args.size() == 1 && args[0]->kind == SymKind::kTensor) return EmitNamed("abs", args);

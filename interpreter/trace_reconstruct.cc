@@ -119,6 +119,7 @@ absl::StatusOr<OutputSpec> Tracer::ContainerOutput(const Sym& s, OutputSpec out,
       break;
     case SymKind::kCell: out.kind = OutputSpec::Kind::kCell; break;
     case SymKind::kIter:
+      if (!s->loop_iterator && s->reversed_of != nullptr) return ReversedOutput(s, std::move(out), outputs);
       if (!s->loop_iterator) {
         return Unsupported("an iterator made by zip(), enumerate(), reversed() or a dict view "
                            "crosses a graph break (it would change type)");
@@ -158,6 +159,25 @@ absl::StatusOr<OutputSpec> Tracer::IteratorOutput(const Sym& s, OutputSpec out, 
   out.kind = OutputSpec::Kind::kLiveIterator;
   out.index = static_cast<int>(s->position);
   out.children.push_back(std::move(container));
+  return out;
+}
+
+// `r = reversed(xs)` held by user code at a break: reversed() of the list or tuple again, moved
+// on past the items the segment took, so it keeps its type (list_reverseiterator) and stays live
+// over the list as CPython's does. Refused when the list changed after reversed() read it.
+absl::StatusOr<OutputSpec> Tracer::ReversedOutput(const Sym& s, OutputSpec out, std::vector<ValueId>& outputs) {
+  const Sym& of = s->reversed_of;
+  if (of->items != s->reversed_items || s->items.size() > of->items.size()) {
+    return Unsupported("an iterator made by reversed() of a list the trace changed crosses a graph break");
+  }
+  DT_ASSIGN_OR_RETURN(OutputSpec container, ToOutput(of, outputs));
+  OutputSpec call;
+  call.kind = OutputSpec::Kind::kCall;
+  call.obj = PyRef::Borrow(reinterpret_cast<PyObject*>(&PyReversed_Type));
+  call.children.push_back(std::move(container));
+  out.kind = OutputSpec::Kind::kAdvance;
+  out.index = static_cast<int>(of->items.size() - s->items.size());
+  out.children.push_back(std::move(call));
   return out;
 }
 

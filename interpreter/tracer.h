@@ -51,6 +51,7 @@ struct OutputSpec {
     kMemo,         // the object built for memo slot `index`
     kScalarSlot,   // the runtime Python number in scalar slot `index`
     kSet,          // a new set: py::ReplaySet of the history tuple `obj`
+    kAdvance,      // the iterator children[0] after `index` calls of next() (a reversed() iterator)
     kCall,         // obj(children...), the last len(keys) as keywords: a functools.partial, an
                    // exception the trace made and did not raise (a new object each run)
   };

@@ -637,6 +637,7 @@ class Tracer {
   OutputSpec TensorOutput(const Sym& s, std::vector<ValueId>& outputs);
   absl::StatusOr<OutputSpec> CallableOutput(const Sym& s, OutputSpec out, std::vector<ValueId>& outputs);
   absl::StatusOr<OutputSpec> ExceptionOutput(const Sym& s, OutputSpec out);
+  absl::StatusOr<OutputSpec> ReversedOutput(const Sym& s, OutputSpec out, std::vector<ValueId>& outputs);
   absl::StatusOr<Sym> ExceptionAttr(const Sym& exception, const std::string& name);
   absl::StatusOr<OutputSpec> IteratorOutput(const Sym& s, OutputSpec out, std::vector<ValueId>& outputs);
   absl::StatusOr<OutputSpec> ContainerOutput(const Sym& s, OutputSpec out, std::vector<ValueId>& outputs);

@@ -250,3 +250,33 @@ def test_str_format_fields_compile_whole_and_raise_as_cpython():
         dt.reset()
         _, actual, _ = capture(jitted_copy(fn, fullgraph=True), Call(T()))
         assert type(actual) is type(expected) and str(actual) == str(expected), (fn.__name__, actual, expected)
+
+
+# ---------------------------------------------------------------------------------------------
+# 6. An iterator from reversed() that user code holds, across a graph break: made again as
+#    reversed() of the same list, moved on past what the segment took.
+
+def reversed_held_across_a_break(x, xs):
+    r = reversed(xs)
+    first = next(r)
+    print("between segments")  # I/O: a graph break with `r` alive
+    return x * first, list(r), type(r).__name__
+
+
+def reversed_loop_with_a_break_inside(x, xs):
+    r = reversed(xs)
+    for t in r:
+        x = x * t
+        if x.sum().item() > 100:
+            x = x / 2
+    return x, list(r)
+
+
+def test_reversed_iterators_cross_graph_breaks():
+    for fn in (reversed_held_across_a_break, reversed_loop_with_a_break_inside):
+        for backend in BACKENDS:
+            dt.reset()
+            run_differential(fn, jitted_copy(fn, backend=backend), lambda i: Call(T(), [1.0, 2.0, 3.0 + i]), 2,
+                             seed_base=29)
+            s = stats()
+            assert s["fallbacks"] == 0 and s["graphs"] >= 1, (fn.__name__, s)  # was: the whole frame in CPython
