@@ -8,12 +8,39 @@
 #include "absl/strings/str_join.h"
 
 namespace dt::guards {
+
+bool ReprRunsNoUserCode(PyObject* obj, int depth) {
+  PyTypeObject* type = Py_TYPE(obj);
+  if (PyType_Check(obj)) return type->tp_repr == PyType_Type.tp_repr;  // `<class 'm.C'>` from its dict
+  // A class of the program's (a module subclass with its own __getattribute__, a user
+  // __repr__) could run anything; builtin containers repr their items.
+  if (PyType_HasFeature(type, Py_TPFLAGS_HEAPTYPE) || depth > 4) return false;
+  if (PyTuple_CheckExact(obj) || PyList_CheckExact(obj)) {
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(obj); ++i) {
+      if (!ReprRunsNoUserCode(PySequence_Fast_GET_ITEM(obj, i), depth + 1)) return false;
+    }
+    return true;
+  }
+  if (PyDict_CheckExact(obj)) {
+    Py_ssize_t pos = 0;
+    PyObject *key, *value;
+    while (PyDict_Next(obj, &pos, &key, &value)) {
+      if (!ReprRunsNoUserCode(key, depth + 1) || !ReprRunsNoUserCode(value, depth + 1)) return false;
+    }
+    return true;
+  }
+  // Sets, views and other builtin containers of unknown items; a type's repr reads attributes
+  // its metaclass (a heap type, above) could compute.
+  return !PyAnySet_Check(obj) && !PyDictViewSet_Check(obj) && !PyDictValues_Check(obj);
+}
+
 namespace {
 
 TensorOf tensor_recogniser = nullptr;
 
 std::string Repr(PyObject* obj) {
   if (obj == nullptr) return "<missing>";
+  if (!ReprRunsNoUserCode(obj)) return absl::StrCat("<", Py_TYPE(obj)->tp_name, " object>");
   PyObject *type, *value, *tb;
   PyErr_Fetch(&type, &value, &tb);  // keep any pending error intact
   PyObject* r = PyObject_Repr(obj);

@@ -25,6 +25,11 @@
 
 namespace dt::guards {
 
+// Whether repr(obj) runs only CPython's own code: builtin types all the way down (a heap type's
+// repr, or a module subclass's attribute lookups, is the program's code, which tracing and
+// messages must not run). Messages print `<Type object>` otherwise.
+bool ReprRunsNoUserCode(PyObject* obj, int depth = 0);
+
 // How the interpreter layer recognises its tensors; set once at module start-up.
 using TensorOf = const Tensor* (*)(PyObject* obj);
 void SetTensorRecogniser(TensorOf fn);

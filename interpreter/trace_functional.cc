@@ -56,6 +56,14 @@ std::optional<long long> ConstInt(const Sym& s) {
 }  // namespace
 
 absl::StatusOr<std::vector<Sym>> Tracer::Consume(const Sym& iterable) {
+  if (iterable->kind == SymKind::kIter && iterable->over != nullptr) {  // iter(list): read live, used up
+    std::vector<Sym> rest;
+    while (true) {
+      DT_ASSIGN_OR_RETURN(Sym item, NextItem(iterable));
+      if (item == nullptr) return rest;
+      rest.push_back(std::move(item));
+    }
+  }
   DT_ASSIGN_OR_RETURN(std::vector<Sym> items, Iterate(iterable));
   if (iterable->kind == SymKind::kIter && !iterable->dict_view) {  // a view is iterated afresh
     Mutating(iterable);

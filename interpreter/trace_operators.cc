@@ -622,13 +622,10 @@ absl::StatusOr<std::vector<Sym>> Tracer::Iterate(const Sym& s) {
         return Throw(raised);
       }
       if (s->over == nullptr) return s->items;
-      // iter(list) or iter(dict) reads its container live: what is left of it, used up.
-      std::vector<Sym> rest;
-      while (true) {
-        DT_ASSIGN_OR_RETURN(Sym item, NextItem(s));
-        if (item == nullptr) return rest;
-        rest.push_back(std::move(item));
-      }
+      // iter(list) or iter(dict) reads its container live, and a reader such as zip() takes
+      // its items lazily, as many as it needs: only Consume (which takes them all) and next()
+      // follow it.
+      return Unsupported("an iterator from iter() of a list or dict read by zip(), map() or the like");
     }
     case SymKind::kDict: {
       std::vector<Sym> keys;

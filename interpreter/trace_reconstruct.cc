@@ -149,6 +149,9 @@ absl::StatusOr<OutputSpec> Tracer::IteratorOutput(const Sym& s, OutputSpec out, 
     return advanced;
   }
   if (s->over == nullptr) return ContainerOutput(s, std::move(out), outputs);
+  if (!s->loop_iterator) {
+    return Unsupported("an iterator from iter() of a list or dict crosses a graph break (it would change type)");
+  }
   auto same_key = [](const PyRef& a, const PyRef& b) { return a.get() == b.get(); };
   if (s->over->kind == SymKind::kDict &&
       !std::equal(s->over->keys.begin(), s->over->keys.end(), s->keys_at_start.begin(), s->keys_at_start.end(), same_key)) {

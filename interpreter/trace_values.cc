@@ -47,6 +47,7 @@ bool IsPureConstType(PyObject* obj) {
 }
 
 std::string ShortRepr(PyObject* obj) {
+  if (!guards::ReprRunsNoUserCode(obj)) return absl::StrCat("<", Py_TYPE(obj)->tp_name, " object>");
   PyRef r = PyRef::Steal(PyObject_Repr(obj));
   if (!r) {
     PyErr_Clear();
