@@ -546,6 +546,15 @@ absl::StatusOr<PyRef> Tracer::ConstValue(const Sym& s) {
         DT_ASSIGN_OR_RETURN(PyRef item, ConstValue(s->items[i]));
         PyTuple_SET_ITEM(t.get(), i, item.Release());
       }
+      // A named tuple is its class's instance (whose repr, say, is its own), never a plain tuple.
+      if (s->named_type) {
+        PyRef named = PyRef::Steal(MakeNamedTuple(s->named_type.get(), t.get()));
+        if (!named) {
+          PyErr_Clear();
+          return Unsupported("making a named tuple's value");
+        }
+        return named;
+      }
       return t;
     }
     case SymKind::kList: {
