@@ -93,6 +93,12 @@ struct SymValue {
   // `reversed_items` (rebuilt at a break as reversed() of it, advanced past what was taken).
   Sym reversed_of;
   std::vector<Sym> reversed_items;
+  // A kIter zip() or enumerate() made over at least one iterator: read lazily, as CPython's
+  // are, one item of each source per step in order (so an iterator also read elsewhere, as in
+  // `zip(range(n), it)` then `for x in it`, is left where CPython leaves it). enumerate's
+  // count starts at `enumerate_start` (null for zip) and runs on `consumed`.
+  std::vector<Sym> zip_sources;
+  py::PyRef enumerate_start;
   // A kObject the traced code made by calling its class (trace_objects.cc): `obj` is a blank
   // instance standing for it, `keys`/`items` its attributes; built for real when it leaves.
   bool made_by_trace = false;

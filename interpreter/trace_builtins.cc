@@ -214,7 +214,36 @@ absl::StatusOr<Sym> Tracer::BuiltinIsinstance(const Sym& value, const Sym& class
 }
 
 // zip(*args) and enumerate(iterable, start): iterators of tuples, unrolled.
+// zip()/enumerate() with an iterator among its arguments: the sources are iterated lazily, by
+// NextItem, so each is advanced exactly as far as CPython's zip would advance it.
+absl::StatusOr<Sym> Tracer::LazyZip(const std::vector<Sym>& args, bool enumerate, bool strict) {
+  if (strict) return Unsupported("zip(strict=True) of an iterator");
+  if (enumerate && args.size() > 2) return Raises("the traced code raises: enumerate() takes at most 2 arguments");
+  Sym it = MakeSym(SymKind::kIter);
+  for (size_t i = 0; i < (enumerate ? 1 : args.size()); ++i) {
+    if (args[i]->kind == SymKind::kIter && !args[i]->dict_view) {
+      it->zip_sources.push_back(args[i]);
+    } else {
+      DT_ASSIGN_OR_RETURN(Sym source, IteratorOf(args[i], /*loop_iterator=*/false));
+      it->zip_sources.push_back(std::move(source));
+    }
+  }
+  if (enumerate) {
+    it->enumerate_start = PyRef::Steal(PyLong_FromLong(0));
+    if (args.size() > 1) {
+      DT_ASSIGN_OR_RETURN(it->enumerate_start, ConstValue(args[1]));
+      if (!PyLong_Check(it->enumerate_start.get())) return Raises("the traced code raises: enumerate() start is not an integer");
+    }
+  }
+  return it;
+}
+
 absl::StatusOr<Sym> Tracer::BuiltinZip(const std::vector<Sym>& args, bool enumerate, bool strict) {
+  bool over_an_iterator = false;
+  for (size_t i = 0; i < (enumerate ? 1 : args.size()); ++i) {
+    over_an_iterator |= args[i]->kind == SymKind::kIter && !args[i]->dict_view;
+  }
+  if (over_an_iterator) return LazyZip(args, enumerate, strict);
   std::vector<std::vector<Sym>> seqs;
   if (enumerate) {
     if (args.size() > 2) return Raises("the traced code raises: enumerate() takes at most 2 arguments");

@@ -56,9 +56,10 @@ bool Tracer::HeldByFrames(const Sym& s, const TFrame& f) {
 absl::Status Tracer::DoGetIter(TFrame& f, const Instr& in) {
   DT_RETURN_IF_ERROR(f.Need(1, in));
   Sym iterable = f.stack.back();
-  // A generator that raises at its end stays itself too: its raise comes at the loop's last
-  // FOR_ITER (such an iterator cannot cross a graph break).
-  if (iterable->kind == SymKind::kIter && (iterable->raises_when_exhausted || HeldByFrames(iterable, f))) {
+  // A generator that raises at its end, and a lazy zip()/enumerate() over an iterator, stay
+  // themselves too: each FOR_ITER takes one step of them (they cannot cross a graph break).
+  if (iterable->kind == SymKind::kIter &&
+      (iterable->raises_when_exhausted || !iterable->zip_sources.empty() || HeldByFrames(iterable, f))) {
     // An iterator something else holds too (`r = reversed(xs)`, then `for t in r`): GET_ITER of
     // an iterator is the iterator itself, so what the loop takes is gone from it, as in CPython.
     // (Held only by the stack, as `for t in zip(a, b)`, it becomes the loop's own iterator, which
@@ -94,6 +95,7 @@ absl::StatusOr<Sym> Tracer::IteratorOf(const Sym& iterable, bool loop_iterator) 
 // The next item of an iterator the trace made, as FOR_ITER and next() take it; null when it is
 // exhausted.
 absl::StatusOr<Sym> Tracer::NextItem(const Sym& it) {
+  if (!it->zip_sources.empty()) return NextZipItem(it);
   if (it->iterated_set != nullptr) DT_RETURN_IF_ERROR(CheckSetUnchanged(it));
   if (it->over != nullptr) return NextLiveItem(it);
   if (it->items.empty()) return Sym();
@@ -103,6 +105,24 @@ absl::StatusOr<Sym> Tracer::NextItem(const Sym& it) {
   if (it->raises_when_exhausted && it->items.empty()) return Throw(next);  // a generator's raise
   ++it->consumed;
   return next;
+}
+
+// One step of a lazy zip()/enumerate(): the next item of each source in order, stopping at the
+// first that is exhausted (the sources before it have given an item each, as in CPython).
+absl::StatusOr<Sym> Tracer::NextZipItem(const Sym& it) {
+  Sym tuple = MakeSym(SymKind::kTuple);
+  if (it->enumerate_start) {
+    PyRef offset = PyRef::Steal(PyLong_FromSize_t(it->consumed));
+    tuple->items.push_back(ConstSym(PyRef::Steal(PyNumber_Add(it->enumerate_start.get(), offset.get()))));
+  }
+  for (const Sym& source : it->zip_sources) {
+    DT_ASSIGN_OR_RETURN(Sym item, NextItem(source));
+    if (item == nullptr) return Sym();
+    tuple->items.push_back(std::move(item));
+  }
+  Mutating(it);
+  ++it->consumed;
+  return tuple;
 }
 
 // The next item of a loop iterator that reads its container live, or null when it is exhausted

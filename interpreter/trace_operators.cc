@@ -621,6 +621,14 @@ absl::StatusOr<std::vector<Sym>> Tracer::Iterate(const Sym& s) {
         s->items.clear();
         return Throw(raised);
       }
+      if (!s->zip_sources.empty()) {  // a lazy zip()/enumerate(): its items, taken now
+        std::vector<Sym> rest;
+        while (true) {
+          DT_ASSIGN_OR_RETURN(Sym item, NextItem(s));
+          if (item == nullptr) return rest;
+          rest.push_back(std::move(item));
+        }
+      }
       if (s->over == nullptr) return s->items;
       // iter(list) or iter(dict) reads its container live, and a reader such as zip() takes
       // its items lazily, as many as it needs: only Consume (which takes them all) and next()
@@ -689,6 +697,11 @@ absl::StatusOr<std::vector<Sym>> Tracer::IterateObject(const Sym& s) {
   }
   DT_ASSIGN_OR_RETURN(Sym bound, ObjectAttr(s, "__iter__"));
   DT_ASSIGN_OR_RETURN(Sym iterator, CallSym(bound, {}, Kwargs()));
+  // An __iter__ that returns an object (often `self`, whose __next__ gives the items) would
+  // otherwise recurse here without end: its items come from __next__, which is not traced.
+  if (iterator->kind == SymKind::kObject) {
+    return Unsupported(absl::StrCat("iterating over a ", Describe(s), " whose __iter__ returns an object"));
+  }
   return Iterate(iterator);
 }
 

@@ -405,6 +405,8 @@ class Tracer {
   // own __setattr__ (a frozen dataclass's __init__).
   absl::Status StoreAttr(const Sym& target, PyObject* name_obj, const Sym& value, bool through_object_setattr = false);
   absl::StatusOr<Sym> ObjectSetattr(const std::vector<Sym>& args, const Kwargs& kwargs);
+  absl::StatusOr<Sym> LazyZip(const std::vector<Sym>& args, bool enumerate, bool strict);
+  absl::StatusOr<Sym> NextZipItem(const Sym& it);
   // trace_exceptions.cc
   absl::StatusOr<Sym> MakeException(PyObject* cls, const std::vector<Sym>& args, const Kwargs& kwargs);
   absl::Status Throw(const Sym& exception);

@@ -280,3 +280,52 @@ def test_reversed_iterators_cross_graph_breaks():
                              seed_base=29)
             s = stats()
             assert s["fallbacks"] == 0 and s["graphs"] >= 1, (fn.__name__, s)  # was: the whole frame in CPython
+
+
+def zip_takes_only_what_it_pairs(x, xs):
+    it = iter(xs)
+    pairs = list(zip(range(2), it))  # zip stops at range's end: one item of `it` stays unread
+    return [x * v for _, v in pairs], list(it)
+
+
+def enumerate_shares_its_iterator(x, xs):
+    it = iter(xs)
+    e = enumerate(it, 10)
+    first = next(e)
+    skipped = next(it)  # advances the iterator enumerate() reads from
+    return x * first[1], skipped, list(e)
+
+
+def test_zip_and_enumerate_read_iterators_lazily():
+    # Both once drained their iterator arguments at the call, so list(it) after the zip came back
+    # empty (regrtest test_heapq's test_iterable_args).
+    check_whole(zip_takes_only_what_it_pairs, lambda i: Call(T(), [1.0, 2.0, 3.0 + i, 4.0]))
+    check_whole(enumerate_shares_its_iterator, lambda i: Call(T(), [1.0, 2.0, 3.0 + i, 4.0]))
+
+
+class _Countdown:
+    """An iterator object of the program's own: __iter__ returns self, __next__ gives the items."""
+
+    def __init__(self, n):
+        self.n = n
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self.n == 0:
+            raise StopIteration
+        self.n -= 1
+        return self.n
+
+
+def list_of_an_iterator_object(x, n):
+    return [x * v for v in list(_Countdown(n))], list(enumerate(_Countdown(n), 5))
+
+
+def test_an_object_whose_iter_returns_itself_runs_as_cpython():
+    # list() of it recursed in the tracer until the stack overflowed (regrtest test_enumerate).
+    for backend in BACKENDS:
+        dt.reset()
+        run_differential(list_of_an_iterator_object, jitted_copy(list_of_an_iterator_object, backend=backend),
+                         lambda i: Call(T(), 2 + i), 2, seed_base=31)
