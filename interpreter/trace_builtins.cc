@@ -213,7 +213,14 @@ absl::StatusOr<Sym> Tracer::BuiltinIsinstance(const Sym& value, const Sym& class
   return ConstSym(PyRef::Borrow(r ? Py_True : Py_False));
 }
 
-// zip(*args) and enumerate(iterable, start): iterators of tuples, unrolled.
+namespace {
+
+// An iterator the trace made (not a dict view, which is reread): zip()/enumerate() over one
+// read it lazily.
+bool IsTracedIterator(const Sym& s) { return s->kind == SymKind::kIter && !s->dict_view; }
+
+}  // namespace
+
 // zip()/enumerate() with an iterator among its arguments: the sources are iterated lazily, by
 // NextItem, so each is advanced exactly as far as CPython's zip would advance it.
 absl::StatusOr<Sym> Tracer::LazyZip(const std::vector<Sym>& args, bool enumerate, bool strict) {
@@ -221,7 +228,7 @@ absl::StatusOr<Sym> Tracer::LazyZip(const std::vector<Sym>& args, bool enumerate
   if (enumerate && args.size() > 2) return Raises("the traced code raises: enumerate() takes at most 2 arguments");
   Sym it = MakeSym(SymKind::kIter);
   for (size_t i = 0; i < (enumerate ? 1 : args.size()); ++i) {
-    if (args[i]->kind == SymKind::kIter && !args[i]->dict_view) {
+    if (IsTracedIterator(args[i])) {
       it->zip_sources.push_back(args[i]);
     } else {
       DT_ASSIGN_OR_RETURN(Sym source, IteratorOf(args[i], /*loop_iterator=*/false));
@@ -238,11 +245,10 @@ absl::StatusOr<Sym> Tracer::LazyZip(const std::vector<Sym>& args, bool enumerate
   return it;
 }
 
+// zip(*args) and enumerate(iterable, start): iterators of tuples, unrolled (lazy over iterators).
 absl::StatusOr<Sym> Tracer::BuiltinZip(const std::vector<Sym>& args, bool enumerate, bool strict) {
   bool over_an_iterator = false;
-  for (size_t i = 0; i < (enumerate ? 1 : args.size()); ++i) {
-    over_an_iterator |= args[i]->kind == SymKind::kIter && !args[i]->dict_view;
-  }
+  for (size_t i = 0; i < (enumerate ? 1 : args.size()); ++i) over_an_iterator |= IsTracedIterator(args[i]);
   if (over_an_iterator) return LazyZip(args, enumerate, strict);
   std::vector<std::vector<Sym>> seqs;
   if (enumerate) {

@@ -113,7 +113,12 @@ absl::StatusOr<Sym> Tracer::NextZipItem(const Sym& it) {
   Sym tuple = MakeSym(SymKind::kTuple);
   if (it->enumerate_start) {
     PyRef offset = PyRef::Steal(PyLong_FromSize_t(it->consumed));
-    tuple->items.push_back(ConstSym(PyRef::Steal(PyNumber_Add(it->enumerate_start.get(), offset.get()))));
+    PyRef count = offset ? PyRef::Steal(PyNumber_Add(it->enumerate_start.get(), offset.get())) : PyRef();
+    if (!count) {
+      PyErr_Clear();
+      return Unsupported("enumerate()'s count could not be made");
+    }
+    tuple->items.push_back(ConstSym(std::move(count)));
   }
   for (const Sym& source : it->zip_sources) {
     DT_ASSIGN_OR_RETURN(Sym item, NextItem(source));
