@@ -88,4 +88,20 @@ void CompiledFunctionNode::ReleaseSaved() {
   saved_.clear();
 }
 
+void FreedGraphNode::Attach(std::vector<Tensor*> outputs) {
+  std::shared_ptr<FreedGraphNode> node(new FreedGraphNode());
+  for (size_t j = 0; j < outputs.size(); ++j) {
+    node->output_shapes_.push_back(ShapeOf(*outputs[j]));
+    auto meta = std::make_shared<AutogradMeta>();
+    meta->grad_fn = node;
+    meta->output_nr = static_cast<int>(j);
+    outputs[j]->set_autograd(std::move(meta));
+  }
+  node->retained_.resize(outputs.size());
+}
+
+absl::StatusOr<std::vector<Tensor>> FreedGraphNode::Apply(std::vector<Tensor> output_grads, bool create_graph) {
+  return CheckSavedTensors(/*released=*/true, {}, name());
+}
+
 }  // namespace dt

@@ -43,6 +43,19 @@ class CompiledFunctionNode final : public GradNode {
   bool released_ = false;
 };
 
+// The grad_fn of a tensor a compiled function returns after it called backward() through it
+// (a whole training step returning its loss): eagerly that tensor keeps its node, whose saved
+// values backward() freed, so a second backward through it raises PyTorch's error. It has no
+// edges: the graph it stood for ran inside the compiled function.
+class FreedGraphNode final : public GradNode {
+ public:
+  // Gives each of `outputs` this node as its grad_fn.
+  static void Attach(std::vector<Tensor*> outputs);
+
+  std::string name() const override { return "CompiledFunctionBackward"; }
+  absl::StatusOr<std::vector<Tensor>> Apply(std::vector<Tensor> output_grads, bool create_graph) override;
+};
+
 }  // namespace dt
 
 #endif  // DYNTRACE_AUTOGRAD_COMPILED_FUNCTION_H_

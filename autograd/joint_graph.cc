@@ -29,10 +29,13 @@ std::vector<ValueId> TensorArgs(const Node& node) {
 // Turns the Call()s of derivative formulas, run on meta tensors, into nodes of the backward
 // graph. A forward value a formula reads becomes a backward input the first time it is read
 // (it is saved); everything else must have been made by a recorded call.
+//
+// Inline (AppendBackward), the formulas record into the forward graph itself, after its nodes,
+// and a forward value they read is that value.
 class BackwardRecorder final : public GraphRecorder {
  public:
-  BackwardRecorder(const Graph& forward, Graph& backward, Device device)
-      : GraphRecorder(backward, SourceLocation(), device), forward_(forward) {}
+  BackwardRecorder(const Graph& forward, Graph& backward, Device device, bool inline_into_forward)
+      : GraphRecorder(backward, SourceLocation(), device), forward_(forward), inline_(inline_into_forward) {}
 
   const std::vector<ValueId>& saved() const { return saved_; }
 
@@ -40,6 +43,7 @@ class BackwardRecorder final : public GraphRecorder {
   absl::StatusOr<ValueId> Unknown(const Tensor& meta) override {
     for (size_t v = 0; v < forward_.num_values(); ++v) {
       if (!SameMetaTensor(forward_.value(static_cast<ValueId>(v)).meta, meta)) continue;
+      if (inline_) return static_cast<ValueId>(v);
       const ValueId id = out().AddInput(meta, absl::StrCat("saved[", saved_.size(), "]"));
       saved_.push_back(static_cast<ValueId>(v));
       Know(meta, id);
@@ -50,6 +54,7 @@ class BackwardRecorder final : public GraphRecorder {
 
  private:
   const Graph& forward_;
+  const bool inline_;
   std::vector<ValueId> saved_;  // forward values, in backward-input order after the gradients
 };
 
@@ -90,7 +95,12 @@ class JointBuilder {
  public:
   JointBuilder(const Graph& forward, Device device)
       : forward_(forward), requires_grad_(forward.num_values(), false), grad_of_(forward.num_values()),
-        recorder_(forward, joint_.backward, device) {}
+        recorder_(forward, joint_.backward, device, /*inline_into_forward=*/false) {}
+  // Records into `graph`, of which `forward` is a copy (so reading it stays valid while nodes
+  // are appended).
+  JointBuilder(const Graph& forward, Graph& graph, Device device)
+      : forward_(forward), requires_grad_(forward.num_values(), false), grad_of_(forward.num_values()),
+        recorder_(forward, graph, device, /*inline_into_forward=*/true) {}
 
   absl::StatusOr<JointGraph> Build(const std::vector<bool>& input_requires_grad) {
     for (size_t i = 0; i < forward_.inputs().size(); ++i) {
@@ -106,19 +116,47 @@ class JointBuilder {
     return Finish();
   }
 
+  // Inline: the gradients of `root` (seeded with value `seed`) with respect to every forward
+  // input that requires grad, appended to the graph; `requires_grad` flags every forward value
+  // autograd follows (the tracer knows which nodes ran with grad mode on).
+  absl::StatusOr<std::vector<std::optional<ValueId>>> BuildInline(ValueId root, ValueId seed,
+                                                                  const std::vector<bool>& requires_grad) {
+    if (forward_.HasSymbolicInputSizes()) return NotWhole("its sizes change between calls");
+    for (const Node& node : forward_.nodes()) DT_RETURN_IF_ERROR(CheckDifferentiable(node));
+    requires_grad_ = requires_grad;
+    requires_grad_.resize(forward_.num_values(), false);
+    const Tensor seed_meta = forward_.value(seed).meta;
+    recorder_.Know(seed_meta, seed);
+    grad_of_[root] = seed_meta;
+    const auto& nodes = forward_.nodes();
+    for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) DT_RETURN_IF_ERROR(Differentiate(*it));
+    std::vector<std::optional<ValueId>> grads;
+    for (ValueId input : forward_.inputs()) {
+      grads.emplace_back();
+      if (!requires_grad_[input] || !grad_of_[input].has_value()) continue;
+      DT_ASSIGN_OR_RETURN(grads.back(), recorder_.Find(*grad_of_[input]));
+    }
+    return grads;
+  }
+
  private:
+  absl::Status CheckDifferentiable(const Node& node) {
+    // The backward graph is built for the traced values of run-time numbers and shapes.
+    for (const GraphArg& a : node.args) {
+      if (a.ReadsNumbers()) return NotWhole(absl::StrCat(node.op->name(), " reads a run-time number"));
+    }
+    // Formulas read values as they are when backward runs; a write anywhere in the graph could
+    // change one after its use (eagerly, a version check would catch that).
+    if (node.inplace || node.op->has(kEagerUpdate) || node.op->has(kWritesArguments)) {
+      return NotWhole(absl::StrCat(node.op->name(), " changes a tensor in place"));
+    }
+    return absl::OkStatus();
+  }
+
   absl::Status PropagateRequiresGrad() {
     if (forward_.HasSymbolicInputSizes()) return NotWhole("its sizes change between calls");
     for (const Node& node : forward_.nodes()) {
-      // The backward graph is built for the traced values of run-time numbers and shapes.
-      for (const GraphArg& a : node.args) {
-        if (a.ReadsNumbers()) return NotWhole(absl::StrCat(node.op->name(), " reads a run-time number"));
-      }
-      // Formulas read values as they are when backward runs; a write anywhere in the graph could
-      // change one after its use (eagerly, a version check would catch that).
-      if (node.inplace || node.op->has(kEagerUpdate) || node.op->has(kWritesArguments)) {
-        return NotWhole(absl::StrCat(node.op->name(), " changes a tensor in place"));
-      }
+      DT_RETURN_IF_ERROR(CheckDifferentiable(node));
       bool any = false;
       for (ValueId v : TensorArgs(node)) any = any || requires_grad_[v];
       if (!any || node.op->kind == OpKind::kCreation) continue;
@@ -290,6 +328,14 @@ absl::StatusOr<JointGraph> BuildJointGraph(const Graph& traced, const std::vecto
   joint.backward.EliminateDeadCode();
   if (min_cut) DT_RETURN_IF_ERROR(Partition(joint));
   return joint;
+}
+
+absl::StatusOr<std::vector<std::optional<ValueId>>> AppendBackward(Graph& graph, ValueId root, ValueId seed,
+                                                                   const std::vector<bool>& requires_grad,
+                                                                   Device device) {
+  const Graph forward = graph;  // read while the formulas' nodes are appended to `graph`
+  JointBuilder builder(forward, graph, device);
+  return builder.BuildInline(root, seed, requires_grad);
 }
 
 }  // namespace dt

@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -58,6 +59,18 @@ struct JointGraph {
 // save (else every value the formulas read is saved, for comparison).
 [[nodiscard]] absl::StatusOr<JointGraph> BuildJointGraph(const Graph& traced, const std::vector<bool>& input_requires_grad,
                                                          Device device, bool min_cut = true);
+
+// backward() inside a trace (a whole training step in one graph): appends to `graph` the nodes
+// that compute the gradient of value `root`, seeded with value `seed` (its shape and dtype),
+// with respect to each graph input; returns one entry per input, empty where no gradient flows
+// or the input does not require grad. `requires_grad` has one flag per value of `graph`: those
+// autograd follows (made with grad mode on from values that require grad). Composites without a
+// formula of their own are not expanded here: differentiating one is an error, as is any graph
+// BuildJointGraph refuses.
+[[nodiscard]] absl::StatusOr<std::vector<std::optional<ValueId>>> AppendBackward(Graph& graph, ValueId root,
+                                                                                 ValueId seed,
+                                                                                 const std::vector<bool>& requires_grad,
+                                                                                 Device device);
 
 }  // namespace dt
 

@@ -60,6 +60,10 @@ absl::StatusOr<Sym> Tracer::TensorAttr(const Sym& obj, const std::string& name) 
     return outs[0];
   }
   if (name == "__class__") return ConstSym(PyRef::Borrow(reinterpret_cast<PyObject*>(&py::TensorType)));
+  if (name == "grad") return GradOf(obj);
+  if (name == "backward") {
+    return BoundTo(SymKind::kBoundMethod, PyRef::Borrow(PyDict_GetItemString(py::TensorType.tp_dict, "backward")), obj);
+  }
   static const auto* autograd_state = new absl::flat_hash_set<std::string>{
       "requires_grad", "requires_grad_", "grad", "grad_fn", "is_leaf", "retain_grad", "retains_grad", "backward",
       "register_hook", "detach", "detach_", "data", "_version"};

@@ -131,6 +131,7 @@ absl::StatusOr<Sym> Tracer::CallTensorMethod(const Sym& self, const std::string&
     if (s->kind == SymKind::kConst && PyLong_Check(s->obj.get())) return PyLong_AsLongLong(s->obj.get());
     return std::nullopt;
   };
+  if (name == "backward") return TraceBackward(self, args, kwargs);
   if (name == "size" && kwargs.empty()) {
     if (args.empty()) {
       Sym s = MakeSym(SymKind::kShape);

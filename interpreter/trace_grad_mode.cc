@@ -49,7 +49,9 @@ absl::StatusOr<Sym> Tracer::CallGradModeBuiltin(PyObject* fn, const std::vector<
     return Unsupported("turning grad mode on inside a trace that started with it off (autograd must record "
                        "what follows)");
   }
-  if (enable != at_entry_or_now && !grad_inputs_.empty()) {
+  // After backward() the graph is not split (trace_autograd.cc): values made with the mode on
+  // are followed value by value (grad_values_).
+  if (enable != at_entry_or_now && !grad_inputs_.empty() && !backward_at_node_.has_value()) {
     return Unsupported("a change of grad mode in a graph whose inputs require grad (each side is compiled "
                        "apart)");
   }

@@ -184,6 +184,10 @@ absl::Status Tracer::DoStoreAttr(TFrame& f, const Instr& in) {
 // `obj.name = value` (STORE_ATTR, setattr()) on a plain object the trace follows: recorded on its
 // Sym and replayed after the graph. Changes nothing when it stops the trace.
 absl::Status Tracer::StoreAttr(const Sym& target, PyObject* name_obj, const Sym& value, bool through_object_setattr) {
+  if (target->kind == SymKind::kTensor && PyUnicode_Check(name_obj) &&
+      PyUnicode_CompareWithASCIIString(name_obj, "grad") == 0) {
+    return StoreGrad(target, value);
+  }
   if (target->kind != SymKind::kObject || (target->source == nullptr && !target->made_by_trace)) {
     return Unsupported(absl::StrCat("storing an attribute on a ", Describe(target)));
   }

@@ -91,6 +91,7 @@ absl::StatusOr<std::vector<Sym>> Tracer::Emit(const OpDef* op, std::vector<ArgVa
     outs = *std::move(r);
   }
   touched_tensors_ = true;
+  const std::vector<GraphArg> read = graph_args;
   std::vector<ValueId> ids = graph_->AddNode(op, std::move(graph_args), inplace ? std::vector<Tensor>{args.tensor(0)} : outs,
                                              inplace, HereLocation());
   std::vector<Sym> result;
@@ -101,6 +102,7 @@ absl::StatusOr<std::vector<Sym>> Tracer::Emit(const OpDef* op, std::vector<ArgVa
     value_device_[s->value] = device_of_results;
     result.push_back(s);
   }
+  DT_RETURN_IF_ERROR(NoteGradResults(*op, read, result, inplace));
   return result;
 }
 

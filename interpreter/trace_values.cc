@@ -119,7 +119,11 @@ absl::StatusOr<Sym> Tracer::TensorInput(PyObject* obj, SourceRef source) {
   value_device_[s->value] = real.device();  // guarded by TensorMatch just above
   // TensorMatch guards tracks_grad too: this entry serves only calls where autograd follows the
   // tensor, and the trace ends in a joint forward/backward split.
-  if (TracksGrad(real)) grad_inputs_.insert(s->value);
+  if (TracksGrad(real)) {
+    grad_inputs_.insert(s->value);
+    grad_values_.insert(s->value);
+  }
+  input_objects_[s->value] = PyRef::Borrow(obj);
   s->source = source;
   inputs_by_source_[key] = s;
   input_sources_.push_back(source);

@@ -168,6 +168,9 @@ struct TraceResult {
   // graph (the traced outputs, then the values saved for backward), run without recording, and
   // the differentiable outputs get one backward node running `joint->backward`.
   std::shared_ptr<const JointGraph> joint;
+  // Set when the trace ran backward() itself: graph outputs (by index) that autograd followed
+  // up to it; they leave with a grad_fn whose graph is freed, as eagerly after backward().
+  std::vector<int> freed_graph_outputs;
   std::vector<guards::SourceRef> input_sources;  // where each graph input is read from
   guards::GuardSet guards;
   bool touched_tensors = false;

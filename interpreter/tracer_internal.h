@@ -181,6 +181,18 @@ class Tracer {
   // Graph inputs autograd follows (they require grad and grad mode is on): the graph is split
   // into forward and backward graphs when the trace ends (SplitForAutograd).
   absl::flat_hash_set<ValueId> grad_inputs_;
+  // Values autograd follows: grad_inputs_, and results of ops on them while grad mode is on
+  // (what backward() inside the trace differentiates, trace_autograd.cc).
+  absl::flat_hash_set<ValueId> grad_values_;
+  // The real tensor behind each tensor input (.grad reads the real one's).
+  absl::flat_hash_map<ValueId, PyRef> input_objects_;
+  // Set once backward() was traced: the graph's node count before its nodes (a rollback to
+  // before that point forgets it). The graph is then not split at the end.
+  std::optional<size_t> backward_at_node_;
+  ValueId backward_first_value_ = 0;
+  // Leaf inputs whose .grad the trace follows, one Sym per real tensor (GradSlot).
+  absl::flat_hash_map<PyObject*, Sym> grad_slots_;
+  std::vector<Sym> grad_slot_order_;  // values from here on were made by or after backward()
   std::vector<SourceRef> input_sources_;
   // Python wrappers handed to op binding, and the Syms they stand for.
   std::vector<PyRef> wrappers_;
@@ -648,6 +660,15 @@ class Tracer {
   // Splits the finished graph into forward and backward graphs when inputs require grad
   // (trace_autograd.cc); an error says why it cannot be (the frame then runs eagerly).
   absl::Status SplitForAutograd(TraceResult& r);
+  // backward() and .grad inside a trace (trace_autograd.cc): a whole training step as one graph.
+  absl::Status NoteGradResults(const OpDef& op, const std::vector<GraphArg>& args, const std::vector<Sym>& results,
+                               bool inplace);
+  absl::StatusOr<Sym> GradSlot(const Sym& tensor, absl::string_view what);
+  void GuardGradSlotsDistinct();
+  absl::StatusOr<Sym> GradOf(const Sym& tensor);
+  absl::Status StoreGrad(const Sym& tensor, const Sym& value);
+  absl::StatusOr<Sym> TraceBackward(const Sym& root, const std::vector<Sym>& args, const Kwargs& kwargs);
+  absl::StatusOr<PyObject*> LeafInputObject(const Sym& tensor, absl::string_view what);
   // The trace up to the instruction that stopped it, and what happens there (tracer.cc).
   std::variant<TraceResult, TraceFailure> Break(TFrame& root, const interpreter::BreakReason& reason);
   void RollBackToSnapshot();
