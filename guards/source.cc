@@ -54,7 +54,7 @@ PyObject* DictLookup(PyObject* dict, const std::string& key) {
   return value;
 }
 
-ObjectAccess object_access{nullptr, nullptr};  // SetObjectAccess
+ObjectAccess object_access{nullptr, nullptr, nullptr};  // SetObjectAccess
 
 // An object's own attribute without running descriptors: the instance (or module, or class)
 // __dict__.
@@ -71,6 +71,10 @@ PyObject* OwnAttr(PyObject* obj, const std::string& name) {
     PyObject* value = object_access.lookup_on_type(reinterpret_cast<PyTypeObject*>(obj), key);
     Py_DECREF(key);
     return value;
+  }
+  if (name == "grad" && object_access.tensor_grad != nullptr) {
+    if (PyObject* grad = object_access.tensor_grad(obj)) return grad;
+    PyErr_Clear();
   }
   PyObject* dict = object_access.instance_dict(obj);
   return dict != nullptr ? DictLookup(dict, name) : nullptr;

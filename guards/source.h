@@ -20,6 +20,8 @@ namespace dt::guards {
 struct ObjectAccess {
   PyObject* (*lookup_on_type)(PyTypeObject* type, PyObject* name);  // borrowed or null
   PyObject* (*instance_dict)(PyObject* obj);                         // borrowed or null
+  // A tensor's .grad (None when unset), borrowed; null when `obj` is not a tensor.
+  PyObject* (*tensor_grad)(PyObject* obj);
 };
 void SetObjectAccess(ObjectAccess access);
 

@@ -105,6 +105,27 @@ bool SetRequiresGradFlag(PyObject* self, bool value) {
   return true;
 }
 
+// Whether `a` and `b` are one tensor (storage, place, geometry, dtype).
+static bool SameTensor(const Tensor& a, const Tensor& b) {
+  return a.storage() == b.storage() && a.offset() == b.offset() && a.sizes() == b.sizes() &&
+         a.strides() == b.strides() && a.dtype() == b.dtype();
+}
+
+PyObject* GradObject(PyObject* tensor) {
+  auto* self = reinterpret_cast<PyTensor*>(tensor);
+  const AutogradMeta* meta = self->tensor.autograd().get();
+  if (meta == nullptr || !meta->grad.defined()) {
+    Py_CLEAR(self->grad_object);
+    return Py_None;
+  }
+  if (self->grad_object == nullptr || !SameTensor(Unwrap(self->grad_object), meta->grad)) {
+    PyObject* fresh = Wrap(meta->grad);
+    if (fresh == nullptr) return nullptr;
+    Py_XSETREF(self->grad_object, fresh);
+  }
+  return self->grad_object;
+}
+
 namespace {
 
 int SetRequiresGrad(PyObject* self, PyObject* value, void*) {
@@ -116,9 +137,9 @@ int SetRequiresGrad(PyObject* self, PyObject* value, void*) {
 }
 
 PyObject* GetGrad(PyObject* self, void*) {
-  const AutogradMeta* meta = Unwrap(self).autograd().get();
-  if (meta == nullptr || !meta->grad.defined()) Py_RETURN_NONE;
-  return Wrap(meta->grad);
+  PyObject* grad = GradObject(self);
+  Py_XINCREF(grad);
+  return grad;
 }
 
 int SetGrad(PyObject* self, PyObject* value, void*) {
@@ -141,6 +162,8 @@ int SetGrad(PyObject* self, PyObject* value, void*) {
     return -1;
   }
   MetaOf(self).grad = g;
+  Py_INCREF(value);  // `p.grad = g` then `p.grad is g`, as in PyTorch
+  Py_XSETREF(reinterpret_cast<PyTensor*>(self)->grad_object, value);
   return 0;
 }
 

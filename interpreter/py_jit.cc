@@ -604,7 +604,9 @@ const Tensor* RecogniseTensor(PyObject* obj) { return IsTensor(obj) ? &Unwrap(ob
 
 bool AddJitBindings(PyObject* module) {
   guards::SetTensorRecogniser(&RecogniseTensor);
-  guards::SetObjectAccess({&cpython::LookupOnType, &cpython::InstanceDict});
+  guards::SetObjectAccess({&cpython::LookupOnType, &cpython::InstanceDict, [](PyObject* obj) -> PyObject* {
+                             return py::IsTensor(obj) ? py::GradObject(obj) : nullptr;
+                           }});
   JitDecoratorType.tp_basicsize = sizeof(PyJitDecorator);
   JitDecoratorType.tp_flags = Py_TPFLAGS_DEFAULT;
   JitDecoratorType.tp_dealloc = JitDecoratorDealloc;

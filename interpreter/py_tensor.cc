@@ -28,6 +28,7 @@ PyObject* Wrap(Tensor t) {
   obj->marked_dynamic = 0;
   obj->marked_static = 0;
   obj->is_parameter = false;
+  obj->grad_object = nullptr;
   return reinterpret_cast<PyObject*>(obj);
 }
 
@@ -40,6 +41,7 @@ void TensorDealloc(PyObject* self) {
   if (obj->weakrefs != nullptr) PyObject_ClearWeakRefs(self);
   // Storage release may call a DLPack producer's deleter, which takes the GIL itself if needed.
   obj->tensor.~Tensor();
+  Py_CLEAR(obj->grad_object);
   PyObject_GC_Del(self);
 }
 

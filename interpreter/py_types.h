@@ -28,6 +28,10 @@ struct PyTensor {
   uint64_t marked_static;
   // Made by dyntrace.nn.Parameter: modules register such tensors as parameters on assignment.
   bool is_parameter;
+  // The wrapper .grad last handed out (strong, or null): while it still wraps the gradient,
+  // reading .grad again gives it back, so `p.grad is p.grad` as in PyTorch, and guards can
+  // read a gradient by a borrowed reference (GradObject).
+  PyObject* grad_object;
 };
 
 extern PyTypeObject TensorType;
@@ -43,6 +47,9 @@ inline bool IsTensor(PyObject* obj) { return PyObject_TypeCheck(obj, &TensorType
 // REQUIRES: IsTensor(obj).
 inline const Tensor& Unwrap(PyObject* obj) { return reinterpret_cast<PyTensor*>(obj)->tensor; }
 PyObject* Wrap(Tensor t);
+// `tensor.grad`, borrowed (None when unset); null with an error set when wrapping fails.
+// REQUIRES: IsTensor(tensor).
+PyObject* GradObject(PyObject* tensor);
 PyObject* WrapDType(DType dtype);      // borrowed singletons, returned as new references
 PyObject* WrapDevice(Device device);
 
