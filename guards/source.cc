@@ -29,6 +29,7 @@ std::string Source::ToString() const {
     case Kind::kSysModule: return absl::StrCat("sys.modules['", name, "']");
     case Kind::kPartialPart: return absl::StrCat(parent->ToString(), ".", name);
     case Kind::kModuleDict: return absl::StrCat(parent->ToString(), ".__dict__");
+    case Kind::kDictItemByKey: return absl::StrCat(parent->ToString(), "[", key->ToString(), "]");
   }
   __builtin_unreachable();
 }
@@ -176,6 +177,18 @@ PyObject* Source::Resolve(const FrameInputs& frame) const {
       PyObject* p = parent->Resolve(frame);
       return p != nullptr && PyModule_Check(p) ? PyModule_GetDict(p) : nullptr;  // borrowed
     }
+    case Kind::kDictItemByKey: {
+      PyObject* d = parent->Resolve(frame);
+      PyObject* k = key->Resolve(frame);
+      // Only keys that hash without running Python code (tensors hash by identity): a guard
+      // must not call user code.
+      if (d == nullptr || k == nullptr || !PyDict_Check(d) || Py_TYPE(k)->tp_hash != PyBaseObject_Type.tp_hash) {
+        return nullptr;
+      }
+      PyObject* value = PyDict_GetItemWithError(d, k);  // borrowed
+      if (value == nullptr) PyErr_Clear();
+      return value;
+    }
   }
   __builtin_unreachable();
 }
@@ -202,6 +215,9 @@ SourceRef ItemSource(SourceRef parent, int index) {
 }
 SourceRef DictItemSource(SourceRef parent, std::string key) {
   return Make(Source::Kind::kDictItem, -1, std::move(key), std::move(parent));
+}
+SourceRef DictItemByKeySource(SourceRef dict, SourceRef key) {
+  return std::make_shared<const Source>(Source{Source::Kind::kDictItemByKey, -1, "", std::move(dict), std::move(key)});
 }
 SourceRef FuncGlobalsSource(SourceRef function) {
   return Make(Source::Kind::kFuncGlobals, -1, "", std::move(function));

@@ -61,11 +61,14 @@ struct Source {
     kSysModule,     // sys.modules[name] (a module an `import` inside the function reads)
     kPartialPart,   // of a functools.partial at parent: .func ("func"), .args ("args") or .keywords
     kModuleDict,    // parent.__dict__ of a module (the globals of the functions defined in it)
+    kDictItemByKey,  // parent[key] of a dict whose key is the object at source `key` (an
+                     // optimizer's state, keyed by parameter: tensors hash by identity)
   };
   Kind kind;
   int index = -1;
   std::string name;
   std::shared_ptr<const Source> parent;
+  std::shared_ptr<const Source> key;  // kDictItemByKey
 
   std::string ToString() const;
   // The value, borrowed, or null when it no longer exists (no Python error is left set).
@@ -80,6 +83,7 @@ SourceRef ClosureSource(int index, std::string name);
 SourceRef AttrSource(SourceRef parent, std::string name);
 SourceRef ItemSource(SourceRef parent, int index);
 SourceRef DictItemSource(SourceRef parent, std::string key);
+SourceRef DictItemByKeySource(SourceRef dict, SourceRef key);
 SourceRef FuncGlobalsSource(SourceRef function);
 SourceRef FuncDefaultsSource(SourceRef function);
 SourceRef FuncKwDefaultsSource(SourceRef function);

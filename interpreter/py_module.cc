@@ -85,6 +85,10 @@ PyObject* FnSetNumThreads(PyObject*, PyObject* value) {
 
 PyObject* FnGetNumThreads(PyObject*, PyObject*) { return PyLong_FromLong(MaxThreads()); }
 
+// False when it runs; the tracer answers True (trace_builtins.cc), so code can choose a path
+// written for compilation (torch.compiler.is_compiling()).
+PyObject* FnIsCompiling(PyObject*, PyObject*) { Py_RETURN_FALSE; }
+
 // mark_dynamic(t, dims) / mark_static(t, dims): dims an int or a sequence of ints.
 PyObject* MarkDims(PyObject* args, bool dynamic) {
   const char* who = dynamic ? "mark_dynamic" : "mark_static";
@@ -160,6 +164,8 @@ PyMethodDef module_functions[] = {
     {"set_num_threads", FnSetNumThreads, METH_O,
      "set_num_threads(n): the threads eager CPU ops and compiled CPU kernels may use (torch.set_num_threads)"},
     {"get_num_threads", FnGetNumThreads, METH_NOARGS, "get_num_threads(): the threads CPU ops may use"},
+    {"is_compiling", FnIsCompiling, METH_NOARGS,
+     "is_compiling(): True inside code dyntrace is tracing, False when CPython runs it (torch.compiler.is_compiling)"},
     {"mark_dynamic", FnMarkDynamic, METH_VARARGS,
      "mark_dynamic(t, dims): compiled code treats these sizes of t as symbolic from the first trace "
      "(RuntimeError where the code needs one's value)"},

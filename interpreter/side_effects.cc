@@ -89,7 +89,15 @@ bool ApplySideEffects(const trace::TraceResult& trace, Builder& builder, const g
     return true;
   };
   for (const trace::AttrStore& store : trace.attr_stores) {
-    if (!add(store.object, store.name, store.value, store.dict_item)) return false;
+    PyRef name = store.name;
+    if (store.key_source != nullptr) {
+      name = PyRef::Borrow(store.key_source->Resolve(inputs));
+      if (!name) {
+        PyErr_SetString(PyExc_RuntimeError, "dyntrace: a side effect lost the key of its dict item");
+        return false;
+      }
+    }
+    if (!add(store.object, name, store.value, store.dict_item)) return false;
   }
   for (const trace::ContainerStore& store : trace.container_stores) {
     if (!add(store.container, PyRef(), store.contents, false, store.append)) return false;

@@ -113,6 +113,9 @@ struct SymValue {
   // A kTuple of an op's named results (`x.max(1)`): their named-tuple type, which Python sees and
   // whose fields (`.values`) read items; null for plain tuples.
   py::PyRef named_type;
+  // A kObject that is a dict of the caller keyed by tensors (trace_keyed_dict.cc): the keys the
+  // trace looked up or stored (kLists of (key, value) kTuples), null until then.
+  Sym keyed_entries, keyed_writes;
 };
 
 inline Sym MakeSym(SymKind kind) {

@@ -61,8 +61,9 @@ absl::StatusOr<Sym> Tracer::TensorAttr(const Sym& obj, const std::string& name) 
   }
   if (name == "__class__") return ConstSym(PyRef::Borrow(reinterpret_cast<PyObject*>(&py::TensorType)));
   if (name == "grad") return GradOf(obj);
-  if (name == "backward") {
-    return BoundTo(SymKind::kBoundMethod, PyRef::Borrow(PyDict_GetItemString(py::TensorType.tp_dict, "backward")), obj);
+  if (name == "backward" || (name == "detach" && CanDetach(obj))) {
+    return BoundTo(SymKind::kBoundMethod, PyRef::Borrow(PyDict_GetItemString(py::TensorType.tp_dict, name.c_str())),
+                   obj);
   }
   static const auto* autograd_state = new absl::flat_hash_set<std::string>{
       "requires_grad", "requires_grad_", "grad", "grad_fn", "is_leaf", "retain_grad", "retains_grad", "backward",
@@ -145,6 +146,9 @@ absl::StatusOr<Sym> Tracer::ObjectAttr(const Sym& obj, const std::string& name) 
       return TypeOfObject(obj);
     }
   }
+  if (IsKeyedCallerDict(obj) && (name == "get" || name == "setdefault")) {
+    return BoundTo(SymKind::kBoundMethod, PyRef::Steal(py::FromUtf8(name)), obj);
+  }
   if (!GenericAttributeLookup(Py_TYPE(obj->obj.get()))) {
     return Unsupported(absl::StrCat("attribute '", name, "' of a ", Py_TYPE(obj->obj.get())->tp_name,
                                     " (its type reads attributes its own way)"));
@@ -182,6 +186,7 @@ absl::StatusOr<Sym> Tracer::ObjectAttr(const Sym& obj, const std::string& name) 
   }
   if (own == nullptr && cls_attr != nullptr) {
     if (PyFunction_Check(cls_attr)) return ClassMethodOf(obj, cls_attr, name);
+    if (Py_IS_TYPE(cls_attr, &PyStaticMethod_Type)) return StaticMethodOf(obj, cls_attr, name);
     if (IsPureConstType(cls_attr)) return ClassConstantOf(obj, cls_attr, name);
     return Unsupported(absl::StrCat("class attribute '", name, "' of ", Py_TYPE(o)->tp_name));
   }
@@ -260,6 +265,26 @@ absl::StatusOr<Sym> Tracer::ClassMethodOf(const Sym& obj, PyObject* function, co
   if (!obj->made_by_trace) guards_.Add(LeafGuard::Absent(guards::AttrSource(obj->source, name), Here()));
   guards_.Add(LeafGuard::Identity(guards::AttrSource(cls_source, name), function, Here()));
   return BoundTo(SymKind::kBoundMethod, PyRef::Borrow(function), obj);
+}
+
+// A static method found on the class, read through an instance: its function, unbound. Guarded
+// as a method is (the instance does not shadow it; the class still holds this staticmethod).
+absl::StatusOr<Sym> Tracer::StaticMethodOf(const Sym& obj, PyObject* descriptor, const std::string& name) {
+  PyObject* function = PyStaticMethod_Type.tp_descr_get(descriptor, obj->obj.get(), nullptr);
+  if (function == nullptr) {
+    PyErr_Clear();
+    return Unsupported(absl::StrCat("static method '", name, "' could not be read"));
+  }
+  PyRef held = PyRef::Steal(function);
+  if (!PyFunction_Check(function)) return Unsupported(absl::StrCat("static method '", name, "' wraps a non-function"));
+  SourceRef cls_source = obj->made_by_trace ? obj->class_source
+                         : obj->source != nullptr ? guards::TypeOfSource(obj->source) : nullptr;
+  if (cls_source == nullptr) return Unsupported(absl::StrCat("method '", name, "' of an object of an unknown class"));
+  if (!obj->made_by_trace) guards_.Add(LeafGuard::Absent(guards::AttrSource(obj->source, name), Here()));
+  guards_.Add(LeafGuard::Identity(guards::AttrSource(cls_source, name), descriptor, Here()));
+  Sym s = MakeSym(SymKind::kFunction);
+  s->obj = std::move(held);
+  return s;
 }
 
 // type.__getattribute__: a data descriptor of the metaclass (__dict__, __doc__, __name__) wins

@@ -14,6 +14,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "graph/graph_recorder.h"
 #include "interpreter/py_types.h"
 #include "interpreter/tracer_internal.h"
 #include "runtime/autograd_meta.h"
@@ -63,20 +64,112 @@ absl::Status Tracer::SplitForAutograd(TraceResult& r) {
   return absl::OkStatus();
 }
 
+bool Tracer::ReadsGradValue(const std::vector<GraphArg>& args) const {
+  for (const GraphArg& a : args) {
+    if (const ValueId* v = std::get_if<ValueId>(&a.content); v != nullptr && grad_values_.contains(*v)) return true;
+    if (const auto* vs = std::get_if<std::vector<ValueId>>(&a.content)) {
+      for (ValueId v : *vs) {
+        if (grad_values_.contains(v)) return true;
+      }
+    }
+  }
+  return false;
+}
+
+bool Tracer::ExpandsForAutograd(const OpDef& op, const std::vector<GraphArg>& args) {
+  if (op.kind != OpKind::kComposite || op.derivative.fn != nullptr || !ReadsGradValue(args)) return false;
+  for (const GraphArg& a : args) {
+    if (a.ReadsNumbers()) return false;  // a body is recorded for fixed numbers
+  }
+  return TracedGradMode();
+}
+
+namespace {
+
+// Records a composite's body call by call, nested composites without a formula through their
+// own bodies (graph/decompose.cc does the same for a finished graph).
+class BodyRecorder final : public GraphRecorder {
+ public:
+  using GraphRecorder::GraphRecorder;
+  absl::StatusOr<OpResult> Record(const OpDef& op, const OpArgs& args) override {
+    if (op.kind == OpKind::kComposite && op.derivative.fn == nullptr) return CallOp(op, args);
+    return GraphRecorder::Record(op, args);
+  }
+};
+
+}  // namespace
+
+// nullopt: the body made a tensor outside Call() (or results of other dtypes), and the op is
+// recorded as one node after all; the graph is then as it was.
+absl::StatusOr<std::optional<std::vector<Sym>>> Tracer::EmitBody(const OpDef& op, const OpArgs& args,
+                                                                  const std::vector<GraphArg>& graph_args,
+                                                                  Device device) {
+  Graph scratch = *graph_;
+  BodyRecorder recorder(scratch, HereLocation(), device);
+  for (size_t i = 0; i < graph_args.size(); ++i) {
+    if (const ValueId* v = std::get_if<ValueId>(&graph_args[i].content)) recorder.Know(args.tensor(i), *v);
+    if (const auto* vs = std::get_if<std::vector<ValueId>>(&graph_args[i].content)) {
+      const auto& metas = std::get<std::vector<Tensor>>(args[i]);
+      for (size_t j = 0; j < vs->size(); ++j) recorder.Know(metas[j], (*vs)[j]);
+    }
+  }
+  CallRecorder* outer = SetCallRecorder(&recorder);
+  absl::StatusOr<OpResult> results = CallOp(op, args);
+  SetCallRecorder(outer);
+  if (!results.ok()) return Raises(absl::StrCat("the traced code raises: ", results.status().message()));
+  std::vector<ValueId> ids;
+  for (const Tensor& meta : *results) {
+    absl::StatusOr<ValueId> id = recorder.Find(meta);
+    if (!id.ok() || scratch.value(*id).producer < 0) return std::nullopt;
+    ids.push_back(*id);
+  }
+  const size_t first_new = graph_->nodes().size();
+  *graph_ = std::move(scratch);
+  touched_tensors_ = true;
+  for (size_t n = first_new; n < graph_->nodes().size(); ++n) {
+    const Node& node = graph_->nodes()[n];
+    const bool follows = node.op->kind != OpKind::kCreation && ReadsGradValue(node.args);
+    for (ValueId out : node.outputs) {
+      value_device_[out] = device;
+      if (follows && IsFloating(graph_->value(out).meta.dtype())) grad_values_.insert(out);
+    }
+  }
+  std::vector<Sym> syms;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    Sym s = MakeSym(SymKind::kTensor);
+    s->value = ids[i];
+    s->meta = (*results)[i];
+    syms.push_back(s);
+  }
+  return syms;
+}
+
+// Inside a trace that ran backward(), autograd is followed value by value, so a detached value
+// is one it no longer follows. Before that, the whole graph is split for autograd afterwards
+// (SplitForAutograd), which has no notion of a value cut off from its history.
+bool Tracer::CanDetach(const Sym& tensor) const {
+  return !grad_values_.contains(tensor->value) || backward_at_node_.has_value();
+}
+
+// `x.detach()`: the same data, which autograd does not follow. A value it never followed is
+// given back as it is (its sizes may be symbolic); after backward() (sizes fixed), a view.
+absl::StatusOr<Sym> Tracer::Detach(const Sym& tensor) {
+  if (!grad_values_.contains(tensor->value)) return tensor;
+  if (!CanDetach(tensor)) return Unsupported("Tensor.detach of a value autograd follows, before backward()");
+  const Dims sizes(tensor->meta.sizes().begin(), tensor->meta.sizes().end());
+  DT_ASSIGN_OR_RETURN(std::vector<Sym> outs, Emit(OpRegistry::Get().Find("view"), {tensor->meta, sizes},
+                                                  {GraphArg::Value(tensor->value), GraphArg{ArgValue(sizes)}}, false));
+  grad_values_.erase(outs[0]->value);
+  return outs[0];
+}
+
 // The results of an op follow autograd when it runs with grad mode on and reads a value that
 // does. After backward(), changing such a value in place is refused (eagerly it is an error for
 // a leaf, and for others it would need the graph split again).
 absl::Status Tracer::NoteGradResults(const OpDef& op, const std::vector<GraphArg>& args, const std::vector<Sym>& results,
                                      bool inplace) {
   if (grad_values_.empty() || op.kind == OpKind::kCreation) return absl::OkStatus();
-  bool reads = false;
-  for (const GraphArg& a : args) {
-    if (const ValueId* v = std::get_if<ValueId>(&a.content)) reads = reads || grad_values_.contains(*v);
-    if (const auto* vs = std::get_if<std::vector<ValueId>>(&a.content)) {
-      for (ValueId v : *vs) reads = reads || grad_values_.contains(v);
-    }
-  }
-  if (!reads || !TracedGradMode()) return absl::OkStatus();
+  if (!ReadsGradValue(args) || !TracedGradMode()) return absl::OkStatus();
   if (inplace && backward_at_node_.has_value()) {
     return Unsupported(absl::StrCat(op.name(), "_ with grad mode on changes a tensor that requires grad, after "
                                     "backward() in the same compiled function"));

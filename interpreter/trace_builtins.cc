@@ -702,6 +702,7 @@ bool AllPureConstants(const std::vector<Sym>& args, const Kwargs& kwargs) {
 
 absl::StatusOr<Sym> Tracer::CallBuiltin(PyObject* fn, const std::vector<Sym>& args, const Kwargs& kwargs) {
   if (IsDyntraceTensorFunction(fn)) return CallTensorConstructor(fn, args, kwargs);
+  if (IsDyntraceFunction(fn, "is_compiling") && args.empty() && kwargs.empty()) return ConstSym(PyRef::Borrow(Py_True));
   if (IsDyntraceFunction(fn, "is_tensor") && args.size() == 1 && kwargs.empty()) {
     return ConstSym(PyRef::Borrow(args[0]->kind == SymKind::kTensor ? Py_True : Py_False));
   }

@@ -132,6 +132,7 @@ absl::StatusOr<Sym> Tracer::CallTensorMethod(const Sym& self, const std::string&
     return std::nullopt;
   };
   if (name == "backward") return TraceBackward(self, args, kwargs);
+  if (name == "detach" && args.empty() && kwargs.empty()) return Detach(self);
   if (name == "size" && kwargs.empty()) {
     if (args.empty()) {
       Sym s = MakeSym(SymKind::kShape);
@@ -370,6 +371,7 @@ absl::StatusOr<Sym> Tracer::CallContainerMethod(const Sym& self, const std::stri
     DT_RETURN_IF_ERROR(AppendToRunSequence(self, args[0]));
     return None();
   }
+  if (IsKeyedCallerDict(self)) return CallKeyedDictMethod(self, name, args, kwargs);
   DT_RETURN_IF_ERROR(Materialise(self));
   if (self->kind == SymKind::kTuple && self->named_type && (name == "_replace" || name == "_asdict")) {
     // A namedtuple's _replace(**changes) (a new one of its class) and _asdict() (a dict by field).

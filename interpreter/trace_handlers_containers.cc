@@ -199,6 +199,7 @@ absl::Status Tracer::DoStoreSubscr(TFrame& f, const Instr& in) {
   Sym container = f.Pop();
   Sym value = f.Pop();
   if (container->kind == SymKind::kTensor) return StoreIntoTensor(container, index, value);
+  if (IsKeyedCallerDict(container)) return KeyedStore(container, index, value);
   if (container->kind != SymKind::kList && container->kind != SymKind::kDict) {
     return Unsupported(absl::StrCat("item assignment into a ", Describe(container)));
   }

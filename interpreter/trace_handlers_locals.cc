@@ -238,6 +238,7 @@ absl::StatusOr<std::vector<AttrStore>> Tracer::AttrStores(std::vector<ValueId>& 
     }
   }
   DT_RETURN_IF_ERROR(AppendGlobalStores(stores, outputs));
+  DT_RETURN_IF_ERROR(AppendKeyedStores(stores, outputs));
   return stores;
 }
 

@@ -249,6 +249,10 @@ Sym Tracer::KeySym(const PyRef& key) {
 
 absl::StatusOr<bool> Tracer::Contains(const Sym& container, const Sym& item) {
   if (container->kind == SymKind::kSet) return SetContains(container, item);
+  if (IsKeyedCallerDict(container)) {
+    DT_ASSIGN_OR_RETURN(std::optional<Sym> found, KeyedLookup(container, item));
+    return found.has_value();
+  }
   DT_ASSIGN_OR_RETURN(PyRef key, container->kind == SymKind::kDict ? DictKey(item) : ConstValue(item));
   if (container->kind == SymKind::kDict) {
     DT_ASSIGN_OR_RETURN(std::optional<size_t> at, DictFind(*container, key.get()));

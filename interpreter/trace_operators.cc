@@ -75,6 +75,10 @@ absl::StatusOr<std::vector<Sym>> Tracer::Emit(const OpDef* op, std::vector<ArgVa
       return DataDependent(absl::StrCat(op->name(), ": ", *why));
     }
   }
+  if (!inplace && ExpandsForAutograd(*op, graph_args)) {
+    DT_ASSIGN_OR_RETURN(std::optional<std::vector<Sym>> expanded, EmitBody(*op, args, graph_args, device_of_results));
+    if (expanded.has_value()) return *std::move(expanded);
+  }
   std::vector<Tensor> outs;
   if (inplace && op->kind == OpKind::kPointwise) {
     const Tensor target = args.tensor(0);
@@ -502,6 +506,7 @@ absl::StatusOr<Tracer::IndexTensors> Tracer::IndexTensorsOf(const py::ParsedInde
 }
 
 absl::StatusOr<Sym> Tracer::Subscript(const Sym& container, const Sym& index) {
+  if (IsKeyedCallerDict(container)) return KeyedSubscript(container, index);
   if (container->kind == SymKind::kTensor) {
     absl::flat_hash_map<PyObject*, Sym> traced;
     DT_ASSIGN_OR_RETURN(PyObject* key, IndexKey(index, traced));

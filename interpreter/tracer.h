@@ -137,6 +137,7 @@ struct AttrStore {
   py::PyRef name;
   OutputSpec value;
   bool dict_item = false;  // object is a dict (the globals): object[name] = value, a `global` store
+  guards::SourceRef key_source;  // dict_item with a key that is the object found there (a tensor)
 };
 
 // A list or dict of the caller that the traced code changed (append, d[k] = v, pop ...): after

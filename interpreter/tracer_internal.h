@@ -661,6 +661,25 @@ class Tracer {
   // (trace_autograd.cc); an error says why it cannot be (the frame then runs eagerly).
   absl::Status SplitForAutograd(TraceResult& r);
   // backward() and .grad inside a trace (trace_autograd.cc): a whole training step as one graph.
+  // A composite op without a derivative formula, run where autograd follows an operand, is
+  // recorded as its body (EmitBody), so that backward() in the same trace can differentiate it.
+  absl::StatusOr<Sym> StaticMethodOf(const Sym& obj, PyObject* descriptor, const std::string& name);
+  // A dict of the caller keyed by tensors (trace_keyed_dict.cc).
+  bool IsKeyedCallerDict(const Sym& s) const;
+  absl::StatusOr<PyObject*> KeyedDictKey(const Sym& key);
+  absl::StatusOr<std::optional<Sym>> KeyedLookup(const Sym& dict, const Sym& key);
+  absl::Status KeyedStore(const Sym& dict, const Sym& key, const Sym& value);
+  absl::StatusOr<Sym> KeyedSubscript(const Sym& dict, const Sym& key);
+  absl::StatusOr<Sym> CallKeyedDictMethod(const Sym& dict, const std::string& name, const std::vector<Sym>& args,
+                                          const Kwargs& kwargs);
+  absl::Status AppendKeyedStores(std::vector<AttrStore>& stores, std::vector<ValueId>& outputs);
+  std::vector<Sym> keyed_dicts_;  // those with keyed_writes
+  bool CanDetach(const Sym& tensor) const;
+  absl::StatusOr<Sym> Detach(const Sym& tensor);
+  bool ReadsGradValue(const std::vector<GraphArg>& args) const;
+  bool ExpandsForAutograd(const OpDef& op, const std::vector<GraphArg>& args);
+  absl::StatusOr<std::optional<std::vector<Sym>>> EmitBody(const OpDef& op, const OpArgs& args,
+                                                           const std::vector<GraphArg>& graph_args, Device device);
   absl::Status NoteGradResults(const OpDef& op, const std::vector<GraphArg>& args, const std::vector<Sym>& results,
                                bool inplace);
   absl::StatusOr<Sym> GradSlot(const Sym& tensor, absl::string_view what);

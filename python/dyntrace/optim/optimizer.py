@@ -145,8 +145,10 @@ class Optimizer:
     @staticmethod
     def _use_fused(group, tensors):
         """Whether one multi-tensor op can update the group: foreach not turned off, and every
-        tensor a contiguous CPU tensor of one dtype."""
-        if group.get("foreach") is False or not tensors:
+        tensor a contiguous CPU tensor of one dtype. Not inside a compiled function: there the
+        per-tensor ops are traced into its graph, whose code generator fuses each tensor's update
+        into one kernel (the multi-tensor op writes its arguments eagerly, outside any graph)."""
+        if _dt.is_compiling() or group.get("foreach") is False or not tensors:
             return False
         dtype = tensors[0].dtype
         return all(t.device.type == "cpu" and t.dtype == dtype and t.is_contiguous() for t in tensors)
