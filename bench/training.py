@@ -1,6 +1,8 @@
 """Training step time: dyntrace eagerly, dyntrace with the loss compiled (dt.jit on the cpu
-backend: a compiled forward graph and a compiled backward graph), and PyTorch's eager CPU
-execution, side by side in one run, on the same model, weights and data.
+backend: a compiled forward graph and a compiled backward graph), dyntrace with the whole step
+compiled (dt.jit(step, fullgraph=True): forward, backward, AdamW's update and zero_grad in one
+graph), and PyTorch's eager CPU execution, side by side in one run, on the same model, weights
+and data.
 
     PYTHONPATH=dist/python3.11 python3 bench/training.py [--steps 40] [--threads N]
 
@@ -61,6 +63,22 @@ def compiled_step(compiled_loss):
     return step
 
 
+def whole_step(model, opt, x, y):
+    """train_step as one compiled program: returns the loss as a tensor (its .item() would end
+    the graph there), read by the caller."""
+    opt.zero_grad()
+    loss = cross_entropy(dt, model(x), y)
+    loss.backward()
+    opt.step()
+    return loss.detach()
+
+
+def compiled_whole_step(compiled):
+    def step(ns, model, opt, x, y):
+        return compiled(model, opt, x, y).item()
+    return step
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=40)
@@ -71,9 +89,14 @@ def main():
     compiled_model = make_model(dt)
     dt.manual_seed(0)
     model = make_model(dt)
+    dt.manual_seed(0)
+    whole_model = make_model(dt)
+    whole = dt.jit(whole_step, backend="cpu", fullgraph=True)
     contenders = {"dyntrace": (dt, model, dt.optim.AdamW(model.parameters(), lr=1e-3), make_data(dt), train_step),
                   "compiled": (dt, compiled_model, dt.optim.AdamW(compiled_model.parameters(), lr=1e-3),
-                               make_data(dt), compiled_step(dt.jit(loss_of, backend="cpu")))}
+                               make_data(dt), compiled_step(dt.jit(loss_of, backend="cpu"))),
+                   "whole": (dt, whole_model, dt.optim.AdamW(whole_model.parameters(), lr=1e-3), make_data(dt),
+                             compiled_whole_step(whole))}
     if args.threads:
         dt.set_num_threads(args.threads)
     if torch is not None:
@@ -93,10 +116,11 @@ def main():
             start = time.perf_counter()
             losses[name].append(step_fn(ns, m, opt, x, y))
             times[name].append(time.perf_counter() - start)
-    print(f"{'step':>4}  {'dyntrace loss':>13}  {'compiled loss':>13}  {'torch loss':>10}")
+    print(f"{'step':>4}  {'dyntrace loss':>13}  {'compiled loss':>13}  {'whole-step loss':>15}  {'torch loss':>10}")
     for step in range(args.steps):
         theirs = f"{losses['torch'][step]:10.4f}" if torch is not None else f"{'-':>10}"
-        print(f"{step:4d}  {losses['dyntrace'][step]:13.4f}  {losses['compiled'][step]:13.4f}  {theirs}")
+        print(f"{step:4d}  {losses['dyntrace'][step]:13.4f}  {losses['compiled'][step]:13.4f}  "
+              f"{losses['whole'][step]:15.4f}  {theirs}")
     median = {name: statistics.median(t[5:] or t) * 1e3 for name, t in times.items()}
     print(f"\nper-step time (median of steps 5..{args.steps - 1}), batch 128:")
     print(f"  dyntrace eager  {median['dyntrace']:8.3f} ms  (threads: {dt.get_num_threads()})")
@@ -109,11 +133,16 @@ def main():
           f"({stats['recomputed_nodes']} nodes recomputed)")
     drift = max(abs(a - b) / abs(a) for a, b in zip(losses["dyntrace"], losses["compiled"]))
     print(f"  compiled vs eager losses: largest relative difference {drift:.2e}")
+    whole_drift = max(abs(a - b) / abs(a) for a, b in zip(losses["dyntrace"], losses["whole"]))
+    print(f"  dyntrace step   {median['whole']:8.3f} ms  (the whole step compiled, fullgraph=True: "
+          f"{len(dt.graphs(whole))} trace(s); {median['dyntrace'] / median['whole']:.2f}x faster than eager; "
+          f"losses vs eager: largest relative difference {whole_drift:.2e})")
     if torch is not None:
         print(f"  torch eager     {median['torch']:8.3f} ms  (threads: {torch.get_num_threads()}, "
               f"torch {torch.__version__})")
         print(f"  ratio dyntrace / torch: {median['dyntrace'] / median['torch']:.2f}x eager, "
-              f"{median['compiled'] / median['torch']:.2f}x compiled")
+              f"{median['compiled'] / median['torch']:.2f}x compiled, {median['whole'] / median['torch']:.2f}x "
+              f"whole step")
     else:
         print(f"  torch eager     -  ({torch_missing})")
     first, best = losses["dyntrace"][0], min(losses["dyntrace"][:40])

@@ -255,6 +255,11 @@ absl::StatusOr<std::vector<Tensor>> RunCompiledGraph(const CacheEntry& entry, co
       },
       entry.compiled);
   Py_END_ALLOW_THREADS
+  if (outputs.ok() && !entry.trace.freed_graph_outputs.empty()) {
+    std::vector<Tensor*> freed;
+    for (int k : entry.trace.freed_graph_outputs) freed.push_back(&(*outputs)[k]);
+    FreedGraphNode::Attach(std::move(freed));
+  }
   if (!outputs.ok() || entry.backward == nullptr) return outputs;
   std::shared_ptr<const CompiledBackward> backward = entry.backward;
   auto run = [backward](const std::vector<Tensor>& grads_and_saved) { return RunBackward(*backward, grads_and_saved); };

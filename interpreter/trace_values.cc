@@ -469,6 +469,18 @@ absl::StatusOr<PyObject*> Tracer::ToPython(const Sym& s) {
         wrappers_.push_back(marker);
         return marker.get();
       }
+      if (traced_ints_ != nullptr && PyFloat_CheckExact(s->obj.get())) {
+        // A float object of its own, so the op's arguments find it again by identity: a
+        // run-time scalar of the graph (`p.add_(g, alpha=-lr)` with a scheduler's lr).
+        PyRef marker = PyRef::Steal(PyFloat_FromDouble(PyFloat_AS_DOUBLE(s->obj.get())));
+        if (!marker) {
+          PyErr_Clear();
+          return Unsupported("could not pass a run-time float to an op");
+        }
+        (*traced_ints_)[marker.get()] = s;
+        wrappers_.push_back(marker);
+        return marker.get();
+      }
       DT_ASSIGN_OR_RETURN(Sym c, Specialize(s));
       wrappers_.push_back(c->obj);
       return c->obj.get();
