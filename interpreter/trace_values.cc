@@ -280,6 +280,19 @@ absl::StatusOr<Sym> Tracer::WrapIteratorOrCell(PyObject* obj, const SourceRef& s
   return c;
 }
 
+namespace {
+
+bool HasOnlyStrKeys(PyObject* dict) {
+  PyObject *key, *value;
+  Py_ssize_t pos = 0;
+  while (PyDict_Next(dict, &pos, &key, &value)) {
+    if (!PyUnicode_CheckExact(key)) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 // A small, shallow tuple, list or dict of the caller: unpacked item by item, each guarded. Null
 // when `obj` is not one (larger or deeper ones are opaque objects, so guards stay cheap and Wrap
 // always ends).
@@ -298,6 +311,7 @@ absl::StatusOr<Sym> Tracer::WrapContainer(PyObject* obj, const SourceRef& source
   if (auto seen = containers_by_source_.find(source->ToString()); seen != containers_by_source_.end()) {
     return seen->second;  // read before through this very source
   }
+  if (!sequence && !HasOnlyStrKeys(obj)) return Sym();  // read key by key (trace_keyed_dict.cc)
   WrapDepthScope nested(wrap_depth_);
   const Provenance where = Here();
   guards_.Add(LeafGuard::Type(source, Py_TYPE(obj), where));
@@ -317,7 +331,6 @@ absl::StatusOr<Sym> Tracer::WrapContainer(PyObject* obj, const SourceRef& source
   PyObject *key, *value;
   Py_ssize_t pos = 0;
   while (PyDict_Next(obj, &pos, &key, &value)) {
-    if (!PyUnicode_CheckExact(key)) return Unsupported("a dict argument with non-str keys");
     DT_ASSIGN_OR_RETURN(std::string key_text, Text(key));
     DT_ASSIGN_OR_RETURN(Sym item, Wrap(value, guards::DictItemSource(source, key_text)));
     s->keys.push_back(PyRef::Borrow(key));
