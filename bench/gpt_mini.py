@@ -3,10 +3,12 @@
     PYTHONPATH=dist/python3.11 python3 bench/gpt_mini.py [--steps 100]
 
 The model is examples/train_char_lm.py's decoder at issue 22's size: 2 layers, D=128, 4 heads,
-T=64, dropout 0.1, AdamW, batch 8. Three runs start from the same weights and the same seed:
-eager autograd, and `dt.jit(loss, backend="cpu")` (a compiled forward graph and a compiled
-backward graph) once with the min-cut partitioner and once saving every value the derivative
-formulas read (DYNTRACE_PARTITIONER=save-all). Dropout draws the same numbers in all three.
+T=64, dropout 0.1, AdamW, batch 8. Four runs start from the same weights and the same seed:
+eager autograd; `dt.jit(loss, backend="cpu")` (a compiled forward graph and a compiled backward
+graph) once with the min-cut partitioner and once saving every value the derivative formulas
+read (DYNTRACE_PARTITIONER=save-all); and the whole step compiled (`dt.jit(train_step,
+fullgraph=True)`: zero_grad, forward, backward and AdamW in one graph). Dropout draws the same
+numbers in all four.
 
 It prints the largest relative difference between the compiled and the eager losses (issue
 22's bar: 1e-3 over 100 steps), the bytes each compiled forward saves for backward, and the
@@ -32,13 +34,24 @@ def loss_of(model, x, y, vocab):
     return F.cross_entropy(model(x).reshape(-1, vocab), y.reshape(-1))
 
 
+def train_step(model, opt, x, y, vocab):
+    """One step as one compiled program (the "jit whole step" run): zero_grad, forward,
+    backward and AdamW's update."""
+    opt.zero_grad()
+    loss = loss_of(model, x, y, vocab)
+    loss.backward()
+    opt.step()
+    return loss.detach()
+
+
 class Run:
-    def __init__(self, name, vocab, compiled, partitioner=None):
+    def __init__(self, name, vocab, compiled, partitioner=None, whole=False):
         self.name, self.vocab, self.partitioner = name, vocab, partitioner
         dt.manual_seed(0)
         self.model = lm.CharLM(vocab, dim=DIM, heads=HEADS, layers=LAYERS, context=CONTEXT, dropout=DROPOUT)
         self.opt = dt.optim.AdamW(self.model.parameters(), lr=3e-3, weight_decay=0.1)
         self.loss = dt.jit(loss_of, backend="cpu") if compiled else loss_of
+        self.whole = dt.jit(train_step, backend="cpu", fullgraph=True) if whole else None
         self.generator_state = None
         self.losses, self.times = [], []
         self.saved_bytes = self.save_everything_bytes = None
@@ -48,10 +61,13 @@ class Run:
             os.environ["DYNTRACE_PARTITIONER"] = self.partitioner
         before = dt.stats()
         start = time.perf_counter()
-        self.opt.zero_grad()
-        loss = self.loss(self.model, x, y, self.vocab)
-        loss.backward()
-        self.opt.step()
+        if self.whole is not None:
+            loss = self.whole(self.model, self.opt, x, y, self.vocab)
+        else:
+            self.opt.zero_grad()
+            loss = self.loss(self.model, x, y, self.vocab)
+            loss.backward()
+            self.opt.step()
         self.losses.append(loss.item())
         self.times.append(time.perf_counter() - start)
         after = dt.stats()
@@ -70,7 +86,7 @@ def main():
     chars = sorted(set(lm.TEXT))
     ids = [{c: i for i, c in enumerate(chars)}[c] for c in lm.TEXT]
     runs = [Run("eager", len(chars), False), Run("jit min-cut", len(chars), True, "min-cut"),
-            Run("jit save-all", len(chars), True, "save-all")]
+            Run("jit save-all", len(chars), True, "save-all"), Run("jit whole step", len(chars), False, whole=True)]
     data = lm.batches(ids)
     batches = [next(data) for _ in range(args.steps)]
     for step in range(args.steps):

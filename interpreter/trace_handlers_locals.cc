@@ -234,7 +234,7 @@ absl::StatusOr<std::vector<AttrStore>> Tracer::AttrStores(std::vector<ValueId>& 
     if (obj->made_by_trace) continue;  // built with its attributes where it leaves the trace
     for (size_t i = 0; i < obj->keys.size(); ++i) {  // empty when a break rolled the stores back
       DT_ASSIGN_OR_RETURN(OutputSpec value, ToOutput(obj->items[i], outputs));
-      stores.push_back(AttrStore{obj->source, obj->keys[i], std::move(value)});
+      stores.push_back(AttrStore{obj->source, obj->keys[i], std::move(value), false, nullptr});
     }
   }
   DT_RETURN_IF_ERROR(AppendGlobalStores(stores, outputs));

@@ -134,7 +134,7 @@ Sym Tracer::StoredGlobal(const TFrame& f, const std::string& name) const {
 absl::Status Tracer::AppendGlobalStores(std::vector<AttrStore>& stores, std::vector<ValueId>& outputs) {
   for (size_t i = 0; i < global_stores_->keys.size(); ++i) {
     DT_ASSIGN_OR_RETURN(OutputSpec value, ToOutput(global_stores_->items[i], outputs));
-    stores.push_back(AttrStore{guards::GlobalsDictSource(), global_stores_->keys[i], std::move(value), true});
+    stores.push_back(AttrStore{guards::GlobalsDictSource(), global_stores_->keys[i], std::move(value), true, nullptr});
   }
   return absl::OkStatus();
 }

@@ -167,9 +167,7 @@ absl::Status Tracer::AppendKeyedStores(std::vector<AttrStore>& stores, std::vect
   for (const Sym& dict : keyed_dicts_) {
     for (const Sym& write : dict->keyed_writes->items) {
       DT_ASSIGN_OR_RETURN(OutputSpec value, ToOutput(write->items[1], outputs));
-      AttrStore store{dict->source, PyRef(), std::move(value), /*dict_item=*/true};
-      store.key_source = write->items[0]->source;
-      stores.push_back(std::move(store));
+      stores.push_back(AttrStore{dict->source, PyRef(), std::move(value), /*dict_item=*/true, write->items[0]->source});
     }
   }
   return absl::OkStatus();

@@ -110,6 +110,21 @@ absl::StatusOr<std::string> KeywordName(PyObject* key) {
 absl::StatusOr<Sym> Tracer::TensorInput(PyObject* obj, SourceRef source) {
   const std::string key = source->ToString();
   if (auto it = inputs_by_source_.find(key); it != inputs_by_source_.end()) return it->second;
+  // The same tensor reached another way (a parameter through its module and through the
+  // optimizer's param groups) is the same value, so an in-place change through one name is seen
+  // through the other, and the graph has one input per tensor; a guard keeps the names one object.
+  Sym same;
+  for (const auto& [value, known] : input_objects_) {
+    if (known.get() != obj) continue;
+    for (const auto& [known_key, sym] : inputs_by_source_) {
+      if (sym->value == value && sym->source != nullptr) same = sym;
+    }
+  }
+  if (same != nullptr) {
+    guards_.Add(LeafGuard::Same(source, same->source, Here()));
+    inputs_by_source_[key] = same;
+    return same;
+  }
   const Tensor& real = py::Unwrap(obj);
   Tensor meta(Storage::Allocate(0, Device::Meta()), real.sizes(), real.strides(), 0, real.dtype());
   guards_.Add(LeafGuard::TensorMatch(source, real, Here()));
