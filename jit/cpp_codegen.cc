@@ -71,6 +71,11 @@ class KernelEmitter : public KernelPrinter {
     absl::StrAppendFormat(&out_, "%sint64_t off[%d];\n", indent, m);
     absl::StrAppendFormat(&out_, "%sdt_row_offsets(%s, outer_rank, outer_sizes, strides, %d, off);\n",
                           indent, row, m);
+    // A fused in-place write (KernelOperand::write_into) stores through the same memory one of
+    // the loads reads, at the same element: each element is loaded before its own store in one
+    // iteration and never read again (the schedule admits only element-for-element reads of the
+    // written tensor), so reordering across distinct elements, which __restrict permits, cannot
+    // observe the overlap.
     for (int i = 0; i < m; ++i) {
       const KernelOperand& op = k_.operands[i];
       absl::StrAppendFormat(&out_, "%s%s%s* __restrict p%d = reinterpret_cast<%s%s*>(data[%d]) + off[%d];\n",

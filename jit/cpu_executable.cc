@@ -62,13 +62,25 @@ const char* SourceName(CacheSource s) {
   return "?";
 }
 
+bool InputsOverlap(const std::vector<Tensor>& inputs) {
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    for (size_t j = 0; j < i; ++j) {
+      if (inputs[i].defined() && inputs[j].defined() && inputs[i].SharesStorageWith(inputs[j])) return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<CpuExecutable>> CpuExecutable::Build(const Graph& graph,
                                                                   absl::string_view name) {
   const auto start = std::chrono::steady_clock::now();
   auto exe = std::make_shared<CpuExecutable>();
-  DT_ASSIGN_OR_RETURN(exe->program_, Schedule(graph));
+  DT_ASSIGN_OR_RETURN(exe->program_, Schedule(graph, ScheduleOptions{.fuse_in_place_writes = true}));
+  for (const Kernel& k : exe->program_.kernels) {
+    for (const KernelOperand& op : k.operands) exe->writes_in_place_ = exe->writes_in_place_ || op.write_into >= 0;
+  }
   exe->plans_ = std::make_unique<ShapePlans>(&exe->program_.graph);
   if (!exe->program_.kernels.empty()) {
     const std::string source = EmitCpp(exe->program_);
@@ -106,7 +118,9 @@ absl::Status CpuExecutable::RunKernel(int index, const ShapePlans::Plan& plan, s
   absl::InlinedVector<uint64_t, 8> scalar_values(m, 0);
   for (size_t i = 0; i < m; ++i) {
     const KernelOperand& op = k.operands[i];
-    if (op.is_output) {
+    if (op.is_output && op.write_into >= 0) {
+      tensors.push_back(env[op.write_into]);  // a fused in-place write: into that tensor itself
+    } else if (op.is_output) {
       tensors.push_back(AllocateLike(plan[op.value]));
     } else if (op.scalar_slot >= 0) {
       scalar_values[i] = ScalarBits(scalars.at(op.scalar_slot), op.dtype);
@@ -157,6 +171,9 @@ absl::StatusOr<std::vector<Tensor>> CpuExecutable::Run(const std::vector<Tensor>
   // exact outcome: the writes of the ops before it happen, and it raises its own error.
   if (!planned.ok()) return g.RunEager(inputs, scalars);
   const std::shared_ptr<const ShapePlans::Plan>& plan = *planned;
+  // Fused in-place writes move up to their kernel's start, which the schedule allows only for
+  // storage no node in between touches; two inputs sharing storage would hide such a touch.
+  if (writes_in_place_ && InputsOverlap(inputs)) return g.RunEager(inputs, scalars);
   std::vector<Tensor> env(g.num_values());
   for (size_t i = 0; i < inputs.size(); ++i) env[g.inputs()[i]] = inputs[i];
   for (const Step& step : program_.steps) {

@@ -53,6 +53,7 @@ class CpuExecutable {
   std::string kernel_source_;
   std::shared_ptr<LoadedLibrary> library_;
   std::vector<KernelEntry> entries_;
+  bool writes_in_place_ = false;  // some kernel stores an in-place write (ScheduleOptions)
   CacheSource cache_source_ = CacheSource::kMemory;
   double build_seconds_ = 0;
   std::unique_ptr<ShapePlans> plans_;

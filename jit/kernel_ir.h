@@ -33,6 +33,9 @@ struct KernelOperand {
   Mapping mapping = Mapping::kFull;
   bool is_output = false;
   int source = -1;          // outputs: the kernel value stored
+  // Outputs of a fused in-place write: the graph value whose tensor the kernel stores into
+  // (the output value then is that tensor); -1 for a fresh buffer.
+  ValueId write_into = -1;
   // The stride along the innermost domain dim seen at trace time when it was 0 or 1, else -1.
   // The specialised variant of a kernel hard-codes these; a run with other strides uses the
   // general variant.

@@ -6,6 +6,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "graph/decompose.h"
+#include "graph/graph_recorder.h"
 #include "graph/pointwise.h"
 #include "graph/reduction.h"
 #include "jit/launch_geometry.h"
@@ -30,9 +31,9 @@ bool HasScalarRef(const Node& n) {
 }
 
 // What kind of kernel value `n` can become, if any.
-Classified Classify(const Graph& g, const Node& n) {
+Classified Classify(const Graph& g, const Node& n, bool in_place_write = false) {
   Classified c;
-  if (n.inplace || n.outputs.size() != 1) return c;
+  if (n.inplace != in_place_write || n.outputs.size() != 1) return c;
   const Tensor& out = g.value(n.outputs[0]).meta;
   const OpDef& op = *n.op;
   if (op.kind == OpKind::kPointwise) {
@@ -113,6 +114,7 @@ struct Group {
   bool open = true;
   std::vector<int> nodes;
   std::vector<int> hoisted;  // view nodes run just before the kernel
+  std::vector<int> writes;   // fused in-place writes among `nodes`
   absl::flat_hash_map<ValueId, Level> levels;
 };
 
@@ -132,7 +134,8 @@ Dims RowShape(const Group& group, Mapping mapping) {
 
 class Scheduler {
  public:
-  explicit Scheduler(const Graph& g) : g_(g), producer_group_(g.num_values(), -1) {}
+  Scheduler(const Graph& g, ScheduleOptions options)
+      : g_(g), options_(options), producer_group_(g.num_values(), -1) {}
 
   Program Run() {
     const auto& nodes = g_.nodes();
@@ -142,6 +145,7 @@ class Scheduler {
     for (size_t i = 0; i < nodes.size(); ++i) {
       const Node& n = nodes[i];
       if (n.inplace) {
+        if (options_.fuse_in_place_writes) FuseWrite(static_cast<int>(i));
         // A write may change what any earlier-started kernel would read: no kernel spans it.
         for (Group& group : groups_) group.open = false;
         continue;
@@ -214,6 +218,65 @@ class Scheduler {
     hoisted_[producer] = true;
     hoisted_by_[producer] = static_cast<int>(&group - groups_.data());
     group.hoisted.push_back(producer);
+  }
+
+  // A pointwise in-place write joins the kernel of one of its producers, stored into the
+  // written tensor. That kernel runs at its first node, so the write moves up
+  // to there: allowed only when no node between them outside the kernel touches the written
+  // storage, and the kernel reads it only element for element (a full-level pointwise kernel,
+  // no other view of it among its operands).
+  void FuseWrite(int node) {
+    const Node& n = g_.nodes()[node];
+    const Classified c = Classify(g_, n, /*in_place_write=*/true);
+    if (c.fusion != Fusion::kPointwise) return;
+    const auto* target = std::get_if<ValueId>(&n.args[0].content);
+    if (target == nullptr || ShapeOf(g_, *target) != ShapeOf(g_, n.outputs[0])) return;
+    std::vector<int> candidates;
+    for (ValueId v : TensorOperands(n)) {
+      const int group = producer_group_[v];
+      if (group >= 0 && std::find(candidates.begin(), candidates.end(), group) == candidates.end()) {
+        candidates.push_back(group);
+      }
+    }
+    std::sort(candidates.rbegin(), candidates.rend());
+    for (int group : candidates) {
+      if (!WriteMayMoveUp(group, node, *target)) continue;
+      if (TryJoin(group, node, c)) {
+        groups_[group].writes.push_back(node);
+        return;
+      }
+    }
+    // Alone, the write would be a kernel of its own: no better than the eager node.
+  }
+
+  bool WriteMayMoveUp(int group_index, int node, ValueId target) const {
+    const Tensor& written = g_.value(target).meta;
+    auto touches = [&](ValueId v) {
+      const Tensor& m = g_.value(v).meta;
+      return m.SharesStorageWith(written) && !(v == target || SameMetaTensor(m, written));
+    };
+    const Node& n = g_.nodes()[node];
+    for (ValueId v : TensorOperands(n)) {
+      if (v != target && g_.value(v).meta.SharesStorageWith(written)) return false;  // reads itself only
+    }
+    const Group& group = groups_[group_index];
+    // The written tensor exists before the kernel starts (not one of its own fresh buffers).
+    if (group.row || producer_group_[target] == group_index) return false;
+    for (int member : group.nodes) {
+      for (ValueId v : TensorOperands(g_.nodes()[member])) {
+        if (touches(v)) return false;
+      }
+    }
+    for (int between = group.first_node + 1; between < node; ++between) {
+      if (node_group_[between] == group_index) continue;
+      for (ValueId v : TensorOperands(g_.nodes()[between])) {
+        if (g_.value(v).meta.SharesStorageWith(written)) return false;
+      }
+      for (ValueId v : g_.nodes()[between].outputs) {
+        if (g_.value(v).meta.SharesStorageWith(written)) return false;
+      }
+    }
+    return true;
   }
 
   bool TryJoin(int group_index, int node, const Classified& c) {
@@ -389,13 +452,15 @@ class Scheduler {
       }
       k.values.push_back(kv);
       value_of[out] = static_cast<int>(k.values.size()) - 1;
-      if (NeededOutside(group_index, out)) {
+      const bool writes = std::find(group.writes.begin(), group.writes.end(), node) != group.writes.end();
+      if (writes || NeededOutside(group_index, out)) {
         KernelOperand op;
         op.value = out;
         op.dtype = kv.dtype;
         op.mapping = kv.row_mapping;
         op.is_output = true;
         op.source = value_of[out];
+        if (writes) op.write_into = std::get<ValueId>(n.args[0].content);
         k.operands.push_back(op);
       }
     }
@@ -439,6 +504,7 @@ class Scheduler {
   }
 
   const Graph& g_;
+  const ScheduleOptions options_;
   std::vector<int> producer_group_;
   std::vector<int> node_group_;
   std::vector<bool> hoisted_;
@@ -449,10 +515,10 @@ class Scheduler {
 
 }  // namespace
 
-absl::StatusOr<Program> Schedule(const Graph& graph) {
+absl::StatusOr<Program> Schedule(const Graph& graph, ScheduleOptions options) {
   DT_ASSIGN_OR_RETURN(Graph decomposed, Decompose(graph));
   decomposed.EliminateDeadCode();
-  Program program = Scheduler(decomposed).Run();
+  Program program = Scheduler(decomposed, options).Run();
   program.graph = std::move(decomposed);
   return program;
 }
