@@ -487,23 +487,16 @@ absl::StatusOr<PyObject*> Tracer::ToPython(const Sym& s) {
   DT_RETURN_IF_ERROR(Materialise(s));
   switch (s->kind) {
     case SymKind::kNumber: {
-      if (traced_ints_ != nullptr && PyLong_CheckExact(s->obj.get())) {
-        PyRef marker = PyRef::Steal(py::NewTracedInt(s->obj.get()));
+      // Run-time ints reach an op's argument parser as TracedInts, floats as float objects of
+      // their own: found again by identity, each is a run-time scalar of the graph
+      // (`p.add_(g, alpha=-lr)` with a scheduler's lr).
+      const bool is_int = PyLong_CheckExact(s->obj.get());
+      if (traced_ints_ != nullptr && (is_int || PyFloat_CheckExact(s->obj.get()))) {
+        PyRef marker = PyRef::Steal(is_int ? py::NewTracedInt(s->obj.get())
+                                           : PyFloat_FromDouble(PyFloat_AS_DOUBLE(s->obj.get())));
         if (!marker) {
           PyErr_Clear();
-          return Unsupported("could not pass a run-time int to an op");
-        }
-        (*traced_ints_)[marker.get()] = s;
-        wrappers_.push_back(marker);
-        return marker.get();
-      }
-      if (traced_ints_ != nullptr && PyFloat_CheckExact(s->obj.get())) {
-        // A float object of its own, so the op's arguments find it again by identity: a
-        // run-time scalar of the graph (`p.add_(g, alpha=-lr)` with a scheduler's lr).
-        PyRef marker = PyRef::Steal(PyFloat_FromDouble(PyFloat_AS_DOUBLE(s->obj.get())));
-        if (!marker) {
-          PyErr_Clear();
-          return Unsupported("could not pass a run-time float to an op");
+          return Unsupported("could not pass a run-time number to an op");
         }
         (*traced_ints_)[marker.get()] = s;
         wrappers_.push_back(marker);

@@ -154,14 +154,7 @@ class Scheduler {
       if (c.fusion == Fusion::kNone) continue;
       bool joined = false;
       // Latest producer group first: it is the most likely to take the whole chain.
-      std::vector<int> candidates;
-      for (ValueId v : TensorOperands(n)) {
-        const int group = producer_group_[v];
-        if (group >= 0 && std::find(candidates.begin(), candidates.end(), group) == candidates.end()) {
-          candidates.push_back(group);
-        }
-      }
-      std::sort(candidates.rbegin(), candidates.rend());
+      const std::vector<int> candidates = ProducerGroups(n);
       for (int group : candidates) {
         if (TryJoin(group, static_cast<int>(i), c)) {
           joined = true;
@@ -220,6 +213,17 @@ class Scheduler {
     group.hoisted.push_back(producer);
   }
 
+  // The kernels that make `n`'s operands, latest first.
+  std::vector<int> ProducerGroups(const Node& n) const {
+    std::vector<int> groups;
+    for (ValueId v : TensorOperands(n)) {
+      const int group = producer_group_[v];
+      if (group >= 0 && std::find(groups.begin(), groups.end(), group) == groups.end()) groups.push_back(group);
+    }
+    std::sort(groups.rbegin(), groups.rend());
+    return groups;
+  }
+
   // A pointwise in-place write joins the kernel of one of its producers, stored into the
   // written tensor. That kernel runs at its first node, so the write moves up
   // to there: allowed only when no node between them outside the kernel touches the written
@@ -231,14 +235,7 @@ class Scheduler {
     if (c.fusion != Fusion::kPointwise) return;
     const auto* target = std::get_if<ValueId>(&n.args[0].content);
     if (target == nullptr || ShapeOf(g_, *target) != ShapeOf(g_, n.outputs[0])) return;
-    std::vector<int> candidates;
-    for (ValueId v : TensorOperands(n)) {
-      const int group = producer_group_[v];
-      if (group >= 0 && std::find(candidates.begin(), candidates.end(), group) == candidates.end()) {
-        candidates.push_back(group);
-      }
-    }
-    std::sort(candidates.rbegin(), candidates.rend());
+    const std::vector<int> candidates = ProducerGroups(n);
     for (int group : candidates) {
       if (!WriteMayMoveUp(group, node, *target)) continue;
       if (TryJoin(group, node, c)) {

@@ -32,7 +32,8 @@ def scale_and_shift(x, y):
 a = dt.randn(3, 4)
 for _ in range(3):
     scale_and_shift(a, a)
-scale_and_shift(a.to(dt.float64), a.to(dt.float64))
+b = a.to(dt.float64)
+scale_and_shift(b, b)
 print("done", dt.stats()["graphs"])
 """
 

@@ -68,36 +68,12 @@ class AdamW(Adam):
 def _adam_per_tensor(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps, lr, beta1, beta2, weight_decay,
                      eps, amsgrad, maximize, decoupled):
     """The same rule with registry ops, one tensor at a time: the path for CUDA tensors (whose ops
-    stay on the device), mixed or non-contiguous layouts, foreach=False, and compiled code."""
-    if _dt.is_compiling():
-        _adam_on_step_tensors(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps, lr, beta1, beta2,
-                              weight_decay, eps, amsgrad, maximize, decoupled)
-        return
-    for i, p in enumerate(params):
-        steps[i].add_(1)
-        step = steps[i].item()
-        g = -grads[i] if maximize else grads[i]
-        if weight_decay != 0:
-            if decoupled:
-                p.mul_(1 - lr * weight_decay)
-            else:
-                g = g.add(p, alpha=weight_decay)
-        m, v = exp_avgs[i], exp_avg_sqs[i]
-        m.add_((g - m) * (1 - beta1))
-        v.mul_(beta2).add_(g * g * (1 - beta2))
-        if amsgrad:
-            max_exp_avg_sqs[i].copy_(_dt.maximum(max_exp_avg_sqs[i], v))
-            v = max_exp_avg_sqs[i]
-        step_size = lr / (1 - beta1 ** step)
-        denom = v.sqrt() / math.sqrt(1 - beta2 ** step) + eps
-        p.add_(m / denom, alpha=-step_size)
+    stay on the device), mixed or non-contiguous layouts, foreach=False, and compiled code.
 
-
-def _adam_on_step_tensors(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps, lr, beta1, beta2,
-                          weight_decay, eps, amsgrad, maximize, decoupled):
-    """The rule for compiled code (PyTorch's capturable Adam): the bias corrections are computed
-    from the step counts as tensors, so no count is read back into Python (which would end the
-    graph there) and one graph serves every step."""
+    In compiled code (PyTorch's capturable Adam) the bias corrections are computed from the step
+    counts as tensors, so no count is read back into Python (which would end the graph there) and
+    one graph serves every step; elsewhere from the count as a Python number."""
+    compiling = _dt.is_compiling()
     for i, p in enumerate(params):
         steps[i].add_(1)
         g = -grads[i] if maximize else grads[i]
@@ -112,7 +88,11 @@ def _adam_on_step_tensors(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs,
         if amsgrad:
             max_exp_avg_sqs[i].copy_(_dt.maximum(max_exp_avg_sqs[i], v))
             v = max_exp_avg_sqs[i]
-        bias_correction1 = 1 - beta1 ** steps[i]
-        bias_correction2_sqrt = (1 - beta2 ** steps[i]).sqrt()
-        denom = v.sqrt() / bias_correction2_sqrt + eps
-        p.sub_(m / denom * (lr / bias_correction1))
+        if compiling:
+            bias_correction1 = 1 - beta1 ** steps[i]
+            denom = v.sqrt() / (1 - beta2 ** steps[i]).sqrt() + eps
+            p.sub_(m / denom * (lr / bias_correction1))
+        else:
+            step = steps[i].item()
+            denom = v.sqrt() / math.sqrt(1 - beta2 ** step) + eps
+            p.add_(m / denom, alpha=-lr / (1 - beta1 ** step))
