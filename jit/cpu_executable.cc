@@ -77,7 +77,8 @@ absl::StatusOr<std::shared_ptr<CpuExecutable>> CpuExecutable::Build(const Graph&
                                                                   absl::string_view name) {
   const auto start = std::chrono::steady_clock::now();
   auto exe = std::make_shared<CpuExecutable>();
-  DT_ASSIGN_OR_RETURN(exe->program_, Schedule(graph, ScheduleOptions{.fuse_in_place_writes = true}));
+  DT_ASSIGN_OR_RETURN(exe->program_, Schedule(graph, ScheduleOptions{.fuse_in_place_writes = true,
+                                                                   .fuse_outer_reductions = false}));
   for (const Kernel& k : exe->program_.kernels) {
     for (const KernelOperand& op : k.operands) exe->writes_in_place_ = exe->writes_in_place_ || op.write_into >= 0;
   }

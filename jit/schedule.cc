@@ -152,6 +152,7 @@ class Scheduler {
       }
       const Classified c = Classify(g_, n);
       if (c.fusion == Fusion::kNone) continue;
+      if (c.fusion == Fusion::kReduce && !options_.fuse_outer_reductions && ReducesOuterDims(n, c)) continue;
       bool joined = false;
       // Latest producer group first: it is the most likely to take the whole chain.
       const std::vector<int> candidates = ProducerGroups(n);
@@ -211,6 +212,17 @@ class Scheduler {
     hoisted_[producer] = true;
     hoisted_by_[producer] = static_cast<int>(&group - groups_.data());
     group.hoisted.push_back(producer);
+  }
+
+  // Whether reduction `n` keeps its input's innermost memory dim (the smallest stride among dims
+  // longer than 1).
+  bool ReducesOuterDims(const Node& n, const Classified& c) const {
+    const Tensor& in = g_.value(std::get<ValueId>(n.args[0].content)).meta;
+    int64_t innermost = -1;
+    for (int64_t d = 0; d < in.ndim(); ++d) {
+      if (in.size(d) > 1 && (innermost < 0 || std::abs(in.stride(d)) < std::abs(in.stride(innermost)))) innermost = d;
+    }
+    return innermost >= 0 && std::find(c.reduced_dims.begin(), c.reduced_dims.end(), innermost) == c.reduced_dims.end();
   }
 
   // The kernels that make `n`'s operands, latest first.

@@ -20,6 +20,11 @@ namespace dt::jit {
 
 struct ScheduleOptions {
   bool fuse_in_place_writes = false;
+  // Whether a reduction whose input's innermost (stride-1) dim is kept, not reduced (a sum over
+  // the batch dim: bias and norm-weight gradients), becomes a kernel. The CPU kernels walk the
+  // reduced dim innermost, one strided element at a time, 10x slower there than the eager
+  // reduction, which vectorises across the kept dim.
+  bool fuse_outer_reductions = true;
 };
 
 [[nodiscard]] absl::StatusOr<Program> Schedule(const Graph& graph, ScheduleOptions options = {});

@@ -337,8 +337,10 @@ PATTERNS = [
     ("layer_norm_op", lambda x, w, b: dt.layer_norm(x, (x.shape[-1],), w, b).relu(), lambda i: (rand_tensor((4, 3 + i, 48)), rand_tensor((48,)), rand_tensor((48,))), 1),
     ("rms_norm_op", lambda x, w: dt.rms_norm(x, (x.shape[-1],), w) * 2, lambda i: (rand_tensor((6 + i, 40)), rand_tensor((40,))), 1),
     ("row_sum_epilogue", lambda x: (x * x).sum(-1).sqrt() + 1, lambda i: (rand_tensor((11 + i, 23)),), 1),
-    ("column_sum", lambda x: (x + 1).sum(0) * 3, lambda i: (rand_tensor((13, 5 + i)),), 1),
-    ("middle_dim_mean", lambda x: x.exp().mean(1, keepdim=True) - 1, lambda i: (rand_tensor((3, 7 + i, 4)),), 1),
+    # Reductions that keep the innermost dim run eagerly between kernels (vectorised across it;
+    # jit/schedule.h fuse_outer_reductions): the producer and the epilogue are a kernel each.
+    ("column_sum", lambda x: (x + 1).sum(0) * 3, lambda i: (rand_tensor((13, 5 + i)),), 2),
+    ("middle_dim_mean", lambda x: x.exp().mean(1, keepdim=True) - 1, lambda i: (rand_tensor((3, 7 + i, 4)),), 2),
     ("full_reduction", lambda x: (x.abs() + 0.5).log().sum(), lambda i: (rand_tensor((17 + i, 3)),), 1),
     ("reduce_then_broadcast_back", lambda x: x - x.mean(-1, keepdim=True), lambda i: (rand_tensor((5, 9 + i)),), 1),
     ("two_outputs_shared_chain", lambda x: ((x * 2).exp(), (x * 2).sin()), lambda i: (rand_tensor((33 + i,)),), 1),
