@@ -18,6 +18,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "interpreter/py_str.h"
 #include "interpreter/py_types.h"
 #include "interpreter/tracer_internal.h"
 
@@ -244,7 +245,10 @@ absl::StatusOr<Sym> Tracer::CallSetMethod(const Sym& self, const std::string& na
   if ((name == "issubset" || name == "issuperset" || name == "isdisjoint") && args.size() == 1) {
     DT_ASSIGN_OR_RETURN(PyRef value, SetValue(self));
     DT_ASSIGN_OR_RETURN(PyRef other, SetOperandValue(args[0]));
-    PyRef r = PyRef::Steal(PyObject_CallMethod(value.get(), name.c_str(), "O", other.get()));
+    // One argument, never unpacked: PyObject_CallMethod's "O" would spread a tuple operand
+    // ({"a"}.isdisjoint(("a",)) asked isdisjoint("a")).
+    PyRef method = PyRef::Steal(py::FromUtf8(name));
+    PyRef r = method ? PyRef::Steal(PyObject_CallMethodOneArg(value.get(), method.get(), other.get())) : PyRef();
     if (!r) {
       PyErr_Clear();
       return Raises(absl::StrCat("the traced code raises in set.", name, "()"));

@@ -329,3 +329,17 @@ def test_an_object_whose_iter_returns_itself_runs_as_cpython():
         dt.reset()
         run_differential(list_of_an_iterator_object, jitted_copy(list_of_an_iterator_object, backend=backend),
                          lambda i: Call(T(), 2 + i), 2, seed_base=31)
+
+
+def set_methods_with_one_sequence_argument(x, methods, words):
+    # regrtest test_compare: {"ne", "eq"}.isdisjoint(a_meth + b_meth) asked isdisjoint("ne") of
+    # a one-tuple (PyObject_CallMethod spread it), so the branch went the wrong way.
+    names = {"ne", "eq"}
+    flags = (names.isdisjoint(methods), names.issubset(methods + ("ne", "eq")), names.issuperset(words),
+             names.isdisjoint(("ne",)), {"a", "b"}.isdisjoint("ab"))
+    return x * 2 if not names.isdisjoint(methods) else x * 3, flags
+
+
+def test_set_methods_take_a_tuple_as_one_argument():
+    check_whole(set_methods_with_one_sequence_argument,
+                lambda i: Call(T(), (("ne",), ("lt", "eq"), ())[i], ["eq"] if i else ["ne", "eq"]))
