@@ -99,13 +99,14 @@ class BodyRecorder final : public GraphRecorder {
 
 }  // namespace
 
-// nullopt: the body made a tensor outside Call() (or results of other dtypes), and the op is
-// recorded as one node after all; the graph is then as it was.
+// nullopt: a result is not a tensor the body made with Call(), and the op is
+// recorded as one node after all; the body's nodes are dropped again (Truncate, as a rollback
+// does; their values stay unused).
 absl::StatusOr<std::optional<std::vector<Sym>>> Tracer::EmitBody(const OpDef& op, const OpArgs& args,
                                                                   const std::vector<GraphArg>& graph_args,
                                                                   Device device) {
-  Graph scratch = *graph_;
-  BodyRecorder recorder(scratch, HereLocation(), device);
+  const size_t first_new = graph_->nodes().size();
+  BodyRecorder recorder(*graph_, HereLocation(), device);
   for (size_t i = 0; i < graph_args.size(); ++i) {
     if (const ValueId* v = std::get_if<ValueId>(&graph_args[i].content)) recorder.Know(args.tensor(i), *v);
     if (const auto* vs = std::get_if<std::vector<ValueId>>(&graph_args[i].content)) {
@@ -116,15 +117,19 @@ absl::StatusOr<std::optional<std::vector<Sym>>> Tracer::EmitBody(const OpDef& op
   CallRecorder* outer = SetCallRecorder(&recorder);
   absl::StatusOr<OpResult> results = CallOp(op, args);
   SetCallRecorder(outer);
-  if (!results.ok()) return Raises(absl::StrCat("the traced code raises: ", results.status().message()));
+  if (!results.ok()) {
+    graph_->Truncate(first_new);
+    return Raises(absl::StrCat("the traced code raises: ", results.status().message()));
+  }
   std::vector<ValueId> ids;
   for (const Tensor& meta : *results) {
     absl::StatusOr<ValueId> id = recorder.Find(meta);
-    if (!id.ok() || scratch.value(*id).producer < 0) return std::nullopt;
+    if (!id.ok() || graph_->value(*id).producer < static_cast<int>(first_new)) {
+      graph_->Truncate(first_new);
+      return std::nullopt;
+    }
     ids.push_back(*id);
   }
-  const size_t first_new = graph_->nodes().size();
-  *graph_ = std::move(scratch);
   touched_tensors_ = true;
   for (size_t n = first_new; n < graph_->nodes().size(); ++n) {
     const Node& node = graph_->nodes()[n];
