@@ -166,4 +166,34 @@ bool TraceFunctionSet(PyThreadState* tstate, bool profile) {
   return tstate->c_tracefunc != nullptr || (profile && tstate->c_profilefunc != nullptr);
 }
 
+bool EnterFrameDepth(PyThreadState* tstate) {
+  if (Py_EnterRecursiveCall("") != 0) return false;  // the evaluator's own message on 3.11
+#if PY_VERSION_HEX >= 0x030C0000
+  // As _Py_EnterRecursivePy: past the limit only while an earlier RecursionError is being
+  // handled (recursion_headroom), and then by at most 50 frames.
+  --tstate->py_recursion_remaining;
+  const bool handling_overflow = tstate->recursion_headroom > 0;
+  if (tstate->py_recursion_remaining < (handling_overflow ? -50 : 0)) {
+    ++tstate->py_recursion_remaining;
+    Py_LeaveRecursiveCall();
+    ++tstate->recursion_headroom;
+    PyErr_SetString(PyExc_RecursionError, "maximum recursion depth exceeded");
+    --tstate->recursion_headroom;
+    return false;
+  }
+#else
+  (void)tstate;
+#endif
+  return true;
+}
+
+void LeaveFrameDepth(PyThreadState* tstate) {
+#if PY_VERSION_HEX >= 0x030C0000
+  ++tstate->py_recursion_remaining;
+#else
+  (void)tstate;
+#endif
+  Py_LeaveRecursiveCall();
+}
+
 }  // namespace dt::interpreter::cpython

@@ -89,6 +89,15 @@ _PyInterpreterFrame* EnterForEscape(PyThreadState* tstate, _PyInterpreterFrame* 
                                     absl::Span<PyObject* const> locals);
 void LeaveAfterEscape(PyThreadState* tstate, _PyInterpreterFrame* previous);
 
+// One level of recursion for a frame dyntrace runs, counted as CPython's evaluator counts a frame
+// it enters. 3.11 has one counter for C calls and Python
+// frames; 3.12 keeps them apart (sys.setrecursionlimit bounds only Python frames, and C calls
+// stop at a fixed depth), so a frame counts on both there: counting only the C depth let
+// `def f(): f()` recurse 1500 deep under any limit, and a doubly recursive function run for
+// 2**1500 calls (regrtest test_exceptions). False: RecursionError is set and nothing is counted.
+[[nodiscard]] bool EnterFrameDepth(PyThreadState* tstate);
+void LeaveFrameDepth(PyThreadState* tstate);
+
 // Internals the tracer and the hook read, kept here so that each is checked per version:
 // The attribute `name` (a str) found on `type` or its bases without running descriptors
 // (_PyType_Lookup); borrowed, or null. Never raises.

@@ -83,36 +83,49 @@ struct SegmentState {
   std::vector<PyObject*> TakeStack() { return std::exchange(stack, {}); }
 };
 
-// While an escape runs user code, the frame it escaped from is the thread's running frame,
-// positioned at the escaping instruction with the segment's locals (see EnterForEscape).
-// An escape also counts as one level of Python recursion, as the frame would under CPython's
-// evaluator: a recursive function whose frames run as segments (`def f(): return f()`) must end
-// in RecursionError, not in a C stack overflow.
-class EscapeScope {
+// While dyntrace runs a frame (traces it, runs its segments and their escapes), the frame counts
+// one level of recursion, as it would under CPython's evaluator (cpython::EnterFrameDepth): a
+// recursive function whose frames run as segments (`def f(): return f()`) must end in
+// RecursionError at sys.getrecursionlimit(), and a frame entered past the limit raises before
+// any of its code runs. The level is given back before CPython's evaluator takes the frame over
+// (a hand-back, a return, a raise), since the evaluator counts the frame itself.
+class FrameDepth {
  public:
-  EscapeScope(PyThreadState* tstate, _PyInterpreterFrame* frame, int offset, const SegmentState& state)
-      : tstate_(tstate), entered_(Py_EnterRecursiveCall(" while calling a Python object") == 0) {
-    if (entered_) previous_ = cpython::EnterForEscape(tstate, frame, offset, state.locals);
-  }
-  ~EscapeScope() {
-    if (!entered_) return;
-    cpython::LeaveAfterEscape(tstate_, previous_);
-    Py_LeaveRecursiveCall();
-  }
-  EscapeScope(const EscapeScope&) = delete;
-  EscapeScope& operator=(const EscapeScope&) = delete;
-  // False: the recursion limit is reached and RecursionError is set; the escape must not run.
+  explicit FrameDepth(PyThreadState* tstate) : tstate_(tstate), entered_(cpython::EnterFrameDepth(tstate)) {}
+  ~FrameDepth() { Release(); }
+  FrameDepth(const FrameDepth&) = delete;
+  FrameDepth& operator=(const FrameDepth&) = delete;
+  // False: the limit is reached and RecursionError is set.
   bool entered() const { return entered_; }
+  void Release() {
+    if (entered_) cpython::LeaveFrameDepth(tstate_);
+    entered_ = false;
+  }
 
  private:
   PyThreadState* tstate_;
   bool entered_;
-  _PyInterpreterFrame* previous_ = nullptr;
+};
+
+// While an escape runs user code, the frame it escaped from is the thread's running frame,
+// positioned at the escaping instruction with the segment's locals (see EnterForEscape).
+class EscapeScope {
+ public:
+  EscapeScope(PyThreadState* tstate, _PyInterpreterFrame* frame, int offset, const SegmentState& state)
+      : tstate_(tstate), previous_(cpython::EnterForEscape(tstate, frame, offset, state.locals)) {}
+  ~EscapeScope() { cpython::LeaveAfterEscape(tstate_, previous_); }
+  EscapeScope(const EscapeScope&) = delete;
+  EscapeScope& operator=(const EscapeScope&) = delete;
+
+ private:
+  PyThreadState* tstate_;
+  _PyInterpreterFrame* previous_;
 };
 
 // Continues the frame under CPython at `offset` with `state` (or from the start, at entry).
 PyObject* HandBack(PyThreadState* tstate, _PyInterpreterFrame* frame, bool at_entry,
-                   SegmentState& state, int offset) {
+                   SegmentState& state, int offset, FrameDepth& depth) {
+  depth.Release();
   if (at_entry) {
     ++GlobalStats().frames_whole_in_cpython;
     return cpython::EvalDefault(tstate, frame, 0);
@@ -126,7 +139,8 @@ PyObject* HandBack(PyThreadState* tstate, _PyInterpreterFrame* frame, bool at_en
 
 // Raises the pending error from the frame as if the instruction at `offset` raised it.
 PyObject* RaiseFrom(PyThreadState* tstate, _PyInterpreterFrame* frame, bool at_entry,
-                    SegmentState& state, int offset) {
+                    SegmentState& state, int offset, FrameDepth& depth) {
+  depth.Release();
   if (at_entry && state.locals.empty()) return cpython::RaiseInFrame(tstate, frame);
   std::vector<PyObject*> locals = state.TakeLocals();
   std::vector<PyObject*> stack = state.TakeStack();
@@ -139,9 +153,11 @@ PyObject* RaiseFrom(PyThreadState* tstate, _PyInterpreterFrame* frame, bool at_e
 class SegmentRun {
  public:
   SegmentRun(PyThreadState* tstate, _PyInterpreterFrame* frame, const cpython::FrameView& view, CodeCache* cache)
-      : tstate_(tstate), frame_(frame), view_(view), cache_(cache) {}
+      : tstate_(tstate), frame_(frame), view_(view), cache_(cache), depth_(tstate) {}
 
+  // REQUIRES: depth_entered().
   PyObject* Run();
+  bool depth_entered() const { return depth_.entered(); }
 
  private:
   using Finished = std::optional<PyObject*>;  // set: the frame's result (null: an exception)
@@ -167,8 +183,10 @@ class SegmentRun {
   std::string Where() const {
     return offset_ == 0 ? CodeName(view_.code) : absl::StrCat(CodeName(view_.code), " at offset ", offset_);
   }
-  PyObject* HandBackHere() { return HandBack(tstate_, frame_, at_entry_, state_, offset_); }
-  PyObject* RaiseHere() { return RaiseFrom(tstate_, frame_, at_entry_, state_, offset_); }
+  PyObject* HandBackHere() { return HandBack(tstate_, frame_, at_entry_, state_, offset_, depth_); }
+  PyObject* RaiseHere() { return RaiseFrom(tstate_, frame_, at_entry_, state_, offset_, depth_); }
+  PyObject* HandBackAt(int offset) { return HandBack(tstate_, frame_, false, state_, offset, depth_); }
+  PyObject* RaiseAt(int offset) { return RaiseFrom(tstate_, frame_, false, state_, offset, depth_); }
 
   PyThreadState* tstate_;
   _PyInterpreterFrame* frame_;
@@ -177,6 +195,7 @@ class SegmentRun {
   SegmentState state_;
   bool at_entry_ = true;
   int offset_ = 0;
+  FrameDepth depth_;
 };
 
 guards::FrameInputs SegmentRun::Inputs() {
@@ -383,6 +402,7 @@ std::variant<std::shared_ptr<CacheEntry>, PyObject*> SegmentRun::TraceAndCompile
 // are released, so nothing of the segment is kept alive while CPython finishes the frame.
 PyObject* SegmentRun::Return(const trace::ReturnExit& exit, PyObject* result) {
   state_.Clear();
+  depth_.Release();
   if (exit.pushes_value) {
     PyObject* stack[1] = {result};
     return cpython::ResumeAt(tstate_, frame_, exit.return_offset, stack);
@@ -435,7 +455,7 @@ SegmentRun::Finished SegmentRun::Exit(const trace::SegmentExit& exit) {
     SegmentRun& run;
     Finished operator()(const trace::ReturnExit&) { return std::nullopt; }  // handled by RunEntry
     Finished operator()(const trace::HandBackExit& e) {
-      return HandBack(run.tstate_, run.frame_, false, run.state_, e.resume_offset);
+      return run.HandBackAt(e.resume_offset);
     }
     Finished operator()(const trace::EscapeJumpExit& e) { return run.EscapeJump(e); }
     Finished operator()(const trace::EscapeCallExit& e) { return run.EscapeCall(e); }
@@ -450,9 +470,9 @@ SegmentRun::Finished SegmentRun::EscapeJump(const trace::EscapeJumpExit& exit) {
   int truth;
   {
     EscapeScope running(tstate_, frame_, exit.break_offset, state_);
-    truth = running.entered() ? PyObject_IsTrue(condition) : -1;
+    truth = PyObject_IsTrue(condition);
   }
-  if (truth < 0) return RaiseFrom(tstate_, frame_, false, state_, exit.break_offset);
+  if (truth < 0) return RaiseAt(exit.break_offset);
   state_.stack.pop_back();
   Py_DECREF(condition);
   offset_ = (truth == 1) == exit.jump_if_true ? exit.jump_target : exit.next_offset;
@@ -463,7 +483,7 @@ SegmentRun::Finished SegmentRun::EscapeCall(const trace::EscapeCallExit& exit) {
   ++GlobalStats().escapes;
   const int argc = exit.argc;
   std::vector<PyObject*>& st = state_.stack;
-  if (static_cast<int>(st.size()) < argc + 2) return HandBack(tstate_, frame_, false, state_, exit.break_offset);
+  if (static_cast<int>(st.size()) < argc + 2) return HandBackAt(exit.break_offset);
   PyObject* method = st[st.size() - argc - 2];
   PyObject* callable = method != nullptr ? method : st[st.size() - argc - 1];
   // args (with self first for a method call) are contiguous on the stack.
@@ -474,13 +494,13 @@ SegmentRun::Finished SegmentRun::EscapeCall(const trace::EscapeCallExit& exit) {
   PyObject* result;
   {
     EscapeScope running(tstate_, frame_, exit.break_offset, state_);
-    result = running.entered() ? PyObject_Vectorcall(callable, args, total - nkw, kwnames) : nullptr;
+    result = PyObject_Vectorcall(callable, args, total - nkw, kwnames);
   }
   for (int i = 0; i < argc + 2; ++i) {
     Py_XDECREF(st.back());
     st.pop_back();
   }
-  if (result == nullptr) return RaiseFrom(tstate_, frame_, false, state_, exit.break_offset);
+  if (result == nullptr) return RaiseAt(exit.break_offset);
   st.push_back(result);
   offset_ = exit.next_offset;
   return std::nullopt;
@@ -492,10 +512,10 @@ SegmentRun::Finished SegmentRun::EscapeForIter(const trace::EscapeForIterExit& e
   PyObject* item;
   {
     EscapeScope running(tstate_, frame_, exit.break_offset, state_);
-    item = running.entered() ? PyIter_Next(iterator) : nullptr;
+    item = PyIter_Next(iterator);
   }
   if (item == nullptr) {
-    if (PyErr_Occurred()) return RaiseFrom(tstate_, frame_, false, state_, exit.break_offset);
+    if (PyErr_Occurred()) return RaiseAt(exit.break_offset);
     state_.stack.pop_back();
     Py_DECREF(iterator);
     offset_ = exit.loop_exit_offset;  // the loop is done
@@ -546,7 +566,10 @@ PyObject* SegmentRun::Run() {
 __attribute__((noinline)) PyObject* RunSegmentsOutOfLine(PyThreadState* tstate, _PyInterpreterFrame* frame,
                                                          const cpython::FrameView& view,
                                                          std::shared_ptr<CodeCache> cache) {
-  return SegmentRun(tstate, frame, view, cache.get()).Run();
+  SegmentRun run(tstate, frame, view, cache.get());
+  // Past the recursion limit CPython raises before the frame's first instruction.
+  if (!run.depth_entered()) return cpython::RaiseInFrame(tstate, frame);
+  return run.Run();
 }
 
 }  // namespace

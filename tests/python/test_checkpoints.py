@@ -3,8 +3,10 @@ byte from the format's description (as PyTorch and Hugging Face's tools write th
 read back independently with json/struct, the refusals (truncated, header past the end, bad
 JSON, unknown dtype, offsets that do not match or overlap), Module.load_state_dict on loaded
 tensors, and files exchanged with PyTorch where it is importable."""
+import atexit
 import json
 import os
+import shutil
 import struct
 import tempfile
 
@@ -20,6 +22,7 @@ except ImportError:  # CPython 3.12 here has no torch
 
 def tmp(name):
     directory = tempfile.mkdtemp(prefix="dt_ckpt_")
+    atexit.register(shutil.rmtree, directory, ignore_errors=True)
     return os.path.join(directory, name)
 
 

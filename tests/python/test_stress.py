@@ -699,3 +699,72 @@ def test_frame_object_taken_in_an_escape_shows_the_final_locals():
             assert run_stressed(_assert_raises_refcount, case) == 0
     finally:
         gc.enable()
+
+
+# --- the recursion limit (CPython's test_exceptions, test_recursion_in_except_handler) ---------
+# A frame dyntrace runs counted one level only while an escape ran, and only as C depth: on 3.12
+# (where sys.setrecursionlimit bounds Python frames apart from the fixed C depth) a function
+# recursing through escapes went 1500 deep under any limit, and test_exceptions' doubly
+# recursive function ran for 2**1500 calls; on both versions a frame entered past the limit ran
+# its body up to its first escape. The counts of calls made before RecursionError must be
+# CPython's.
+def _recursion_counts():
+    calls = [0]
+
+    def recurse_in_except():
+        calls[0] += 1
+        try:
+            1 / 0
+        except ZeroDivisionError:
+            recurse_in_except()
+
+    def recurse_after_except():
+        calls[0] += 1
+        try:
+            1 / 0
+        except ZeroDivisionError:
+            pass
+        recurse_after_except()
+
+    def recurse_in_body_and_except():
+        calls[0] += 1
+        if calls[0] > 100_000:  # far past 2**(limit + 1): the limit is not working
+            raise OverflowError(f"{calls[0]} calls")
+        try:
+            recurse_in_body_and_except()
+        except RecursionError:
+            recurse_in_body_and_except()
+
+    def below_the_limit(n):
+        # The lowest limit sys.setrecursionlimit accepts here, plus n.
+        depth = 1
+        while True:
+            try:
+                sys.setrecursionlimit(depth)
+            except RecursionError:
+                depth += 1
+            else:
+                break
+        sys.setrecursionlimit(depth + n)
+
+    counts = []
+    limit = sys.getrecursionlimit()
+    try:
+        below_the_limit(9)
+        for fn in (recurse_in_except, recurse_after_except, recurse_in_body_and_except):
+            calls[0] = 0
+            try:
+                fn()
+            except RecursionError:
+                counts.append(calls[0])
+            except OverflowError as e:
+                counts.append(str(e))
+    finally:
+        sys.setrecursionlimit(limit)
+    return counts
+
+
+def test_recursion_limit_counts_frames_as_cpython():
+    plain = _recursion_counts()
+    assert len(plain) == 3 and plain[2] == 2 ** plain[0] - 1, plain  # the doubly recursive tree
+    assert run_stressed(_recursion_counts) == plain
