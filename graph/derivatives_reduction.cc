@@ -162,6 +162,33 @@ absl::StatusOr<ArgGrads> RmsNormGrad(const GradContext& c) {
   return NormGrads(c, xhat, r, /*centred=*/false);
 }
 
+// `t` with its last two dims swapped (a view). REQUIRES: t.ndim() >= 2.
+absl::StatusOr<Tensor> Transposed(const Tensor& t) { return Op("transpose", {t, Scalar::Int(-1), Scalar::Int(-2)}); }
+
+// A matrix stored transposed: nn.Linear's `x @ w.T` multiplies by such a view of the weight.
+bool TransposedDense(const Tensor& t) {
+  return t.ndim() == 2 && t.size(0) > 1 && t.size(1) > 1 && t.stride(0) == 1 && t.stride(1) == t.size(0);
+}
+
+// (p q)ᵀ, a transposed view of a fresh product. The gradient of an operand stored transposed is
+// computed this way so that it is laid out as the operand is (PyTorch's mm_mat2_backward does
+// the same): nn.Linear's weight gradient comes out of the GEMM in the weight's own layout,
+// where a transposing copy into .grad took as long as a GEMM.
+absl::StatusOr<Tensor> TransposeOfProduct(const Tensor& p, const Tensor& q) {
+  DT_ASSIGN_OR_RETURN(Tensor product, Op("matmul", {p, q}));
+  return Transposed(product);
+}
+
+// x @ yᵀ and xᵀ @ y.
+absl::StatusOr<Tensor> TimesTransposed(const Tensor& x, const Tensor& y) {
+  DT_ASSIGN_OR_RETURN(Tensor yt, Transposed(y));
+  return Op("matmul", {x, yt});
+}
+absl::StatusOr<Tensor> TransposedTimes(const Tensor& x, const Tensor& y) {
+  DT_ASSIGN_OR_RETURN(Tensor xt, Transposed(x));
+  return Op("matmul", {xt, y});
+}
+
 // matmul with PyTorch's rank rules: a 1-d operand takes part as a row (left) or column (right)
 // that the result then drops; batch dims broadcast (the engine sums them back).
 absl::StatusOr<ArgGrads> MatmulGrad(const GradContext& c) {
@@ -184,16 +211,26 @@ absl::StatusOr<ArgGrads> MatmulGrad(const GradContext& c) {
   }
   ArgGrads grads = grad::NoGrads(c);
   if (c.needs(0)) {
-    DT_ASSIGN_OR_RETURN(Tensor bt, Op("transpose", {b, Scalar::Int(-1), Scalar::Int(-2)}));
-    DT_ASSIGN_OR_RETURN(Tensor ga, Op("matmul", {g, bt}));
+    Tensor ga;
+    if (TransposedDense(a)) {  // g bᵀ = (b gᵀ)ᵀ
+      DT_ASSIGN_OR_RETURN(Tensor gt, Transposed(g));
+      DT_ASSIGN_OR_RETURN(ga, TransposeOfProduct(b, gt));
+    } else {
+      DT_ASSIGN_OR_RETURN(ga, TimesTransposed(g, b));
+    }
     if (a_vector) {
       DT_ASSIGN_OR_RETURN(ga, Op("squeeze", {ga, Dims{-2}}));
     }
     grads[0] = std::move(ga);
   }
   if (c.needs(1)) {
-    DT_ASSIGN_OR_RETURN(Tensor at, Op("transpose", {a, Scalar::Int(-1), Scalar::Int(-2)}));
-    DT_ASSIGN_OR_RETURN(Tensor gb, Op("matmul", {at, g}));
+    Tensor gb;
+    if (TransposedDense(b)) {  // aᵀ g = (gᵀ a)ᵀ
+      DT_ASSIGN_OR_RETURN(Tensor gt, Transposed(g));
+      DT_ASSIGN_OR_RETURN(gb, TransposeOfProduct(gt, a));
+    } else {
+      DT_ASSIGN_OR_RETURN(gb, TransposedTimes(a, g));
+    }
     if (b_vector) {
       DT_ASSIGN_OR_RETURN(gb, Op("squeeze", {gb, Dims{-1}}));
     }

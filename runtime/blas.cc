@@ -3,6 +3,7 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "runtime/copy.h"
 #include "runtime/parallel.h"
@@ -51,6 +52,10 @@ void ParallelGemms(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t batches, int6
                    int64_t ldc, int64_t stride_c) {
   const int threads = MaxThreads();
   if (openblas_get_parallel() == 2 || threads < 2 || batches * m * n * k < kParallelGemmWork) {
+    // One thread asked for (set_num_threads(1)) is one thread: OpenBLAS's own pool would still
+    // split a large GEMM, and its waiting threads spin on the other cores.
+    std::optional<OneBlasThread> one_blas_thread;
+    if (threads < 2) one_blas_thread.emplace();
     for (int64_t i = 0; i < batches; ++i) {
       Gemm<T>(ta, tb, m, n, k, a + i * stride_a, lda, b + i * stride_b, ldb, c + i * stride_c, ldc);
     }

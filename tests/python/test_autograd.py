@@ -121,7 +121,9 @@ CASES = {
     "softmax": [(lambda a: dt.softmax(a, -1) * dt.arange(3, dtype=F64), lambda: [rnd(2, 3)])],
     "log_softmax": [(lambda a: dt.log_softmax(a, 0) * dt.arange(3, dtype=F64), lambda: [rnd(2, 3)])],
     "matmul": [(dt.matmul, lambda: [rnd(2, 3), rnd(3, 2)]), (dt.matmul, lambda: [rnd(3), rnd(2, 3, 2)]),
-               (dt.matmul, lambda: [rnd(2, 2, 3), rnd(3)]), (dt.matmul, lambda: [rnd(2, 3), rnd(2, 3, 2)])],
+               (dt.matmul, lambda: [rnd(2, 2, 3), rnd(3)]), (dt.matmul, lambda: [rnd(2, 3), rnd(2, 3, 2)]),
+               # operands stored transposed get their gradients computed transposed
+               (dt.matmul, lambda: [rnd(4, 3, transposed=True), rnd(3, 2, transposed=True)])],
     "mm": [(dt.mm, lambda: [rnd(2, 3, transposed=True), rnd(3, 2)])],
     "bmm": [(dt.bmm, lambda: [rnd(2, 2, 3), rnd(2, 3, 2)])],
     "dot": [(dt.dot, lambda: [rnd(3), rnd(3)])],
@@ -323,6 +325,35 @@ def test_backward_accumulates_into_leaf_grad_and_reduces_broadcasts():
     assert x.grad.tolist() == [5.0, 7.0, 9.0]  # accumulated, as PyTorch
     x.grad = None
     assert x.grad is None
+
+
+def test_gradient_of_a_transposed_operand_has_the_operands_layout():
+    # nn.Linear multiplies by w.T: PyTorch's w.grad has w's strides (no transposing copy into
+    # .grad), and so has dyntrace's, for either operand. Each value is a float32 sum of 4 or 5
+    # products, against the same sum in Python floats: within 8 ulp of the sum of magnitudes.
+    def product(p, q, pt=False, qt=False):  # Python-float (p or pᵀ) @ (q or qᵀ) of nested lists
+        p = [list(r) for r in zip(*p)] if pt else p
+        q = [list(r) for r in zip(*q)] if qt else q
+        return [[[u * v for u, v in zip(row, col)] for col in zip(*q)] for row in p]
+
+    def check(got, terms):
+        for got_row, term_row in zip(got.tolist(), terms):
+            for value, ts in zip(got_row, term_row):
+                assert abs(value - sum(ts)) <= 8 * 2.0 ** -24 * sum(abs(t) for t in ts), (value, ts)
+
+    x = dt.randn(4, 3, requires_grad=True)
+    w = dt.randn(5, 3, requires_grad=True)
+    g = dt.randn(4, 5)
+    (x @ w.T).backward(g)
+    assert w.grad.stride() == (3, 1) and x.grad.stride() == (3, 1), (w.grad.stride(), x.grad.stride())
+    check(w.grad, product(g.tolist(), x.tolist(), pt=True))  # gᵀ x
+    check(x.grad, product(g.tolist(), w.tolist()))           # g w
+    a = dt.randn(5, 4, requires_grad=True)  # a.T @ b: the left operand stored transposed
+    b = dt.randn(5, 2)
+    h = dt.randn(4, 2)
+    (a.T @ b).backward(h)
+    assert a.grad.stride() == (4, 1), a.grad.stride()
+    check(a.grad, product(b.tolist(), h.tolist(), qt=True))  # b hᵀ
 
 
 def test_requires_grad_rules():
