@@ -337,10 +337,14 @@ absl::StatusOr<Sym> Tracer::TraceBackward(const Sym& root, const std::vector<Sym
     g->meta = graph_->value(g->value).meta;
     value_device_[g->value] = value_device_.at(input);
     // The eager engine's accumulation (autograd/node.h AccumulateGradient): a copy when .grad is
-    // unset, else a new tensor holding the sum.
+    // unset, else a new tensor holding the sum. The copy protects tensors the gradient may
+    // share storage with; a contiguous gradient whose storage only this backward made and no
+    // other gradient shares is stored as it is (the copy would have the same layout and values).
     DT_ASSIGN_OR_RETURN(Sym held, GradOf(it->second));
     Sym accumulated;
-    if (IsNone(held)) {
+    if (IsNone(held) && OwnsItsStorage(g->value, *grads)) {
+      accumulated = g;
+    } else if (IsNone(held)) {
       DT_ASSIGN_OR_RETURN(accumulated, EmitNamed("clone", {g}));
     } else {
       DT_ASSIGN_OR_RETURN(accumulated, EmitNamed("add", {held, g}));
@@ -349,6 +353,21 @@ absl::StatusOr<Sym> Tracer::TraceBackward(const Sym& root, const std::vector<Sym
   }
   backward_at_node_ = first_node;
   return ConstSym(PyRef::Borrow(Py_None));
+}
+
+bool Tracer::OwnsItsStorage(ValueId gradient, const std::vector<std::optional<ValueId>>& gradients) const {
+  const Tensor& meta = graph_->value(gradient).meta;
+  if (!meta.is_contiguous()) return false;
+  for (ValueId v = 0; v < backward_first_value_; ++v) {
+    if (graph_->value(v).meta.SharesStorageWith(meta)) return false;
+  }
+  int uses = 0;  // add() hands one gradient to both operands: two leaves, one value
+  for (const std::optional<ValueId>& other : gradients) {
+    if (!other.has_value()) continue;
+    if (*other == gradient) ++uses;
+    else if (graph_->value(*other).meta.SharesStorageWith(meta)) return false;
+  }
+  return uses == 1;
 }
 
 }  // namespace dt::interpreter::trace

@@ -685,6 +685,9 @@ class Tracer {
   absl::StatusOr<Sym> GradSlot(const Sym& tensor, absl::string_view what);
   void GuardGradSlotsDistinct();
   absl::StatusOr<Sym> GradOf(const Sym& tensor);
+  // Whether `gradient`, one of a backward's `gradients`, may become a .grad without a copy: it is
+  // contiguous, its storage was made by the backward's own nodes, and no other gradient shares it.
+  bool OwnsItsStorage(ValueId gradient, const std::vector<std::optional<ValueId>>& gradients) const;
   absl::Status StoreGrad(const Sym& tensor, const Sym& value);
   absl::StatusOr<Sym> TraceBackward(const Sym& root, const std::vector<Sym>& args, const Kwargs& kwargs);
   absl::StatusOr<PyObject*> LeafInputObject(const Sym& tensor, absl::string_view what);

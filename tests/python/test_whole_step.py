@@ -121,6 +121,33 @@ def test_loss_returned_after_backward_cannot_backward_again():
         assert_raises(RuntimeError, loss.backward, match="backward through the graph a second time")
 
 
+def test_gradients_stored_without_a_copy_never_share_storage():
+    # A fresh contiguous gradient becomes .grad as it is (no copy); add() hands one gradient
+    # (here w, made by the backward) to both operands, and a sum's gradient is a view of the
+    # seed: those must still be copies, so that changing one .grad in place (clipping, a second
+    # accumulation) leaves the others as they were.
+    def step(a, b, c, w):
+        a.grad = None
+        b.grad = None
+        c.grad = None
+        loss = ((a + b) * w).sum() + c.sum()
+        loss.backward()
+        a.grad.mul_(10.0)
+        return a.grad.sum() + b.grad.sum() + c.grad.sum()
+
+    w = dt.arange(6, dtype=dt.float32).reshape(2, 3)
+    compiled = dt.jit(fresh_copy(step), backend="cpu", fullgraph=True)
+    for fn in (step, compiled):
+        leaves = [dt.ones(2, 3, requires_grad=True) for _ in range(3)]
+        for _ in range(2):
+            total = fn(*leaves, w)
+        assert total.item() == 10 * 15 + 15 + 6, total.item()
+        a, b, c = leaves
+        assert a.grad.tolist() == (w * 10).tolist() and b.grad.tolist() == w.tolist()
+        assert c.grad.tolist() == [[1.0] * 3] * 2
+        assert len({t.data_ptr() for t in (a.grad, b.grad, c.grad, w)}) == 4
+
+
 def test_a_break_inside_a_step_runs_each_side_and_keeps_gradients():
     def step(model, opt, x, y):
         opt.zero_grad()
