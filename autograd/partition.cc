@@ -89,8 +89,8 @@ int64_t Bytes(const Tensor& meta) { return meta.numel() * ItemSize(meta.dtype())
 // Cheap to run again (arithmetic, comparisons, selects, casts, views: no transcendental
 // element function), and the same result every time (the backward graph runs without the
 // forward's run-time numbers, so a node reading one stays in the forward graph).
-bool Recomputable(const Node& node) {
-  if (node.op->has(kRandom) || node.op->has(kCostlyElement)) return false;
+bool Recomputable(const Node& node, bool costly_too = false) {
+  if (node.op->has(kRandom) || (node.op->has(kCostlyElement) && !costly_too)) return false;
   for (const GraphArg& a : node.args) {
     if (a.ReadsNumbers()) return false;
   }
@@ -191,13 +191,49 @@ Cut MinimumCut(const Graph& forward, const std::vector<ValueId>& needed) {
   return cut;
 }
 
+// Whether backward has value `v` without saving it: a forward input, a saved value, a value
+// already recomputed, or one cheap nodes recompute from those (at most `depth` deep); the cheap
+// values that takes are marked recomputed.
+bool Available(const Graph& forward, ValueId v, int depth, Cut& cut) {
+  if (forward.value(v).producer < 0 || cut.saved[v] || cut.recomputed[v]) return true;
+  const Node& node = forward.nodes()[forward.value(v).producer];
+  if (depth == 0 || !Recomputable(node)) return false;
+  for (ValueId a : TensorArgs(node)) {
+    if (!Available(forward, a, depth - 1, cut)) return false;
+  }
+  cut.recomputed[v] = true;
+  return true;
+}
+
+// The cut leaves transcendental element functions out (a chain of them recomputed could cost
+// more than it saves), but one whose operands backward has anyway is recomputed instead of
+// saved: one pass of exp or erf over a tensor costs far less than keeping it alive between
+// the passes. GELU's output is recomputed from its saved input, softmax's exp from the saved
+// scores and maximum. In value order, so a chain of them resolves front to back.
+void RecomputeCostlyFromOperands(const Graph& forward, Cut& cut) {
+  constexpr int kCheapDepth = 4;
+  for (ValueId v = 0; v < static_cast<ValueId>(forward.num_values()); ++v) {
+    if (!cut.saved[v] || forward.value(v).producer < 0) continue;
+    const Node& node = forward.nodes()[forward.value(v).producer];
+    if (!node.op->has(kCostlyElement) || !Recomputable(node, /*costly_too=*/true) || node.outputs.size() != 1) continue;
+    Cut trial = cut;
+    trial.saved[v] = false;
+    bool operands_available = true;
+    for (ValueId a : TensorArgs(node)) operands_available = operands_available && Available(forward, a, kCheapDepth, trial);
+    if (!operands_available) continue;
+    trial.recomputed[v] = true;
+    cut = std::move(trial);
+  }
+}
+
 }  // namespace
 
 absl::Status Partition(JointGraph& joint) {
   const Graph& forward = *joint.forward;
   const Graph& backward = joint.backward;
   const std::vector<ValueId> needed = SavedForwardValues(joint);
-  const Cut cut = MinimumCut(forward, needed);
+  Cut cut = MinimumCut(forward, needed);
+  RecomputeCostlyFromOperands(forward, cut);
   const size_t num_grads = joint.differentiable_outputs.size();
 
   Graph rebuilt;

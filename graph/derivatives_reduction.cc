@@ -224,12 +224,19 @@ absl::StatusOr<ArgGrads> MatmulGrad(const GradContext& c) {
     grads[0] = std::move(ga);
   }
   if (c.needs(1)) {
+    Tensor left = a, right = g;
+    if (b.ndim() == 2 && a.ndim() > 2) {
+      // A matrix applied to a batch (nn.Linear on [B, T, D]): one GEMM over all B*T rows, as
+      // PyTorch's linear does, instead of B products the engine then sums over the batch.
+      DT_ASSIGN_OR_RETURN(left, Op("reshape", {a, Dims{-1, a.size(a.ndim() - 1)}}));
+      DT_ASSIGN_OR_RETURN(right, Op("reshape", {g, Dims{-1, g.size(g.ndim() - 1)}}));
+    }
     Tensor gb;
     if (TransposedDense(b)) {  // aᵀ g = (gᵀ a)ᵀ
-      DT_ASSIGN_OR_RETURN(Tensor gt, Transposed(g));
-      DT_ASSIGN_OR_RETURN(gb, TransposeOfProduct(gt, a));
+      DT_ASSIGN_OR_RETURN(Tensor gt, Transposed(right));
+      DT_ASSIGN_OR_RETURN(gb, TransposeOfProduct(gt, left));
     } else {
-      DT_ASSIGN_OR_RETURN(gb, TransposedTimes(a, g));
+      DT_ASSIGN_OR_RETURN(gb, TransposedTimes(left, right));
     }
     if (b_vector) {
       DT_ASSIGN_OR_RETURN(gb, Op("squeeze", {gb, Dims{-1}}));

@@ -80,7 +80,8 @@ enum OpProperty : uint32_t {
   // returns more only when asked (torch.unique with return_inverse / return_counts).
   kOneResultBare = 1u << 15,
   // Its element function is a transcendental (exp, log, erf, tanh, trig, pow): computing it
-  // costs more than reading a saved result, so autograd's partitioner never recomputes it.
+  // costs more than reading a saved result, so autograd's partitioner recomputes it only from
+  // operands backward has anyway (autograd/partition.h).
   kCostlyElement = 1u << 16,
 };
 
