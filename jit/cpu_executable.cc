@@ -3,6 +3,8 @@
 #include <array>
 #include <chrono>
 #include <cstring>
+#include <variant>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -62,9 +64,25 @@ const char* SourceName(CacheSource s) {
   return "?";
 }
 
-bool InputsOverlap(const std::vector<Tensor>& inputs) {
+// Per graph input, whether some in-place node writes into its storage (through any view of it).
+std::vector<bool> InputsWrittenInPlace(const Graph& g) {
+  std::vector<bool> written(g.inputs().size(), false);
+  for (const Node& n : g.nodes()) {
+    const auto* target = n.inplace ? std::get_if<ValueId>(&n.args[0].content) : nullptr;
+    if (target == nullptr) continue;
+    for (size_t i = 0; i < written.size(); ++i) {
+      written[i] = written[i] || g.value(g.inputs()[i]).meta.SharesStorageWith(g.value(*target).meta);
+    }
+  }
+  return written;
+}
+
+// Whether a written input shares storage with another input. Read-only inputs may share storage
+// freely (a batch's inputs and targets, views of one token buffer): no write can hide behind them.
+bool WrittenInputOverlaps(const std::vector<Tensor>& inputs, const std::vector<bool>& written) {
   for (size_t i = 0; i < inputs.size(); ++i) {
     for (size_t j = 0; j < i; ++j) {
+      if (!written[i] && !written[j]) continue;
       if (inputs[i].defined() && inputs[j].defined() && inputs[i].SharesStorageWith(inputs[j])) return true;
     }
   }
@@ -79,9 +97,11 @@ absl::StatusOr<std::shared_ptr<CpuExecutable>> CpuExecutable::Build(const Graph&
   auto exe = std::make_shared<CpuExecutable>();
   DT_ASSIGN_OR_RETURN(exe->program_, Schedule(graph, ScheduleOptions{.fuse_in_place_writes = true,
                                                                    .fuse_outer_reductions = false}));
+  bool fuses_writes = false;
   for (const Kernel& k : exe->program_.kernels) {
-    for (const KernelOperand& op : k.operands) exe->writes_in_place_ = exe->writes_in_place_ || op.write_into >= 0;
+    for (const KernelOperand& op : k.operands) fuses_writes = fuses_writes || op.write_into >= 0;
   }
+  if (fuses_writes) exe->written_inputs_ = InputsWrittenInPlace(exe->program_.graph);
   exe->plans_ = std::make_unique<ShapePlans>(&exe->program_.graph);
   if (!exe->program_.kernels.empty()) {
     const std::string source = EmitCpp(exe->program_);
@@ -173,8 +193,9 @@ absl::StatusOr<std::vector<Tensor>> CpuExecutable::Run(const std::vector<Tensor>
   if (!planned.ok()) return g.RunEager(inputs, scalars);
   const std::shared_ptr<const ShapePlans::Plan>& plan = *planned;
   // Fused in-place writes move up to their kernel's start, which the schedule allows only for
-  // storage no node in between touches; two inputs sharing storage would hide such a touch.
-  if (writes_in_place_ && InputsOverlap(inputs)) return g.RunEager(inputs, scalars);
+  // storage no node in between touches; an input sharing a written input's storage would hide
+  // such a touch.
+  if (!written_inputs_.empty() && WrittenInputOverlaps(inputs, written_inputs_)) return g.RunEager(inputs, scalars);
   std::vector<Tensor> env(g.num_values());
   for (size_t i = 0; i < inputs.size(); ++i) env[g.inputs()[i]] = inputs[i];
   for (const Step& step : program_.steps) {

@@ -53,7 +53,9 @@ class CpuExecutable {
   std::string kernel_source_;
   std::shared_ptr<LoadedLibrary> library_;
   std::vector<KernelEntry> entries_;
-  bool writes_in_place_ = false;  // some kernel stores an in-place write (ScheduleOptions)
+  // Per graph input, whether an in-place node writes its storage; empty unless some kernel
+  // stores an in-place write (ScheduleOptions::fuse_in_place_writes).
+  std::vector<bool> written_inputs_;
   CacheSource cache_source_ = CacheSource::kMemory;
   double build_seconds_ = 0;
   std::unique_ptr<ShapePlans> plans_;
