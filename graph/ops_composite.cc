@@ -125,7 +125,10 @@ absl::StatusOr<OpResult> SoftmaxEager(const OpDef& op, const OpArgs& args) {
   DT_ASSIGN_OR_RETURN(Tensor e, Call("exp", {shifted}));
   DT_ASSIGN_OR_RETURN(Tensor s, Call("sum", {e, dim, Scalar::Bool(true)}));
   if (op.name() == "softmax") {
-    DT_ASSIGN_OR_RETURN(Tensor r, Call("div", {e, s}));
+    // One division per row and a product per element, as PyTorch's CPU kernel does: a division
+    // per element was a fifth of the fused kernel's time (one more rounding: within 1.5 ulp).
+    DT_ASSIGN_OR_RETURN(Tensor inverse, Call("reciprocal", {s}));
+    DT_ASSIGN_OR_RETURN(Tensor r, Call("mul", {e, inverse}));
     return One(r);
   }
   DT_ASSIGN_OR_RETURN(Tensor l, Call("log", {s}));

@@ -276,6 +276,49 @@ class KernelEmitter : public KernelPrinter {
     }
   }
 
+  // Contiguous inputs the fixed variant reads along whole rows: the next row's are worth
+  // prefetching while this row computes.
+  std::vector<int> PrefetchableInputs() const {
+    std::vector<int> inputs;
+    if (!fixed_) return inputs;
+    for (size_t o = 0; o < k_.operands.size(); ++o) {
+      const KernelOperand& op = k_.operands[o];
+      if (!op.is_output && op.scalar_slot < 0 && op.mapping == Mapping::kFull && op.predicted_inner_stride == 1) {
+        inputs.push_back(static_cast<int>(o));
+      }
+    }
+    return inputs;
+  }
+
+  // Computes cached value `value` over the row into its row buffer, in a loop of its own: kept
+  // out of the reduction's loop, the value's arithmetic vectorises without the accumulator's
+  // conversions interleaved (softmax's exp then sums in double), which made GCC spill and
+  // blend. The first such loop of a row is the kernel's compute-heavy pass: it prefetches the
+  // next row's contiguous inputs, whose first pass (a max) would otherwise wait on memory.
+  void EmitRowBufferFill(int value, bool prefetch_next_row) {
+    const std::vector<int> prefetched = prefetch_next_row ? PrefetchableInputs() : std::vector<int>();
+    const std::vector<int> cone = FullCone({value});
+    if (!prefetched.empty()) {
+      absl::StrAppendFormat(&out_, "    int64_t next_off[%d];\n", k_.operands.size());
+      absl::StrAppendFormat(&out_, "    dt_row_offsets(row + 1 < rows ? row + 1 : row, outer_rank, outer_sizes, strides, %d, next_off);\n",
+                            k_.operands.size());
+    }
+    absl::StrAppendFormat(&out_, "    int64_t fill%d = 0;\n", value);
+    absl::StrAppendFormat(&out_, "    for (; fill%d + %d <= n; fill%d += %d) {\n", value, kLanes, value, kLanes);
+    for (int o : prefetched) {
+      absl::StrAppendFormat(&out_, "      __builtin_prefetch(reinterpret_cast<const %s*>(data[%d]) + next_off[%d] + fill%d);\n",
+                            CppType(k_.operands[o].dtype), o, o, value);
+    }
+    out_ += kNoLoopCarriedAliasing;
+    // A constant trip count from 0 (not `j < fill + 16`): GCC then keeps the 16 lanes in one vector.
+    absl::StrAppendFormat(&out_, "      for (int l = 0; l < %d; ++l) {\n        const int64_t j = fill%d + l;\n", kLanes, value);
+    EmitCone(cone, "j", "        ");
+    out_ += "      }\n    }\n";
+    absl::StrAppendFormat(&out_, "    for (int64_t j = fill%d; j < n; ++j) {\n", value);
+    EmitCone(cone, "j", "      ");
+    out_ += "    }\n";
+  }
+
   void EmitRowKernel() {
     ChooseCachedValues();
     const std::vector<int> streamed = StreamableOutputs();
@@ -290,12 +333,18 @@ class KernelEmitter : public KernelPrinter {
     EmitPointers("row", "    ");
     std::vector<bool> emitted(k_.values.size(), false);
     cached_ready_.clear();
+    bool prefetched = false;
     for (size_t r = 0; r < k_.values.size(); ++r) {
       if (k_.values[r].kind != ValueKind::kReduce) continue;
       EmitReadyRowValues(r, emitted, "    ");
+      const int input = k_.values[r].args[0];
+      if (cached_.count(input) && !cached_ready_.count(input)) {
+        EmitRowBufferFill(input, /*prefetch_next_row=*/!prefetched);
+        prefetched = true;
+        cached_ready_.insert(input);
+      }
       EmitReduction(static_cast<int>(r));
       emitted[r] = true;
-      if (cached_.count(k_.values[r].args[0])) cached_ready_.insert(k_.values[r].args[0]);
     }
     EmitReadyRowValues(k_.values.size(), emitted, "    ");
     const std::vector<int> full = FullOutputs();
