@@ -13,6 +13,8 @@
 #include "runtime/copy.h"
 #include "runtime/dtype.h"
 #include "runtime/half.h"
+#include "runtime/mersenne_twister.h"
+#include "runtime/random.h"
 #include "runtime/scalar_math.h"
 #include "runtime/tensor.h"
 
@@ -28,6 +30,45 @@ Tensor FromVector(const std::vector<float>& v, Dims shape) {
 std::vector<double> ToVector(const Tensor& t) {
   Tensor c = Contiguous(CastTo(t, DType::kFloat64));
   return std::vector<double>(c.data_as<double>(), c.data_as<double>() + c.numel());
+}
+
+// The block generator is std::mt19937_64 word for word: across seeds (0 and a full-width one),
+// and across reads of every length that straddles the 312-word state in different places.
+TEST(MersenneTwister64, DrawsStdMt19937_64sSequence) {
+  for (uint64_t seed : {uint64_t{0}, uint64_t{0x5eed}, uint64_t{0xFEDCBA9876543210}}) {
+    std::mt19937_64 reference(seed);
+    MersenneTwister64 blocks(seed);
+    uint64_t words[1000];
+    int64_t drawn = 0;
+    for (int64_t count : {1, 311, 2, 312, 313, 1000, 0, 7, 624}) {
+      blocks.Fill(words, count);
+      for (int64_t i = 0; i < count; ++i) ASSERT_EQ(words[i], reference()) << "seed " << seed << " word " << drawn + i;
+      drawn += count;
+    }
+    blocks.Seed(seed + 1);
+    reference.seed(seed + 1);
+    for (int i = 0; i < 700; ++i) ASSERT_EQ(blocks.Next(), reference()) << "reseeded, word " << i;
+  }
+}
+
+// rand() keeps the numbers a seed always gave: 53 bits of each std::mt19937_64 word, rounded to
+// the tensor's dtype; randn() the Box-Muller pair of two consecutive words.
+TEST(Random, SamplesFollowTheSeededSequence) {
+  ManualSeed(42);
+  Tensor u = Tensor::Empty({700}, DType::kFloat32, Device::Cpu());
+  FillUniform(u);
+  Tensor z = Tensor::Empty({300}, DType::kFloat64, Device::Cpu());
+  FillNormal(z);
+  std::mt19937_64 reference(42);
+  for (int64_t i = 0; i < u.numel(); ++i) {
+    const double want = static_cast<double>(reference() >> 11) * 0x1.0p-53;
+    ASSERT_EQ(u.data_as<float>()[i], static_cast<float>(want)) << i;
+  }
+  for (int64_t i = 0; i < z.numel(); ++i) {
+    const double u1 = 1.0 - static_cast<double>(reference() >> 11) * 0x1.0p-53;
+    const double u2 = static_cast<double>(reference() >> 11) * 0x1.0p-53;
+    ASSERT_EQ(z.data_as<double>()[i], std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2)) << i;
+  }
 }
 
 TEST(Half, EveryBitPatternRoundTrips) {
