@@ -44,7 +44,18 @@ def torch_contender(inputs):
         return None, "n/a: %s" % e
     layer = layer_for(torch, torch.nn.functional.layer_norm, torch.nn.functional.gelu)
     args = tuple(torch.from_numpy(np.asarray(t.numpy()).copy()) for t in inputs)
-    return (lambda: layer(*args)), args
+    # Each side runs with its own default thread count. They share libgomp's process-wide
+    # default, which importing torch sets to its choice (one thread here, its GEMMs on
+    # OpenBLAS's pool of one per core): without resetting it per call, dyntrace's kernels ran
+    # on torch's one thread, or torch on dyntrace's two, and then its OpenMP team and OpenBLAS's
+    # pool spin against each other (2x slower).
+    threads = torch.get_num_threads()
+
+    def call():
+        torch.set_num_threads(threads)
+        return layer(*args)
+    call.threads = threads
+    return call, args
 
 
 def main():
@@ -64,16 +75,24 @@ def main():
     # of the values here.
     err = (want - got).abs().amax().item()
     assert err <= 1e-3 * (1 + got.abs().amax().item()), "compiled and eager differ by %g" % err
-    fns = {"dyntrace cpu backend": lambda: compiled(*inputs), "dyntrace eager": lambda: plain(*inputs)}
     torch_fn, torch_args = torch_contender(inputs)
+    threads = os.cpu_count() or 1
+
+    def ours(fn):
+        def call():
+            dt.set_num_threads(threads)
+            return fn(*inputs)
+        return call
+    fns = {"dyntrace cpu backend": ours(compiled), "dyntrace eager": ours(plain)}
     if torch_fn is not None:
         terr = (dt.from_dlpack(torch_fn().contiguous()) - want).abs().amax().item()
         assert terr <= 1e-3 * (1 + got.abs().amax().item()), "torch and dyntrace differ by %g" % terr
         fns["torch eager"] = torch_fn
     best = best_times(fns, args.rounds)
     ours = best["dyntrace cpu backend"]
-    print("GPT-2-small layer, B=%d T=%d D=768, float32, best of %d rounds (first compiled call %.2f s)"
-          % (args.batch, args.seq, args.rounds, first))
+    print("GPT-2-small layer, B=%d T=%d D=768, float32, best of %d rounds (first compiled call %.2f s); "
+          "threads: dyntrace %d, torch its default %s" % (args.batch, args.seq, args.rounds, first, threads,
+                                                          torch_fn.threads if torch_fn else "-"))
     for name, seconds in best.items():
         print("  %-22s %8.3f ms   dyntrace cpu backend is %.2fx faster" % (name, seconds * 1e3, seconds / ours))
     if torch_fn is None:
