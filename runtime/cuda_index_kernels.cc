@@ -42,6 +42,7 @@ absl::StatusOr<std::string> CompileDirectly(const std::string& source, const std
 
 std::atomic<CubinCompiler> cubin_compiler{&CompileDirectly};
 std::atomic<IndexKernelRunner*> host_runner{nullptr};
+std::atomic<int64_t> cuda_launches{0};
 
 bool Typed(absl::string_view name) {
 #define DT_IX_IS(kernel) if (name == #kernel) return true;
@@ -69,6 +70,7 @@ class CudaRunner final : public IndexKernelRunner {
     const int64_t blocks = std::min(kMaxBlocks, (args.numel + kThreadsPerBlock - 1) / kThreadsPerBlock);
     IxArgs copy = args;
     void* params[] = {&copy};
+    ++cuda_launches;
     DT_RETURN_IF_ERROR(device_->Activate());
     return CudaCall(device_->driver().cuLaunchKernel(it->second, static_cast<unsigned>(blocks), 1, 1,
                                                      kThreadsPerBlock, 1, 1, 0, device_->stream(), params, nullptr),
@@ -258,6 +260,8 @@ absl::Status ReadInto(IndexKernelRunner* runner, T* host, const void* device) {
 }  // namespace
 
 // ---- public ----
+
+int64_t CudaIndexKernelLaunches() { return cuda_launches.load(); }
 
 void SetIndexKernelCompiler(CubinCompiler compiler) { cubin_compiler.store(compiler); }
 void SetHostIndexKernelRunnerForTesting(IndexKernelRunner* runner) { host_runner.store(runner); }

@@ -114,6 +114,9 @@ enum class DeviceScan : uint8_t { kSum, kProd, kLogSumExp };
 [[nodiscard]] absl::Status SearchSortedOnDevice(const Tensor& sequence, const Tensor* sorter, const Tensor& values,
                                                 int64_t per_row, bool right, const Tensor& out);
 
+// Index kernels launched on CUDA devices so far (stats()["cuda_kernel_launches"] adds them).
+int64_t CudaIndexKernelLaunches();
+
 // NVRTC through a cache: jit/ installs the kernel cache's (memory, then disk); without one each
 // process compiles its modules once with runtime/nvrtc.h.
 using CubinCompiler = absl::StatusOr<std::string> (*)(const std::string& source, const std::string& name,
