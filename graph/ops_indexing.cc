@@ -63,13 +63,16 @@ absl::StatusOr<Tensor> OnHost(const Tensor& t) {
   return m.host;
 }
 
-// A write into a CUDA tensor goes through its host mirror (counted as a host op): the index and
-// value tensors come over, and the target's span is written back.
+// A write into a CUDA tensor runs device kernels; with a boolean mask, tensors on another device,
+// or no kernels on its device, it goes through its host mirror (counted as a host op): the
+// index and value tensors come over, and the target's span is written back.
 absl::Status IndexPutAnywhere(const Tensor& target, absl::Span<const IndexItem> items, const std::vector<Tensor>& tensors,
                               const Tensor& values, bool accumulate) {
-  bool on_device = !IsCuda(target) || (IndexKernelsRun(target) && !HasBoolTensor(tensors));
+  if (!IsCuda(target)) return IndexPut(target, items, tensors, values, accumulate);
+  // Device kernels take index and value tensors on the target's device, and no boolean mask.
+  bool on_device = values.device() == target.device() && !HasBoolTensor(tensors);
   for (const Tensor& t : tensors) on_device = on_device && t.device() == target.device();
-  if (on_device && values.device() == target.device()) return IndexPut(target, items, tensors, values, accumulate);
+  if (on_device && IndexKernelsRun(target)) return IndexPut(target, items, tensors, values, accumulate);
   CountCudaHostOp("_index_put");
   DT_ASSIGN_OR_RETURN(HostMirror mirror, MirrorToHost(target));
   std::vector<Tensor> host_tensors;
