@@ -34,13 +34,6 @@ namespace {
     if (bridge_device.has_value()) return CallOpThroughHost(op, args, *bridge_device);                   \
   } while (false)
 
-// NaN-last ascending order and NaN-first descending order, for stable sorts.
-template <typename C>
-bool Before(C a, C b, bool descending) {
-  const bool a_nan = scalar::is_nan(a), b_nan = scalar::is_nan(b);
-  if (descending) return a_nan ? !b_nan : (!b_nan && a > b);
-  return !a_nan && (b_nan || a < b);
-}
 
 // Sorts each row of `rows`: the first `keep` values of each and their positions.
 void SortRows(const Rows& rows, bool descending, int64_t keep, Tensor& values, Tensor& indices) {
@@ -54,7 +47,7 @@ void SortRows(const Rows& rows, bool descending, int64_t keep, Tensor& values, T
       const scalar_t* row = in + r * rows.n;
       std::iota(order.begin(), order.end(), 0);
       std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
-        return Before(static_cast<C>(row[a]), static_cast<C>(row[b]), descending);
+        return scalar::sorts_before(static_cast<C>(row[a]), static_cast<C>(row[b]), descending);
       });
       for (int64_t i = 0; i < keep; ++i) {
         out[r * keep + i] = row[order[i]];
@@ -171,15 +164,6 @@ absl::StatusOr<OpResult> KthvalueEager(const OpDef& op, const OpArgs& args) {
   return out;
 }
 
-// cummax/cummin as PyTorch: an element at least as large (small) as the running extreme takes
-// its place, so ties move the index to the latest position; a NaN always does, and nothing
-// replaces a NaN but a later NaN.
-template <typename C>
-bool TakesOver(C x, C extreme, bool is_max) {
-  if (scalar::is_nan(x)) return true;
-  if (scalar::is_nan(extreme)) return false;
-  return is_max ? x >= extreme : x <= extreme;
-}
 
 absl::StatusOr<OpResult> CumExtremeEager(const OpDef& op, const OpArgs& args) {
   const bool is_max = op.name() == "cummax";
@@ -204,7 +188,7 @@ absl::StatusOr<OpResult> CumExtremeEager(const OpDef& op, const OpArgs& args) {
     for (int64_t r = 0; r < rows.outer; ++r) {
       int64_t best = r * rows.n;
       for (int64_t i = r * rows.n; i < (r + 1) * rows.n; ++i) {
-        if (TakesOver(static_cast<C>(in[i]), static_cast<C>(in[best]), is_max)) best = i;
+        if (scalar::takes_over(static_cast<C>(in[i]), static_cast<C>(in[best]), is_max)) best = i;
         out[i] = in[best];
         at[i] = best - r * rows.n;
       }
@@ -213,14 +197,6 @@ absl::StatusOr<OpResult> CumExtremeEager(const OpDef& op, const OpArgs& args) {
   return OpResult{PutBack(row_values, values, dim), PutBack(row_indices, indices, dim)};
 }
 
-// log(exp(a) + exp(b)) without overflow: the larger plus log1p of the smaller's share. Equal
-// values (infinities included) add log 2 directly, as inf - inf would be NaN.
-double LogAddExp(double a, double b) {
-  if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<double>::quiet_NaN();
-  if (a == b) return a + std::log(2.0);
-  const double high = std::max(a, b), low = std::min(a, b);
-  return high + std::log1p(std::exp(low - high));
-}
 
 absl::StatusOr<OpResult> LogcumsumexpEager(const OpDef& op, const OpArgs& args) {
   const Tensor& input = args.tensor(0);
@@ -244,7 +220,7 @@ absl::StatusOr<OpResult> LogcumsumexpEager(const OpDef& op, const OpArgs& args) 
     for (int64_t r = 0; r < rows.outer; ++r) {
       double acc = -std::numeric_limits<double>::infinity();
       for (int64_t i = r * rows.n; i < (r + 1) * rows.n; ++i) {
-        acc = LogAddExp(acc, static_cast<double>(static_cast<ComputeType<scalar_t>>(in[i])));
+        acc = scalar::log_add_exp(acc, static_cast<double>(static_cast<ComputeType<scalar_t>>(in[i])));
         dst[i] = static_cast<scalar_t>(acc);
       }
     }
@@ -265,8 +241,8 @@ struct RowOrder {
     using C = ComputeType<T>;
     for (int64_t j = 0; j < width; ++j) {
       const C a = static_cast<C>(rows[r * width + j]), b = static_cast<C>(rows[s * width + j]);
-      if (Before(a, b, false)) return true;
-      if (Before(b, a, false)) return false;
+      if (scalar::sorts_before(a, b, false)) return true;
+      if (scalar::sorts_before(b, a, false)) return false;
     }
     return false;
   }

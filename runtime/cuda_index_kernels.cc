@@ -20,22 +20,6 @@ namespace {
 
 // ---- the module: compiled once per element type, loaded once per device ----
 
-absl::string_view ElementTypeName(DType dtype) {
-  switch (dtype) {
-    case DType::kBool: return "bool";
-    case DType::kInt32: return "int32_t";
-    case DType::kInt64: return "int64_t";
-    case DType::kFloat16: return "dt::Half";
-    case DType::kFloat32: return "float";
-    case DType::kFloat64: return "double";
-    case DType::kUInt8: return "uint8_t";
-    case DType::kInt8: return "int8_t";
-    case DType::kInt16: return "int16_t";
-    case DType::kBFloat16: return "dt::BFloat16";
-  }
-  return "float";
-}
-
 absl::StatusOr<std::string> CompileDirectly(const std::string& source, const std::string& name, int sm_arch) {
   return CompileCudaToCubin(source, name, sm_arch);
 }
@@ -267,7 +251,7 @@ void SetIndexKernelCompiler(CubinCompiler compiler) { cubin_compiler.store(compi
 void SetHostIndexKernelRunnerForTesting(IndexKernelRunner* runner) { host_runner.store(runner); }
 
 std::string IndexKernelSource(DType dtype) {
-  return absl::StrCat("#define DT_IX_SCALAR ", ElementTypeName(dtype), "\n", IndexKernelModuleText());
+  return absl::StrCat("#define DT_IX_SCALAR ", CppType(dtype), "\n", IndexKernelModuleText());
 }
 
 bool IndexKernelsRun(const Tensor& t) {

@@ -223,13 +223,6 @@ void mean(const IxArgs& a) {
 
 template <typename T> T* Elements(const IxOperand& o) { return reinterpret_cast<T*>(o.data); }
 
-// NaN-last ascending, NaN-first descending (graph/ops_sorting.cc's Before).
-template <typename C>
-bool Before(C a, C b, bool descending) {
-  const bool a_nan = scalar::is_nan(a), b_nan = scalar::is_nan(b);
-  if (descending) return a_nan ? !b_nan : (!b_nan && a > b);
-  return !a_nan && (b_nan || a < b);
-}
 
 // Sort buffers: operand 1 values, operand 2 int64 positions, rows padded to param[1] = P (a
 // power of two). Padding has position >= n and sorts after everything, either direction.
@@ -253,8 +246,8 @@ bool SortsBefore(const IxArgs& a, int64_t x, int64_t y) {
   if (px >= n || py >= n) return px < py;
   const C vx = static_cast<C>(Elements<T>(a.op[1])[x]), vy = static_cast<C>(Elements<T>(a.op[1])[y]);
   const bool descending = a.mode != 0;
-  if (Before(vx, vy, descending)) return true;
-  if (Before(vy, vx, descending)) return false;
+  if (scalar::sorts_before(vx, vy, descending)) return true;
+  if (scalar::sorts_before(vy, vx, descending)) return false;
   return px < py;
 }
 
@@ -299,18 +292,11 @@ constexpr bool ScansInDouble() { return IsFloatLike<ComputeType<T>>(); }
 template <bool InDouble> struct AccumulatorOf { using type = int64_t; };
 template <> struct AccumulatorOf<true> { using type = double; };
 
-// log(exp(a) + exp(b)) without overflow (graph/ops_sorting.cc's LogAddExp).
-inline double LogAddExp(double x, double y) {
-  if (scalar::is_nan(x) || scalar::is_nan(y)) return x + y;
-  if (x == y) return x + log(2.0);
-  const double high = x > y ? x : y, low = x > y ? y : x;
-  return high + log1p(exp(low - high));
-}
 
 template <typename A>
 A Combine(int64_t mode, A earlier, A later) {
   if constexpr (kSameType<A, double>) {
-    if (mode == kIxLogSumExp) return LogAddExp(earlier, later);
+    if (mode == kIxLogSumExp) return scalar::log_add_exp(earlier, later);
   }
   return mode == kIxProd ? static_cast<A>(earlier * later) : static_cast<A>(earlier + later);
 }
@@ -363,14 +349,6 @@ void pair_init(const IxArgs& a) {
   }
 }
 
-// cummax/cummin: a later extreme at least as large (small) takes over, a NaN always does, and
-// nothing but a later NaN replaces a NaN (graph/ops_sorting.cc's TakesOver).
-template <typename C>
-bool TakesOver(C x, C extreme, bool is_max) {
-  if (scalar::is_nan(x)) return true;
-  if (scalar::is_nan(extreme)) return false;
-  return is_max ? x >= extreme : x <= extreme;
-}
 
 // One doubling step over pairs: in (operands 1, 2) -> out (operands 3, 4).
 template <typename T>
@@ -381,7 +359,7 @@ void cumext_step(const IxArgs& a) {
     const T* values = Elements<const T>(a.op[1]);
     const int64_t* positions = Elements<const int64_t>(a.op[2]);
     int64_t from = i;
-    if (i % n >= step && !TakesOver(static_cast<C>(values[i]), static_cast<C>(values[i - step]), a.mode == kIxMax)) {
+    if (i % n >= step && !scalar::takes_over(static_cast<C>(values[i]), static_cast<C>(values[i - step]), a.mode == kIxMax)) {
       from = i - step;
     }
     Elements<T>(a.op[3])[i] = values[from];
