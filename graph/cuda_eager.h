@@ -52,6 +52,14 @@ absl::StatusOr<OpResult> CallOpThroughHost(const OpDef& op, const OpArgs& args, 
 absl::StatusOr<std::optional<Device>> HostBridgeFor(const OpDef& op, const OpArgs& args, const Tensor& main,
                                                    bool needs_host = false);
 
+// In such an op's eager definition: returns CallOpThroughHost's result when HostBridgeFor says
+// the op can't run its kernels on the device its arguments are on.
+#define DT_RUN_THROUGH_HOST_IF_NEEDED(op, args, main, needs_host)                                   \
+  do {                                                                                              \
+    DT_ASSIGN_OR_RETURN(std::optional<Device> bridge_device, HostBridgeFor(op, args, main, needs_host)); \
+    if (bridge_device.has_value()) return CallOpThroughHost(op, args, *bridge_device);            \
+  } while (false)
+
 // In-place pointwise `op` writing into CUDA `out`: the installed runner, else through the host.
 absl::StatusOr<Tensor> RunPointwiseIntoOnCuda(const OpDef& op, const OpArgs& args, const Tensor& out);
 

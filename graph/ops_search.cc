@@ -163,15 +163,8 @@ absl::StatusOr<bool> SearchesRight(const OpArgs& args, int right_param, int side
   return side == "right";
 }
 
-// Runs `op` through the host when its CUDA tensor `main` can't take the device kernels.
-#define DT_BRIDGE_TO_HOST(op, args, main)                                                          \
-  do {                                                                                              \
-    DT_ASSIGN_OR_RETURN(std::optional<Device> bridge_device, HostBridgeFor(op, args, main, false)); \
-    if (bridge_device.has_value()) return CallOpThroughHost(op, args, *bridge_device);            \
-  } while (false)
-
 absl::StatusOr<OpResult> SearchsortedEager(const OpDef& op, const OpArgs& args) {
-  DT_BRIDGE_TO_HOST(op, args, args.tensor(0));
+  DT_RUN_THROUGH_HOST_IF_NEEDED(op, args, args.tensor(0), false);
   Search s{.op = "searchsorted", .sequence = args.tensor(0), .values = ValuesTensor(args[1], args.tensor(0)),
            .out_int32 = args.bool_(2)};
   DT_ASSIGN_OR_RETURN(s.right, SearchesRight(args, 3, 4));
@@ -181,7 +174,7 @@ absl::StatusOr<OpResult> SearchsortedEager(const OpDef& op, const OpArgs& args) 
 
 absl::StatusOr<OpResult> BucketizeEager(const OpDef& op, const OpArgs& args) {
   const Tensor& boundaries = args.tensor(1);
-  DT_BRIDGE_TO_HOST(op, args, boundaries);
+  DT_RUN_THROUGH_HOST_IF_NEEDED(op, args, boundaries, false);
   if (boundaries.ndim() != 1) {
     return Error(ErrorKind::kShape,
                  absl::StrFormat("bucketize(): boundaries must be 1-D, got shape %s", boundaries.ShapeString()));

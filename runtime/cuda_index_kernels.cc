@@ -7,6 +7,7 @@
 #include <mutex>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "runtime/advanced_indexing.h"
@@ -88,6 +89,7 @@ class CudaRunner final : public IndexKernelRunner {
   std::mutex mu_;
   absl::flat_hash_map<DType, std::unique_ptr<Functions>> modules_;
   absl::flat_hash_map<DType, absl::Status> failures_;
+  absl::Status refused_;  // why the driver refused a module, once it has
 };
 
 absl::StatusOr<const CudaRunner::Functions*> CudaRunner::FunctionsFor(DType dtype, bool typed) {
@@ -95,9 +97,12 @@ absl::StatusOr<const CudaRunner::Functions*> CudaRunner::FunctionsFor(DType dtyp
   if (auto it = modules_.find(dtype); it != modules_.end()) return it->second.get();
   if (!typed && !modules_.empty()) return modules_.begin()->second.get();
   if (auto it = failures_.find(dtype); it != failures_.end()) return it->second;
+  if (!refused_.ok()) return refused_;
   absl::StatusOr<Functions> loaded = Load(dtype);
   if (!loaded.ok()) {
     failures_.emplace(dtype, loaded.status());
+    // A driver that refused one module refuses them all: don't compile the others for it.
+    if (absl::StrContains(loaded.status().message(), "cuModuleLoadData")) refused_ = loaded.status();
     return loaded.status();
   }
   return modules_.emplace(dtype, std::make_unique<Functions>(*std::move(loaded))).first->second.get();
