@@ -6,7 +6,7 @@
 // They run as nodes of their own between fused kernels (masked_fill is a `where`, and fuses).
 // Indices are checked before any element moves: an IndexError names the index, dim and size.
 // On CUDA tensors they run device kernels (runtime/cuda_index_kernels.h), the indices checked on
-// the device; boolean masks and the ops sized by the data go through counted host mirrors.
+// the device; a boolean mask's True count (the size of what it selects) is read back.
 #include <cstring>
 #include <optional>
 #include <string>
@@ -39,7 +39,7 @@ bool HasBoolTensor(const std::vector<Tensor>& tensors) {
 // ---- x[index] and x[index] = value, with `index` EncodeIndex()'s form ----
 
 absl::StatusOr<OpResult> IndexEager(const OpDef& op, const OpArgs& args) {
-  DT_RUN_THROUGH_HOST_IF_NEEDED(op, args, args.tensor(0), HasBoolTensor(args.tensors(2)));
+  DT_RUN_THROUGH_HOST_IF_NEEDED(op, args, args.tensor(0), false);
   DT_ASSIGN_OR_RETURN(std::vector<IndexItem> items, DecodeIndex(args.ints(1)));
   DT_ASSIGN_OR_RETURN(Tensor out, IndexGather(args.tensor(0), items, args.tensors(2)));
   return One(out);
@@ -56,14 +56,14 @@ absl::StatusOr<Tensor> OnHost(const Tensor& t) {
   return m.host;
 }
 
-// A write into a CUDA tensor runs device kernels; with a boolean mask, tensors on another device,
-// or no kernels on its device, it goes through its host mirror (counted as a host op): the
+// A write into a CUDA tensor runs device kernels; with tensors on another device, or no kernels
+// on its device, it goes through its host mirror (counted as a host op): the
 // index and value tensors come over, and the target's span is written back.
 absl::Status IndexPutAnywhere(const Tensor& target, absl::Span<const IndexItem> items, const std::vector<Tensor>& tensors,
                               const Tensor& values, bool accumulate) {
   if (!IsCuda(target)) return IndexPut(target, items, tensors, values, accumulate);
-  // Device kernels take index and value tensors on the target's device, and no boolean mask.
-  bool on_device = values.device() == target.device() && !HasBoolTensor(tensors);
+  // Device kernels take index, mask and value tensors on the target's device.
+  bool on_device = values.device() == target.device();
   for (const Tensor& t : tensors) on_device = on_device && t.device() == target.device();
   if (on_device && IndexKernelsRun(target)) return IndexPut(target, items, tensors, values, accumulate);
   CountCudaHostOp("_index_put");
@@ -114,7 +114,7 @@ std::vector<IndexItem> TensorItems(size_t count) {
 
 absl::StatusOr<OpResult> IndexPutEager(const OpDef& op, const OpArgs& args) {
   const Tensor& input = args.tensor(0);
-  DT_RUN_THROUGH_HOST_IF_NEEDED(op, args, input, HasBoolTensor(args.tensors(1)));
+  DT_RUN_THROUGH_HOST_IF_NEEDED(op, args, input, false);
   const Tensor& values = args.tensor(2);
   if (values.dtype() != input.dtype()) {
     return Error(ErrorKind::kType,
@@ -636,21 +636,30 @@ std::optional<std::string> OneHotDataDependence(const OpArgs& args) {
 
 // ---- results sized by the data ----
 
-absl::StatusOr<OpResult> NonzeroEager(const OpDef&, const OpArgs& args) {
-  return One(NonzeroPositions(args.tensor(0)));
+absl::StatusOr<Tensor> Positions(const Tensor& t) {
+  if (IndexKernelsRun(t)) return NonzeroOnDevice(t);
+  return NonzeroPositions(t);
 }
 
-absl::StatusOr<OpResult> WhereConditionEager(const OpDef&, const OpArgs& args) {
-  const Tensor positions = NonzeroPositions(args.tensor(0));
+absl::StatusOr<OpResult> NonzeroEager(const OpDef& op, const OpArgs& args) {
+  DT_RUN_THROUGH_HOST_IF_NEEDED(op, args, args.tensor(0), false);
+  DT_ASSIGN_OR_RETURN(Tensor positions, Positions(args.tensor(0)));
+  return One(positions);
+}
+
+absl::StatusOr<OpResult> WhereConditionEager(const OpDef& op, const OpArgs& args) {
+  DT_RUN_THROUGH_HOST_IF_NEEDED(op, args, args.tensor(0), false);
+  DT_ASSIGN_OR_RETURN(const Tensor positions, Positions(args.tensor(0)));
   OpResult out;
   const int64_t n = positions.size(0), k = positions.size(1);
   for (int64_t d = 0; d < k; ++d) out.push_back(Contiguous(positions.AsStrided({n}, {k}, positions.offset() + d)));
   return out;
 }
 
-absl::StatusOr<OpResult> MaskedSelectEager(const OpDef&, const OpArgs& args) {
+absl::StatusOr<OpResult> MaskedSelectEager(const OpDef& op, const OpArgs& args) {
   const Tensor& input = args.tensor(0);
   const Tensor& mask = args.tensor(1);
+  DT_RUN_THROUGH_HOST_IF_NEEDED(op, args, input, false);
   if (mask.dtype() != DType::kBool) {
     return Error(ErrorKind::kType, absl::StrFormat("masked_select(): expected a bool mask, got %s", DTypeName(mask.dtype())));
   }
@@ -746,11 +755,13 @@ void RegisterIndexingOps(OpRegistry& registry) {
   registry.Add("one_hot(Tensor input, int num_classes=-1) -> Tensor", OpKind::kData,
                kFunction | kNNFunctional | kIdx | kDev, &OneHotEager)
       .data_dependent_shape = &OneHotDataDependence;
-  registry.Add("nonzero(Tensor input) -> Tensor", OpKind::kData, kBoth, &NonzeroEager).data_dependent_shape =
+  registry.Add("nonzero(Tensor input) -> Tensor", OpKind::kData, kBoth | kDev, &NonzeroEager).data_dependent_shape =
       &AlwaysDataDependent;
-  registry.Add("where.condition(Tensor condition) -> Tensor[]", OpKind::kData, kFunction, &WhereConditionEager)
+  registry.Add("where.condition(Tensor condition) -> Tensor[]", OpKind::kData, kFunction | kDev,
+               &WhereConditionEager)
       .data_dependent_shape = &AlwaysDataDependent;
-  registry.Add("masked_select(Tensor input, Tensor mask) -> Tensor", OpKind::kData, kBoth, &MaskedSelectEager)
+  registry.Add("masked_select(Tensor input, Tensor mask) -> Tensor", OpKind::kData, kBoth | kDev,
+               &MaskedSelectEager)
       .data_dependent_shape = &AlwaysDataDependent;
 }
 

@@ -82,10 +82,14 @@ absl::StatusOr<std::vector<Tensor>> MaskIndices(const Tensor& mask, Device devic
     for (int64_t d = 0; d < mask.ndim(); ++d) out.push_back(Tensor::Empty({mask_count}, DType::kInt64, device));
     return out;
   }
-  if (IsCuda(mask)) {  // callers send masks on CUDA through the host (their count is data)
-    return absl::InternalError("advanced index: a boolean mask on a CUDA device reached the device path");
+  Tensor positions;
+  if (IndexKernelsRun(mask)) {
+    DT_ASSIGN_OR_RETURN(positions, NonzeroOnDevice(mask));
+  } else if (IsCuda(mask)) {  // callers send such masks through the host
+    return absl::InternalError("advanced index: a boolean mask on a CUDA device without the index kernels");
+  } else {
+    positions = NonzeroPositions(mask);
   }
-  Tensor positions = NonzeroPositions(mask);
   const int64_t k = mask.ndim();
   for (int64_t d = 0; d < k; ++d) out.push_back(positions.AsStrided({positions.size(0)}, {k}, positions.offset() + d));
   return out;

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "runtime/advanced_indexing.h"
+#include "runtime/copy.h"
 #include "runtime/cuda_driver.h"
 #include "runtime/errors.h"
 #include "runtime/log.h"
@@ -514,6 +515,28 @@ absl::Status SearchSortedOnDevice(const Tensor& sequence, const Tensor* sorter, 
   a.param[3] = sorter != nullptr ? 1 : 0;
   a.mode = right ? 1 : 0;
   return runner->Launch("search", values.dtype(), a);
+}
+
+absl::StatusOr<Tensor> NonzeroOnDevice(const Tensor& input) {
+  DT_ASSIGN_OR_RETURN(IndexKernelRunner * runner, Runner(input));
+  const int64_t n = input.numel();
+  if (n == 0) return Tensor::Empty({0, input.ndim()}, DType::kInt64, input.device());
+  const Tensor flags = Contiguous(CastTo(input, DType::kBool));
+  const Tensor running = Tensor::Empty({1, n}, DType::kInt64, input.device());
+  DT_RETURN_IF_ERROR(ScanRowsOnDevice(flags.AsStrided({1, n}, {n, 1}, flags.offset()), DeviceScan::kSum, running));
+  int64_t count = 0;
+  DT_RETURN_IF_ERROR(ReadInto(runner, &count, static_cast<const int64_t*>(running.data()) + (n - 1)));
+  if (count < 0 || count > n) {
+    return absl::InternalError(absl::StrFormat("nonzero: the device counted %d of %d elements", count, n));
+  }
+  Tensor out = Tensor::Empty({count, input.ndim()}, DType::kInt64, input.device());
+  if (count == 0 || input.ndim() == 0) return out;
+  DT_ASSIGN_OR_RETURN(IxArgs a, DomainArgs(input.sizes()));
+  a.op[a.operands++] = Flat(out);
+  a.op[a.operands++] = Flat(flags);
+  a.op[a.operands++] = Flat(running);
+  DT_RETURN_IF_ERROR(runner->Launch("compact", input.dtype(), a));
+  return out;
 }
 
 }  // namespace dt

@@ -117,6 +117,11 @@ enum class DeviceScan : uint8_t { kSum, kProd, kLogSumExp };
 // Index kernels launched on CUDA devices so far (stats()["cuda_kernel_launches"] adds them).
 int64_t CudaIndexKernelLaunches();
 
+// The positions of `input`'s nonzero elements, [count, ndim] int64 in row-major order (the CPU's
+// NonzeroPositions): running counts of the flags (a scan), the total read back (one small
+// synchronous copy: it sizes the result), then one compaction launch.
+[[nodiscard]] absl::StatusOr<Tensor> NonzeroOnDevice(const Tensor& input);
+
 // NVRTC through a cache: jit/ installs the kernel cache's (memory, then disk); without one each
 // process compiles its modules once with runtime/nvrtc.h.
 using CubinCompiler = absl::StatusOr<std::string> (*)(const std::string& source, const std::string& name,

@@ -73,7 +73,7 @@ enum IxFold : int64_t { kIxAssign = 0, kIxSum = 1, kIxProd = 2, kIxMax = 3, kIxM
 
 // The kernels (runtime/index_kernels.cuh), by name: X(name) for each. Untyped kernels move
 // element bytes; typed ones are instantiated for the module's element type.
-#define DT_IX_UNTYPED_KERNELS(X) X(check) X(gather) X(claim) X(put) X(band)
+#define DT_IX_UNTYPED_KERNELS(X) X(check) X(gather) X(claim) X(put) X(band) X(compact)
 #define DT_IX_TYPED_KERNELS(X)                                                                 \
   X(fold) X(identity) X(mean) X(sort_init) X(sort_step) X(sort_take) X(scan_init) X(scan_step) \
   X(scan_store) X(pair_init) X(cumext_step) X(argext_step) X(search)

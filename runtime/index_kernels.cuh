@@ -224,6 +224,21 @@ void mean(const IxArgs& a) {
 template <typename T> T* Elements(const IxOperand& o) { return reinterpret_cast<T*>(o.data); }
 
 
+// nonzero's positions, in row-major order: operand 0 the [count, rank] int64 result, operand 1
+// the flags (bool), operand 2 their running counts (int64, inclusive); the domain is the
+// input's shape, whose coordinates each set flag writes into its row.
+inline void compact(const IxArgs& a) {
+  DT_IX_FOR_EACH(i, a.numel) {
+    if (!Elements<const bool>(a.op[1])[i]) continue;
+    int64_t* row = Elements<int64_t>(a.op[0]) + (Elements<const int64_t>(a.op[2])[i] - 1) * a.rank;
+    int64_t rest = i;
+    for (int64_t d = a.rank - 1; d >= 0; --d) {
+      row[d] = rest % a.sizes[d];
+      rest /= a.sizes[d];
+    }
+  }
+}
+
 // Sort buffers: operand 1 values, operand 2 int64 positions, rows padded to param[1] = P (a
 // power of two). Padding has position >= n and sorts after everything, either direction.
 template <typename T>

@@ -396,6 +396,21 @@ TEST_F(IndexKernelsTest, BandsRemapsAndIm2colMatchTheCpu) {
           "same padding, -inf");
 }
 
+TEST_F(IndexKernelsTest, MaskSelectionsCountOnTheDeviceAsTheCpu) {
+  for (DType dtype : {DType::kFloat32, DType::kBool, DType::kInt64}) {
+    const std::string d(DTypeName(dtype));
+    const Tensor x = Random({4, 7}, dtype, rng, -1, 1, 0.1);  // zeros, and NaN (nonzero)
+    Compare(runner, "nonzero", {x}, d);
+    Compare(runner, "nonzero", {Transposed(x)}, d + " transposed");
+    Compare(runner, "nonzero", {Random({}, dtype, rng, 1, 1)}, d + " 0-d");
+    Compare(runner, "nonzero", {Random({3, 0}, dtype, rng)}, d + " empty");
+    Compare(runner, "nonzero", {Random({5}, dtype, rng, 0, 0)}, d + " none set");
+    Compare(runner, "where.condition", {x}, d);
+    const Tensor mask = CastTo(Random({1, 7}, DType::kInt64, rng, 0, 1), DType::kBool);
+    Compare(runner, "masked_select", {x, mask}, d + " broadcast mask");
+  }
+}
+
 // ---- the same source through NVRTC ----
 
 TEST(IndexKernelSourceTest, CompilesWithNvrtcForEveryDtype) {

@@ -375,9 +375,11 @@ def index_op_results(t):
              dt.scatter(x, 0, dup.unsqueeze(1).expand(-1, 4), x[:dup.shape[0], :4]), z,
              x.index_copy(0, dup, x[:dup.shape[0]]), dt.scatter_reduce(x, 0, idx, pos, "amax"),
              dt.scatter_reduce(x, 0, idx, pos, "amin", include_self=False), dt.sort(x.to(dt.int32), 1).values,
-             dt.eye(5, 7, device=x.device), x.to(dt.float16).sort(1).indices)
+             dt.eye(5, 7, device=x.device), x.to(dt.float16).sort(1).indices, x[x > 0.5], dt.nonzero(x < -1),
+             dt.masked_select(x, pos > 1.2), dt.where(x > 1)[1])
     w = x.clone()
     w[rp] += 1.0
+    w[x < -1] = 0.25
     sums = (dt.scatter_add(x, 0, idx, pos), x.index_add(0, dup, x[:dup.shape[0]], alpha=0.5), w,
             dt.scatter_reduce(x, 0, idx, pos, "mean"), dt.scatter_reduce(x, 0, idx, pos, "sum", include_self=False))
     scans = (dt.cumsum(x, 1), dt.cumsum(x.T, 1), dt.logcumsumexp(x, 0), dt.cumprod(pos[:, :9], 1),

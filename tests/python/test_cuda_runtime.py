@@ -484,7 +484,7 @@ def test_dynamic_sizes_reuse_one_program_and_cuda_graphs_stop_at_eight_shape_set
         # One capture by the first (static, B = 2) program, then 8 by the dynamic one.
         assert s["cuda_graph_captures"] == 9 and s["cuda_graph_shape_limit"] > 0, s
     """, FAKE_CUDA_ACCEPT_MODULES="1")
-# Gathers, scatters, the indexing ops, sorts and scans run device kernels (runtime/
+# Gathers, scatters, the indexing ops (masks too), sorts and scans run device kernels (runtime/
 # cuda_index_kernels.h) where the driver loads modules; where it refuses them (the plain stand-in)
 # they run through host mirrors, each call counted (README "CUDA tensors").
 INDEXING_THROUGH_THE_HOST = {"_index", "_index_put", "index_put", "index_select", "gather", "scatter",
@@ -532,8 +532,8 @@ INDEXING_CASES = """
             lambda a, i, j: a.cummin(0).values,
             lambda a, i, j: dt.logcumsumexp(a, 1),
         ]
-        # Sized by their data: these read their inputs on the host (counted) on every driver. The
-        # mask is made on the host: a stand-in driver that accepts modules computes nothing.
+        # Sized by their data. The mask is made on the host: a stand-in driver that accepts
+        # modules computes nothing.
         pos = lambda a: (x > 0).cuda() if a.is_cuda else x > 0
         data_sized = [lambda a, i, j: a[pos(a)], lambda a, i, j: dt.nonzero(pos(a)),
                       lambda a, i, j: dt.unique(j, return_counts=True)[1], lambda a, i, j: dt.masked_select(a, pos(a)),
@@ -565,7 +565,8 @@ def test_indexing_ops_fall_back_to_counted_host_mirrors_where_modules_do_not_loa
     assert INDEXING_THROUGH_THE_HOST <= set(dt._op_names()), INDEXING_THROUGH_THE_HOST - set(dt._op_names())
 
 
-# Sized by their data: these still read their inputs on the host (counted).
+# Sized by their data: unique still reads its input on the host (counted); the others count on
+# the device and read the count back.
 DATA_SIZED = {"nonzero", "where.condition", "masked_select", "unique"}
 
 
@@ -596,10 +597,9 @@ def test_indexing_sorting_and_scans_launch_device_kernels_and_count_no_host_op()
         gw[:, gidx[0, :2]] += 1.0
         gw[[0, 1], [1, -1]] = g[0, :2]
         assert dt.stats()["cuda_host_ops"] == before, dt.stats()["cuda_host_ops_by_op"]
-        for n, fn in enumerate(data_sized):
-            before = dt.stats()["cuda_host_ops"]
-            assert fn(g, gt, gidx).is_cuda
-            assert dt.stats()["cuda_host_ops"] > before, n
+        before = dt.stats()["cuda_host_ops"]
+        assert dt.unique(gidx, return_counts=True)[1].is_cuda
+        assert dt.stats()["cuda_host_ops"] > before, "unique"
         # A program with an index check reads it back, so it runs without a CUDA graph.
         f = dt.jit(lambda a, i: (a * 2).gather(1, i) + 1, backend="cuda")
         for _ in range(3):
@@ -613,6 +613,25 @@ def test_indexing_sorting_and_scans_launch_device_kernels_and_count_no_host_op()
     """, FAKE_CUDA_ACCEPT_MODULES="1")
     assert "captures 1" in out, out
     assert DATA_SIZED <= set(dt._op_names())
+
+
+def test_mask_selections_count_on_the_device():
+    # x[mask], x[mask] = v, nonzero, where(cond), masked_select: a scan of the mask on the device,
+    # its total read back (the result's size), a compaction launch; no host op. In a fresh child
+    # the scan's buffer is fresh stand-in memory (zeros: the stand-in runs no kernel), so the
+    # count read back is 0 and the results are empty; index_kernels_test checks the values.
+    run_compiled_with_fake_driver(INDEXING_CASES + """
+        launches = lambda: dt.stats()["cuda_kernel_launches"]
+        m = pos(g)
+        for n, fn in enumerate(data_sized[:2] + data_sized[3:]):
+            before, launched = dt.stats()["cuda_host_ops"], launches()
+            assert fn(g, gt, gidx).is_cuda, n
+            assert dt.stats()["cuda_host_ops"] == before, (n, dt.stats()["cuda_host_ops_by_op"])
+            assert launches() > launched, n
+        gw = g.clone()
+        gw[m] = 1.0
+        assert dt.stats()["cuda_host_ops"] == 0, dt.stats()["cuda_host_ops_by_op"]
+    """, FAKE_CUDA_ACCEPT_MODULES="1")
 
 
 def test_gpt2_style_layer_stays_on_the_device_in_one_cuda_graph():
