@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "graph/pointwise.h"
+#include "runtime/cuda_index_kernels.h"
 #include "runtime/cuda_tensor.h"
 #include "runtime/errors.h"
 
@@ -105,6 +106,14 @@ absl::StatusOr<std::optional<Device>> CudaDeviceOf(const OpDef& op, const OpArgs
                  absl::StrFormat("%s: expected all tensors on the same device, but found %s and %s",
                                  op.name(), cuda->ToString(), other->ToString()));
   }
+  return cuda;
+}
+
+absl::StatusOr<std::optional<Device>> HostBridgeFor(const OpDef& op, const OpArgs& args, const Tensor& main,
+                                                   bool needs_host) {
+  DT_ASSIGN_OR_RETURN(std::optional<Device> cuda, CudaDeviceOf(op, args));
+  if (!cuda.has_value()) return cuda;
+  if (!needs_host && main.defined() && main.device() == *cuda && IndexKernelsRun(main)) return std::optional<Device>();
   return cuda;
 }
 

@@ -6,7 +6,10 @@
 #include <cstring>
 
 #include "absl/strings/str_format.h"
+#include "graph/cuda_eager.h"
 #include "graph/op_registry.h"
+#include "runtime/copy.h"
+#include "runtime/cuda_index_kernels.h"
 #include "runtime/errors.h"
 #include "runtime/parallel.h"
 
@@ -69,8 +72,30 @@ void Im2col(const Tensor& input, const Tensor& out, const Geometry& g, double pa
   });
 }
 
-absl::StatusOr<OpResult> Im2colEager(const OpDef&, const OpArgs& args) {
+// The device form: padding written around a copy of x, then one gather of the out's
+// (plane, ki, kj, oi, oj) positions from that padded copy's strides.
+absl::Status Im2colOnDevice(const Tensor& x, const Tensor& out, const Geometry& g, Scalar pad_value) {
+  // Rows and columns the reads reach, from -ph and -pw: the after side may be padded more.
+  const int64_t rows = std::max(g.ph + g.height, (g.oh - 1) * g.sh + (g.kh - 1) * g.dh + 1);
+  const int64_t cols = std::max(g.pw + g.width, (g.ow - 1) * g.sw + (g.kw - 1) * g.dw + 1);
+  Tensor padded = x;
+  if (rows != g.height || cols != g.width) {
+    padded = Tensor::Empty({x.size(0), g.channels, rows, cols}, x.dtype(), x.device());
+    DT_RETURN_IF_ERROR(Fill(padded, pad_value));
+    const Tensor interior = padded.AsStrided(x.sizes(), padded.strides(),
+                                             padded.offset() + g.ph * padded.stride(2) + g.pw * padded.stride(3));
+    DT_RETURN_IF_ERROR(CopyInto(interior, x));
+  }
+  const Dims sizes{x.size(0), g.channels, g.kh, g.kw, g.oh, g.ow};
+  const Tensor view = out.AsStrided(sizes, ContiguousStrides(sizes), out.offset());
+  const Dims strides{padded.stride(0), padded.stride(1), g.dh * padded.stride(2), g.dw * padded.stride(3),
+                     g.sh * padded.stride(2), g.sw * padded.stride(3)};
+  return GatherOnDevice(view, DomainOperand{padded, strides}, {});
+}
+
+absl::StatusOr<OpResult> Im2colEager(const OpDef& op, const OpArgs& args) {
   const Tensor& x = args.tensor(0);
+  DT_RUN_THROUGH_HOST_IF_NEEDED(op, args, x, false);
   const Dims &k = args.ints(1), &d = args.ints(2), &p = args.ints(3), &s = args.ints(4), &o = args.ints(5);
   if (x.ndim() != 4 || k.size() != 2 || d.size() != 2 || p.size() != 2 || s.size() != 2 || o.size() != 2) {
     return absl::InternalError(absl::StrFormat("_im2col: bad arguments for input %s", x.ShapeString()));
@@ -83,6 +108,10 @@ absl::StatusOr<OpResult> Im2colEager(const OpDef&, const OpArgs& args) {
   const Geometry g{x.size(1), x.size(2), x.size(3), k[0], k[1], d[0], d[1], p[0], p[1], s[0], s[1], o[0], o[1]};
   Tensor out = Tensor::Empty({x.size(0), g.channels * g.kh * g.kw, g.oh * g.ow}, x.dtype(), x.device());
   if (out.is_meta() || out.numel() == 0) return OpResult{out};
+  if (IndexKernelsRun(x)) {
+    DT_RETURN_IF_ERROR(Im2colOnDevice(x, out, g, args.scalar(6)));
+    return OpResult{out};
+  }
   DT_ASSIGN_OR_RETURN(Tensor input, Call("contiguous", {x}));
   if (x.dtype() == DType::kFloat32) Im2col<float>(input, out, g, args.float_(6));
   else Im2col<double>(input, out, g, args.float_(6));
@@ -94,7 +123,7 @@ absl::StatusOr<OpResult> Im2colEager(const OpDef&, const OpArgs& args) {
 void RegisterIm2colOp(OpRegistry& registry) {
   registry.Add("_im2col(Tensor input, int[] kernel_size, int[] dilation, int[] padding, int[] stride, "
                "int[] output_size, Scalar pad_value=0) -> Tensor",
-               OpKind::kData, kNoProperty, &Im2colEager);
+               OpKind::kData, kCudaNative, &Im2colEager);
 }
 
 }  // namespace dt

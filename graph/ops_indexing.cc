@@ -5,6 +5,8 @@
 //
 // They run as nodes of their own between fused kernels (masked_fill is a `where`, and fuses).
 // Indices are checked before any element moves: an IndexError names the index, dim and size.
+// On CUDA tensors they run device kernels (runtime/cuda_index_kernels.h), the indices checked on
+// the device; a boolean mask's True count (the size of what it selects) is read back.
 #include <cstring>
 #include <optional>
 #include <string>
@@ -13,9 +15,11 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "graph/cuda_eager.h"
 #include "graph/op_registry.h"
 #include "runtime/advanced_indexing.h"
 #include "runtime/copy.h"
+#include "runtime/cuda_index_kernels.h"
 #include "runtime/cuda_tensor.h"
 #include "runtime/errors.h"
 #include "runtime/scalar_math.h"
@@ -34,7 +38,8 @@ bool HasBoolTensor(const std::vector<Tensor>& tensors) {
 
 // ---- x[index] and x[index] = value, with `index` EncodeIndex()'s form ----
 
-absl::StatusOr<OpResult> IndexEager(const OpDef&, const OpArgs& args) {
+absl::StatusOr<OpResult> IndexEager(const OpDef& op, const OpArgs& args) {
+  DT_RUN_THROUGH_HOST_IF_NEEDED(op, args, args.tensor(0), false);
   DT_ASSIGN_OR_RETURN(std::vector<IndexItem> items, DecodeIndex(args.ints(1)));
   DT_ASSIGN_OR_RETURN(Tensor out, IndexGather(args.tensor(0), items, args.tensors(2)));
   return One(out);
@@ -51,11 +56,16 @@ absl::StatusOr<Tensor> OnHost(const Tensor& t) {
   return m.host;
 }
 
-// A write into a CUDA tensor goes through its host mirror (counted as a host op): the index and
-// value tensors come over, and the target's span is written back.
+// A write into a CUDA tensor runs device kernels; with tensors on another device, or no kernels
+// on its device, it goes through its host mirror (counted as a host op): the
+// index and value tensors come over, and the target's span is written back.
 absl::Status IndexPutAnywhere(const Tensor& target, absl::Span<const IndexItem> items, const std::vector<Tensor>& tensors,
                               const Tensor& values, bool accumulate) {
   if (!IsCuda(target)) return IndexPut(target, items, tensors, values, accumulate);
+  // Device kernels take index, mask and value tensors on the target's device.
+  bool on_device = values.device() == target.device();
+  for (const Tensor& t : tensors) on_device = on_device && t.device() == target.device();
+  if (on_device && IndexKernelsRun(target)) return IndexPut(target, items, tensors, values, accumulate);
   CountCudaHostOp("_index_put");
   DT_ASSIGN_OR_RETURN(HostMirror mirror, MirrorToHost(target));
   std::vector<Tensor> host_tensors;
@@ -72,7 +82,8 @@ absl::Status IndexPutAnywhere(const Tensor& target, absl::Span<const IndexItem> 
 absl::StatusOr<OpResult> IndexPutInPlaceEager(const OpDef&, const OpArgs& args) {
   const Tensor& target = args.tensor(0);
   DT_ASSIGN_OR_RETURN(std::vector<IndexItem> items, DecodeIndex(args.ints(1)));
-  const Tensor values = args.is_tensor(3) ? args.tensor(3) : ScalarTensor(args.scalar(3), target.dtype(), Device::Cpu());
+  const Device where = target.is_meta() ? Device::Cpu() : target.device();
+  const Tensor values = args.is_tensor(3) ? args.tensor(3) : ScalarTensor(args.scalar(3), target.dtype(), where);
   DT_RETURN_IF_ERROR(IndexPutAnywhere(target, items, args.tensors(2), values, args.bool_(4)));
   return One(target);
 }
@@ -101,8 +112,9 @@ std::vector<IndexItem> TensorItems(size_t count) {
   return items;
 }
 
-absl::StatusOr<OpResult> IndexPutEager(const OpDef&, const OpArgs& args) {
+absl::StatusOr<OpResult> IndexPutEager(const OpDef& op, const OpArgs& args) {
   const Tensor& input = args.tensor(0);
+  DT_RUN_THROUGH_HOST_IF_NEEDED(op, args, input, false);
   const Tensor& values = args.tensor(2);
   if (values.dtype() != input.dtype()) {
     return Error(ErrorKind::kType,
@@ -119,8 +131,9 @@ std::optional<std::string> IndexPutListDataDependence(const OpArgs& args) {
   return "index_put with a boolean mask and non-scalar values: how they line up depends on the mask's values";
 }
 
-absl::StatusOr<OpResult> IndexSelectEager(const OpDef&, const OpArgs& args) {
+absl::StatusOr<OpResult> IndexSelectEager(const OpDef& op, const OpArgs& args) {
   const Tensor& input = args.tensor(0);
+  DT_RUN_THROUGH_HOST_IF_NEEDED(op, args, input, false);
   const Tensor& index = args.tensor(2);
   DT_RETURN_IF_ERROR(CheckIndexDType(index, "index_select()", /*allow_bool=*/false));
   if (index.ndim() > 1) {
@@ -178,6 +191,19 @@ absl::Status ForEachAlong(const AlongDim& a, Fn&& fn) {
 
 Tensor AtLeast1d(const Tensor& t) { return t.ndim() == 0 ? t.AsStrided({1}, {1}, t.offset()) : t; }
 
+// The device form of ForEachAlong: the index's positions are the domain; `self` steps along
+// every dim but `dim`, where the checked index value moves it.
+absl::StatusOr<DomainIndex> DeviceAlong(const AlongDim& a) {
+  DT_RETURN_IF_ERROR(CheckIndicesOnDevice(a.index, a.self.size(a.dim), a.dim, /*wrap_negative=*/false));
+  return DomainIndex{DomainOperand{a.index, a.index.strides()}, a.self.size(a.dim), false, a.self.stride(a.dim)};
+}
+
+Dims StridesOffDim(const Tensor& t, int64_t dim) {
+  Dims strides = t.strides();
+  strides[dim] = 0;
+  return strides;
+}
+
 // PyTorch's checks: int64 index of the same rank, no bigger than self (and src) off `dim`.
 absl::StatusOr<int64_t> CheckAlong(absl::string_view op, const Tensor& self, int64_t dim_arg, const Tensor& index,
                                    const Tensor* src) {
@@ -204,9 +230,10 @@ absl::StatusOr<int64_t> CheckAlong(absl::string_view op, const Tensor& self, int
   return dim;
 }
 
-absl::StatusOr<OpResult> GatherEager(const OpDef&, const OpArgs& args) {
+absl::StatusOr<OpResult> GatherEager(const OpDef& op, const OpArgs& args) {
   const Tensor& input = args.tensor(0);
   const Tensor& index = args.tensor(2);
+  DT_RUN_THROUGH_HOST_IF_NEEDED(op, args, input, false);
   DT_ASSIGN_OR_RETURN(int64_t dim, CheckAlong("gather", input, args.int_(1), index, nullptr));
   Tensor out = Tensor::Empty(index.sizes(), input.dtype(), input.device());
   if (out.is_meta() || out.numel() == 0) return One(out);
@@ -214,10 +241,22 @@ absl::StatusOr<OpResult> GatherEager(const OpDef&, const OpArgs& args) {
   const char* src = static_cast<const char*>(input.data()) - input.offset() * itemsize;
   char* dst = static_cast<char*>(out.data());
   const AlongDim along{AtLeast1d(input), index.ndim() == 0 ? AtLeast1d(index) : index, AtLeast1d(out), dim};
+  if (IndexKernelsRun(input)) {
+    DT_ASSIGN_OR_RETURN(DomainIndex term, DeviceAlong(along));
+    DT_RETURN_IF_ERROR(GatherOnDevice(along.other, DomainOperand{along.self, StridesOffDim(along.self, dim)}, {term}));
+    return One(out);
+  }
   DT_RETURN_IF_ERROR(ForEachAlong(along, [&](int64_t, int64_t from, int64_t to) {
     std::memcpy(dst + to * itemsize, src + from * itemsize, itemsize);
   }));
   return One(out);
+}
+
+// A scatter along `dim` on the device: every position of the index folds `other` there into self.
+absl::Status ScatterAlongOnDevice(const AlongDim& a, DeviceFold fold, bool include_self) {
+  DT_ASSIGN_OR_RETURN(DomainIndex term, DeviceAlong(a));
+  return ScatterOnDevice(a.index.sizes(), DomainOperand{a.self, StridesOffDim(a.self, a.dim)},
+                         DomainOperand{a.other, a.other.strides()}, {term}, fold, include_self);
 }
 
 // scatter (src tensor or value), scatter_add: a copy of the input written at the indices.
@@ -225,7 +264,9 @@ absl::StatusOr<OpResult> ScatterEager(const OpDef& op, const OpArgs& args) {
   const Tensor& input = args.tensor(0);
   const Tensor& index = args.tensor(2);
   const bool add = op.name() == "scatter_add";
-  const Tensor src = args.is_tensor(3) ? args.tensor(3) : ScalarTensor(args.scalar(3), input.dtype(), Device::Cpu());
+  DT_RUN_THROUGH_HOST_IF_NEEDED(op, args, input, false);
+  const Device where = input.is_meta() ? Device::Cpu() : input.device();
+  const Tensor src = args.is_tensor(3) ? args.tensor(3) : ScalarTensor(args.scalar(3), input.dtype(), where);
   if (args.is_tensor(3) && src.dtype() != input.dtype()) {
     return Error(ErrorKind::kType, absl::StrFormat("%s(): expected src to have the input's dtype %s, got %s",
                                                    op.name(), DTypeName(input.dtype()), DTypeName(src.dtype())));
@@ -236,6 +277,10 @@ absl::StatusOr<OpResult> ScatterEager(const OpDef& op, const OpArgs& args) {
   Tensor out = Clone(input);
   if (out.is_meta() || index.numel() == 0) return One(out);
   const AlongDim along{AtLeast1d(out), AtLeast1d(index), AtLeast1d(source), dim};
+  if (IndexKernelsRun(out)) {
+    DT_RETURN_IF_ERROR(ScatterAlongOnDevice(along, add ? DeviceFold::kSum : DeviceFold::kAssign, true));
+    return One(out);
+  }
   absl::Status status;
   DT_DISPATCH_ALL(out.dtype(), [&] {
     using C = ComputeType<scalar_t>;
@@ -293,10 +338,22 @@ C MeanOf(C sum, int64_t count) {
   }
 }
 
-absl::StatusOr<OpResult> ScatterReduceEager(const OpDef&, const OpArgs& args) {
+DeviceFold DeviceFoldOf(Fold fold) {
+  switch (fold) {
+    case Fold::kSum: return DeviceFold::kSum;
+    case Fold::kProd: return DeviceFold::kProd;
+    case Fold::kMean: return DeviceFold::kMean;
+    case Fold::kMax: return DeviceFold::kMax;
+    case Fold::kMin: return DeviceFold::kMin;
+  }
+  return DeviceFold::kSum;
+}
+
+absl::StatusOr<OpResult> ScatterReduceEager(const OpDef& op, const OpArgs& args) {
   const Tensor& input = args.tensor(0);
   const Tensor& index = args.tensor(2);
   const Tensor& src = args.tensor(3);
+  DT_RUN_THROUGH_HOST_IF_NEEDED(op, args, input, false);
   DT_ASSIGN_OR_RETURN(Fold fold, ParseFold(args.string(4)));
   const bool include_self = args.bool_(5);
   if (src.dtype() != input.dtype()) {
@@ -310,6 +367,10 @@ absl::StatusOr<OpResult> ScatterReduceEager(const OpDef&, const OpArgs& args) {
   Tensor out = Clone(input);
   if (out.is_meta() || index.numel() == 0) return One(out);
   const AlongDim along{AtLeast1d(out), AtLeast1d(index), AtLeast1d(src), dim};
+  if (IndexKernelsRun(out)) {
+    DT_RETURN_IF_ERROR(ScatterAlongOnDevice(along, DeviceFoldOf(fold), include_self));
+    return One(out);
+  }
   // Per element of out (by offset from out's first element): how many values were folded into it.
   std::vector<int64_t> count(out.offset() + out.numel(), include_self ? 1 : 0);
   absl::Status status;
@@ -357,6 +418,10 @@ absl::StatusOr<int64_t> CheckIndexSlices(absl::string_view op, const Tensor& inp
                                  op, source.ShapeString(), input.ShapeString(), dim, index.numel()));
   }
   if (input.is_meta()) return dim;
+  if (IndexKernelsRun(input)) {
+    DT_RETURN_IF_ERROR(CheckIndicesOnDevice(index, AtLeast1d(input).size(dim), dim, /*wrap_negative=*/false));
+    return dim;
+  }
   const Tensor values = ContiguousInt64(index);
   for (int64_t i = 0; i < values.numel(); ++i) {
     DT_RETURN_IF_ERROR(CheckedIndex(values.data_as<int64_t>()[i], AtLeast1d(input).size(dim), dim,
@@ -365,17 +430,35 @@ absl::StatusOr<int64_t> CheckIndexSlices(absl::string_view op, const Tensor& inp
   return dim;
 }
 
+// index_add / index_copy on the device: the source's positions are the domain; along `dim`,
+// position k writes slice index[k] of out.
+absl::Status IndexSlicesOnDevice(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& source,
+                                 DeviceFold fold, double alpha) {
+  Dims index_strides(out.ndim(), 0);
+  index_strides[dim] = index.stride(0);
+  const DomainIndex term{DomainOperand{index, index_strides}, out.size(dim), false, out.stride(dim)};
+  return ScatterOnDevice(source.sizes(), DomainOperand{out, StridesOffDim(out, dim)},
+                         DomainOperand{source, source.strides()}, {term}, fold, true, alpha);
+}
+
 // A copy of the input with source's slice k added (alpha times) at, or copied to, slice index[k]
 // along dim, in index order: duplicates add up, or the last one wins.
 absl::StatusOr<OpResult> IndexSlicesEager(const OpDef& op, const OpArgs& args) {
   const bool add = op.name() == "index_add";
   const Tensor& input = args.tensor(0);
   const Tensor& index = args.tensor(2);
+  DT_RUN_THROUGH_HOST_IF_NEEDED(op, args, input, false);
   DT_ASSIGN_OR_RETURN(int64_t dim,
                       CheckIndexSlices(op.name(), input, args.int_(1), index, args.tensor(3), /*int32_index=*/add));
   // Row-major, so that slices are [outer, size, inner] blocks (Clone keeps a transposed layout).
   Tensor out = Contiguous(Clone(input));
   if (out.is_meta() || out.numel() == 0 || index.numel() == 0) return One(out);
+  if (IndexKernelsRun(out)) {
+    const double alpha = !add ? 1.0 : IsFloating(out.dtype()) ? args.float_(4) : static_cast<double>(args.scalar(4).ToInt());
+    DT_RETURN_IF_ERROR(IndexSlicesOnDevice(AtLeast1d(out), dim, AtLeast1d(index), AtLeast1d(args.tensor(3)),
+                                           add ? DeviceFold::kSum : DeviceFold::kAssign, alpha));
+    return One(out);
+  }
   const Tensor source = Contiguous(args.tensor(3));
   const Tensor positions = ContiguousInt64(index);
   const Dims sizes = AtLeast1d(input).sizes();
@@ -450,9 +533,10 @@ absl::StatusOr<OpResult> MaskedFillEager(const OpDef&, const OpArgs& args) {
   return One(cast);
 }
 
-absl::StatusOr<OpResult> EmbeddingEager(const OpDef&, const OpArgs& args) {
+absl::StatusOr<OpResult> EmbeddingEager(const OpDef& op, const OpArgs& args) {
   const Tensor& input = args.tensor(0);
   const Tensor& weight = args.tensor(1);
+  DT_RUN_THROUGH_HOST_IF_NEEDED(op, args, weight, false);
   if (input.dtype() != DType::kInt64 && input.dtype() != DType::kInt32) {
     return Error(ErrorKind::kType, absl::StrFormat("embedding(): expected int64 or int32 indices, got %s",
                                                    DTypeName(input.dtype())));
@@ -474,8 +558,45 @@ absl::StatusOr<OpResult> EmbeddingEager(const OpDef&, const OpArgs& args) {
   return One(out);
 }
 
-absl::StatusOr<OpResult> OneHotEager(const OpDef&, const OpArgs& args) {
+// one_hot's checks with the CPU path's messages: the first negative value, then the largest
+// (read back only when it decides the number of classes or an error).
+absl::StatusOr<int64_t> DeviceClasses(const Tensor& input, int64_t classes) {
+  DT_ASSIGN_OR_RETURN(std::optional<int64_t> negative, FindValueOutside(input, 0, INT64_MAX));
+  if (negative) {
+    return Error(ErrorKind::kValue, absl::StrFormat("one_hot(): class values must be non-negative, got %d", *negative));
+  }
+  if (classes >= 0) {
+    DT_ASSIGN_OR_RETURN(std::optional<int64_t> over, FindValueOutside(input, 0, classes));
+    if (!over) return classes;
+  } else if (input.numel() == 0) {
+    return Error(ErrorKind::kValue, "one_hot(): cannot infer num_classes from an empty tensor");
+  }
+  DT_ASSIGN_OR_RETURN(Tensor top, Call("amax", {input}));
+  DT_ASSIGN_OR_RETURN(Scalar largest, ItemOf(top));
+  if (classes < 0) return largest.ToInt() + 1;
+  return Error(ErrorKind::kValue, absl::StrFormat("one_hot(): class value %d must be smaller than num_classes (%d)",
+                                                  largest.ToInt(), classes));
+}
+
+// One 1 per input element, at its class along the new last dim.
+absl::StatusOr<OpResult> OneHotOnDevice(const Tensor& input, int64_t classes_arg) {
+  DT_ASSIGN_OR_RETURN(const int64_t classes, DeviceClasses(input, classes_arg));
+  Dims shape = input.sizes();
+  shape.push_back(classes);
+  Tensor out = Tensor::Empty(shape, DType::kInt64, input.device());
+  DT_RETURN_IF_ERROR(Fill(out, Scalar::Int(0)));
+  Dims dst_strides = out.strides();
+  dst_strides.pop_back();
+  const DomainIndex term{DomainOperand{input, input.strides()}, classes, false, out.stride(out.ndim() - 1)};
+  const Tensor one = ScalarTensor(Scalar::Int(1), DType::kInt64, input.device());
+  DT_RETURN_IF_ERROR(ScatterOnDevice(input.sizes(), DomainOperand{out, dst_strides},
+                                     DomainOperand{one, Dims(input.ndim(), 0)}, {term}, DeviceFold::kAssign));
+  return One(out);
+}
+
+absl::StatusOr<OpResult> OneHotEager(const OpDef& op, const OpArgs& args) {
   const Tensor& input = args.tensor(0);
+  DT_RUN_THROUGH_HOST_IF_NEEDED(op, args, input, false);
   if (input.dtype() != DType::kInt64) {
     return Error(ErrorKind::kType, absl::StrFormat("one_hot(): expected an int64 tensor, got %s", DTypeName(input.dtype())));
   }
@@ -485,6 +606,7 @@ absl::StatusOr<OpResult> OneHotEager(const OpDef&, const OpArgs& args) {
     shape.push_back(classes);
     return One(Tensor::Empty(shape, DType::kInt64, input.device()));
   }
+  if (IndexKernelsRun(input)) return OneHotOnDevice(input, classes);
   const Tensor values = ContiguousInt64(input);
   const int64_t* v = values.data_as<int64_t>();
   int64_t largest = -1;
@@ -514,21 +636,30 @@ std::optional<std::string> OneHotDataDependence(const OpArgs& args) {
 
 // ---- results sized by the data ----
 
-absl::StatusOr<OpResult> NonzeroEager(const OpDef&, const OpArgs& args) {
-  return One(NonzeroPositions(args.tensor(0)));
+absl::StatusOr<Tensor> Positions(const Tensor& t) {
+  if (IndexKernelsRun(t)) return NonzeroOnDevice(t);
+  return NonzeroPositions(t);
 }
 
-absl::StatusOr<OpResult> WhereConditionEager(const OpDef&, const OpArgs& args) {
-  const Tensor positions = NonzeroPositions(args.tensor(0));
+absl::StatusOr<OpResult> NonzeroEager(const OpDef& op, const OpArgs& args) {
+  DT_RUN_THROUGH_HOST_IF_NEEDED(op, args, args.tensor(0), false);
+  DT_ASSIGN_OR_RETURN(Tensor positions, Positions(args.tensor(0)));
+  return One(positions);
+}
+
+absl::StatusOr<OpResult> WhereConditionEager(const OpDef& op, const OpArgs& args) {
+  DT_RUN_THROUGH_HOST_IF_NEEDED(op, args, args.tensor(0), false);
+  DT_ASSIGN_OR_RETURN(const Tensor positions, Positions(args.tensor(0)));
   OpResult out;
   const int64_t n = positions.size(0), k = positions.size(1);
   for (int64_t d = 0; d < k; ++d) out.push_back(Contiguous(positions.AsStrided({n}, {k}, positions.offset() + d)));
   return out;
 }
 
-absl::StatusOr<OpResult> MaskedSelectEager(const OpDef&, const OpArgs& args) {
+absl::StatusOr<OpResult> MaskedSelectEager(const OpDef& op, const OpArgs& args) {
   const Tensor& input = args.tensor(0);
   const Tensor& mask = args.tensor(1);
+  DT_RUN_THROUGH_HOST_IF_NEEDED(op, args, input, false);
   if (mask.dtype() != DType::kBool) {
     return Error(ErrorKind::kType, absl::StrFormat("masked_select(): expected a bool mask, got %s", DTypeName(mask.dtype())));
   }
@@ -582,8 +713,10 @@ std::optional<std::string> PrintIndexPut(absl::Span<const std::string> outputs, 
 void RegisterIndexingOps(OpRegistry& registry) {
   constexpr uint32_t kBoth = kMethod | kFunction;
   constexpr uint32_t kIdx = kChecksIndices;
+  // kCudaNative: each runs CUDA operands on the device itself (runtime/cuda_index_kernels.h).
+  constexpr uint32_t kDev = kCudaNative;
   OpDef& index = registry.Add("_index(Tensor input, int[] index, Tensor[] tensors) -> Tensor", OpKind::kData,
-                              kIdx, &IndexEager);
+                              kIdx | kDev, &IndexEager);
   index.print_statement = &PrintIndex;
   index.data_dependent_shape = &IndexDataDependence;
   OpDef& put = registry.Add(
@@ -592,39 +725,43 @@ void RegisterIndexingOps(OpRegistry& registry) {
   put.print_statement = &PrintIndexPut;
   put.data_dependent_shape = &IndexPutDataDependence;
   registry.Add("index_put(Tensor input, Tensor[] indices, Tensor values, bool accumulate=False) -> Tensor",
-               OpKind::kData, kBoth | kInplaceVariant | kIdx, &IndexPutEager)
+               OpKind::kData, kBoth | kInplaceVariant | kIdx | kDev, &IndexPutEager)
       .data_dependent_shape = &IndexPutListDataDependence;
-  registry.Add("index_select(Tensor input, int dim, Tensor index) -> Tensor", OpKind::kData, kBoth | kIdx,
+  registry.Add("index_select(Tensor input, int dim, Tensor index) -> Tensor", OpKind::kData, kBoth | kIdx | kDev,
                &IndexSelectEager);
-  registry.Add("gather(Tensor input, int dim, Tensor index) -> Tensor", OpKind::kData, kBoth | kIdx, &GatherEager);
+  registry.Add("gather(Tensor input, int dim, Tensor index) -> Tensor", OpKind::kData, kBoth | kIdx | kDev,
+               &GatherEager);
   registry.Add("scatter(Tensor input, int dim, Tensor index, Tensor src) -> Tensor", OpKind::kData,
-               kBoth | kInplaceVariant | kIdx, &ScatterEager);
+               kBoth | kInplaceVariant | kIdx | kDev, &ScatterEager);
   registry.Add("scatter.value(Tensor input, int dim, Tensor index, Scalar value) -> Tensor", OpKind::kData,
-               kBoth | kInplaceVariant | kIdx, &ScatterEager);
+               kBoth | kInplaceVariant | kIdx | kDev, &ScatterEager);
   registry.Add("scatter_add(Tensor input, int dim, Tensor index, Tensor src) -> Tensor", OpKind::kData,
-               kBoth | kInplaceVariant | kIdx, &ScatterEager);
+               kBoth | kInplaceVariant | kIdx | kDev, &ScatterEager);
   registry.Add("scatter_reduce(Tensor input, int dim, Tensor index, Tensor src, str reduce, *, "
                "bool include_self=True) -> Tensor",
-               OpKind::kData, kBoth | kInplaceVariant | kIdx, &ScatterReduceEager);
+               OpKind::kData, kBoth | kInplaceVariant | kIdx | kDev, &ScatterReduceEager);
   registry.Add("index_add(Tensor input, int dim, Tensor index, Tensor source, *, Scalar alpha=1) -> Tensor",
-               OpKind::kData, kBoth | kInplaceVariant | kIdx, &IndexSlicesEager);
+               OpKind::kData, kBoth | kInplaceVariant | kIdx | kDev, &IndexSlicesEager);
   registry.Add("index_copy(Tensor input, int dim, Tensor index, Tensor source) -> Tensor", OpKind::kData,
-               kBoth | kInplaceVariant | kIdx, &IndexSlicesEager);
-  registry.Add("take_along_dim(Tensor input, Tensor indices, int? dim=None) -> Tensor", OpKind::kData, kBoth | kIdx,
-               &TakeAlongDimEager);
+               kBoth | kInplaceVariant | kIdx | kDev, &IndexSlicesEager);
+  // Its gather call finds the device by itself.
+  registry.Add("take_along_dim(Tensor input, Tensor indices, int? dim=None) -> Tensor", OpKind::kData,
+               kBoth | kIdx | kDev, &TakeAlongDimEager);
   registry.Add("masked_fill(Tensor input, Tensor mask, Operand value) -> Tensor", OpKind::kComposite,
                kBoth | kInplaceVariant | kDecomposable, &MaskedFillEager);
   registry.Add("embedding(Tensor input, Tensor weight, int? padding_idx=None, float? max_norm=None, "
                "float norm_type=2.0, bool scale_grad_by_freq=False, bool sparse=False) -> Tensor",
-               OpKind::kData, kFunction | kNNFunctional | kIdx, &EmbeddingEager);
+               OpKind::kData, kFunction | kNNFunctional | kIdx | kDev, &EmbeddingEager);
   registry.Add("one_hot(Tensor input, int num_classes=-1) -> Tensor", OpKind::kData,
-               kFunction | kNNFunctional | kIdx, &OneHotEager)
+               kFunction | kNNFunctional | kIdx | kDev, &OneHotEager)
       .data_dependent_shape = &OneHotDataDependence;
-  registry.Add("nonzero(Tensor input) -> Tensor", OpKind::kData, kBoth, &NonzeroEager).data_dependent_shape =
+  registry.Add("nonzero(Tensor input) -> Tensor", OpKind::kData, kBoth | kDev, &NonzeroEager).data_dependent_shape =
       &AlwaysDataDependent;
-  registry.Add("where.condition(Tensor condition) -> Tensor[]", OpKind::kData, kFunction, &WhereConditionEager)
+  registry.Add("where.condition(Tensor condition) -> Tensor[]", OpKind::kData, kFunction | kDev,
+               &WhereConditionEager)
       .data_dependent_shape = &AlwaysDataDependent;
-  registry.Add("masked_select(Tensor input, Tensor mask) -> Tensor", OpKind::kData, kBoth, &MaskedSelectEager)
+  registry.Add("masked_select(Tensor input, Tensor mask) -> Tensor", OpKind::kData, kBoth | kDev,
+               &MaskedSelectEager)
       .data_dependent_shape = &AlwaysDataDependent;
 }
 

@@ -5,9 +5,11 @@
 #include <type_traits>
 
 #include "absl/strings/str_format.h"
+#include "graph/cuda_eager.h"
 #include "graph/op_registry.h"
 #include "graph/reduction.h"
 #include "runtime/copy.h"
+#include "runtime/cuda_index_kernels.h"
 #include "runtime/errors.h"
 #include "runtime/reduce_loops.h"
 #include "runtime/scalar_math.h"
@@ -107,6 +109,7 @@ absl::StatusOr<OpResult> ReductionEager(const OpDef& op, const OpArgs& args) {
 absl::StatusOr<OpResult> ArgReductionEager(const OpDef& op, const OpArgs& args) {
   const bool is_max = op.name() == "argmax";
   Tensor input = args.tensor(0);
+  DT_RUN_THROUGH_HOST_IF_NEEDED(op, args, input, false);
   const bool keepdim = args.bool_(2);
   Dims out_shape;
   Tensor rows;  // [outer, n] contiguous, the scanned dim last
@@ -145,6 +148,10 @@ absl::StatusOr<OpResult> ArgReductionEager(const OpDef& op, const OpArgs& args) 
   Tensor out = Tensor::Empty(out_shape, DType::kInt64, input.device());
   if (out.is_meta()) return OpResult{out};
   const int64_t outer = rows.size(0), n = rows.size(1);
+  if (IndexKernelsRun(input)) {
+    DT_RETURN_IF_ERROR(ArgExtremeRowsOnDevice(rows, is_max, out.AsStrided({outer}, {1}, out.offset())));
+    return OpResult{out};
+  }
   int64_t* result = out.data_as<int64_t>();
   DT_DISPATCH_ALL(rows.dtype(), [&] {
     using C = ComputeType<scalar_t>;
@@ -266,9 +273,9 @@ void RegisterReductionOps(OpRegistry& registry) {
     op.reduction.order_key_fn = e.order_key_fn;
   }
   registry.Add("argmax(Tensor input, int? dim=None, bool keepdim=False) -> Tensor",
-               OpKind::kReduction, kBound, &ArgReductionEager);
+               OpKind::kReduction, kBound | kCudaNative, &ArgReductionEager);
   registry.Add("argmin(Tensor input, int? dim=None, bool keepdim=False) -> Tensor",
-               OpKind::kReduction, kBound, &ArgReductionEager);
+               OpKind::kReduction, kBound | kCudaNative, &ArgReductionEager);
 }
 
 }  // namespace dt

@@ -3,12 +3,15 @@
 // Both compare in the promoted dtype of the sequence and the values, with PyTorch's own bound
 // tests (`!(seq[mid] >= v)` left, `!(seq[mid] > v)` right), so even unsorted rows and NaN give
 // PyTorch's positions. They run as one node between fused kernels; the result has the values'
-// shape, so tracing never breaks on them.
+// shape, so tracing never breaks on them. On CUDA tensors each value's search is one device
+// thread (runtime/cuda_index_kernels.h).
 #include <optional>
 
 #include "absl/strings/str_format.h"
+#include "graph/cuda_eager.h"
 #include "graph/op_registry.h"
 #include "runtime/copy.h"
+#include "runtime/cuda_index_kernels.h"
 #include "runtime/errors.h"
 
 namespace dt {
@@ -29,7 +32,8 @@ Tensor ValuesTensor(const ArgValue& value, const Tensor& sequence) {
   if (const Tensor* t = std::get_if<Tensor>(&value)) return *t;
   const Scalar s = std::get<Scalar>(value);
   const bool widens = s.is_float() && !IsFloating(sequence.dtype());
-  return ScalarTensor(s, widens ? DType::kFloat32 : sequence.dtype(), Device::Cpu());
+  return ScalarTensor(s, widens ? DType::kFloat32 : sequence.dtype(),
+                      sequence.is_meta() ? Device::Cpu() : sequence.device());
 }
 
 absl::Status CheckShapes(const Search& s) {
@@ -92,6 +96,22 @@ absl::StatusOr<Tensor> SorterPositions(const Search& s, int64_t n) {
   return order;
 }
 
+absl::Status SearchOnDevice(const Search& s, DType common, const Tensor& out) {
+  const int64_t n = s.sequence.size(s.sequence.ndim() - 1);
+  if (s.sorter) {
+    DT_ASSIGN_OR_RETURN(std::optional<int64_t> bad, FindValueOutside(*s.sorter, 0, n));
+    if (bad) {
+      return Error(ErrorKind::kIndex, absl::StrFormat("%s(): sorter index %d is out of range for a sorted dim of "
+                                                      "size %d",
+                                                      s.op, *bad, n));
+    }
+  }
+  const Tensor seq = Contiguous(CastTo(s.sequence, common)), values = Contiguous(CastTo(s.values, common));
+  const Tensor order = s.sorter ? Contiguous(*s.sorter) : Tensor();
+  const int64_t per_row = s.sequence.ndim() == 1 ? values.numel() : s.values.size(s.values.ndim() - 1);
+  return SearchSortedOnDevice(seq, s.sorter ? &order : nullptr, values, per_row, s.right, out);
+}
+
 absl::StatusOr<OpResult> RunSearch(const Search& s) {
   DT_RETURN_IF_ERROR(CheckShapes(s));
   const DType common = PromoteTypes(s.sequence.dtype(), s.values.dtype());
@@ -101,6 +121,10 @@ absl::StatusOr<OpResult> RunSearch(const Search& s) {
   const DType result_dtype = s.out_int32 ? DType::kInt32 : DType::kInt64;
   Tensor out = Tensor::Empty(s.values.sizes(), result_dtype, s.sequence.device());
   if (out.is_meta() || out.numel() == 0) return OpResult{out};
+  if (IndexKernelsRun(s.sequence)) {
+    DT_RETURN_IF_ERROR(SearchOnDevice(s, common, out));
+    return OpResult{out};
+  }
   const int64_t n = s.sequence.size(s.sequence.ndim() - 1);
   DT_ASSIGN_OR_RETURN(Tensor order, SorterPositions(s, n));
   const Tensor seq = Contiguous(CastTo(s.sequence, common)), values = Contiguous(CastTo(s.values, common));
@@ -139,7 +163,8 @@ absl::StatusOr<bool> SearchesRight(const OpArgs& args, int right_param, int side
   return side == "right";
 }
 
-absl::StatusOr<OpResult> SearchsortedEager(const OpDef&, const OpArgs& args) {
+absl::StatusOr<OpResult> SearchsortedEager(const OpDef& op, const OpArgs& args) {
+  DT_RUN_THROUGH_HOST_IF_NEEDED(op, args, args.tensor(0), false);
   Search s{.op = "searchsorted", .sequence = args.tensor(0), .values = ValuesTensor(args[1], args.tensor(0)),
            .out_int32 = args.bool_(2)};
   DT_ASSIGN_OR_RETURN(s.right, SearchesRight(args, 3, 4));
@@ -147,8 +172,9 @@ absl::StatusOr<OpResult> SearchsortedEager(const OpDef&, const OpArgs& args) {
   return RunSearch(s);
 }
 
-absl::StatusOr<OpResult> BucketizeEager(const OpDef&, const OpArgs& args) {
+absl::StatusOr<OpResult> BucketizeEager(const OpDef& op, const OpArgs& args) {
   const Tensor& boundaries = args.tensor(1);
+  DT_RUN_THROUGH_HOST_IF_NEEDED(op, args, boundaries, false);
   if (boundaries.ndim() != 1) {
     return Error(ErrorKind::kShape,
                  absl::StrFormat("bucketize(): boundaries must be 1-D, got shape %s", boundaries.ShapeString()));
@@ -162,9 +188,9 @@ absl::StatusOr<OpResult> BucketizeEager(const OpDef&, const OpArgs& args) {
 void RegisterSearchOps(OpRegistry& registry) {
   registry.Add("searchsorted(Tensor sorted_sequence, Operand input, *, bool out_int32=False, bool right=False, "
                "str? side=None, Tensor? sorter=None) -> Tensor",
-               OpKind::kData, kFunction, &SearchsortedEager);
+               OpKind::kData, kFunction | kCudaNative | kChecksIndices, &SearchsortedEager);
   registry.Add("bucketize(Operand input, Tensor boundaries, *, bool out_int32=False, bool right=False) -> Tensor",
-               OpKind::kData, kFunction, &BucketizeEager);
+               OpKind::kData, kFunction | kCudaNative, &BucketizeEager);
 }
 
 }  // namespace dt

@@ -4,7 +4,9 @@
 // Sorts are stable and order NaN as the largest value, as PyTorch does: last ascending, first
 // descending; equal values keep their input order either way. Scans accumulate in double (or
 // int64) and round each running value once into the result's dtype. Each runs as one node
-// between fused kernels; max/min decompose into amax/amin (fused) and argmax/argmin.
+// between fused kernels; max/min decompose into amax/amin (fused) and argmax/argmin. On CUDA
+// tensors sorts, scans and cummax/cummin run device kernels (runtime/cuda_index_kernels.h) on
+// the same rows; unique, sized by the data, goes through counted host mirrors.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -14,22 +16,17 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "graph/cuda_eager.h"
 #include "graph/op_registry.h"
 #include "graph/rows_along.h"
 #include "runtime/copy.h"
+#include "runtime/cuda_index_kernels.h"
 #include "runtime/errors.h"
 #include "runtime/scalar_math.h"
 
 namespace dt {
 namespace {
 
-// NaN-last ascending order and NaN-first descending order, for stable sorts.
-template <typename C>
-bool Before(C a, C b, bool descending) {
-  const bool a_nan = scalar::is_nan(a), b_nan = scalar::is_nan(b);
-  if (descending) return a_nan ? !b_nan : (!b_nan && a > b);
-  return !a_nan && (b_nan || a < b);
-}
 
 // Sorts each row of `rows`: the first `keep` values of each and their positions.
 void SortRows(const Rows& rows, bool descending, int64_t keep, Tensor& values, Tensor& indices) {
@@ -43,7 +40,7 @@ void SortRows(const Rows& rows, bool descending, int64_t keep, Tensor& values, T
       const scalar_t* row = in + r * rows.n;
       std::iota(order.begin(), order.end(), 0);
       std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
-        return Before(static_cast<C>(row[a]), static_cast<C>(row[b]), descending);
+        return scalar::sorts_before(static_cast<C>(row[a]), static_cast<C>(row[b]), descending);
       });
       for (int64_t i = 0; i < keep; ++i) {
         out[r * keep + i] = row[order[i]];
@@ -63,17 +60,23 @@ absl::StatusOr<OpResult> SortAlong(const Tensor& input, int64_t dim_arg, bool de
   Tensor indices = Tensor::Empty(shape, DType::kInt64, input.device());
   if (input.is_meta()) return OpResult{values, indices};
   const Rows rows = RowsAlong(input, dim);
-  Tensor row_values = Tensor::Empty({rows.outer, keep}, input.dtype(), Device::Cpu());
-  Tensor row_indices = Tensor::Empty({rows.outer, keep}, DType::kInt64, Device::Cpu());
-  SortRows(rows, descending, keep, row_values, row_indices);
+  Tensor row_values = Tensor::Empty({rows.outer, keep}, input.dtype(), input.device());
+  Tensor row_indices = Tensor::Empty({rows.outer, keep}, DType::kInt64, input.device());
+  if (IndexKernelsRun(input)) {
+    DT_RETURN_IF_ERROR(SortRowsOnDevice(rows.matrix(), descending, row_values, row_indices));
+  } else {
+    SortRows(rows, descending, keep, row_values, row_indices);
+  }
   return OpResult{PutBack(row_values, values, dim), PutBack(row_indices, indices, dim)};
 }
 
-absl::StatusOr<OpResult> SortEager(const OpDef&, const OpArgs& args) {
+absl::StatusOr<OpResult> SortEager(const OpDef& op, const OpArgs& args) {
+  DT_RUN_THROUGH_HOST_IF_NEEDED(op, args, args.tensor(0), false);
   return SortAlong(args.tensor(0), args.int_(1), args.bool_(2), -1);
 }
 
-absl::StatusOr<OpResult> ArgsortEager(const OpDef&, const OpArgs& args) {
+absl::StatusOr<OpResult> ArgsortEager(const OpDef& op, const OpArgs& args) {
+  DT_RUN_THROUGH_HOST_IF_NEEDED(op, args, args.tensor(0), false);
   DT_ASSIGN_OR_RETURN(OpResult sorted, SortAlong(args.tensor(0), args.int_(1), args.bool_(2), -1));
   return OpResult{sorted[1]};
 }
@@ -91,7 +94,8 @@ absl::StatusOr<int64_t> DimForK(absl::string_view op, const Tensor& input, int64
   return dim;
 }
 
-absl::StatusOr<OpResult> TopkEager(const OpDef&, const OpArgs& args) {
+absl::StatusOr<OpResult> TopkEager(const OpDef& op, const OpArgs& args) {
+  DT_RUN_THROUGH_HOST_IF_NEEDED(op, args, args.tensor(0), false);
   const Tensor& input = args.tensor(0);
   const int64_t k = args.int_(1);
   DT_ASSIGN_OR_RETURN(int64_t dim, DimForK("topk", input, k, args.int_(2), /*lowest=*/0));
@@ -101,6 +105,7 @@ absl::StatusOr<OpResult> TopkEager(const OpDef&, const OpArgs& args) {
 // ---- scans ----
 
 absl::StatusOr<OpResult> ScanEager(const OpDef& op, const OpArgs& args) {
+  DT_RUN_THROUGH_HOST_IF_NEEDED(op, args, args.tensor(0), false);
   const bool product = op.name() == "cumprod";
   Tensor input = args.tensor(0);
   DT_ASSIGN_OR_RETURN(int64_t dim, NormalizeDim(args.int_(1), input.ndim()));
@@ -109,7 +114,11 @@ absl::StatusOr<OpResult> ScanEager(const OpDef& op, const OpArgs& args) {
   Tensor out = Tensor::Empty(input.sizes(), result_dtype, input.device());
   if (out.is_meta() || out.numel() == 0) return OpResult{out};
   const Rows rows = RowsAlong(input, dim);
-  Tensor scanned = Tensor::Empty({rows.outer, rows.n}, result_dtype, Device::Cpu());
+  Tensor scanned = Tensor::Empty({rows.outer, rows.n}, result_dtype, input.device());
+  if (IndexKernelsRun(input)) {
+    DT_RETURN_IF_ERROR(ScanRowsOnDevice(rows.matrix(), product ? DeviceScan::kProd : DeviceScan::kSum, scanned));
+    return OpResult{PutBack(scanned, out, dim)};
+  }
   DT_DISPATCH_ALL(rows.data.dtype(), [&] {
     using In = scalar_t;
     DT_DISPATCH_ALL(result_dtype, [&] {
@@ -131,7 +140,8 @@ absl::StatusOr<OpResult> ScanEager(const OpDef& op, const OpArgs& args) {
 
 // kthvalue: the k-th smallest (1-based) along `dim` in the sorts' order (NaN largest; equal
 // values ranked in input order, so the index is deterministic where PyTorch leaves it open).
-absl::StatusOr<OpResult> KthvalueEager(const OpDef&, const OpArgs& args) {
+absl::StatusOr<OpResult> KthvalueEager(const OpDef& op, const OpArgs& args) {
+  DT_RUN_THROUGH_HOST_IF_NEEDED(op, args, args.tensor(0), false);
   const Tensor& input = args.tensor(0);
   const int64_t k = args.int_(1);
   DT_ASSIGN_OR_RETURN(int64_t dim, DimForK("kthvalue", input, k, args.int_(2), /*lowest=*/1));
@@ -147,26 +157,21 @@ absl::StatusOr<OpResult> KthvalueEager(const OpDef&, const OpArgs& args) {
   return out;
 }
 
-// cummax/cummin as PyTorch: an element at least as large (small) as the running extreme takes
-// its place, so ties move the index to the latest position; a NaN always does, and nothing
-// replaces a NaN but a later NaN.
-template <typename C>
-bool TakesOver(C x, C extreme, bool is_max) {
-  if (scalar::is_nan(x)) return true;
-  if (scalar::is_nan(extreme)) return false;
-  return is_max ? x >= extreme : x <= extreme;
-}
-
 absl::StatusOr<OpResult> CumExtremeEager(const OpDef& op, const OpArgs& args) {
   const bool is_max = op.name() == "cummax";
   const Tensor& input = args.tensor(0);
+  DT_RUN_THROUGH_HOST_IF_NEEDED(op, args, args.tensor(0), false);
   DT_ASSIGN_OR_RETURN(int64_t dim, NormalizeDim(args.int_(1), input.ndim()));
   Tensor values = Tensor::Empty(input.sizes(), input.dtype(), input.device());
   Tensor indices = Tensor::Empty(input.sizes(), DType::kInt64, input.device());
   if (values.is_meta() || values.numel() == 0) return OpResult{values, indices};
   const Rows rows = RowsAlong(input, dim);
-  Tensor row_values = Tensor::Empty({rows.outer, rows.n}, input.dtype(), Device::Cpu());
-  Tensor row_indices = Tensor::Empty({rows.outer, rows.n}, DType::kInt64, Device::Cpu());
+  Tensor row_values = Tensor::Empty({rows.outer, rows.n}, input.dtype(), input.device());
+  Tensor row_indices = Tensor::Empty({rows.outer, rows.n}, DType::kInt64, input.device());
+  if (IndexKernelsRun(input)) {
+    DT_RETURN_IF_ERROR(CumExtremeRowsOnDevice(rows.matrix(), is_max, row_values, row_indices));
+    return OpResult{PutBack(row_values, values, dim), PutBack(row_indices, indices, dim)};
+  }
   int64_t* at = row_indices.data_as<int64_t>();
   DT_DISPATCH_ALL(input.dtype(), [&] {
     using C = ComputeType<scalar_t>;
@@ -175,7 +180,7 @@ absl::StatusOr<OpResult> CumExtremeEager(const OpDef& op, const OpArgs& args) {
     for (int64_t r = 0; r < rows.outer; ++r) {
       int64_t best = r * rows.n;
       for (int64_t i = r * rows.n; i < (r + 1) * rows.n; ++i) {
-        if (TakesOver(static_cast<C>(in[i]), static_cast<C>(in[best]), is_max)) best = i;
+        if (scalar::takes_over(static_cast<C>(in[i]), static_cast<C>(in[best]), is_max)) best = i;
         out[i] = in[best];
         at[i] = best - r * rows.n;
       }
@@ -184,17 +189,9 @@ absl::StatusOr<OpResult> CumExtremeEager(const OpDef& op, const OpArgs& args) {
   return OpResult{PutBack(row_values, values, dim), PutBack(row_indices, indices, dim)};
 }
 
-// log(exp(a) + exp(b)) without overflow: the larger plus log1p of the smaller's share. Equal
-// values (infinities included) add log 2 directly, as inf - inf would be NaN.
-double LogAddExp(double a, double b) {
-  if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<double>::quiet_NaN();
-  if (a == b) return a + std::log(2.0);
-  const double high = std::max(a, b), low = std::min(a, b);
-  return high + std::log1p(std::exp(low - high));
-}
-
-absl::StatusOr<OpResult> LogcumsumexpEager(const OpDef&, const OpArgs& args) {
+absl::StatusOr<OpResult> LogcumsumexpEager(const OpDef& op, const OpArgs& args) {
   const Tensor& input = args.tensor(0);
+  DT_RUN_THROUGH_HOST_IF_NEEDED(op, args, args.tensor(0), false);
   if (!IsFloating(input.dtype())) {
     return Error(ErrorKind::kType, absl::StrFormat("logcumsumexp(): expected a floating-point input, got %s",
                                                    DTypeName(input.dtype())));
@@ -203,14 +200,18 @@ absl::StatusOr<OpResult> LogcumsumexpEager(const OpDef&, const OpArgs& args) {
   Tensor out = Tensor::Empty(input.sizes(), input.dtype(), input.device());
   if (out.is_meta() || out.numel() == 0) return OpResult{out};
   const Rows rows = RowsAlong(input, dim);
-  Tensor scanned = Tensor::Empty({rows.outer, rows.n}, input.dtype(), Device::Cpu());
+  Tensor scanned = Tensor::Empty({rows.outer, rows.n}, input.dtype(), input.device());
+  if (IndexKernelsRun(input)) {
+    DT_RETURN_IF_ERROR(ScanRowsOnDevice(rows.matrix(), DeviceScan::kLogSumExp, scanned));
+    return OpResult{PutBack(scanned, out, dim)};
+  }
   DT_DISPATCH_ALL(input.dtype(), [&] {
     const scalar_t* in = rows.data.data_as<scalar_t>();
     scalar_t* dst = scanned.data_as<scalar_t>();
     for (int64_t r = 0; r < rows.outer; ++r) {
       double acc = -std::numeric_limits<double>::infinity();
       for (int64_t i = r * rows.n; i < (r + 1) * rows.n; ++i) {
-        acc = LogAddExp(acc, static_cast<double>(static_cast<ComputeType<scalar_t>>(in[i])));
+        acc = scalar::log_add_exp(acc, static_cast<double>(static_cast<ComputeType<scalar_t>>(in[i])));
         dst[i] = static_cast<scalar_t>(acc);
       }
     }
@@ -231,8 +232,8 @@ struct RowOrder {
     using C = ComputeType<T>;
     for (int64_t j = 0; j < width; ++j) {
       const C a = static_cast<C>(rows[r * width + j]), b = static_cast<C>(rows[s * width + j]);
-      if (Before(a, b, false)) return true;
-      if (Before(b, a, false)) return false;
+      if (scalar::sorts_before(a, b, false)) return true;
+      if (scalar::sorts_before(b, a, false)) return false;
     }
     return false;
   }
@@ -355,6 +356,8 @@ absl::StatusOr<OpResult> MaxDimEager(const OpDef& op, const OpArgs& args) {
 
 void RegisterSortingOps(OpRegistry& registry) {
   constexpr uint32_t kBoth = kMethod | kFunction;
+  // kCudaNative: these run CUDA inputs on the device themselves (runtime/cuda_index_kernels.h).
+  constexpr uint32_t kDev = kBoth | kCudaNative;
   for (const char* name : {"max", "min"}) {
     registry.Add(absl::StrFormat("%s(Tensor input) -> Tensor", name), OpKind::kComposite, kBoth | kDecomposable,
                  &MaxAllEager);
@@ -366,25 +369,25 @@ void RegisterSortingOps(OpRegistry& registry) {
   }
   registry.Add("sort(Tensor input, int dim=-1, bool descending=False, bool stable=False) -> "
                "(Tensor values, Tensor indices)",
-               OpKind::kData, kBoth, &SortEager);
+               OpKind::kData, kDev, &SortEager);
   registry.Add("argsort(Tensor input, int dim=-1, bool descending=False, bool stable=False) -> Tensor",
-               OpKind::kData, kBoth, &ArgsortEager);
+               OpKind::kData, kDev, &ArgsortEager);
   registry.Add("topk(Tensor input, int k, int dim=-1, bool largest=True, bool sorted=True) -> "
                "(Tensor values, Tensor indices)",
-               OpKind::kData, kBoth, &TopkEager);
+               OpKind::kData, kDev, &TopkEager);
   registry.Add("kthvalue(Tensor input, int k, int dim=-1, bool keepdim=False) -> (Tensor values, Tensor indices)",
-               OpKind::kData, kBoth, &KthvalueEager);
+               OpKind::kData, kDev, &KthvalueEager);
   for (const char* name : {"cummax", "cummin"}) {
     registry.Add(absl::StrFormat("%s(Tensor input, int dim) -> (Tensor values, Tensor indices)", name), OpKind::kData,
-                 kBoth, &CumExtremeEager);
+                 kDev, &CumExtremeEager);
   }
   registry.Add("unique(Tensor input, bool sorted=True, bool return_inverse=False, bool return_counts=False, "
                "int? dim=None) -> Tensor[]",
                OpKind::kData, kBoth | kOneResultBare, &UniqueEager)
       .data_dependent_shape = &UniqueDataDependence;
-  registry.Add("logcumsumexp(Tensor input, int dim) -> Tensor", OpKind::kData, kBoth, &LogcumsumexpEager);
-  registry.Add("cumsum(Tensor input, int dim, *, DType? dtype=None) -> Tensor", OpKind::kData, kBoth, &ScanEager);
-  registry.Add("cumprod(Tensor input, int dim, *, DType? dtype=None) -> Tensor", OpKind::kData, kBoth, &ScanEager);
+  registry.Add("logcumsumexp(Tensor input, int dim) -> Tensor", OpKind::kData, kDev, &LogcumsumexpEager);
+  registry.Add("cumsum(Tensor input, int dim, *, DType? dtype=None) -> Tensor", OpKind::kData, kDev, &ScanEager);
+  registry.Add("cumprod(Tensor input, int dim, *, DType? dtype=None) -> Tensor", OpKind::kData, kDev, &ScanEager);
 }
 
 }  // namespace dt

@@ -19,9 +19,11 @@ namespace dt {
 struct Rows {
   Tensor data;
   int64_t outer = 1, n = 1;
+  // `data` as the [outer, n] matrix it is.
+  Tensor matrix() const { return data.AsStrided({outer, n}, {n, 1}, data.offset()); }
 };
 
-// REQUIRES: `input` is on the CPU; `dim` is normalised (ignored for a 0-d input: one row of one).
+// `dim` is normalised (ignored for a 0-d input: one row of one).
 Rows RowsAlong(const Tensor& input, int64_t dim);
 
 // `rows` ([outer, k], contiguous) laid back out with the sizes of `like` (whose size at `dim` is

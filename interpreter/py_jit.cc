@@ -17,6 +17,7 @@
 #include "jit/cuda_codegen.h"
 #include "jit/cuda_graph.h"
 #include "jit/nvrtc_check.h"
+#include "runtime/cuda_index_kernels.h"
 #include "runtime/cuda_tensor.h"
 #include "runtime/log.h"
 #include "runtime/nvrtc.h"
@@ -465,7 +466,8 @@ PyObject* FnStats(PyObject*, PyObject*) {
   put("cuda_graph_patches", PyLong_FromLongLong(graphs.patches - s.cuda_graph_baseline[2]));
   put("cuda_graph_refusals", PyLong_FromLongLong(graphs.refusals - s.cuda_graph_baseline[3]));
   // Kernels launched one at a time (those a capture records, or a replay runs, are not).
-  put("cuda_kernel_launches", PyLong_FromLongLong(graphs.kernel_launches - s.cuda_graph_baseline[4]));
+  put("cuda_kernel_launches",
+      PyLong_FromLongLong(graphs.kernel_launches + CudaIndexKernelLaunches() - s.cuda_graph_baseline[4]));
   // Calls that ran without a graph because their executable held graphs for 8 shape sets
   // already (CUDA graphs are per concrete shape set, dynamic sizes included).
   put("cuda_graph_shape_limit", PyLong_FromLongLong(graphs.shape_limit - s.cuda_graph_baseline[5]));

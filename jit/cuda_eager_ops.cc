@@ -15,8 +15,10 @@
 #include "graph/graph.h"
 #include "graph/pointwise.h"
 #include "jit/cuda_executable.h"
+#include "jit/kernel_cache.h"
 #include "jit/schedule.h"
 #include "runtime/copy.h"
+#include "runtime/cuda_index_kernels.h"
 #include "runtime/cuda_tensor.h"
 #include "runtime/errors.h"
 #include "runtime/log.h"
@@ -233,11 +235,21 @@ CudaEagerOps& Runner() {
 
 absl::StatusOr<bool> CopyKernel(const Tensor& dst, const Tensor& src) { return Runner().Copy(dst, src); }
 
+// The index kernels' modules through the kernel cache, so a process after the first loads
+// their CUBINs from disk instead of running NVRTC.
+absl::StatusOr<std::string> CachedCubin(const std::string& source, const std::string& name, int sm_arch) {
+  CacheSource from = CacheSource::kCompiled;
+  DT_ASSIGN_OR_RETURN(std::shared_ptr<const std::string> cubin,
+                      KernelCache::Global().LoadCubin(source, name, sm_arch, &from));
+  return *cubin;
+}
+
 }  // namespace
 
 void InstallCudaEagerOps() {
   SetDeviceOpRunner(&Runner());
   SetDeviceCopyKernel(&CopyKernel);
+  SetIndexKernelCompiler(&CachedCubin);
 }
 
 }  // namespace dt::jit

@@ -13,7 +13,7 @@
 // a dtype conversion) is the same thing: a clone or cast written into the destination.
 //
 // InstallCudaEagerOps() plugs both into the layers below (graph/cuda_eager.h,
-// runtime/copy.h). What has no kernel (integer division, which checks for zero first; ops
+// runtime/copy.h), and gives runtime/cuda_index_kernels.h the kernel cache for its CUBINs. What has no kernel (integer division, which checks for zero first; ops
 // without a device form) or can't be compiled or loaded (no NVRTC, a driver that refuses
 // modules) runs through host mirrors and is counted in `stats()["cuda_host_ops"]`.
 //

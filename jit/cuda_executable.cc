@@ -143,6 +143,10 @@ void CudaExecutable::DecideGraphUse(CudaGraphMode mode) {
       graph_refusal_ = absl::StrFormat("%s runs through the host", n.op->name());
       return;
     }
+    if (n.op->has(kChecksIndices)) {  // a synchronous read-back, which a capture can't hold
+      graph_refusal_ = absl::StrFormat("%s reads its index check back from the device", n.op->name());
+      return;
+    }
     ++launches;
   }
   if (mode == CudaGraphMode::kAuto && launches < 2) {

@@ -21,22 +21,6 @@ std::string FloatLiteral(double v, bool single) {
 
 }  // namespace
 
-const char* CppType(DType dtype) {
-  switch (dtype) {
-    case DType::kBool: return "bool";
-    case DType::kInt32: return "int32_t";
-    case DType::kInt64: return "int64_t";
-    case DType::kFloat16: return "dt::Half";
-    case DType::kFloat32: return "float";
-    case DType::kFloat64: return "double";
-    case DType::kUInt8: return "uint8_t";
-    case DType::kInt8: return "int8_t";
-    case DType::kInt16: return "int16_t";
-    case DType::kBFloat16: return "dt::BFloat16";
-  }
-  return "void";
-}
-
 const char* ComputeCppType(DType dtype) { return IsHalfWidthFloat(dtype) ? "float" : CppType(dtype); }
 
 std::string Literal(const Scalar& value, DType dtype) {

@@ -21,8 +21,7 @@
 
 namespace dt::jit {
 
-// The C++ spelling of a dtype's element type in generated code ("float", "dt::Half" ...).
-const char* CppType(DType dtype);
+// The C++ spelling of a dtype's element type in generated code is runtime/dtype.h's CppType.
 // The type a dtype's arithmetic happens in (float for float16).
 const char* ComputeCppType(DType dtype);
 // `value` as a `dtype` element, converted exactly as the eager runtime converts Python numbers;

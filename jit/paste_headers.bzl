@@ -5,14 +5,15 @@ headers; pasting them at build time means the module needs no source tree at run
 including other project headers are dropped: the pasted list must already be in dependency order.
 """
 
-def paste_headers(name, function, headers, declared_in):
+def paste_headers(name, function, headers, declared_in, namespace = "dt::jit"):
     """Defines genrule `name` writing `<name>.cc` with `const char* <function>()`.
 
     Args:
       name: the genrule's name; its output is `<name>.cc` (name without a trailing "_cc").
-      function: the function's name in namespace dt::jit.
+      function: the function's name in `namespace`.
       headers: labels of the headers, in the order they are pasted.
       declared_in: the project header declaring `function`, included by the output.
+      namespace: the C++ namespace `function` is declared in.
     """
     locations = " ".join(["$(location %s)" % h for h in headers])
     native.genrule(
@@ -20,7 +21,7 @@ def paste_headers(name, function, headers, declared_in):
         srcs = headers,
         outs = [name.replace("_cc", "") + ".cc"],
         cmd = ("(echo '#include \"%s\"'; " % declared_in) +
-              ("echo 'namespace dt::jit { const char* %s() { return'; " % function) +
+              ("echo 'namespace %s { const char* %s() { return'; " % (namespace, function)) +
               ("for f in %s; do " % locations) +
               "echo 'R\"DTPRELUDE('; grep -v '^#include \"\\(runtime\\|jit\\)/' $$f; echo ')DTPRELUDE\"'; done; " +
               "echo '; } }') > $@",

@@ -4,6 +4,8 @@
 
 #include "absl/strings/str_format.h"
 #include "runtime/copy.h"
+#include "runtime/cuda_index_kernels.h"
+#include "runtime/cuda_tensor.h"
 #include "runtime/errors.h"
 
 namespace dt {
@@ -80,7 +82,14 @@ absl::StatusOr<std::vector<Tensor>> MaskIndices(const Tensor& mask, Device devic
     for (int64_t d = 0; d < mask.ndim(); ++d) out.push_back(Tensor::Empty({mask_count}, DType::kInt64, device));
     return out;
   }
-  Tensor positions = NonzeroPositions(mask);
+  Tensor positions;
+  if (IndexKernelsRun(mask)) {
+    DT_ASSIGN_OR_RETURN(positions, NonzeroOnDevice(mask));
+  } else if (IsCuda(mask)) {  // callers send such masks through the host
+    return absl::InternalError("advanced index: a boolean mask on a CUDA device without the index kernels");
+  } else {
+    positions = NonzeroPositions(mask);
+  }
   const int64_t k = mask.ndim();
   for (int64_t d = 0; d < k; ++d) out.push_back(positions.AsStrided({positions.size(0)}, {k}, positions.offset() + d));
   return out;
@@ -96,6 +105,9 @@ absl::StatusOr<std::vector<Expanded>> Expand(const Tensor& input, absl::Span<con
       e.advanced = true;
       Tensor list = Tensor::Empty({static_cast<int64_t>(item.values.size())}, DType::kInt64, Device::Cpu());
       if (!item.values.empty()) std::memcpy(list.data(), item.values.data(), item.values.size() * sizeof(int64_t));
+      if (IsCuda(input)) {  // the list is the index on the input's device
+        DT_ASSIGN_OR_RETURN(list, ToDevice(list, input.device()));
+      }
       e.indices.push_back(list);
     } else if (item.kind == IndexItem::Kind::kTensor) {
       if (item.index < 0 || item.index >= static_cast<int64_t>(tensors.size())) {
@@ -254,6 +266,49 @@ void ForEachElement(const Resolved& r, const Layout& l, const std::vector<int64_
 
 char* StorageBase(const Tensor& t) { return static_cast<char*>(t.data()) - t.offset() * t.itemsize(); }
 
+// ---- the same on a device (runtime/cuda_index_kernels.h): the result's dims are the domain ----
+
+// Each index tensor checked in order, over B as the CPU path checks them, then as domain terms.
+absl::StatusOr<std::vector<DomainIndex>> DeviceTerms(const Resolved& r, const Layout& l) {
+  const int64_t kept_after = static_cast<int64_t>(l.kept_sizes.size()) - l.b_at;
+  std::vector<DomainIndex> terms;
+  for (const DimIndex& d : r.indexed) {
+    DT_ASSIGN_OR_RETURN(Dims b_strides, BroadcastStrides(d.index, l.b_shape));
+    const int64_t size = r.view.size(d.view_dim);
+    DT_RETURN_IF_ERROR(
+        CheckIndicesOnDevice(d.index.AsStrided(l.b_shape, b_strides, d.index.offset()), size, d.input_dim, true));
+    Dims strides(l.b_at, 0);
+    strides.insert(strides.end(), b_strides.begin(), b_strides.end());
+    strides.resize(strides.size() + kept_after, 0);
+    terms.push_back(DomainIndex{DomainOperand{d.index, strides}, size, true, r.view.stride(d.view_dim)});
+  }
+  return terms;
+}
+
+// The view's own strides over the domain: its kept dims, 0 across B.
+Dims ViewStrides(const Layout& l) {
+  Dims strides = l.kept_strides;
+  strides.insert(strides.begin() + l.b_at, l.b_shape.size(), 0);
+  return strides;
+}
+
+absl::StatusOr<Tensor> IndexGatherOnDevice(const Resolved& r, const Layout& l) {
+  Tensor out = Tensor::Empty(ResultShape(l), r.view.dtype(), r.view.device());
+  DT_ASSIGN_OR_RETURN(std::vector<DomainIndex> terms, DeviceTerms(r, l));
+  DT_RETURN_IF_ERROR(GatherOnDevice(out, DomainOperand{r.view, ViewStrides(l)}, terms));
+  return out;
+}
+
+absl::Status IndexPutOnDevice(const Resolved& r, const Layout& l, const Tensor& values, bool accumulate) {
+  const Dims shape = ResultShape(l);
+  Tensor source = CastTo(values, r.view.dtype());
+  if (source.SharesStorageWith(r.view)) source = Clone(source);  // written while read otherwise
+  DT_ASSIGN_OR_RETURN(Dims source_strides, BroadcastStrides(source, shape));
+  DT_ASSIGN_OR_RETURN(std::vector<DomainIndex> terms, DeviceTerms(r, l));
+  return ScatterOnDevice(shape, DomainOperand{r.view, ViewStrides(l)}, DomainOperand{source, source_strides}, terms,
+                         accumulate ? DeviceFold::kSum : DeviceFold::kAssign);
+}
+
 }  // namespace
 
 absl::StatusOr<Dims> IndexResultShape(const Tensor& input, absl::Span<const IndexItem> items,
@@ -268,6 +323,7 @@ absl::StatusOr<Tensor> IndexGather(const Tensor& input, absl::Span<const IndexIt
                                    absl::Span<const Tensor> tensors) {
   DT_ASSIGN_OR_RETURN(Resolved r, Resolve(input, items, tensors, /*mask_count=*/-1));
   DT_ASSIGN_OR_RETURN(Layout l, LayoutOf(r));
+  if (IndexKernelsRun(input)) return IndexGatherOnDevice(r, l);
   Tensor out = Tensor::Empty(ResultShape(l), input.dtype(), input.device());
   if (out.is_meta()) return out;
   DT_ASSIGN_OR_RETURN(std::vector<int64_t> offsets, IndexOffsets(r, l));
@@ -293,6 +349,7 @@ absl::Status IndexPut(const Tensor& target, absl::Span<const IndexItem> items, a
                                  values.ShapeString(), DimsToString(shape)));
   }
   if (target.is_meta()) return absl::OkStatus();
+  if (IndexKernelsRun(target)) return IndexPutOnDevice(r, l, values, accumulate);
   const Tensor source = Contiguous(
       CastTo(values, target.dtype()).AsStrided(shape, *strides, values.offset()));
   DT_ASSIGN_OR_RETURN(std::vector<int64_t> offsets, IndexOffsets(r, l));

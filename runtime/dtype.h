@@ -38,6 +38,8 @@ void SetDefaultFloat(DType dtype);
 int64_t ItemSize(DType dtype);
 // "float32", as in `dyntrace.float32`.
 absl::string_view DTypeName(DType dtype);
+// The element type generated kernels store it as ("float", "dt::Half"; runtime/half.h).
+const char* CppType(DType dtype);
 // PyTorch's capitalised scalar-type name ("Float", "Long") used in its error messages.
 absl::string_view DTypeScalarName(DType dtype);
 absl::StatusOr<DType> DTypeFromName(absl::string_view name);

@@ -315,6 +315,32 @@ template <typename T> DT_HD T reduce_min(T acc, T x) { return minimum(acc, x); }
 template <typename T> DT_HD bool reduce_any(bool acc, T x) { return acc || static_cast<bool>(x); }
 template <typename T> DT_HD bool reduce_all(bool acc, T x) { return acc && static_cast<bool>(x); }
 
+// ---- orders shared by the CPU sorts and scans (graph/ops_sorting.cc) and the device kernels
+// (runtime/index_kernels.cuh), so both give the same positions ----
+
+// Stable sorts order NaN as the largest value, as PyTorch does: last ascending, first descending.
+template <typename T> DT_HD bool sorts_before(T a, T b, bool descending) {
+  const bool a_nan = is_nan(a), b_nan = is_nan(b);
+  if (descending) return a_nan ? !b_nan : (!b_nan && a > b);
+  return !a_nan && (b_nan || a < b);
+}
+// cummax/cummin as PyTorch: an element at least as large (small) as the running extreme takes
+// its place, so ties move the index to the latest position; a NaN always does, and nothing
+// replaces a NaN but a later NaN.
+template <typename T> DT_HD bool takes_over(T x, T extreme, bool is_max) {
+  if (is_nan(x)) return true;
+  if (is_nan(extreme)) return false;
+  return is_max ? x >= extreme : x <= extreme;
+}
+// log(exp(a) + exp(b)) without overflow: the larger plus log1p of the smaller's share. Equal
+// values (infinities included) add log 2 directly, as inf - inf would be NaN.
+DT_HD double log_add_exp(double a, double b) {
+  if (is_nan(a) || is_nan(b)) return a + b;
+  if (a == b) return a + log(2.0);
+  const double high = a > b ? a : b, low = a > b ? b : a;
+  return high + log1p(exp(low - high));
+}
+
 // ---- order keys: float max/min folded as integer max/min ----
 // The NaN-aware select in `maximum` keeps compilers from vectorising a max reduction; integer
 // max/min vectorise everywhere. order_key maps every non-NaN float to an integer with the same

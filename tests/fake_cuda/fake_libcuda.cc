@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "jit/cuda_launch_abi.h"
+#include "runtime/index_kernel_abi.h"
 
 namespace {
 
@@ -140,6 +141,19 @@ bool ArgsInsideDevice(const dt::CudaKernelArgs& args) {
     if (Translate(first, static_cast<size_t>((high - low + 1) * itemsize)) == nullptr) return false;
   }
   return args.workspace == nullptr || Translate(reinterpret_cast<uint64_t>(args.workspace), 1) != nullptr;
+}
+
+// The index kernels (runtime/index_kernels.cuh) take an IxArgs, which states the byte range
+// each operand may touch: every range must lie inside one device allocation.
+bool IndexArgsInsideDevice(const dt::IxArgs& args) {
+  for (int64_t k = 0; k < args.operands && k < dt::kIxMaxOperands; ++k) {
+    const dt::IxOperand& o = args.op[k];
+    if (o.data == nullptr || args.numel == 0) continue;
+    if (o.high_bytes <= o.low_bytes) return false;
+    const uint64_t first = reinterpret_cast<uint64_t>(o.data) + static_cast<uint64_t>(o.low_bytes);
+    if (Translate(first, static_cast<size_t>(o.high_bytes - o.low_bytes)) == nullptr) return false;
+  }
+  return args.error == nullptr || Translate(reinterpret_cast<uint64_t>(args.error), sizeof(uint64_t)) != nullptr;
 }
 
 // The limits of the device the stand-in reports (an H200: sm_90, 132 SMs).
@@ -303,8 +317,13 @@ int cuLaunchKernel(void* fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
   }
   const int shared_limit = std::max(kDefaultSharedBytes, static_cast<FakeFunction*>(fn)->max_dynamic_shared);
   if (static_cast<int>(shared) > shared_limit) return kInvalidValue;
-  const auto& args = *static_cast<const dt::CudaKernelArgs*>(params[0]);
-  if (!ArgsInsideDevice(args)) return kInvalidValue;
+  dt::CudaKernelArgs args{};
+  if (static_cast<FakeFunction*>(fn)->name.rfind("dt_ix_", 0) == 0) {
+    if (!IndexArgsInsideDevice(*static_cast<const dt::IxArgs*>(params[0]))) return kInvalidValue;
+  } else {
+    args = *static_cast<const dt::CudaKernelArgs*>(params[0]);
+    if (!ArgsInsideDevice(args)) return kInvalidValue;
+  }
   Capture& c = capture();
   std::lock_guard<std::mutex> lock(c.mu);
   if (c.active) {

@@ -353,8 +353,38 @@ def eager_op_results(t):
     h = x.to(dt.float16)
     h += 1  # in place in float16
     out["setitem and in-place"] = (z, h)
-    out["linalg"] = (x @ m, x.T.matmul(y), dt.matmul(x.reshape(2, -1, x.shape[1]).transpose(0, 1), m))
+    out["linalg"] = (x @ m, x.T.matmul(y), dt.matmul(x[:x.shape[0] // 2 * 2].reshape(2, -1, x.shape[1]).transpose(0, 1), m))
+    out.update(index_op_results(t))
     return out
+
+
+# The hand-written index, sort and scan kernels (runtime/cuda_index_kernels.h). Index tensors come
+# from the CPU (ranges would be host ops): `rp`/`cp` pick rows/columns, negative ones included,
+# `dup` repeats rows (scatters with duplicates), `idx` has x's shape with row values.
+def index_op_results(t):
+    x, pos, rp, cp, dup, idx, oh = t["x"], t["pos"], t["rp"], t["cp"], t["dup"], t["idx"], t["oh"]
+    row = dt.sort(x[0]).values
+    z = x.clone()
+    z[rp] = 2.0
+    z[:, cp[:3]] = x[:, :3]
+    exact = (x[rp], x[:, cp], x[rp[:4], cp[:4]], x.index_select(1, cp), dt.gather(x, 0, idx),
+             dt.take_along_dim(x, idx, 0), dt.embedding(dup, x), dt.sort(x, 1), dt.sort(x.T, 1, descending=True),
+             x.argsort(0), dt.topk(x, 5), dt.kthvalue(x, 3, 1), x.argmax(1), x.argmin(0), x.argmax(), x.max(1),
+             dt.cummax(x, 1), dt.cummin(x, 0), dt.tril(x, 1), dt.triu(x, -2), dt.flip(x, [0, 1]), x.roll(3, 1),
+             x.repeat(2, 1, 3), dt.searchsorted(row, x), dt.bucketize(x, row, right=True), dt.one_hot(oh, 7),
+             dt.scatter(x, 0, dup.unsqueeze(1).expand(-1, 4), x[:dup.shape[0], :4]), z,
+             x.index_copy(0, dup, x[:dup.shape[0]]), dt.scatter_reduce(x, 0, idx, pos, "amax"),
+             dt.scatter_reduce(x, 0, idx, pos, "amin", include_self=False), dt.sort(x.to(dt.int32), 1).values,
+             dt.eye(5, 7, device=x.device), x.to(dt.float16).sort(1).indices, x[x > 0.5], dt.nonzero(x < -1),
+             dt.masked_select(x, pos > 1.2), dt.where(x > 1)[1])
+    w = x.clone()
+    w[rp] += 1.0
+    w[x < -1] = 0.25
+    sums = (dt.scatter_add(x, 0, idx, pos), x.index_add(0, dup, x[:dup.shape[0]], alpha=0.5), w,
+            dt.scatter_reduce(x, 0, idx, pos, "mean"), dt.scatter_reduce(x, 0, idx, pos, "sum", include_self=False))
+    scans = (dt.cumsum(x, 1), dt.cumsum(x.T, 1), dt.logcumsumexp(x, 0), dt.cumprod(pos[:, :9], 1),
+             dt.cumsum((x > 0), 1))
+    return {"index exact": exact, "index sums": sums, "index scans": scans}
 
 
 def run_eager_on_device(mode, log):
@@ -367,6 +397,9 @@ def run_eager_on_device(mode, log):
         cpu = {"x": dt.randn(rows, cols), "y": dt.randn(rows, cols), "pos": dt.rand(rows, cols) + 0.5,
                "m": dt.randn(cols, 19)}
         cpu["b"], cpu["i"] = cpu["x"] > 0, (cpu["x"] * 10).to(dt.int32)
+        pick = lambda n, low, high: (dt.rand(n) * (high - low) + low).floor().to(dt.int64)
+        cpu["rp"], cpu["cp"], cpu["dup"] = pick(9, -rows, rows), pick(11, -cols, cols), pick(rows // 2, 0, rows)
+        cpu["idx"], cpu["oh"] = (dt.rand(rows, cols) * rows).floor().to(dt.int64), pick(13, 0, 7)
         want = eager_op_results(cpu)
         before = dt.stats()["cuda_host_ops"]
         got = eager_op_results({k: v.cuda() for k, v in cpu.items()})
@@ -379,6 +412,11 @@ def run_eager_on_device(mode, log):
             # to x*x, so sigma ~2): summed_tol's model. Pointwise math: libm and CUDA's functions
             # are each within 2 ulp, so 8 ulp (1e-6) relative.
             tol = summed_tol(cols, sigma=2) if name in ("reductions", "composites", "linalg") else (1e-6, 1e-6)
+            # Index kernels move elements exactly; scatters sum at most `rows` terms in the
+            # order the atomics take them; scans add in double and round once (a near-tie may
+            # round the other way; the products and log-sum-exps compound 1 ulp per step).
+            tol = {"index exact": (0.0, 0.0), "index sums": summed_tol(rows, sigma=2),
+                   "index scans": (4e-7 * 9, 1e-6)}.get(name, tol)
             for k, (g, w) in enumerate(zip(flatten_results(got[name]), flatten_results(want[name]))):
                 bad = compare(g, w, lambda d: tolerance(d, tol))
                 if bad is not None:

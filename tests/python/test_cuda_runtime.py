@@ -357,8 +357,8 @@ def test_real_gpu_when_present():
 
 
 # Ops that still generate their values on the host and upload them (random streams shared with
-# the CPU; ranges) or have no device kernel yet (argmax/argmin); README "CUDA tensors" lists them.
-HOST_GENERATED = {"rand", "rand_like", "randn", "randn_like", "arange", "linspace", "argmax", "argmin"}
+# the CPU; ranges); README "CUDA tensors" lists them.
+HOST_GENERATED = {"rand", "rand_like", "randn", "randn_like", "arange", "linspace"}
 
 EAGER_OPS_ON_DEVICE = """
     import os
@@ -424,8 +424,6 @@ EAGER_OPS_ON_DEVICE = """
             getattr(dt, n)(x)
         elif n in ("arange", "linspace"):
             getattr(dt, n)(0, 5, 5, device="cuda") if n == "linspace" else dt.arange(5, device="cuda")
-        elif n in ("argmax", "argmin"):
-            getattr(dt, n)(x, 1)
         else:
             getattr(dt, n)(3, device="cuda")
         assert dt.stats()["cuda_host_ops"] == before + 1, n
@@ -486,10 +484,9 @@ def test_dynamic_sizes_reuse_one_program_and_cuda_graphs_stop_at_eight_shape_set
         # One capture by the first (static, B = 2) program, then 8 by the dynamic one.
         assert s["cuda_graph_captures"] == 9 and s["cuda_graph_shape_limit"] > 0, s
     """, FAKE_CUDA_ACCEPT_MODULES="1")
-# Gathers, scatters, the indexing ops, sorts and scans have no device kernel yet: they run through
-# host mirrors, each call counted (README "CUDA tensors"); masked_fill is a `where` and max/min
-# (all, elementwise) amax/amin/maximum/minimum, which stay on the device; max/min with a dim
-# find their indices with argmax/argmin (host).
+# Gathers, scatters, the indexing ops (masks too), sorts and scans run device kernels (runtime/
+# cuda_index_kernels.h) where the driver loads modules; where it refuses them (the plain stand-in)
+# they run through host mirrors, each call counted (README "CUDA tensors").
 INDEXING_THROUGH_THE_HOST = {"_index", "_index_put", "index_put", "index_select", "gather", "scatter",
                              "scatter.value", "scatter_add", "take_along_dim", "embedding", "one_hot", "nonzero",
                              "where.condition", "masked_select", "sort", "argsort", "topk", "cumsum", "cumprod",
@@ -498,8 +495,7 @@ INDEXING_THROUGH_THE_HOST = {"_index", "_index_put", "index_put", "index_select"
                              "bucketize", "cummax", "cummin", "logcumsumexp"}
 
 
-def test_indexing_ops_on_cuda_tensors_go_through_counted_host_mirrors():
-    run_with_fake_driver("""
+INDEXING_CASES = """
         dt.manual_seed(5)
         x = dt.randn(4, 6)
         g = x.cuda()
@@ -508,13 +504,11 @@ def test_indexing_ops_on_cuda_tensors_go_through_counted_host_mirrors():
         cases = [
             lambda a, i, j: a[i],
             lambda a, i, j: a[:, [1, -2]],
-            lambda a, i, j: a[a > 0],
             lambda a, i, j: a.index_select(1, i % 6),
             lambda a, i, j: dt.gather(a, 1, j.expand(4, 6)),
             lambda a, i, j: dt.scatter_add(a, 1, j, a[:1]),
             lambda a, i, j: dt.take_along_dim(a, j, 1),
             lambda a, i, j: dt.embedding(i, a),
-            lambda a, i, j: dt.nonzero(a > 0),
             lambda a, i, j: dt.sort(a, 1, descending=True).values,
             lambda a, i, j: a.argsort(0),
             lambda a, i, j: dt.topk(a, 2).indices,
@@ -532,14 +526,24 @@ def test_indexing_ops_on_cuda_tensors_go_through_counted_host_mirrors():
             lambda a, i, j: a.index_copy(1, i % 6, a[:, :3]),
             lambda a, i, j: dt.scatter_reduce(a, 1, j, a[:1], "amax", include_self=False),
             lambda a, i, j: dt.kthvalue(a, 2, 1).values,
-            lambda a, i, j: dt.unique(j, return_counts=True)[1],
             lambda a, i, j: dt.searchsorted(dt.sort(a[0]).values, a, right=True),
             lambda a, i, j: dt.bucketize(a, dt.sort(a[1]).values),
             lambda a, i, j: dt.cummax(a, 1).indices,
             lambda a, i, j: a.cummin(0).values,
             lambda a, i, j: dt.logcumsumexp(a, 1),
         ]
-        for n, fn in enumerate(cases):
+        # Sized by their data. The mask is made on the host: a stand-in driver that accepts
+        # modules computes nothing.
+        pos = lambda a: (x > 0).cuda() if a.is_cuda else x > 0
+        data_sized = [lambda a, i, j: a[pos(a)], lambda a, i, j: dt.nonzero(pos(a)),
+                      lambda a, i, j: dt.unique(j, return_counts=True)[1], lambda a, i, j: dt.masked_select(a, pos(a)),
+                      lambda a, i, j: dt.where(pos(a))[0]]
+"""
+
+
+def test_indexing_ops_fall_back_to_counted_host_mirrors_where_modules_do_not_load():
+    run_with_fake_driver(INDEXING_CASES + """
+        for n, fn in enumerate(cases + data_sized):
             before = dt.stats()["cuda_host_ops"]
             got, want = fn(g, gt, gidx), fn(x, t, idx)
             assert got.is_cuda and got.shape == want.shape and close(got, want), n
@@ -559,6 +563,75 @@ def test_indexing_ops_on_cuda_tensors_go_through_counted_host_mirrors():
         assert {"_index", "_index_put", "gather"} <= names, names
     """)
     assert INDEXING_THROUGH_THE_HOST <= set(dt._op_names()), INDEXING_THROUGH_THE_HOST - set(dt._op_names())
+
+
+# Sized by their data: unique still reads its input on the host (counted); the others count on
+# the device and read the count back.
+DATA_SIZED = {"nonzero", "where.condition", "masked_select", "unique"}
+
+
+def test_indexing_sorting_and_scans_launch_device_kernels_and_count_no_host_op():
+    # The stand-in driver loads the NVRTC-built module and records launches (values are not
+    # computed: tests/index_kernels_test.cc checks them); only the data-sized ops and boolean
+    # masks touch the host.
+    out = run_compiled_with_fake_driver(INDEXING_CASES + """
+        launches = lambda: dt.stats()["cuda_kernel_launches"]
+        # The cases' `i % 6` is integer division, which checks for zero on the host (README).
+        host = lambda: {k: v for k, v in dt.stats()["cuda_host_ops_by_op"].items() if k != "remainder"}
+        more = [lambda a, i, j: dt.one_hot(j[0] % 4, 5), lambda a, i, j: a.argmax(), lambda a, i, j: a.argmin(1, True),
+                lambda a, i, j: dt.scatter(a, 1, j.expand(2, 6), a), lambda a, i, j: dt.scatter(a, 0, j[:, 1:3], 2.0),
+                lambda a, i, j: dt.index_put(a, (i[1:] + 1,), a[0]), lambda a, i, j: a[1:, None, [0, 2]],
+                lambda a, i, j: dt.scatter_reduce(a, 1, j, a[:1], "mean"), lambda a, i, j: dt.tril(a.half(), -1),
+                lambda a, i, j: dt.sort(a.to(dt.int32), 0).indices, lambda a, i, j: dt.cumsum(a > 0, 1),
+                lambda a, i, j: dt.searchsorted(dt.sort(a).values, a, sorter=dt.argsort(a)),
+                lambda a, i, j: dt.flip(a.T, [1]), lambda a, i, j: a.repeat(1, 2, 1)]
+        for n, fn in enumerate(cases + more):
+            before, launched = host(), launches()
+            got = fn(g, gt, gidx)
+            assert got.is_cuda and got.shape == fn(x, t, idx).shape, n
+            assert host() == before, (n, host())
+            assert launches() > launched, n
+        gw = g.clone()
+        before = dt.stats()["cuda_host_ops"]
+        gw[gt] = 2.0
+        gw[:, gidx[0, :2]] += 1.0
+        gw[[0, 1], [1, -1]] = g[0, :2]
+        assert dt.stats()["cuda_host_ops"] == before, dt.stats()["cuda_host_ops_by_op"]
+        before = dt.stats()["cuda_host_ops"]
+        assert dt.unique(gidx, return_counts=True)[1].is_cuda
+        assert dt.stats()["cuda_host_ops"] > before, "unique"
+        # A program with an index check reads it back, so it runs without a CUDA graph.
+        f = dt.jit(lambda a, i: (a * 2).gather(1, i) + 1, backend="cuda")
+        for _ in range(3):
+            f(g, gidx.expand(4, 6))
+        assert dt.stats()["cuda_graph_captures"] == 0, dt.stats()
+        # So does a program that sorts: its kernels are captured with the rest.
+        h = dt.jit(lambda a: dt.sort(a * 2, 1).values.cumsum(0) + 1, backend="cuda")
+        for _ in range(3):
+            h(g)
+        print("captures", dt.stats()["cuda_graph_captures"])
+    """, FAKE_CUDA_ACCEPT_MODULES="1")
+    assert "captures 1" in out, out
+    assert DATA_SIZED <= set(dt._op_names())
+
+
+def test_mask_selections_count_on_the_device():
+    # x[mask], x[mask] = v, nonzero, where(cond), masked_select: a scan of the mask on the device,
+    # its total read back (the result's size), a compaction launch; no host op. In a fresh child
+    # the scan's buffer is fresh stand-in memory (zeros: the stand-in runs no kernel), so the
+    # count read back is 0 and the results are empty; index_kernels_test checks the values.
+    run_compiled_with_fake_driver(INDEXING_CASES + """
+        launches = lambda: dt.stats()["cuda_kernel_launches"]
+        m = pos(g)
+        for n, fn in enumerate(data_sized[:2] + data_sized[3:]):
+            before, launched = dt.stats()["cuda_host_ops"], launches()
+            assert fn(g, gt, gidx).is_cuda, n
+            assert dt.stats()["cuda_host_ops"] == before, (n, dt.stats()["cuda_host_ops_by_op"])
+            assert launches() > launched, n
+        gw = g.clone()
+        gw[m] = 1.0
+        assert dt.stats()["cuda_host_ops"] == 0, dt.stats()["cuda_host_ops_by_op"]
+    """, FAKE_CUDA_ACCEPT_MODULES="1")
 
 
 def test_gpt2_style_layer_stays_on_the_device_in_one_cuda_graph():
