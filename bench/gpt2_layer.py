@@ -44,17 +44,14 @@ def torch_contender(inputs):
         return None, "n/a: %s" % e
     layer = layer_for(torch, torch.nn.functional.layer_norm, torch.nn.functional.gelu)
     args = tuple(torch.from_numpy(np.asarray(t.numpy()).copy()) for t in inputs)
-    # Each side runs with its own default thread count. They share libgomp's process-wide
-    # default, which importing torch sets to its choice (one thread here, its GEMMs on
-    # OpenBLAS's pool of one per core): without resetting it per call, dyntrace's kernels ran
-    # on torch's one thread, or torch on dyntrace's two, and then its OpenMP team and OpenBLAS's
-    # pool spin against each other (2x slower).
-    threads = torch.get_num_threads()
-
+    # Each side runs with its own default thread count. They share libgomp, whose default
+    # importing torch sets to its choice (one thread here, its GEMMs on OpenBLAS's pool of one
+    # per core); dyntrace keeps its own count (runtime/parallel.h) and puts torch's back after
+    # each compiled call. torch made to run on two OpenMP threads spins against OpenBLAS's pool
+    # (2x slower), so it is left at its default.
     def call():
-        torch.set_num_threads(threads)
         return layer(*args)
-    call.threads = threads
+    call.threads = torch.get_num_threads()
     return call, args
 
 
@@ -76,14 +73,8 @@ def main():
     err = (want - got).abs().amax().item()
     assert err <= 1e-3 * (1 + got.abs().amax().item()), "compiled and eager differ by %g" % err
     torch_fn, torch_args = torch_contender(inputs)
-    threads = os.cpu_count() or 1
-
-    def ours(fn):
-        def call():
-            dt.set_num_threads(threads)
-            return fn(*inputs)
-        return call
-    fns = {"dyntrace cpu backend": ours(compiled), "dyntrace eager": ours(plain)}
+    threads = dt.get_num_threads()
+    fns = {"dyntrace cpu backend": lambda: compiled(*inputs), "dyntrace eager": lambda: plain(*inputs)}
     if torch_fn is not None:
         terr = (dt.from_dlpack(torch_fn().contiguous()) - want).abs().amax().item()
         assert terr <= 1e-3 * (1 + got.abs().amax().item()), "torch and dyntrace differ by %g" % terr

@@ -15,6 +15,7 @@
 #include "runtime/copy.h"
 #include "runtime/errors.h"
 #include "runtime/log.h"
+#include "runtime/parallel.h"
 #include "runtime/storage.h"
 
 namespace dt::jit {
@@ -198,6 +199,7 @@ absl::StatusOr<std::vector<Tensor>> CpuExecutable::Run(const std::vector<Tensor>
   if (!written_inputs_.empty() && WrittenInputOverlaps(inputs, written_inputs_)) return g.RunEager(inputs, scalars);
   std::vector<Tensor> env(g.num_values());
   for (size_t i = 0; i < inputs.size(); ++i) env[g.inputs()[i]] = inputs[i];
+  const MaxThreadsScope threads;
   for (const Step& step : program_.steps) {
     if (step.kind == Step::Kind::kNode) {
       DT_RETURN_IF_ERROR(g.RunNode(step.index, env, scalars));

@@ -1,7 +1,10 @@
 #include "runtime/parallel.h"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -10,17 +13,46 @@
 namespace dt {
 
 namespace {
-// 0 until set_num_threads: OpenMP's default (OMP_NUM_THREADS, else one per core).
+// 0 until set_num_threads: DefaultThreads().
 std::atomic<int> threads_set{0};
+
+// OMP_NUM_THREADS's first number when set and positive, else the CPUs in the affinity mask.
+int DefaultThreads() {
+  static const int threads = [] {
+    if (const char* env = std::getenv("OMP_NUM_THREADS"); env != nullptr) {
+      const long n = std::strtol(env, nullptr, 10);
+      if (n > 0) return static_cast<int>(std::min<long>(n, 1 << 16));
+    }
+    cpu_set_t cpus;
+    if (sched_getaffinity(0, sizeof(cpus), &cpus) == 0 && CPU_COUNT(&cpus) > 0) return CPU_COUNT(&cpus);
+    return 1;
+  }();
+  return threads;
+}
 }  // namespace
 
 int MaxThreads() {
-  const int set = threads_set.load(std::memory_order_relaxed);
-  if (set > 0) return set;
 #ifdef _OPENMP
-  return omp_get_max_threads();
+  const int set = threads_set.load(std::memory_order_relaxed);
+  return set > 0 ? set : DefaultThreads();
 #else
   return 1;
+#endif
+}
+
+MaxThreadsScope::MaxThreadsScope() {
+#ifdef _OPENMP
+  const int previous = omp_get_max_threads();
+  if (previous != MaxThreads()) {
+    restore_ = previous;
+    omp_set_num_threads(MaxThreads());
+  }
+#endif
+}
+
+MaxThreadsScope::~MaxThreadsScope() {
+#ifdef _OPENMP
+  if (restore_ > 0) omp_set_num_threads(restore_);
 #endif
 }
 

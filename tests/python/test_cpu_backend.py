@@ -772,3 +772,34 @@ def test_read_only_inputs_sharing_storage_keep_the_fused_writes():
         compare(g(shared[:4], shared[1:], shared[:4]), f(copy[:4], copy[1:], copy[:4]), what="written alias")
         compare(shared, copy, what="written storage")
     assert stats()["fallbacks"] == 0, stats()["fallback_reasons"]
+
+
+def test_kernels_keep_dyntraces_thread_count_when_another_library_sets_openmps():
+    # Another library in the process may set OpenMP's default (importing Debian's torch sets it to
+    # one thread). dyntrace's work keeps its own count (OMP_NUM_THREADS=2 here), so its kernels
+    # still start a second thread, and the other library's default is as it left it afterwards.
+    code = textwrap.dedent("""
+        import ctypes, os
+        import dyntrace as dt
+        gomp = ctypes.CDLL("libgomp.so.1")
+        gomp.omp_set_num_threads(1)
+        f = dt.jit(lambda x: (x * 2.0 + 1.0).exp(), backend="cpu")
+        x = dt.ones(1).expand(1 << 20)
+        before = len(os.listdir("/proc/self/task"))
+        y = f(x)
+        y = f(x)
+        after = len(os.listdir("/proc/self/task"))
+        assert abs(y[5].item() - 20.085536923187668) < 1e-4, y[5].item()
+        print(dt.get_num_threads(), gomp.omp_get_max_threads(), after - before, dt.stats()["fallbacks"])
+    """)
+    cache_dir = tempfile.mkdtemp(prefix="dt_threads_")
+    try:
+        rc, out, err = run_child(code, {"OMP_NUM_THREADS": "2", "DYNTRACE_CACHE_DIR": cache_dir})
+    finally:
+        shutil.rmtree(cache_dir, ignore_errors=True)
+    assert rc == 0, out + err
+    threads, foreign_default, started, fallbacks = (int(v) for v in out.split())
+    assert threads == 2, out
+    assert foreign_default == 1, "dyntrace left OpenMP's default at %d" % foreign_default
+    assert started >= 1, "dyntrace's work ran on the other library's one thread"
+    assert fallbacks == 0, out
