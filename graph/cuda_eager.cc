@@ -109,11 +109,10 @@ absl::StatusOr<std::optional<Device>> CudaDeviceOf(const OpDef& op, const OpArgs
   return cuda;
 }
 
-absl::StatusOr<std::optional<Device>> HostBridgeFor(const OpDef& op, const OpArgs& args, const Tensor& main,
-                                                   bool needs_host) {
+absl::StatusOr<std::optional<Device>> HostBridgeFor(const OpDef& op, const OpArgs& args, const Tensor& main) {
   DT_ASSIGN_OR_RETURN(std::optional<Device> cuda, CudaDeviceOf(op, args));
   if (!cuda.has_value()) return cuda;
-  if (!needs_host && main.defined() && main.device() == *cuda && IndexKernelsRun(main)) return std::optional<Device>();
+  if (main.defined() && main.device() == *cuda && IndexKernelsRun(main)) return std::optional<Device>();
   return cuda;
 }
 

@@ -44,20 +44,18 @@ absl::StatusOr<std::optional<Device>> CudaDeviceOf(const OpDef& op, const OpArgs
 absl::StatusOr<OpResult> CallOpThroughHost(const OpDef& op, const OpArgs& args, Device device);
 
 // For kCudaNative ops built on runtime/cuda_index_kernels.h: the CUDA device `args` are on
-// when those kernels can't run there for `main` (no NVRTC, a driver that refuses modules), or
-// when `needs_host` (an argument they don't take, such as a boolean mask, whose True count is
-// data); the caller then runs the op through the host with CallOpThroughHost. nullopt: the
-// op's own definition runs them, or no CUDA tensor is involved. Tensors on two devices are an
-// error, as for every op.
-absl::StatusOr<std::optional<Device>> HostBridgeFor(const OpDef& op, const OpArgs& args, const Tensor& main,
-                                                   bool needs_host = false);
+// when those kernels can't run there for `main` (no NVRTC, a driver that refuses modules); the
+// caller then runs the op through the host with CallOpThroughHost. nullopt: the op's own
+// definition runs them, or no CUDA tensor is involved. Tensors on two devices are an error, as
+// for every op.
+absl::StatusOr<std::optional<Device>> HostBridgeFor(const OpDef& op, const OpArgs& args, const Tensor& main);
 
 // In such an op's eager definition: returns CallOpThroughHost's result when HostBridgeFor says
 // the op can't run its kernels on the device its arguments are on.
-#define DT_RUN_THROUGH_HOST_IF_NEEDED(op, args, main, needs_host)                                   \
-  do {                                                                                              \
-    DT_ASSIGN_OR_RETURN(std::optional<Device> bridge_device, HostBridgeFor(op, args, main, needs_host)); \
-    if (bridge_device.has_value()) return CallOpThroughHost(op, args, *bridge_device);            \
+#define DT_RUN_THROUGH_HOST_IF_NEEDED(op, args, main)                                        \
+  do {                                                                                     \
+    DT_ASSIGN_OR_RETURN(std::optional<Device> bridge_device, HostBridgeFor(op, args, main)); \
+    if (bridge_device.has_value()) return CallOpThroughHost(op, args, *bridge_device);   \
   } while (false)
 
 // In-place pointwise `op` writing into CUDA `out`: the installed runner, else through the host.

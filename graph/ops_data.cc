@@ -90,7 +90,7 @@ std::vector<std::vector<int64_t>> Identity(const Tensor& t) {
 
 absl::StatusOr<OpResult> FlipEager(const OpDef& op, const OpArgs& args) {
   const Tensor& input = args.tensor(0);
-  DT_RUN_THROUGH_HOST_IF_NEEDED(op, args, input, false);
+  DT_RUN_THROUGH_HOST_IF_NEEDED(op, args, input);
   auto source = Identity(input);
   std::vector<DomainRemap> remaps(input.ndim(), DomainRemap{1, 0, 0});
   std::vector<bool> seen(input.ndim(), false);
@@ -107,7 +107,7 @@ absl::StatusOr<OpResult> FlipEager(const OpDef& op, const OpArgs& args) {
 
 absl::StatusOr<OpResult> RollEager(const OpDef& op, const OpArgs& args) {
   const Tensor& input = args.tensor(0);
-  DT_RUN_THROUGH_HOST_IF_NEEDED(op, args, input, false);
+  DT_RUN_THROUGH_HOST_IF_NEEDED(op, args, input);
   const Dims& shifts = args.ints(1);
   if (args.is_none(2) || args.ints(2).empty()) {  // over the flattened tensor, shape kept
     if (shifts.size() != 1) return Error(ErrorKind::kValue, "roll(): without dims, shifts must be one int");
@@ -136,7 +136,7 @@ absl::StatusOr<OpResult> RollEager(const OpDef& op, const OpArgs& args) {
 
 absl::StatusOr<OpResult> RepeatEager(const OpDef& op, const OpArgs& args) {
   const Tensor& input = args.tensor(0);
-  DT_RUN_THROUGH_HOST_IF_NEEDED(op, args, input, false);
+  DT_RUN_THROUGH_HOST_IF_NEEDED(op, args, input);
   const Dims& repeats = args.ints(1);
   const int64_t rank = static_cast<int64_t>(repeats.size());
   if (rank < input.ndim()) {
@@ -169,7 +169,7 @@ absl::StatusOr<OpResult> TriangleEager(const OpDef& op, const OpArgs& args) {
     return Error(ErrorKind::kValue, absl::StrFormat("%s(): input must have at least 2 dims, got shape %s", op.name(),
                                                     input.ShapeString()));
   }
-  DT_RUN_THROUGH_HOST_IF_NEEDED(op, args, input, false);
+  DT_RUN_THROUGH_HOST_IF_NEEDED(op, args, input);
   const bool lower = op.name() == "tril";
   const int64_t diagonal = args.int_(1);
   Tensor out = Tensor::Empty(input.sizes(), input.dtype(), input.device());
@@ -215,7 +215,7 @@ absl::StatusOr<OpResult> EyeEager(const OpDef& op, const OpArgs& args) {
   const Device device = args.device(3).value_or(Device::Cpu());
   Tensor t = Tensor::Empty({n, m}, dtype, device);
   if (t.is_meta()) return One(t);
-  DT_RUN_THROUGH_HOST_IF_NEEDED(op, args, t, false);
+  DT_RUN_THROUGH_HOST_IF_NEEDED(op, args, t);
   if (IndexKernelsRun(t)) {  // ones on the diagonal of a zero band
     const Tensor one = ScalarTensor(Scalar::Int(1), dtype, device);
     DT_RETURN_IF_ERROR(BandOnDevice(t, DomainOperand{one, Dims{0, 0}}, 0, 0));

@@ -95,7 +95,7 @@ absl::Status Im2colOnDevice(const Tensor& x, const Tensor& out, const Geometry& 
 
 absl::StatusOr<OpResult> Im2colEager(const OpDef& op, const OpArgs& args) {
   const Tensor& x = args.tensor(0);
-  DT_RUN_THROUGH_HOST_IF_NEEDED(op, args, x, false);
+  DT_RUN_THROUGH_HOST_IF_NEEDED(op, args, x);
   const Dims &k = args.ints(1), &d = args.ints(2), &p = args.ints(3), &s = args.ints(4), &o = args.ints(5);
   if (x.ndim() != 4 || k.size() != 2 || d.size() != 2 || p.size() != 2 || s.size() != 2 || o.size() != 2) {
     return absl::InternalError(absl::StrFormat("_im2col: bad arguments for input %s", x.ShapeString()));

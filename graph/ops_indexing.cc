@@ -39,7 +39,7 @@ bool HasBoolTensor(const std::vector<Tensor>& tensors) {
 // ---- x[index] and x[index] = value, with `index` EncodeIndex()'s form ----
 
 absl::StatusOr<OpResult> IndexEager(const OpDef& op, const OpArgs& args) {
-  DT_RUN_THROUGH_HOST_IF_NEEDED(op, args, args.tensor(0), false);
+  DT_RUN_THROUGH_HOST_IF_NEEDED(op, args, args.tensor(0));
   DT_ASSIGN_OR_RETURN(std::vector<IndexItem> items, DecodeIndex(args.ints(1)));
   DT_ASSIGN_OR_RETURN(Tensor out, IndexGather(args.tensor(0), items, args.tensors(2)));
   return One(out);
@@ -114,7 +114,7 @@ std::vector<IndexItem> TensorItems(size_t count) {
 
 absl::StatusOr<OpResult> IndexPutEager(const OpDef& op, const OpArgs& args) {
   const Tensor& input = args.tensor(0);
-  DT_RUN_THROUGH_HOST_IF_NEEDED(op, args, input, false);
+  DT_RUN_THROUGH_HOST_IF_NEEDED(op, args, input);
   const Tensor& values = args.tensor(2);
   if (values.dtype() != input.dtype()) {
     return Error(ErrorKind::kType,
@@ -133,7 +133,7 @@ std::optional<std::string> IndexPutListDataDependence(const OpArgs& args) {
 
 absl::StatusOr<OpResult> IndexSelectEager(const OpDef& op, const OpArgs& args) {
   const Tensor& input = args.tensor(0);
-  DT_RUN_THROUGH_HOST_IF_NEEDED(op, args, input, false);
+  DT_RUN_THROUGH_HOST_IF_NEEDED(op, args, input);
   const Tensor& index = args.tensor(2);
   DT_RETURN_IF_ERROR(CheckIndexDType(index, "index_select()", /*allow_bool=*/false));
   if (index.ndim() > 1) {
@@ -233,7 +233,7 @@ absl::StatusOr<int64_t> CheckAlong(absl::string_view op, const Tensor& self, int
 absl::StatusOr<OpResult> GatherEager(const OpDef& op, const OpArgs& args) {
   const Tensor& input = args.tensor(0);
   const Tensor& index = args.tensor(2);
-  DT_RUN_THROUGH_HOST_IF_NEEDED(op, args, input, false);
+  DT_RUN_THROUGH_HOST_IF_NEEDED(op, args, input);
   DT_ASSIGN_OR_RETURN(int64_t dim, CheckAlong("gather", input, args.int_(1), index, nullptr));
   Tensor out = Tensor::Empty(index.sizes(), input.dtype(), input.device());
   if (out.is_meta() || out.numel() == 0) return One(out);
@@ -264,7 +264,7 @@ absl::StatusOr<OpResult> ScatterEager(const OpDef& op, const OpArgs& args) {
   const Tensor& input = args.tensor(0);
   const Tensor& index = args.tensor(2);
   const bool add = op.name() == "scatter_add";
-  DT_RUN_THROUGH_HOST_IF_NEEDED(op, args, input, false);
+  DT_RUN_THROUGH_HOST_IF_NEEDED(op, args, input);
   const Device where = input.is_meta() ? Device::Cpu() : input.device();
   const Tensor src = args.is_tensor(3) ? args.tensor(3) : ScalarTensor(args.scalar(3), input.dtype(), where);
   if (args.is_tensor(3) && src.dtype() != input.dtype()) {
@@ -353,7 +353,7 @@ absl::StatusOr<OpResult> ScatterReduceEager(const OpDef& op, const OpArgs& args)
   const Tensor& input = args.tensor(0);
   const Tensor& index = args.tensor(2);
   const Tensor& src = args.tensor(3);
-  DT_RUN_THROUGH_HOST_IF_NEEDED(op, args, input, false);
+  DT_RUN_THROUGH_HOST_IF_NEEDED(op, args, input);
   DT_ASSIGN_OR_RETURN(Fold fold, ParseFold(args.string(4)));
   const bool include_self = args.bool_(5);
   if (src.dtype() != input.dtype()) {
@@ -447,7 +447,7 @@ absl::StatusOr<OpResult> IndexSlicesEager(const OpDef& op, const OpArgs& args) {
   const bool add = op.name() == "index_add";
   const Tensor& input = args.tensor(0);
   const Tensor& index = args.tensor(2);
-  DT_RUN_THROUGH_HOST_IF_NEEDED(op, args, input, false);
+  DT_RUN_THROUGH_HOST_IF_NEEDED(op, args, input);
   DT_ASSIGN_OR_RETURN(int64_t dim,
                       CheckIndexSlices(op.name(), input, args.int_(1), index, args.tensor(3), /*int32_index=*/add));
   // Row-major, so that slices are [outer, size, inner] blocks (Clone keeps a transposed layout).
@@ -536,7 +536,7 @@ absl::StatusOr<OpResult> MaskedFillEager(const OpDef&, const OpArgs& args) {
 absl::StatusOr<OpResult> EmbeddingEager(const OpDef& op, const OpArgs& args) {
   const Tensor& input = args.tensor(0);
   const Tensor& weight = args.tensor(1);
-  DT_RUN_THROUGH_HOST_IF_NEEDED(op, args, weight, false);
+  DT_RUN_THROUGH_HOST_IF_NEEDED(op, args, weight);
   if (input.dtype() != DType::kInt64 && input.dtype() != DType::kInt32) {
     return Error(ErrorKind::kType, absl::StrFormat("embedding(): expected int64 or int32 indices, got %s",
                                                    DTypeName(input.dtype())));
@@ -596,7 +596,7 @@ absl::StatusOr<OpResult> OneHotOnDevice(const Tensor& input, int64_t classes_arg
 
 absl::StatusOr<OpResult> OneHotEager(const OpDef& op, const OpArgs& args) {
   const Tensor& input = args.tensor(0);
-  DT_RUN_THROUGH_HOST_IF_NEEDED(op, args, input, false);
+  DT_RUN_THROUGH_HOST_IF_NEEDED(op, args, input);
   if (input.dtype() != DType::kInt64) {
     return Error(ErrorKind::kType, absl::StrFormat("one_hot(): expected an int64 tensor, got %s", DTypeName(input.dtype())));
   }
@@ -642,13 +642,13 @@ absl::StatusOr<Tensor> Positions(const Tensor& t) {
 }
 
 absl::StatusOr<OpResult> NonzeroEager(const OpDef& op, const OpArgs& args) {
-  DT_RUN_THROUGH_HOST_IF_NEEDED(op, args, args.tensor(0), false);
+  DT_RUN_THROUGH_HOST_IF_NEEDED(op, args, args.tensor(0));
   DT_ASSIGN_OR_RETURN(Tensor positions, Positions(args.tensor(0)));
   return One(positions);
 }
 
 absl::StatusOr<OpResult> WhereConditionEager(const OpDef& op, const OpArgs& args) {
-  DT_RUN_THROUGH_HOST_IF_NEEDED(op, args, args.tensor(0), false);
+  DT_RUN_THROUGH_HOST_IF_NEEDED(op, args, args.tensor(0));
   DT_ASSIGN_OR_RETURN(const Tensor positions, Positions(args.tensor(0)));
   OpResult out;
   const int64_t n = positions.size(0), k = positions.size(1);
@@ -659,7 +659,7 @@ absl::StatusOr<OpResult> WhereConditionEager(const OpDef& op, const OpArgs& args
 absl::StatusOr<OpResult> MaskedSelectEager(const OpDef& op, const OpArgs& args) {
   const Tensor& input = args.tensor(0);
   const Tensor& mask = args.tensor(1);
-  DT_RUN_THROUGH_HOST_IF_NEEDED(op, args, input, false);
+  DT_RUN_THROUGH_HOST_IF_NEEDED(op, args, input);
   if (mask.dtype() != DType::kBool) {
     return Error(ErrorKind::kType, absl::StrFormat("masked_select(): expected a bool mask, got %s", DTypeName(mask.dtype())));
   }

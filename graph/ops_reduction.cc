@@ -109,7 +109,7 @@ absl::StatusOr<OpResult> ReductionEager(const OpDef& op, const OpArgs& args) {
 absl::StatusOr<OpResult> ArgReductionEager(const OpDef& op, const OpArgs& args) {
   const bool is_max = op.name() == "argmax";
   Tensor input = args.tensor(0);
-  DT_RUN_THROUGH_HOST_IF_NEEDED(op, args, input, false);
+  DT_RUN_THROUGH_HOST_IF_NEEDED(op, args, input);
   const bool keepdim = args.bool_(2);
   Dims out_shape;
   Tensor rows;  // [outer, n] contiguous, the scanned dim last

@@ -164,7 +164,7 @@ absl::StatusOr<bool> SearchesRight(const OpArgs& args, int right_param, int side
 }
 
 absl::StatusOr<OpResult> SearchsortedEager(const OpDef& op, const OpArgs& args) {
-  DT_RUN_THROUGH_HOST_IF_NEEDED(op, args, args.tensor(0), false);
+  DT_RUN_THROUGH_HOST_IF_NEEDED(op, args, args.tensor(0));
   Search s{.op = "searchsorted", .sequence = args.tensor(0), .values = ValuesTensor(args[1], args.tensor(0)),
            .out_int32 = args.bool_(2)};
   DT_ASSIGN_OR_RETURN(s.right, SearchesRight(args, 3, 4));
@@ -174,7 +174,7 @@ absl::StatusOr<OpResult> SearchsortedEager(const OpDef& op, const OpArgs& args) 
 
 absl::StatusOr<OpResult> BucketizeEager(const OpDef& op, const OpArgs& args) {
   const Tensor& boundaries = args.tensor(1);
-  DT_RUN_THROUGH_HOST_IF_NEEDED(op, args, boundaries, false);
+  DT_RUN_THROUGH_HOST_IF_NEEDED(op, args, boundaries);
   if (boundaries.ndim() != 1) {
     return Error(ErrorKind::kShape,
                  absl::StrFormat("bucketize(): boundaries must be 1-D, got shape %s", boundaries.ShapeString()));

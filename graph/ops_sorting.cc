@@ -71,12 +71,12 @@ absl::StatusOr<OpResult> SortAlong(const Tensor& input, int64_t dim_arg, bool de
 }
 
 absl::StatusOr<OpResult> SortEager(const OpDef& op, const OpArgs& args) {
-  DT_RUN_THROUGH_HOST_IF_NEEDED(op, args, args.tensor(0), false);
+  DT_RUN_THROUGH_HOST_IF_NEEDED(op, args, args.tensor(0));
   return SortAlong(args.tensor(0), args.int_(1), args.bool_(2), -1);
 }
 
 absl::StatusOr<OpResult> ArgsortEager(const OpDef& op, const OpArgs& args) {
-  DT_RUN_THROUGH_HOST_IF_NEEDED(op, args, args.tensor(0), false);
+  DT_RUN_THROUGH_HOST_IF_NEEDED(op, args, args.tensor(0));
   DT_ASSIGN_OR_RETURN(OpResult sorted, SortAlong(args.tensor(0), args.int_(1), args.bool_(2), -1));
   return OpResult{sorted[1]};
 }
@@ -95,7 +95,7 @@ absl::StatusOr<int64_t> DimForK(absl::string_view op, const Tensor& input, int64
 }
 
 absl::StatusOr<OpResult> TopkEager(const OpDef& op, const OpArgs& args) {
-  DT_RUN_THROUGH_HOST_IF_NEEDED(op, args, args.tensor(0), false);
+  DT_RUN_THROUGH_HOST_IF_NEEDED(op, args, args.tensor(0));
   const Tensor& input = args.tensor(0);
   const int64_t k = args.int_(1);
   DT_ASSIGN_OR_RETURN(int64_t dim, DimForK("topk", input, k, args.int_(2), /*lowest=*/0));
@@ -105,7 +105,7 @@ absl::StatusOr<OpResult> TopkEager(const OpDef& op, const OpArgs& args) {
 // ---- scans ----
 
 absl::StatusOr<OpResult> ScanEager(const OpDef& op, const OpArgs& args) {
-  DT_RUN_THROUGH_HOST_IF_NEEDED(op, args, args.tensor(0), false);
+  DT_RUN_THROUGH_HOST_IF_NEEDED(op, args, args.tensor(0));
   const bool product = op.name() == "cumprod";
   Tensor input = args.tensor(0);
   DT_ASSIGN_OR_RETURN(int64_t dim, NormalizeDim(args.int_(1), input.ndim()));
@@ -141,7 +141,7 @@ absl::StatusOr<OpResult> ScanEager(const OpDef& op, const OpArgs& args) {
 // kthvalue: the k-th smallest (1-based) along `dim` in the sorts' order (NaN largest; equal
 // values ranked in input order, so the index is deterministic where PyTorch leaves it open).
 absl::StatusOr<OpResult> KthvalueEager(const OpDef& op, const OpArgs& args) {
-  DT_RUN_THROUGH_HOST_IF_NEEDED(op, args, args.tensor(0), false);
+  DT_RUN_THROUGH_HOST_IF_NEEDED(op, args, args.tensor(0));
   const Tensor& input = args.tensor(0);
   const int64_t k = args.int_(1);
   DT_ASSIGN_OR_RETURN(int64_t dim, DimForK("kthvalue", input, k, args.int_(2), /*lowest=*/1));
@@ -160,7 +160,7 @@ absl::StatusOr<OpResult> KthvalueEager(const OpDef& op, const OpArgs& args) {
 absl::StatusOr<OpResult> CumExtremeEager(const OpDef& op, const OpArgs& args) {
   const bool is_max = op.name() == "cummax";
   const Tensor& input = args.tensor(0);
-  DT_RUN_THROUGH_HOST_IF_NEEDED(op, args, args.tensor(0), false);
+  DT_RUN_THROUGH_HOST_IF_NEEDED(op, args, args.tensor(0));
   DT_ASSIGN_OR_RETURN(int64_t dim, NormalizeDim(args.int_(1), input.ndim()));
   Tensor values = Tensor::Empty(input.sizes(), input.dtype(), input.device());
   Tensor indices = Tensor::Empty(input.sizes(), DType::kInt64, input.device());
@@ -191,7 +191,7 @@ absl::StatusOr<OpResult> CumExtremeEager(const OpDef& op, const OpArgs& args) {
 
 absl::StatusOr<OpResult> LogcumsumexpEager(const OpDef& op, const OpArgs& args) {
   const Tensor& input = args.tensor(0);
-  DT_RUN_THROUGH_HOST_IF_NEEDED(op, args, args.tensor(0), false);
+  DT_RUN_THROUGH_HOST_IF_NEEDED(op, args, args.tensor(0));
   if (!IsFloating(input.dtype())) {
     return Error(ErrorKind::kType, absl::StrFormat("logcumsumexp(): expected a floating-point input, got %s",
                                                    DTypeName(input.dtype())));

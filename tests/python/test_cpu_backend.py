@@ -789,7 +789,9 @@ def test_kernels_keep_dyntraces_thread_count_when_another_library_sets_openmps()
         y = f(x)
         y = f(x)
         after = len(os.listdir("/proc/self/task"))
-        assert abs(y[5].item() - 20.085536923187668) < 1e-4, y[5].item()
+        # Compiled and eager kernels compute exp alike, bit for bit (an expression of its own here,
+        # not the function dt.jit marked).
+        assert bool((y == (x * 2.0 + 1.0).exp()).all()), y[:4]
         print(dt.get_num_threads(), gomp.omp_get_max_threads(), after - before, dt.stats()["fallbacks"])
     """)
     cache_dir = tempfile.mkdtemp(prefix="dt_threads_")
