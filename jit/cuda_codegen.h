@@ -51,7 +51,9 @@ struct CudaKernelInfo {
 };
 
 struct CudaProgram {
-  std::string source;    // the whole translation unit, ready for NVRTC
+  // One translation unit per kernel, ready for NVRTC: sources[i] defines kernels[i]'s functions.
+  // Separate units compile in parallel and are cached one by one (KernelCache::LoadCubins).
+  std::vector<std::string> sources;
   std::string readable;  // the kernels without the pasted headers (logs, dyntrace.kernels())
   std::vector<CudaKernelInfo> kernels;  // one per Program kernel, in order
 };

@@ -81,12 +81,7 @@ absl::StatusOr<std::shared_ptr<CudaExecutable>> CudaExecutable::Build(const Grap
   if (!exe->program_.kernels.empty()) {
     DT_ASSIGN_OR_RETURN(exe->cuda_, EmitCuda(exe->program_));
     exe->kernel_source_ = exe->cuda_.readable;
-    CacheSource source_kind;
-    DT_ASSIGN_OR_RETURN(exe->cubin_, KernelCache::Global().LoadCubin(exe->cuda_.source, std::string(name),
-                                                                     exe->device_->sm_arch(), &source_kind));
-    DT_RETURN_IF_ERROR(exe->device_->Activate());
-    const CudaDriver& d = exe->device_->driver();
-    DT_RETURN_IF_ERROR(CudaCall(d.cuModuleLoadData(&exe->module_, exe->cubin_->data()), "cuModuleLoadData"));
+    DT_RETURN_IF_ERROR(exe->LoadModules(name));
   }
   exe->DecideGraphUse(graphs);
   exe->build_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -156,18 +151,41 @@ void CudaExecutable::DecideGraphUse(CudaGraphMode mode) {
   use_graphs_ = true;
 }
 
+absl::Status CudaExecutable::LoadModules(absl::string_view name) {
+  CacheSource source_kind;
+  DT_ASSIGN_OR_RETURN(cubins_, KernelCache::Global().LoadCubins(cuda_.sources, std::string(name),
+                                                                device_->sm_arch(), &source_kind));
+  DT_RETURN_IF_ERROR(device_->Activate());
+  const CudaDriver& d = device_->driver();
+  for (size_t i = 0; i < cubins_.size(); ++i) {
+    CUmodule module = nullptr;
+    DT_RETURN_IF_ERROR(CudaCall(d.cuModuleLoadData(&module, cubins_[i]->data()), "cuModuleLoadData"));
+    modules_.push_back(module);
+    const std::string& kernel = cuda_.kernels[i].name;
+    for (const std::string& function : {kernel, kernel + "_split_partial", kernel + "_split_finish"}) {
+      module_of_function_[function] = module;
+    }
+  }
+  return absl::OkStatus();
+}
+
 CudaExecutable::~CudaExecutable() {
-  // Graphs first: their destruction waits for queued replays, which use the module's code.
+  // Graphs first: their destruction waits for queued replays, which use the modules' code.
   shapes_.clear();
-  if (module_ == nullptr) return;
-  // Launches still queued may use the module's code.
-  if (device_->Synchronize().ok()) device_->driver().cuModuleUnload(module_);
+  if (modules_.empty()) return;
+  // Launches still queued may use the modules' code.
+  if (!device_->Synchronize().ok()) return;
+  for (CUmodule module : modules_) device_->driver().cuModuleUnload(module);
 }
 
 absl::StatusOr<CUfunction> CudaExecutable::Function(const std::string& name) {
   if (auto it = functions_.find(name); it != functions_.end()) return it->second;
+  const auto module = module_of_function_.find(name);
+  if (module == module_of_function_.end()) {
+    return absl::InternalError(absl::StrCat("no generated CUDA module defines ", name));
+  }
   CUfunction fn = nullptr;
-  DT_RETURN_IF_ERROR(CudaCall(device_->driver().cuModuleGetFunction(&fn, module_, name.c_str()),
+  DT_RETURN_IF_ERROR(CudaCall(device_->driver().cuModuleGetFunction(&fn, module->second, name.c_str()),
                               "cuModuleGetFunction"));
   functions_[name] = fn;
   return fn;

@@ -93,6 +93,8 @@ class CudaExecutable {
                                                            std::vector<Tensor>& env, const std::vector<Scalar>& scalars)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<CUfunction> Function(const std::string& name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Compiles (or finds cached) each kernel's CUBIN and loads it as a module of its own.
+  absl::Status LoadModules(absl::string_view name);
   void DecideGraphUse(CudaGraphMode mode);
   bool Escapes(int value) const { return value >= 0 && value < static_cast<int>(escaping_.size()) && escaping_[value]; }
 
@@ -101,8 +103,9 @@ class CudaExecutable {
   std::string kernel_source_;
   CudaDevice* device_ = nullptr;
   Device device_id_;
-  std::shared_ptr<const std::string> cubin_;
-  CUmodule module_ = nullptr;
+  std::vector<std::shared_ptr<const std::string>> cubins_;  // one per kernel (CudaProgram::sources)
+  std::vector<CUmodule> modules_;
+  absl::flat_hash_map<std::string, CUmodule> module_of_function_;
   double build_seconds_ = 0;
   std::unique_ptr<ShapePlans> plans_;
 

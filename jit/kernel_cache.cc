@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -12,6 +13,9 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <thread>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -20,6 +24,7 @@
 #include "absl/strings/str_split.h"
 #include "jit/host_compiler.h"
 #include "runtime/nvrtc.h"
+#include "runtime/errors.h"
 #include "runtime/log.h"
 
 namespace dt::jit {
@@ -281,36 +286,32 @@ absl::StatusOr<std::shared_ptr<LoadedLibrary>> KernelCache::Load(const std::stri
   return lib;
 }
 
-absl::StatusOr<std::shared_ptr<const std::string>> KernelCache::LoadCubin(const std::string& source,
-                                                                          const std::string& program_name,
-                                                                          int sm_arch, CacheSource* source_kind) {
-  std::lock_guard<std::mutex> lock(mu_);
-  ChooseDirectory();
-  const absl::StatusOr<std::pair<int, int>> version = NvrtcVersion();
-  if (!version.ok()) return version.status();
-  const std::string key = StableHash(absl::StrFormat("%s\nnvrtc %d.%d\n%s", source, version->first, version->second,
-                                                     absl::StrJoin(NvrtcOptions(sm_arch), " ")));
+std::string KernelCache::CubinKey(const std::string& source, int sm_arch, std::pair<int, int> nvrtc_version) {
+  return StableHash(absl::StrFormat("%s\nnvrtc %d.%d\n%s", source, nvrtc_version.first, nvrtc_version.second,
+                                    absl::StrJoin(NvrtcOptions(sm_arch), " ")));
+}
+
+std::shared_ptr<const std::string> KernelCache::FindCubin(const std::string& key, CacheSource* source_kind) {
   if (auto it = cubins_.find(key); it != cubins_.end()) {
     ++counters_.cubins_from_memory;
     *source_kind = CacheSource::kMemory;
     return it->second;
   }
-  if (!directory_.empty()) {
-    std::string reason, bytes;
-    if (!ReadVerifiedEntry(key, "cubin", &bytes, &reason).empty()) {
-      auto cubin = std::make_shared<const std::string>(std::move(bytes));
-      ++counters_.cubins_from_disk;
-      *source_kind = CacheSource::kDisk;
-      cubins_[key] = cubin;
-      return cubin;
-    }
+  if (directory_.empty()) return nullptr;
+  std::string reason, bytes;
+  if (ReadVerifiedEntry(key, "cubin", &bytes, &reason).empty()) {
     NoteRejected(reason);
+    return nullptr;
   }
-  const auto start = std::chrono::steady_clock::now();
-  absl::StatusOr<std::string> compiled = CompileCudaToCubin(source, program_name, sm_arch);
-  counters_.nvrtc_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (!compiled.ok()) return compiled.status();
-  auto cubin = std::make_shared<const std::string>(*std::move(compiled));
+  auto cubin = std::make_shared<const std::string>(std::move(bytes));
+  ++counters_.cubins_from_disk;
+  *source_kind = CacheSource::kDisk;
+  cubins_[key] = cubin;
+  return cubin;
+}
+
+std::shared_ptr<const std::string> KernelCache::StoreCubin(const std::string& key, std::string bytes) {
+  auto cubin = std::make_shared<const std::string>(std::move(bytes));
   if (!directory_.empty()) {
     std::string stem_error;
     const std::string stem = PrivateStem(key, &stem_error);
@@ -322,8 +323,73 @@ absl::StatusOr<std::shared_ptr<const std::string>> KernelCache::LoadCubin(const 
   }
   cubins_[key] = cubin;
   ++counters_.cubins_compiled;
-  *source_kind = CacheSource::kCompiled;
   return cubin;
+}
+
+absl::StatusOr<std::shared_ptr<const std::string>> KernelCache::LoadCubin(const std::string& source,
+                                                                          const std::string& program_name,
+                                                                          int sm_arch, CacheSource* source_kind) {
+  DT_ASSIGN_OR_RETURN(std::vector<std::shared_ptr<const std::string>> cubins,
+                      LoadCubins({source}, program_name, sm_arch, source_kind));
+  return cubins[0];
+}
+
+namespace {
+
+// Compiles sources[i] for each i in `misses` into results[i], on up to one thread per core:
+// NVRTC programs are independent, so a graph's kernels compile side by side.
+void CompileInParallel(const std::vector<std::string>& sources, const std::vector<size_t>& misses,
+                       const std::string& program_name, int sm_arch,
+                       std::vector<absl::StatusOr<std::string>>& results) {
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t m = next++; m < misses.size(); m = next++) {
+      const size_t i = misses[m];
+      results[i] = CompileCudaToCubin(sources[i], absl::StrCat(program_name, "_", i), sm_arch);
+    }
+  };
+  const size_t threads = std::min<size_t>(misses.size(), std::max(1u, std::thread::hardware_concurrency()));
+  std::vector<std::thread> helpers;
+  for (size_t t = 1; t < threads; ++t) helpers.emplace_back(work);
+  work();
+  for (std::thread& t : helpers) t.join();
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<std::shared_ptr<const std::string>>> KernelCache::LoadCubins(
+    const std::vector<std::string>& sources, const std::string& program_name, int sm_arch, CacheSource* source_kind) {
+  const absl::StatusOr<std::pair<int, int>> version = NvrtcVersion();
+  if (!version.ok()) return version.status();
+  std::vector<std::string> keys;
+  std::vector<std::shared_ptr<const std::string>> cubins(sources.size());
+  std::vector<size_t> misses;
+  *source_kind = CacheSource::kMemory;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ChooseDirectory();
+    for (size_t i = 0; i < sources.size(); ++i) {
+      keys.push_back(CubinKey(sources[i], sm_arch, *version));
+      CacheSource found = CacheSource::kMemory;
+      cubins[i] = FindCubin(keys[i], &found);
+      if (cubins[i] == nullptr) misses.push_back(i);
+      if (found == CacheSource::kDisk) *source_kind = CacheSource::kDisk;
+    }
+  }
+  if (misses.empty()) return cubins;
+  // NVRTC runs without the lock: other threads may use the cache meanwhile.
+  std::vector<absl::StatusOr<std::string>> compiled(sources.size(), std::string());
+  const auto start = std::chrono::steady_clock::now();
+  CompileInParallel(sources, misses, program_name, sm_arch, compiled);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::lock_guard<std::mutex> lock(mu_);
+  counters_.nvrtc_seconds += seconds;
+  for (size_t i : misses) {
+    if (!compiled[i].ok()) return compiled[i].status();
+    cubins[i] = StoreCubin(keys[i], *std::move(compiled[i]));
+  }
+  *source_kind = CacheSource::kCompiled;
+  return cubins;
 }
 
 CacheCounters KernelCache::counters() const {

@@ -18,6 +18,8 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
@@ -42,7 +44,7 @@ struct CacheCounters {
   int64_t cubins_compiled = 0;     // built by NVRTC
   int64_t cubins_from_disk = 0;
   int64_t cubins_from_memory = 0;
-  double nvrtc_seconds = 0;        // time in NVRTC
+  double nvrtc_seconds = 0;        // time waiting for NVRTC (a graph's units compile in parallel)
 };
 
 // A fixed-width hex digest, the same in every process (absl::Hash is seeded per process).
@@ -61,6 +63,12 @@ class KernelCache {
   absl::StatusOr<std::shared_ptr<const std::string>> LoadCubin(const std::string& source,
                                                                const std::string& program_name, int sm_arch,
                                                                CacheSource* source_kind);
+  // LoadCubin for several translation units at once (a graph's kernels, one unit each): the
+  // ones not cached compile in parallel, one NVRTC program per thread. `source_kind` is the
+  // least cached source any of them came from. Fails with the first unit NVRTC rejects.
+  absl::StatusOr<std::vector<std::shared_ptr<const std::string>>> LoadCubins(const std::vector<std::string>& sources,
+                                                                             const std::string& program_name,
+                                                                             int sm_arch, CacheSource* source_kind);
 
   CacheCounters counters() const;
   // The directory entries live in, or "" when the cache is memory only.
@@ -84,6 +92,11 @@ class KernelCache {
   std::string Publish(const std::string& key, const std::string& extension, const std::string& built,
                       const std::string& stem);
   void NoteRejected(const std::string& reason);
+  static std::string CubinKey(const std::string& source, int sm_arch, std::pair<int, int> nvrtc_version);
+  // The CUBIN under `key` from memory or a checked disk entry, else nullptr.
+  std::shared_ptr<const std::string> FindCubin(const std::string& key, CacheSource* source_kind);
+  // Keeps a fresh CUBIN in memory and, where the cache has a directory, on disk.
+  std::shared_ptr<const std::string> StoreCubin(const std::string& key, std::string bytes);
 
   mutable std::mutex mu_;
   bool directory_chosen_ = false;

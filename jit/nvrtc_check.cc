@@ -53,8 +53,8 @@ absl::Status CheckCudaCompiles(const Program& program, absl::string_view name) {
     return absl::OkStatus();
   }
   CacheSource source_kind;
-  absl::StatusOr<std::shared_ptr<const std::string>> cubin =
-      KernelCache::Global().LoadCubin(cuda->source, std::string(name), arch, &source_kind);
+  absl::StatusOr<std::vector<std::shared_ptr<const std::string>>> cubin =
+      KernelCache::Global().LoadCubins(cuda->sources, std::string(name), arch, &source_kind);
   if (!cubin.ok()) {
     Count(&NvrtcCheckTotals::failures);
     return absl::InternalError(absl::StrCat(kVariable, ": the CUDA kernels of ", name, " do not compile: ",

@@ -1,14 +1,19 @@
 // jit/cuda_codegen and jit/cuda_launch: the structure of generated CUDA kernels (vector path,
 // shuffle reductions, split reductions), that they compile with NVRTC (when installed), and the
-// launch rules and argument packing the CUDA runtime relies on.
+// launch rules and argument packing the CUDA runtime relies on, and the kernel cache's parallel
+// compilation of a graph's units.
 #include "jit/cuda_codegen.h"
+
+#include <stdlib.h>
 
 #include <cstdlib>
 #include <string>
 
+#include "absl/strings/str_format.h"
 #include "gtest/gtest.h"
 #include "graph/graph.h"
 #include "jit/cuda_launch.h"
+#include "jit/kernel_cache.h"
 #include "jit/schedule.h"
 #include "runtime/copy.h"
 #include "runtime/nvrtc.h"
@@ -68,8 +73,11 @@ CudaProgram Emit(const Graph& graph) {
   auto cuda = EmitCuda(*program);
   EXPECT_TRUE(cuda.ok()) << cuda.status();
   if (ProbeNvrtc().available) {
-    auto cubin = CompileCudaToCubin(cuda->source, "cuda_codegen_test", 90);
-    EXPECT_TRUE(cubin.ok()) << cubin.status() << "\n" << cuda->readable;
+    EXPECT_EQ(cuda->sources.size(), cuda->kernels.size());
+    for (const std::string& source : cuda->sources) {
+      auto cubin = CompileCudaToCubin(source, "cuda_codegen_test", 90);
+      EXPECT_TRUE(cubin.ok()) << cubin.status() << "\n" << cuda->readable;
+    }
   } else {
     // Where CI has NVRTC (tools/test.sh sets DYNTRACE_REQUIRE_NVRTC=1) every kernel must compile.
     const char* required = std::getenv("DYNTRACE_REQUIRE_NVRTC");
@@ -94,7 +102,7 @@ TEST(CudaCodegen, ContiguousPointwiseHasAVectorPath) {
   EXPECT_TRUE(Has(cuda.readable, "dt::scalar::exp_(")) << cuda.readable;  // through the op registry
   EXPECT_TRUE(Has(cuda.readable, "e += step")) << "a grid-stride general path:\n" << cuda.readable;
   // The pasted headers are in the translation unit, not in the readable part.
-  EXPECT_TRUE(Has(cuda.source, "struct CudaKernelArgs"));
+  EXPECT_TRUE(Has(cuda.sources[0], "struct CudaKernelArgs"));
   EXPECT_FALSE(Has(cuda.readable, "struct CudaKernelArgs"));
 }
 
@@ -108,7 +116,7 @@ TEST(CudaCodegen, RowReductionsShuffleAcrossTheBlock) {
   EXPECT_EQ(k.vector_width, 4);  // the cached path's 16-byte loads
   EXPECT_EQ(k.row_slots, 16);    // 64 register bytes for the one input three passes read
   EXPECT_GT(k.static_shared_bytes, 0);
-  EXPECT_TRUE(Has(cuda.source, "__shfl_xor_sync"));
+  EXPECT_TRUE(Has(cuda.sources[0], "__shfl_xor_sync"));
   EXPECT_TRUE(Has(cuda.readable, "dt_block_reduce(")) << cuda.readable;
   EXPECT_TRUE(Has(cuda.readable, "row += gridDim.x")) << cuda.readable;
   EXPECT_FALSE(Has(cuda.readable, "row_buffer")) << "rows are re-read, not buffered";
@@ -250,6 +258,57 @@ TEST(CudaLaunch, PacksGeometryIntoTheAbiStruct) {
 
   geometry.outer_sizes.assign(kCudaMaxOuterRank + 1, 1);
   EXPECT_FALSE(PackCudaArgs(geometry, data, plan, nullptr).ok());
+}
+
+// A graph's kernels are separate translation units: the cache compiles the missing ones side by
+// side, stores each under its own key and hands back the same bytes NVRTC gives one at a time.
+TEST(KernelCacheCubins, UnitsCompileInParallelAndAreCachedOneByOne) {
+  if (!ProbeNvrtc().available) {
+    const char* required = std::getenv("DYNTRACE_REQUIRE_NVRTC");
+    if (required != nullptr && std::string(required) == "1") FAIL() << "NVRTC is required: " << ProbeNvrtc().reason;
+    GTEST_SKIP() << "CUDA's NVRTC was not found: " << ProbeNvrtc().reason;
+  }
+  char dir_template[] = "/tmp/dyntrace_cubins_XXXXXX";
+  ASSERT_NE(::mkdtemp(dir_template), nullptr);
+  ASSERT_EQ(::setenv("DYNTRACE_CACHE_DIR", dir_template, 1), 0);
+  KernelCache& cache = KernelCache::Global();
+  cache.Reset();
+  std::vector<std::string> units;
+  for (int i = 0; i < 3; ++i) {
+    units.push_back(absl::StrFormat("extern \"C\" __global__ void scale%d(float* x) { x[threadIdx.x] *= %d.0f; }\n",
+                                    i, i + 2));
+  }
+  const CacheCounters before = cache.counters();
+  CacheSource source_kind;
+  auto cubins = cache.LoadCubins(units, "scales", 90, &source_kind);
+  ASSERT_TRUE(cubins.ok()) << cubins.status();
+  ASSERT_EQ(cubins->size(), 3u);
+  EXPECT_EQ(source_kind, CacheSource::kCompiled);
+  EXPECT_EQ(cache.counters().cubins_compiled - before.cubins_compiled, 3);
+  for (int i = 0; i < 3; ++i) {
+    auto alone = CompileCudaToCubin(units[i], "alone", 90);
+    ASSERT_TRUE(alone.ok()) << alone.status();
+    EXPECT_EQ(*(*cubins)[i], *alone) << "unit " << i;
+    EXPECT_NE((*cubins)[i]->find(absl::StrFormat("scale%d", i)), std::string::npos);
+  }
+  // One unit changed: only it compiles again; the others come from memory, then from disk.
+  units[1] = "extern \"C\" __global__ void scale1(float* x) { x[threadIdx.x] *= 9.0f; }\n";
+  auto again = cache.LoadCubins(units, "scales", 90, &source_kind);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(cache.counters().cubins_compiled - before.cubins_compiled, 4);
+  EXPECT_EQ((*again)[0], (*cubins)[0]) << "the same object from memory";
+  cache.Reset();
+  auto from_disk = cache.LoadCubins(units, "scales", 90, &source_kind);
+  ASSERT_TRUE(from_disk.ok()) << from_disk.status();
+  EXPECT_EQ(source_kind, CacheSource::kDisk);
+  EXPECT_EQ(*(*from_disk)[2], *(*cubins)[2]);
+  // A unit NVRTC rejects fails the whole load, with NVRTC's log.
+  units.push_back("extern \"C\" __global__ void broken(float* x) { x[0] = undeclared_name; }\n");
+  auto rejected = cache.LoadCubins(units, "scales", 90, &source_kind);
+  ASSERT_FALSE(rejected.ok());
+  EXPECT_NE(rejected.status().message().find("undeclared_name"), std::string::npos) << rejected.status();
+  ::unsetenv("DYNTRACE_CACHE_DIR");
+  cache.Reset();
 }
 
 }  // namespace

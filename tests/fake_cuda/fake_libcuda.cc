@@ -7,7 +7,8 @@
 // host code that wrongly reads a device pointer faults instead of silently working. Kernels
 // cannot run: module loading and launches fail with CUDA_ERROR_NOT_SUPPORTED, which is what
 // the runtime's error paths are tested against. With FAKE_CUDA_ACCEPT_MODULES=1, modules load
-// and launches are accepted without running anything (results are garbage), so the mechanics
+// (a CUBIN's functions are looked up in its symbol names) and launches are accepted without
+// running anything (results are garbage), so the mechanics
 // around them can be tested: stream capture into graphs (a chain of kernel nodes holding
 // copies of dyntrace's argument struct), instantiation, node re-pointing and graph launches,
 // with every operand address checked to be device memory. During a capture, allocating or
@@ -33,6 +34,7 @@ constexpr int kSuccess = 0;
 constexpr int kInvalidValue = 1;
 constexpr int kOutOfMemory = 2;
 constexpr int kInvalidDevice = 101;
+constexpr int kNotFound = 500;
 constexpr int kNotSupported = 801;
 constexpr int kCaptureUnsupported = 900;
 constexpr int kCaptureInvalidated = 901;
@@ -181,6 +183,7 @@ int cuGetErrorName(int e, const char** s) {
     case 100: *s = "CUDA_ERROR_NO_DEVICE"; break;
     case kInvalidDevice: *s = "CUDA_ERROR_INVALID_DEVICE"; break;
     case kNotSupported: *s = "CUDA_ERROR_NOT_SUPPORTED"; break;
+    case kNotFound: *s = "CUDA_ERROR_NOT_FOUND"; break;
     default: *s = "CUDA_ERROR_UNKNOWN"; break;
   }
   return kSuccess;
@@ -191,6 +194,7 @@ int cuGetErrorString(int e, const char** s) {
     case 100: *s = "no CUDA-capable device is detected"; break;
     case kNotSupported: *s = "operation not supported (fake driver: kernels cannot run)"; break;
     case kInvalidValue: *s = "invalid argument"; break;
+    case kNotFound: *s = "named symbol not found"; break;
     default: *s = "unknown error"; break;
   }
   return kSuccess;
@@ -280,19 +284,44 @@ int cuEventQuery(void*) { return kSuccess; }
 int cuEventSynchronize(void*) { return ForbiddenDuringCapture() ? kCaptureUnsupported : kSuccess; }
 int cuEventElapsedTime_v2(float* ms, void*, void*) { *ms = 0; return kSuccess; }
 int cuEventDestroy_v2(void*) { return kSuccess; }
-int cuModuleLoadData(void** module, const void*) {
+// A loaded module. For an ELF image (a CUBIN NVRTC built) it keeps the image, so that asking
+// for a function the image does not define fails as on a real driver.
+struct FakeModule {
+  std::string elf_image;  // empty: not an ELF image, every name is accepted
+  std::map<std::string, std::unique_ptr<FakeFunction>> functions;
+};
+
+// An ELF64 image's size: its section header table is last (as in the CUBINs NVRTC writes).
+size_t Elf64ImageSize(const unsigned char* image) {
+  uint64_t section_headers = 0;
+  uint16_t entry_size = 0, entries = 0;
+  std::memcpy(&section_headers, image + 0x28, sizeof(section_headers));
+  std::memcpy(&entry_size, image + 0x3A, sizeof(entry_size));
+  std::memcpy(&entries, image + 0x3C, sizeof(entries));
+  return section_headers + size_t{entry_size} * entries;
+}
+
+int cuModuleLoadData(void** module, const void* image) {
   if (!accept_modules()) return kNotSupported;
-  *module = new std::map<std::string, std::unique_ptr<FakeFunction>>();
+  auto* loaded = new FakeModule();
+  const auto* bytes = static_cast<const unsigned char*>(image);
+  if (bytes != nullptr && std::memcmp(bytes, "\x7f" "ELF", 4) == 0 && bytes[4] == 2) {
+    loaded->elf_image.assign(reinterpret_cast<const char*>(bytes), Elf64ImageSize(bytes));
+  }
+  *module = loaded;
   return kSuccess;
 }
 int cuModuleUnload(void* module) {
-  delete static_cast<std::map<std::string, std::unique_ptr<FakeFunction>>*>(module);
+  delete static_cast<FakeModule*>(module);
   return kSuccess;
 }
 int cuModuleGetFunction(void** fn, void* module, const char* name) {
   if (module == nullptr) return kNotSupported;
-  auto& functions = *static_cast<std::map<std::string, std::unique_ptr<FakeFunction>>*>(module);
-  auto& slot = functions[name];
+  auto& loaded = *static_cast<FakeModule*>(module);
+  // Symbol names sit NUL-terminated in the image's string table.
+  const std::string symbol = std::string(1, '\0') + name + std::string(1, '\0');
+  if (!loaded.elf_image.empty() && loaded.elf_image.find(symbol) == std::string::npos) return kNotFound;
+  auto& slot = loaded.functions[name];
   if (slot == nullptr) slot = std::make_unique<FakeFunction>(FakeFunction{name});
   *fn = slot.get();
   return kSuccess;
