@@ -15,7 +15,7 @@ namespace {
 
 constexpr int64_t kInfinite = std::numeric_limits<int64_t>::max() / 4;
 
-// Dinic's maximum flow; afterwards OnSourceSide() is the minimum cut's source side.
+// Dinic's maximum flow; afterwards OnSourceSide() is a minimum cut's source side.
 class FlowNetwork {
  public:
   explicit FlowNetwork(int nodes) : adjacent_(nodes), level_(nodes), next_edge_(nodes) {}
@@ -27,16 +27,20 @@ class FlowNetwork {
     edges_.push_back({from, 0});
   }
 
+  // After the flow, the minimum cut chosen is the one closest to the sink: a node is on the sink
+  // side only if it still reaches the sink through edges with room left. Minimum cuts often tie
+  // (saving a matmul's output or the residual sum computed from it costs the same bytes); the
+  // cut nearest the sink saves what backward reads and recomputes the least.
   void MaxFlow(int source, int sink) {
     while (Levels(source, sink)) {
       std::fill(next_edge_.begin(), next_edge_.end(), 0);
       while (Push(source, sink, kInfinite) > 0) {
       }
     }
-    Levels(source, sink);  // leaves level_ >= 0 exactly on the residual source side
+    MarkSinkSide(sink);
   }
 
-  bool OnSourceSide(int node) const { return level_[node] >= 0; }
+  bool OnSourceSide(int node) const { return !sink_side_[node]; }
 
  private:
   struct Edge {
@@ -62,6 +66,26 @@ class FlowNetwork {
     return level_[sink] >= 0;
   }
 
+  // Walks residual edges backwards from the sink: edge e runs from edges_[e ^ 1].to to
+  // edges_[e].to, so for each edge leaving a sink-side node, its pair is the edge arriving.
+  void MarkSinkSide(int sink) {
+    sink_side_.assign(adjacent_.size(), false);
+    std::queue<int> queue;
+    sink_side_[sink] = true;
+    queue.push(sink);
+    while (!queue.empty()) {
+      const int node = queue.front();
+      queue.pop();
+      for (int e : adjacent_[node]) {
+        const int from = edges_[e].to;
+        if (edges_[e ^ 1].capacity > 0 && !sink_side_[from]) {
+          sink_side_[from] = true;
+          queue.push(from);
+        }
+      }
+    }
+  }
+
   int64_t Push(int node, int sink, int64_t limit) {
     if (node == sink) return limit;
     for (int& i = next_edge_[node]; i < static_cast<int>(adjacent_[node].size()); ++i) {
@@ -82,6 +106,7 @@ class FlowNetwork {
   std::vector<std::vector<int>> adjacent_;
   std::vector<int> level_;
   std::vector<int> next_edge_;
+  std::vector<bool> sink_side_;
 };
 
 int64_t Bytes(const Tensor& meta) { return meta.numel() * ItemSize(meta.dtype()); }

@@ -97,6 +97,7 @@ absl::StatusOr<Graph> Decompose(const Graph& graph, ExpandComposites which, std:
       // Recorded into a scratch graph first, so a failed expansion leaves `out` untouched.
       Graph scratch = out;
       GraphRecorder recorder(scratch, node.location, device);
+      if (which == ExpandComposites::kWithoutDerivative) recorder.KeepDifferentiableWhole();
       for (const GraphArg& a : node.args) {
         if (auto* v = std::get_if<ValueId>(&a.content)) recorder.Know(graph.value(*v).meta, map[*v]);
         if (auto* vs = std::get_if<std::vector<ValueId>>(&a.content)) {

@@ -35,6 +35,14 @@ class GraphRecorder : public CallRecorder {
       : out_(out), location_(std::move(location)), device_(device) {}
 
   void Know(const Tensor& meta, ValueId id) { known_.emplace_back(meta, id); }
+  // Records calls of ops with a derivative formula whole, decomposable or not: a body expanded
+  // for differentiation (scaled_dot_product_attention's) keeps its softmax a softmax node, so
+  // backward uses softmax's formula (as eager autograd does), not the derivatives of the max,
+  // exp and sum it is made of.
+  void KeepDifferentiableWhole() { keep_differentiable_whole_ = true; }
+  bool RecordsWhole(const OpDef& op) const override {
+    return CallRecorder::RecordsWhole(op) || (keep_differentiable_whole_ && op.derivative.fn != nullptr);
+  }
   // The value `meta` stands for: the latest known one, else Unknown(meta).
   absl::StatusOr<ValueId> Find(const Tensor& meta);
   absl::StatusOr<OpResult> Record(const OpDef& op, const OpArgs& args) override;
@@ -49,6 +57,7 @@ class GraphRecorder : public CallRecorder {
   SourceLocation location_;
   std::optional<Device> device_;
   std::vector<std::pair<Tensor, ValueId>> known_;
+  bool keep_differentiable_whole_ = false;
 };
 
 }  // namespace dt

@@ -133,7 +133,7 @@ absl::StatusOr<Tensor> Call(absl::string_view name, std::vector<ArgValue> args) 
     }
     args.push_back(*params[i].default_value);
   }
-  if (call_recorder != nullptr && !(op->kind == OpKind::kComposite && op->has(kDecomposable))) {
+  if (call_recorder != nullptr && call_recorder->RecordsWhole(*op)) {
     DT_ASSIGN_OR_RETURN(OpResult recorded, call_recorder->Record(*op, OpArgs(std::move(args))));
     return recorded.at(0);
   }

@@ -200,6 +200,12 @@ class CallRecorder {
   virtual ~CallRecorder() = default;
   // Runs `op` on `args` (meta tensors) and remembers it; returns its results.
   virtual absl::StatusOr<OpResult> Record(const OpDef& op, const OpArgs& args) = 0;
+  // Whether a call of `op` is recorded as one node; otherwise its body runs and its calls are
+  // recorded. Decomposable composites are expanded by default (the code generators fuse their
+  // primitives).
+  virtual bool RecordsWhole(const OpDef& op) const {
+    return !(op.kind == OpKind::kComposite && op.has(kDecomposable));
+  }
 };
 // Installs `recorder` for this thread until the returned previous one is restored.
 CallRecorder* SetCallRecorder(CallRecorder* recorder);

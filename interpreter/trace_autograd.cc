@@ -107,6 +107,7 @@ absl::StatusOr<std::optional<std::vector<Sym>>> Tracer::EmitBody(const OpDef& op
                                                                   Device device) {
   const size_t first_new = graph_->nodes().size();
   BodyRecorder recorder(*graph_, HereLocation(), device);
+  recorder.KeepDifferentiableWhole();
   for (size_t i = 0; i < graph_args.size(); ++i) {
     if (const ValueId* v = std::get_if<ValueId>(&graph_args[i].content)) recorder.Know(args.tensor(i), *v);
     if (const auto* vs = std::get_if<std::vector<ValueId>>(&graph_args[i].content)) {

@@ -151,6 +151,53 @@ def test_partitioner_recomputes_transcendentals_only_from_values_backward_has():
             assert float((g - e).abs().max()) <= 64 * 2.0 ** -24 * float(e.abs().max()), fn.__name__
 
 
+def residual_square(x, w, b):
+    z = x @ w + b      # backward reads z (square's formula); saving z or x @ w costs the same
+    return z.square().sum()
+
+
+def test_partitioner_takes_the_tied_cut_that_recomputes_least():
+    # Saving the product or the sum made from it (with b, a caller's tensor, free) are minimum
+    # cuts of equal bytes: the one nearest backward saves z itself and recomputes nothing.
+    dt.reset()
+    dt.manual_seed(5)
+    x, w, b = leaf(64, 32), leaf(32, 48), leaf(48)
+    jfn = dt.jit(fresh_copy(residual_square), backend="cpu")
+    jfn(x, w, b).backward()
+    s = dt.stats()
+    assert s["saved_bytes"] == 64 * 48 * 4 and s["recomputed_nodes"] == 0, (s["saved_bytes"], s["recomputed_nodes"])
+    got = [t.grad.clone() for t in (x, w, b)]
+    x.grad = w.grad = b.grad = None
+    residual_square(x, w, b).backward()
+    for g, e in zip(got, [x.grad, w.grad, b.grad]):
+        # sums of at most 64 products of float32 values: within 64 ulp of the largest gradient.
+        assert float((g - e).abs().max()) <= 64 * 2.0 ** -24 * float(e.abs().max())
+
+
+def attention(q, k, v):
+    return (F.scaled_dot_product_attention(q, k, v, is_causal=True) * v).sum()
+
+
+def test_attention_backward_uses_softmaxs_own_formula():
+    # scaled_dot_product_attention has no formula and is differentiated through its body, as
+    # eagerly; the softmax inside keeps its own formula there (y (g - sum(g y))), rather than
+    # the derivatives of the max, exp and sum it decomposes into for the kernels.
+    dt.reset()
+    dt.manual_seed(3)
+    q, k, v = leaf(2, 3, 16, 8), leaf(2, 3, 16, 8), leaf(2, 3, 16, 8)
+    jfn = dt.jit(fresh_copy(attention), backend="cpu")
+    jfn(q, k, v).backward()
+    backward = str(dt.graphs(jfn, backward=True)[0])
+    forward = str(dt.graphs(jfn)[0])
+    assert "softmax(" in forward and "amax" not in forward + backward, forward + backward
+    got = [t.grad.clone() for t in (q, k, v)]
+    q.grad = k.grad = v.grad = None
+    attention(q, k, v).backward()
+    for g, e in zip(got, [q.grad, k.grad, v.grad]):
+        # sums of at most 16 products per row, twice through matmuls: within 64 ulp of the largest.
+        assert float((g - e).abs().max()) <= 64 * 2.0 ** -24 * float(e.abs().max())
+
+
 def test_reductions_and_matmuls_are_saved_not_recomputed():
     dt.reset()
     dt.manual_seed(9)
