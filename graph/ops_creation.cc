@@ -184,7 +184,10 @@ absl::StatusOr<OpResult> LinspaceEager(const OpDef& op, const OpArgs& args) {
       // Fill from both ends, as PyTorch does, so the last element is exactly `end`.
       // A single step is `start`, as in PyTorch and numpy.
       const double v = steps == 1 ? start : i < half ? start + step * i : end - step * (steps - 1 - i);
-      if constexpr (std::is_integral_v<scalar_t>) data[i] = static_cast<scalar_t>(v);
+      // Integers through int64: a value outside a narrower dtype wraps, here and on a CUDA
+      // device alike (converting such a double directly is undefined, and CUDA saturates).
+      if constexpr (std::is_same_v<scalar_t, bool>) data[i] = v != 0;
+      else if constexpr (std::is_integral_v<scalar_t>) data[i] = static_cast<scalar_t>(static_cast<int64_t>(v));
       else data[i] = scalar_t(static_cast<ComputeType<scalar_t>>(v));
     }
   });

@@ -528,8 +528,10 @@ void range(const IxArgs& a) {
     }
     if constexpr (IsFloatLike<C>()) {
       *out = static_cast<T>(static_cast<C>(v));
-    } else {
-      *out = static_cast<T>(v);
+    } else if constexpr (kSameType<T, bool>) {
+      *out = v != 0;
+    } else {  // through int64, as the CPU does: CUDA would saturate what x86 wraps
+      *out = static_cast<T>(static_cast<int64_t>(v));
     }
   }
 }

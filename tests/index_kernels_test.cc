@@ -483,6 +483,9 @@ TEST_F(IndexKernelsTest, RangesEqualTheCpuBitForBit) {
                   absl::StrCat(d, " ", steps, " steps"));
       CompareBits(runner, "linspace", {Scalar::Int(10), Scalar::Int(-3), Scalar::Int(steps), dtype, cpu},
                   absl::StrCat(d, " ", steps, " steps down"));
+      // Past int8's and uint8's ranges: wraps, as a conversion through int64 does.
+      CompareBits(runner, "linspace", {Scalar::Float(-300.5), Scalar::Float(0.25), Scalar::Int(steps), dtype, cpu},
+                  absl::StrCat(d, " ", steps, " steps out of range"));
     }
   }
   EXPECT_GT(runner.launches, launches) << "the ranges never ran the kernel";

@@ -371,7 +371,9 @@ def data_op_results(t):
               dt.arange(0.5, 900.0, 1.7, device=dev, dtype=dt.float64), dt.arange(5, -100, -3, device=dev, dtype=dt.int32),
               dt.arange(0, 2, 0.01, device=dev, dtype=dt.float16), dt.linspace(-1.1, 3.7, x.shape[0], device=dev),
               dt.linspace(0, 1, 1001, device=dev, dtype=dt.float64), dt.linspace(10, -3, 7, device=dev, dtype=dt.int64),
-              dt.linspace(2, 5, 1, device=dev), dt.linspace(-7.3, 1e3, 4097, device=dev, dtype=dt.bfloat16))
+              dt.linspace(2, 5, 1, device=dev), dt.linspace(-7.3, 1e3, 4097, device=dev, dtype=dt.bfloat16),
+              # past the dtype's range: wraps through int64 on both (CUDA alone would saturate)
+              dt.linspace(-300.5, 0.25, 33, device=dev, dtype=dt.uint8), dt.linspace(-300, 300, 9, device=dev, dtype=dt.int8))
     uniques = (dt.unique(dup), dt.unique(i, return_inverse=True, return_counts=True), dt.unique(nan, return_counts=True),
                dt.unique((x * 2).floor().T, return_inverse=True), dt.unique(x.to(dt.float16)),
                dt.unique((i % 3)[:, :5], dim=0, return_inverse=True, return_counts=True),
