@@ -39,21 +39,14 @@ std::vector<ValueId> Graph::AddNode(const OpDef* op, std::vector<GraphArg> args,
   return outs;
 }
 
-namespace {
-
-// Whether a node can raise on its operands' values (an out-of-range index, an integer zero
-// divisor or negative exponent), which a trace cannot see on meta tensors: such a node runs
-// though its result is unused, as the plain call would.
-bool MayRaiseOnValues(const Graph& g, const Node& n) {
+bool Graph::MayRaiseOnValues(const Node& n) const {
   if (n.op->has(kChecksIndices)) return true;
   if (!n.op->has(kIntegerDivision) && !n.op->has(kIntegerPower)) return false;
   for (ValueId v : n.outputs) {
-    if (!IsFloating(g.value(v).meta.dtype())) return true;
+    if (!IsFloating(value(v).meta.dtype())) return true;
   }
   return false;
 }
-
-}  // namespace
 
 int Graph::EliminateDeadCode() {
   std::vector<bool> live(values_.size(), false);
@@ -61,7 +54,8 @@ int Graph::EliminateDeadCode() {
   std::vector<bool> keep(nodes_.size(), false);
   for (int i = static_cast<int>(nodes_.size()) - 1; i >= 0; --i) {
     const Node& n = nodes_[i];
-    bool needed = n.inplace || n.op->has(kRandom) || n.op->has(kWritesArguments) || MayRaiseOnValues(*this, n);
+    // A node that may raise runs though its result is unused, as the plain call would.
+    bool needed = n.inplace || n.op->has(kRandom) || n.op->has(kWritesArguments) || MayRaiseOnValues(n);
     for (ValueId v : n.outputs) needed |= live[v];
     if (!needed) continue;
     keep[i] = true;

@@ -103,6 +103,11 @@ class Graph {
   // numbers or may raise on their operands' values. Returns how many were removed.
   int EliminateDeadCode();
 
+  // Whether node `n` may raise on its operands' values (an out-of-range index, an integer zero
+  // divisor or negative exponent), which a trace cannot see on meta tensors. On CUDA such a
+  // node checks on the device and reads its verdict back, so no CUDA graph can hold it.
+  bool MayRaiseOnValues(const Node& n) const;
+
   // Python-like code: one line per node, with the source line that produced it.
   std::string ToString(absl::string_view name = "graph") const;
   std::string NodeStatement(const Node& n, const std::vector<std::string>& outputs) const;

@@ -5,9 +5,11 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "graph/cuda_eager.h"
 #include "graph/op_registry.h"
 #include "runtime/copy.h"
 #include "runtime/cuda_driver.h"
+#include "runtime/cuda_index_kernels.h"
 #include "runtime/cuda_tensor.h"
 #include "runtime/errors.h"
 #include "runtime/random.h"
@@ -42,8 +44,8 @@ FillKind KindFromName(absl::string_view name) {
   return FillKind::kRand;
 }
 
-// Values that are generated on the host (random streams shared with the CPU, ranges) reach a
-// CUDA device as one upload, counted as a host op.
+// Random values are generated on the host (one stream shared with the CPU, so a seed gives the
+// same numbers on every device) and reach a CUDA device as one upload, counted as a host op.
 absl::StatusOr<Tensor> MoveTo(const Tensor& host, Device device, absl::string_view op) {
   if (device.type != DeviceType::kCuda) return host;
   CountCudaHostOp(op);
@@ -123,7 +125,7 @@ void FillRange(const Tensor& t, Scalar start, Scalar step) {
   });
 }
 
-absl::StatusOr<OpResult> ArangeEager(const OpDef&, const OpArgs& args) {
+absl::StatusOr<OpResult> ArangeEager(const OpDef& op, const OpArgs& args) {
   DT_ASSIGN_OR_RETURN(Device device, CheckDevice(args.device(4)));
   Scalar start = args.scalar(0);
   Scalar end;
@@ -151,21 +153,30 @@ absl::StatusOr<OpResult> ArangeEager(const OpDef&, const OpArgs& args) {
                         : (end.ToInt() - start.ToInt() + step.ToInt() + (step.ToInt() > 0 ? -1 : 1)) /
                               step.ToInt();
   if (n < 0) n = 0;
-  Tensor t = Tensor::Empty({n}, dtype, device.type == DeviceType::kCuda ? Device::Cpu() : device);
-  FillRange(t, start, step);
-  DT_ASSIGN_OR_RETURN(t, MoveTo(t, device, "arange"));
+  Tensor t = Tensor::Empty({n}, dtype, device);
+  DT_RUN_THROUGH_HOST_IF_NEEDED(op, args, t);
+  if (IndexKernelsRun(t)) {
+    DT_RETURN_IF_ERROR(ArangeOnDevice(t, start, step));
+  } else {
+    FillRange(t, start, step);
+  }
   return OpResult{t};
 }
 
-absl::StatusOr<OpResult> LinspaceEager(const OpDef&, const OpArgs& args) {
+absl::StatusOr<OpResult> LinspaceEager(const OpDef& op, const OpArgs& args) {
   DT_ASSIGN_OR_RETURN(Device device, CheckDevice(args.device(4)));
   const int64_t steps = args.int_(2);
   if (steps < 0) return Error(ErrorKind::kValue, "linspace: number of steps must be non-negative");
   const DType dtype = args.dtype(3).value_or(DefaultFloat());
   const double start = args.float_(0), end = args.float_(1);
-  Tensor t = Tensor::Empty({steps}, dtype, device.type == DeviceType::kCuda ? Device::Cpu() : device);
+  Tensor t = Tensor::Empty({steps}, dtype, device);
+  DT_RUN_THROUGH_HOST_IF_NEEDED(op, args, t);
   if (t.is_meta()) return OpResult{t};
   const double step = steps > 1 ? (end - start) / static_cast<double>(steps - 1) : 0.0;
+  if (IndexKernelsRun(t)) {
+    DT_RETURN_IF_ERROR(LinspaceOnDevice(t, start, end, step));
+    return OpResult{t};
+  }
   const int64_t half = steps / 2;
   DT_DISPATCH_ALL(dtype, [&] {
     scalar_t* data = t.data_as<scalar_t>();
@@ -173,11 +184,13 @@ absl::StatusOr<OpResult> LinspaceEager(const OpDef&, const OpArgs& args) {
       // Fill from both ends, as PyTorch does, so the last element is exactly `end`.
       // A single step is `start`, as in PyTorch and numpy.
       const double v = steps == 1 ? start : i < half ? start + step * i : end - step * (steps - 1 - i);
-      if constexpr (std::is_integral_v<scalar_t>) data[i] = static_cast<scalar_t>(v);
+      // Integers through int64: a value outside a narrower dtype wraps, here and on a CUDA
+      // device alike (converting such a double directly is undefined, and CUDA saturates).
+      if constexpr (std::is_same_v<scalar_t, bool>) data[i] = v != 0;
+      else if constexpr (std::is_integral_v<scalar_t>) data[i] = static_cast<scalar_t>(static_cast<int64_t>(v));
       else data[i] = scalar_t(static_cast<ComputeType<scalar_t>>(v));
     }
   });
-  DT_ASSIGN_OR_RETURN(t, MoveTo(t, device, "linspace"));
   return OpResult{t};
 }
 
@@ -191,8 +204,9 @@ absl::StatusOr<OpResult> TensorConstantEager(const OpDef&, const OpArgs& args) {
 
 }  // namespace
 
-// Every creation op is device-safe in its own eager definition (fills copy on the device, the
-// rest generate on the host and upload), so all are kCudaNative.
+// Every creation op is device-safe in its own eager definition (fills copy on the device,
+// ranges run device kernels, random values are generated on the host and uploaded), so all are
+// kCudaNative.
 void RegisterCreationOps(OpRegistry& registry) {
   for (const char* name : {"zeros", "ones", "empty", "rand", "randn"}) {
     registry.Add(absl::StrCat(name, "(int... size, *, DType? dtype=None, Device? device=None) -> Tensor"),

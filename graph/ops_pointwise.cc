@@ -9,6 +9,8 @@
 #include "graph/op_registry.h"
 #include "graph/pointwise.h"
 #include "runtime/copy.h"
+#include "runtime/cuda_index_kernels.h"
+#include "runtime/cuda_tensor.h"
 #include "runtime/errors.h"
 #include "runtime/pointwise_loops.h"
 #include "runtime/scalar_math.h"
@@ -57,9 +59,9 @@ constexpr uint32_t kBound = kMethod | kFunction | kInplaceVariant;
   X(sub, sub, kPromote, kBound | kRejectsBool)                                       \
   X(mul, mul, kPromote, kBound | kCommutative)                                       \
   X(div, div, kIntToFloat, kBound)                                                   \
-  X(floor_divide, floor_divide, kPromote, kBound | kRejectsBool | kIntegerDivision)  \
-  X(remainder, remainder, kPromote, kBound | kRejectsBool | kIntegerDivision)        \
-  X(pow, pow_, kPromote, kBound | kRejectsBool | kIntegerPower | kCostlyElement)                      \
+  X(floor_divide, floor_divide, kPromote, kBound | kRejectsBool | kIntegerDivision | kCudaNative)  \
+  X(remainder, remainder, kPromote, kBound | kRejectsBool | kIntegerDivision | kCudaNative)        \
+  X(pow, pow_, kPromote, kBound | kRejectsBool | kIntegerPower | kCostlyElement | kCudaNative)      \
   X(maximum, maximum, kPromote, kMethod | kFunction | kCommutative)                  \
   X(minimum, minimum, kPromote, kMethod | kFunction | kCommutative)                  \
   X(atan2, atan2_, kIntToFloat, kBound | kCostlyElement)                                              \
@@ -113,7 +115,23 @@ std::array<InnerLoop, kNumDTypes> MakeLoops() {
   return loops;
 }
 
+// Whether `op(args)` runs the checked integer kernel (runtime/cuda_index_kernels.h): integer
+// division or power in an integer compute dtype, on a device where those kernels run (CUDA, or
+// the CPU under tests/index_kernels_test.cc's runner). The kernel checks the divisors itself.
+bool ChecksOnDevice(const OpDef& op, const OpArgs& args) {
+  if (!op.has(kIntegerDivision) && !op.has(kIntegerPower)) return false;
+  absl::StatusOr<PointwiseSignature> sig = InferPointwise(op, args);
+  return sig.ok() && !IsFloating(sig->compute_dtype) && IndexKernelsRun(sig->device, sig->compute_dtype);
+}
+
+// The ops flagged kCudaNative here are the integer ones that check their operands: on CUDA only
+// their checked kernel runs in RunPointwise; other dtypes go to the device-op runner, as every
+// pointwise op's do.
 absl::StatusOr<OpResult> PointwiseEager(const OpDef& op, const OpArgs& args) {
+  if (op.has(kCudaNative)) {
+    DT_ASSIGN_OR_RETURN(std::optional<Device> cuda, CudaDeviceOf(op, args));
+    if (cuda.has_value() && !ChecksOnDevice(op, args)) return CallOpOnCuda(op, args, *cuda);
+  }
   DT_ASSIGN_OR_RETURN(Tensor result, RunPointwise(op, args, nullptr));
   return OpResult{std::move(result)};
 }
@@ -128,6 +146,58 @@ bool AnyElement(const Tensor& t, Pred pred) {
     if (pred(data[i])) return true;
   }
   return false;
+}
+
+// Whether integer `op` raises for one of `divisors` (its second operand: a zero divisor, a
+// negative exponent).
+bool AnyBadOperand(const OpDef& op, const Tensor& divisors) {
+  if (op.has(kIntegerDivision)) return AnyElement(divisors, [](int64_t v) { return v == 0; });
+  if (op.has(kIntegerPower)) return AnyElement(divisors, [](int64_t v) { return v < 0; });
+  return false;
+}
+
+// What integer operands of a checked op raise: ZeroDivisionError for a zero divisor, ValueError
+// for a negative exponent.
+absl::Status BadIntegerOperand(const OpDef& op) {
+  if (op.has(kIntegerPower)) return Error(ErrorKind::kValue, "pow: integers to negative integer powers are not allowed");
+  return Error(ErrorKind::kZeroDivision, absl::StrFormat("%s: integer division by zero", op.name()));
+}
+
+absl::StatusOr<DeviceIntegerOp> IntegerOpOf(const OpDef& op) {
+  if (op.pointwise.scalar_fn == "floor_divide") return DeviceIntegerOp::kFloorDivide;
+  if (op.pointwise.scalar_fn == "remainder") return DeviceIntegerOp::kRemainder;
+  if (op.pointwise.scalar_fn == "pow_") return DeviceIntegerOp::kPower;
+  return absl::InternalError(absl::StrCat(op.name(), " has no checked integer kernel"));
+}
+
+// The checked integer kernel into `result`, raising as the CPU path does for a bad operand.
+absl::Status RunChecked(const OpDef& op, const PointwiseSignature& sig, absl::Span<const Tensor> operands,
+                        const Tensor& result) {
+  DT_ASSIGN_OR_RETURN(DeviceIntegerOp kind, IntegerOpOf(op));
+  DT_ASSIGN_OR_RETURN(Dims x_strides, BroadcastStrides(operands[0], sig.shape));
+  DT_ASSIGN_OR_RETURN(Dims y_strides, BroadcastStrides(operands[1], sig.shape));
+  DT_ASSIGN_OR_RETURN(bool valid, IntegerOpOnDevice(kind, result, DomainOperand{operands[0], x_strides},
+                                                    DomainOperand{operands[1], y_strides}));
+  return valid ? absl::OkStatus() : BadIntegerOperand(op);
+}
+
+// The op's CPU loop over the broadcast operands into `result`.
+absl::Status RunLoops(const OpDef& op, const PointwiseSignature& sig, absl::Span<const Tensor> operands,
+                      const Tensor& result) {
+  const int arity = op.pointwise.arity;
+  char* bases[kMaxLoopOperands];
+  Dims strides[kMaxLoopOperands];
+  bases[0] = static_cast<char*>(result.data());
+  strides[0] = result.strides();
+  for (int64_t& s : strides[0]) s *= result.itemsize();
+  for (int i = 0; i < arity; ++i) {
+    // Inputs that alias the output are fine: each element is read before it is written.
+    bases[i + 1] = static_cast<char*>(operands[i].data());
+    DT_ASSIGN_OR_RETURN(strides[i + 1], BroadcastByteStrides(operands[i], sig.shape));
+  }
+  StridedLoop loop(sig.shape, absl::MakeSpan(bases, arity + 1), absl::MakeSpan(strides, arity + 1));
+  loop.Run(op.pointwise.loops[static_cast<int>(sig.compute_dtype)], /*parallel=*/true);
+  return absl::OkStatus();
 }
 
 int OperandStart(const OpDef& op) { return op.pointwise.arity == 3 ? 1 : 0; }
@@ -191,27 +261,35 @@ absl::StatusOr<PointwiseSignature> InferPointwise(const OpDef& op, const OpArgs&
 }
 
 absl::StatusOr<Tensor> RunPointwise(const OpDef& op, const OpArgs& args, const Tensor* out) {
-  if (out != nullptr && out->device().type == DeviceType::kCuda) {
+  const bool checks_on_device = ChecksOnDevice(op, args);
+  if (out != nullptr && out->device().type == DeviceType::kCuda && !checks_on_device) {
     return RunPointwiseIntoOnCuda(op, args, *out);
   }
   DT_ASSIGN_OR_RETURN(PointwiseSignature sig, InferPointwise(op, args));
   const int arity = op.pointwise.arity;
-  // Operands in the compute dtype; Python numbers become 0-d tensors.
+  // Operands in the compute dtype; Python numbers become 0-d tensors, on the device for the
+  // checked kernel (with a 0-d CPU tensor, which PyTorch lets join a CUDA operand).
   absl::InlinedVector<Tensor, 3> operands;
   for (int i = 0; i < arity; ++i) {
     const DType want = i < OperandStart(op) ? DType::kBool : sig.compute_dtype;
-    operands.push_back(args.is_tensor(i) ? CastTo(args.tensor(i), want)
-                                         : ScalarTensor(args.scalar(i), want, Device::Cpu()));
+    if (!args.is_tensor(i)) {
+      operands.push_back(ScalarTensor(args.scalar(i), want, checks_on_device ? sig.device : Device::Cpu()));
+      continue;
+    }
+    Tensor t = CastTo(args.tensor(i), want);
+    if (checks_on_device && t.device() != sig.device) {
+      DT_ASSIGN_OR_RETURN(t, UploadKeepingLayout(t, sig.device));
+    }
+    operands.push_back(std::move(t));
   }
-  const bool integral = !IsFloating(sig.compute_dtype);
-  if (integral && op.has(kIntegerDivision) &&
-      AnyElement(operands[1], [](int64_t v) { return v == 0; })) {
-    return Error(ErrorKind::kZeroDivision,
-                 absl::StrFormat("%s: integer division by zero", op.name()));
-  }
-  if (integral && op.has(kIntegerPower) &&
-      AnyElement(operands[1], [](int64_t v) { return v < 0; })) {
-    return Error(ErrorKind::kValue, "pow: integers to negative integer powers are not allowed");
+  // Divisors (exponents) on the host are checked here, and so is a Python number given to the
+  // checked kernel, which checks those on the device as it goes.
+  if ((op.has(kIntegerDivision) || op.has(kIntegerPower)) && !IsFloating(sig.compute_dtype)) {
+    if (!checks_on_device && AnyBadOperand(op, operands[1])) return BadIntegerOperand(op);
+    if (checks_on_device && !args.is_tensor(1) &&
+        AnyBadOperand(op, ScalarTensor(args.scalar(1), sig.compute_dtype, Device::Cpu()))) {
+      return BadIntegerOperand(op);
+    }
   }
   Tensor result;
   if (out != nullptr) {
@@ -232,7 +310,8 @@ absl::StatusOr<Tensor> RunPointwise(const OpDef& op, const OpArgs& args, const T
                                    "memory (an expanded view); clone() it first",
                                    op.name(), out->ShapeString()));
     }
-    result = out->dtype() == sig.result_dtype ? *out : Tensor();
+    // The checked kernel writes a fresh tensor: a refused division leaves `out` as it was.
+    result = out->dtype() == sig.result_dtype && !checks_on_device ? *out : Tensor();
   }
   if (!result.defined()) {
     // Keep the memory order of a full-shape operand (so transposed inputs give transposed
@@ -250,19 +329,7 @@ absl::StatusOr<Tensor> RunPointwise(const OpDef& op, const OpArgs& args, const T
                  : Tensor::Empty(sig.shape, sig.result_dtype, device);
   }
   if (!result.is_meta()) {
-    char* bases[kMaxLoopOperands];
-    Dims strides[kMaxLoopOperands];
-    bases[0] = static_cast<char*>(result.data());
-    strides[0] = result.strides();
-    for (int64_t& s : strides[0]) s *= result.itemsize();
-    for (int i = 0; i < arity; ++i) {
-      // Inputs that alias the output are fine: each element is read before it is written.
-      bases[i + 1] = static_cast<char*>(operands[i].data());
-      DT_ASSIGN_OR_RETURN(strides[i + 1], BroadcastByteStrides(operands[i], sig.shape));
-    }
-    StridedLoop loop(sig.shape, absl::MakeSpan(bases, arity + 1),
-                     absl::MakeSpan(strides, arity + 1));
-    loop.Run(op.pointwise.loops[static_cast<int>(sig.compute_dtype)], /*parallel=*/true);
+    DT_RETURN_IF_ERROR(checks_on_device ? RunChecked(op, sig, operands, result) : RunLoops(op, sig, operands, result));
   }
   if (out != nullptr && !result.SharesStorageWith(*out)) {
     DT_RETURN_IF_ERROR(CopyInto(*out, result));

@@ -6,7 +6,7 @@
 // int64) and round each running value once into the result's dtype. Each runs as one node
 // between fused kernels; max/min decompose into amax/amin (fused) and argmax/argmin. On CUDA
 // tensors sorts, scans and cummax/cummin run device kernels (runtime/cuda_index_kernels.h) on
-// the same rows; unique, sized by the data, goes through counted host mirrors.
+// the same rows; so does unique, which reads back only its number of distinct values.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -247,16 +247,17 @@ struct RowOrder {
   }
 };
 
-// Groups the rows of `rows` ([n, width]): the first row of each group in sorted order, each
-// row's group, and each group's size.
-struct Groups {
-  std::vector<int64_t> firsts, group_of, sizes;
-};
+Tensor Int64Vector(const std::vector<int64_t>& values) {
+  Tensor t = Tensor::Empty({static_cast<int64_t>(values.size())}, DType::kInt64, Device::Cpu());
+  std::copy(values.begin(), values.end(), t.data_as<int64_t>());
+  return t;
+}
 
-Groups GroupRows(const Tensor& rows) {
+// Groups the rows of `rows` ([n, width]) on the CPU: the first row of each group in sorted
+// order, each row's group, and each group's size (GroupRowsOnDevice makes the same on a device).
+RowGroups GroupRows(const Tensor& rows) {
   const int64_t n = rows.size(0), width = rows.size(1);
-  Groups g;
-  g.group_of.resize(n);
+  std::vector<int64_t> firsts, group_of(n), sizes;
   std::vector<int64_t> order(n);
   std::iota(order.begin(), order.end(), 0);
   DT_DISPATCH_ALL(rows.dtype(), [&] {
@@ -264,20 +265,14 @@ Groups GroupRows(const Tensor& rows) {
     std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return by.Less(a, b); });
     for (int64_t i = 0; i < n; ++i) {
       if (i == 0 || !by.Equal(order[i - 1], order[i])) {
-        g.firsts.push_back(order[i]);
-        g.sizes.push_back(0);
+        firsts.push_back(order[i]);
+        sizes.push_back(0);
       }
-      g.group_of[order[i]] = static_cast<int64_t>(g.firsts.size()) - 1;
-      ++g.sizes.back();
+      group_of[order[i]] = static_cast<int64_t>(firsts.size()) - 1;
+      ++sizes.back();
     }
   });
-  return g;
-}
-
-Tensor Int64Vector(const std::vector<int64_t>& values, const Dims& shape) {
-  Tensor t = Tensor::Empty(shape, DType::kInt64, Device::Cpu());
-  std::copy(values.begin(), values.end(), t.data_as<int64_t>());
-  return t;
+  return RowGroups{Int64Vector(firsts), Int64Vector(group_of), Int64Vector(sizes)};
 }
 
 // PyTorch's refusals: slices along `dim` with no elements cannot be told apart, unless `dim`
@@ -296,7 +291,8 @@ absl::Status CheckUniqueDim(const Tensor& input, int64_t dim) {
 }
 
 // sorted=False gives the sorted order too (PyTorch leaves that order unspecified).
-absl::StatusOr<OpResult> UniqueEager(const OpDef&, const OpArgs& args) {
+absl::StatusOr<OpResult> UniqueEager(const OpDef& op, const OpArgs& args) {
+  DT_RUN_THROUGH_HOST_IF_NEEDED(op, args, args.tensor(0));
   const Tensor& input = args.tensor(0);
   const bool whole = args.is_none(4);
   int64_t dim = 0;
@@ -315,12 +311,17 @@ absl::StatusOr<OpResult> UniqueEager(const OpDef&, const OpArgs& args) {
   const Tensor moved = Contiguous(front);
   const int64_t width = n == 0 ? 0 : moved.numel() / n;
   const Tensor rows = moved.AsStrided({n, width}, {width, 1}, moved.offset());
-  const Groups g = GroupRows(rows);
-  DT_ASSIGN_OR_RETURN(Tensor output, Call("index_select", {source, Scalar::Int(dim),
-                                                           Int64Vector(g.firsts, {static_cast<int64_t>(g.firsts.size())})}));
+  RowGroups g;
+  if (IndexKernelsRun(rows)) {
+    DT_ASSIGN_OR_RETURN(g, GroupRowsOnDevice(rows));
+  } else {
+    g = GroupRows(rows);
+  }
+  DT_ASSIGN_OR_RETURN(Tensor output, Call("index_select", {source, Scalar::Int(dim), g.firsts}));
   OpResult out{output};
-  if (args.bool_(2)) out.push_back(Int64Vector(g.group_of, whole ? input.sizes() : Dims{n}));
-  if (args.bool_(3)) out.push_back(Int64Vector(g.sizes, {static_cast<int64_t>(g.sizes.size())}));
+  if (args.bool_(2)) out.push_back(whole ? g.group_of.AsStrided(input.sizes(), ContiguousStrides(input.sizes()), 0)
+                                         : g.group_of);
+  if (args.bool_(3)) out.push_back(g.sizes);
   return out;
 }
 
@@ -383,7 +384,7 @@ void RegisterSortingOps(OpRegistry& registry) {
   }
   registry.Add("unique(Tensor input, bool sorted=True, bool return_inverse=False, bool return_counts=False, "
                "int? dim=None) -> Tensor[]",
-               OpKind::kData, kBoth | kOneResultBare, &UniqueEager)
+               OpKind::kData, kDev | kOneResultBare, &UniqueEager)
       .data_dependent_shape = &UniqueDataDependence;
   registry.Add("logcumsumexp(Tensor input, int dim) -> Tensor", OpKind::kData, kDev, &LogcumsumexpEager);
   registry.Add("cumsum(Tensor input, int dim, *, DType? dtype=None) -> Tensor", OpKind::kData, kDev, &ScanEager);

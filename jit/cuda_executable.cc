@@ -138,8 +138,8 @@ void CudaExecutable::DecideGraphUse(CudaGraphMode mode) {
       graph_refusal_ = absl::StrFormat("%s runs through the host", n.op->name());
       return;
     }
-    if (n.op->has(kChecksIndices)) {  // a synchronous read-back, which a capture can't hold
-      graph_refusal_ = absl::StrFormat("%s reads its index check back from the device", n.op->name());
+    if (g.MayRaiseOnValues(n)) {  // a synchronous read-back, which a capture can't hold
+      graph_refusal_ = absl::StrFormat("%s reads its operand check back from the device", n.op->name());
       return;
     }
     ++launches;

@@ -247,6 +247,20 @@ absl::Status ReadInto(IndexKernelRunner* runner, T* host, const void* device) {
   return runner->Read(host, device, sizeof(T));
 }
 
+// Launches a kernel that records the first bad position in the error word, and reads the word
+// back (one small synchronous copy): that position, or nullopt when the kernel found none.
+absl::StatusOr<std::optional<int64_t>> LaunchChecked(IndexKernelRunner* runner, absl::string_view name, DType dtype,
+                                                     IxArgs& a, Device device) {
+  const Tensor word = Tensor::Empty({1}, DType::kInt64, device);
+  a.error = static_cast<uint64_t*>(word.data());
+  DT_RETURN_IF_ERROR(runner->Memset(word.data(), 0xff, sizeof(uint64_t)));
+  DT_RETURN_IF_ERROR(runner->Launch(name, dtype, a));
+  uint64_t first = 0;
+  DT_RETURN_IF_ERROR(ReadInto(runner, &first, word.data()));
+  if (first == ~uint64_t{0}) return std::optional<int64_t>();
+  return std::optional<int64_t>(static_cast<int64_t>(first - 1));
+}
+
 }  // namespace
 
 // ---- public ----
@@ -260,15 +274,17 @@ std::string IndexKernelSource(DType dtype) {
   return absl::StrCat("#define DT_IX_SCALAR ", CppType(dtype), "\n", IndexKernelModuleText());
 }
 
-bool IndexKernelsRun(const Tensor& t) {
-  if (!t.defined() || t.is_meta()) return false;
-  if (t.device().is_cpu()) return host_runner.load() != nullptr;
-  CudaRunner* runner = CudaRunnerFor(t.device().index);
+bool IndexKernelsRun(const Tensor& t) { return t.defined() && IndexKernelsRun(t.device(), t.dtype()); }
+
+bool IndexKernelsRun(Device device, DType dtype) {
+  if (device.is_cpu()) return host_runner.load() != nullptr;
+  if (device.type != DeviceType::kCuda) return false;
+  CudaRunner* runner = CudaRunnerFor(device.index);
   if (runner == nullptr) return false;
-  absl::Status ready = runner->Prepare(t.dtype());
+  absl::Status ready = runner->Prepare(dtype);
   if (!ready.ok() && log::Enabled(log::Kind::kKernels)) {
-    log::Write(log::Kind::kKernels, absl::StrCat("index kernels for ", DTypeName(t.dtype()), " on ",
-                                                 t.device().ToString(), " run through the host: ", ready.message()));
+    log::Write(log::Kind::kKernels, absl::StrCat("index kernels for ", DTypeName(dtype), " on ", device.ToString(),
+                                                 " run through the host: ", ready.message()));
   }
   return ready.ok();
 }
@@ -280,15 +296,10 @@ absl::StatusOr<std::optional<int64_t>> FindValueOutside(const Tensor& index, int
   a.op[a.operands++] = Operand(index, index.sizes(), index.strides());
   a.param[0] = low;
   a.param[1] = high;
-  const Tensor word = Tensor::Empty({1}, DType::kInt64, index.device());
-  a.error = static_cast<uint64_t*>(word.data());
-  DT_RETURN_IF_ERROR(runner->Memset(word.data(), 0xff, sizeof(uint64_t)));
-  DT_RETURN_IF_ERROR(runner->Launch("check", index.dtype(), a));
-  uint64_t first = 0;
-  DT_RETURN_IF_ERROR(ReadInto(runner, &first, word.data()));
-  if (first == ~uint64_t{0}) return std::optional<int64_t>();
+  DT_ASSIGN_OR_RETURN(std::optional<int64_t> first, LaunchChecked(runner, "check", index.dtype(), a, index.device()));
+  if (!first.has_value()) return first;
   // The bad position's element, read back by itself.
-  int64_t at = static_cast<int64_t>(first - 1), element = 0;
+  int64_t at = *first, element = 0;
   for (int64_t d = index.ndim() - 1; d >= 0; --d) {
     element += (at % index.size(d)) * index.stride(d);
     at /= index.size(d);
@@ -405,26 +416,42 @@ absl::Status ScatterOnDevice(const Dims& domain, const DomainOperand& dst, const
   return DivideByCounts(runner, dst.tensor, counts, low, include_self);
 }
 
+namespace {
+
+int64_t PowerOfTwoAtLeast(int64_t n) {
+  int64_t padded = 1;
+  while (padded < n) padded *= 2;
+  return padded;
+}
+
+// Initialises the sort buffers of `a` (rows of param[1] positions) and runs the bitonic
+// network's stages over them: log^2 of the padded length launches.
+absl::Status RunSortNetwork(IndexKernelRunner* runner, DType dtype, IxArgs& a) {
+  DT_RETURN_IF_ERROR(runner->Launch("sort_init", dtype, a));
+  for (int64_t k = 2; k <= a.param[1]; k *= 2) {
+    for (int64_t j = k / 2; j > 0; j /= 2) {
+      a.param[2] = j;
+      a.param[3] = k;
+      DT_RETURN_IF_ERROR(runner->Launch("sort_step", dtype, a));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status SortRowsOnDevice(const Tensor& rows, bool descending, const Tensor& values, const Tensor& positions) {
   if (values.numel() == 0) return absl::OkStatus();
   DT_ASSIGN_OR_RETURN(IndexKernelRunner * runner, Runner(rows));
   const int64_t outer = rows.size(0), n = rows.size(1), keep = values.size(1);
-  int64_t padded = 1;
-  while (padded < n) padded *= 2;
+  const int64_t padded = PowerOfTwoAtLeast(n);
   const Tensor buffer_values = Tensor::Empty({outer, padded}, rows.dtype(), rows.device());
   const Tensor buffer_positions = Tensor::Empty({outer, padded}, DType::kInt64, rows.device());
   IxArgs a = RowArgs(outer * padded, {&rows, &buffer_values, &buffer_positions, &values, &positions});
   a.param[0] = n;
   a.param[1] = padded;
   a.mode = descending ? 1 : 0;
-  DT_RETURN_IF_ERROR(runner->Launch("sort_init", rows.dtype(), a));
-  for (int64_t k = 2; k <= padded; k *= 2) {
-    for (int64_t j = k / 2; j > 0; j /= 2) {
-      a.param[2] = j;
-      a.param[3] = k;
-      DT_RETURN_IF_ERROR(runner->Launch("sort_step", rows.dtype(), a));
-    }
-  }
+  DT_RETURN_IF_ERROR(RunSortNetwork(runner, rows.dtype(), a));
   a.numel = a.sizes[0] = outer * keep;
   a.param[2] = keep;
   return runner->Launch("sort_take", rows.dtype(), a);
@@ -537,6 +564,92 @@ absl::StatusOr<Tensor> NonzeroOnDevice(const Tensor& input) {
   a.op[a.operands++] = Flat(running);
   DT_RETURN_IF_ERROR(runner->Launch("compact", input.dtype(), a));
   return out;
+}
+
+namespace {
+
+// The positions of the rows of `rows` ([n, width], contiguous, width > 0) in stable sorted
+// order, NaN largest: a bitonic network over positions alone, comparing the rows they point at.
+// The first n of the (power-of-two) result are the order; padding follows.
+absl::StatusOr<Tensor> SortedRowOrder(IndexKernelRunner* runner, const Tensor& rows) {
+  const int64_t padded = PowerOfTwoAtLeast(rows.size(0));
+  Tensor order = Tensor::Empty({padded}, DType::kInt64, rows.device());
+  IxArgs a = RowArgs(padded, {&rows, &rows, &order});
+  a.param[0] = rows.size(0);
+  a.param[1] = padded;
+  a.param[4] = rows.size(1);
+  DT_RETURN_IF_ERROR(RunSortNetwork(runner, rows.dtype(), a));
+  return order;
+}
+
+}  // namespace
+
+absl::StatusOr<RowGroups> GroupRowsOnDevice(const Tensor& rows) {
+  const int64_t n = rows.size(0);
+  const Device device = rows.device();
+  RowGroups g{Tensor::Empty({0}, DType::kInt64, device), Tensor::Empty({n}, DType::kInt64, device),
+              Tensor::Empty({0}, DType::kInt64, device)};
+  if (n == 0) return g;
+  if (rows.size(1) == 0) return absl::InternalError("unique: rows without elements reached the device");
+  DT_ASSIGN_OR_RETURN(IndexKernelRunner * runner, Runner(rows));
+  DT_ASSIGN_OR_RETURN(const Tensor order, SortedRowOrder(runner, rows));
+  const Tensor starts = Tensor::Empty({1, n}, DType::kBool, device);
+  IxArgs a = RowArgs(n, {&rows, &starts, &order});
+  a.param[4] = rows.size(1);
+  DT_RETURN_IF_ERROR(runner->Launch("run_starts", rows.dtype(), a));
+  const Tensor running = Tensor::Empty({1, n}, DType::kInt64, device);
+  DT_RETURN_IF_ERROR(ScanRowsOnDevice(starts, DeviceScan::kSum, running));
+  int64_t count = 0;
+  DT_RETURN_IF_ERROR(ReadInto(runner, &count, static_cast<const int64_t*>(running.data()) + (n - 1)));
+  if (count < 0 || count > n) {
+    return absl::InternalError(absl::StrFormat("unique: the device counted %d groups of %d rows", count, n));
+  }
+  g.firsts = Tensor::Empty({count}, DType::kInt64, device);
+  g.sizes = Tensor::Empty({count}, DType::kInt64, device);
+  if (count == 0) return g;  // only a stand-in driver that runs no kernel counts none
+  DT_RETURN_IF_ERROR(runner->Memset(g.sizes.data(), 0, count * sizeof(int64_t)));
+  IxArgs r = RowArgs(n, {&order, &starts, &running, &g.group_of, &g.firsts, &g.sizes});
+  DT_RETURN_IF_ERROR(runner->Launch("runs", rows.dtype(), r));
+  return g;
+}
+
+absl::Status ArangeOnDevice(const Tensor& out, Scalar start, Scalar step) {
+  if (out.numel() == 0) return absl::OkStatus();
+  DT_ASSIGN_OR_RETURN(IndexKernelRunner * runner, Runner(out));
+  IxArgs a = RowArgs(out.numel(), {&out});
+  a.mode = kIxArange;
+  a.param[1] = start.ToInt();
+  a.param[2] = step.ToInt();
+  a.param[3] = BitCast<int64_t>(start.ToDouble());
+  a.param[4] = BitCast<int64_t>(step.ToDouble());
+  return runner->Launch("range", out.dtype(), a);
+}
+
+absl::Status LinspaceOnDevice(const Tensor& out, double start, double end, double step) {
+  if (out.numel() == 0) return absl::OkStatus();
+  DT_ASSIGN_OR_RETURN(IndexKernelRunner * runner, Runner(out));
+  IxArgs a = RowArgs(out.numel(), {&out});
+  a.mode = kIxLinspace;
+  a.param[1] = BitCast<int64_t>(start);
+  a.param[2] = BitCast<int64_t>(end);
+  a.param[3] = BitCast<int64_t>(step);
+  a.param[4] = out.numel();
+  return runner->Launch("range", out.dtype(), a);
+}
+
+absl::StatusOr<bool> IntegerOpOnDevice(DeviceIntegerOp op, const Tensor& out, const DomainOperand& x,
+                                       const DomainOperand& y) {
+  if (out.numel() == 0) return true;
+  DT_ASSIGN_OR_RETURN(IndexKernelRunner * runner, Runner(out));
+  DT_ASSIGN_OR_RETURN(IxArgs a, DomainArgs(out.sizes()));
+  a.op[a.operands++] = Operand(out, out.sizes(), out.strides());
+  a.op[a.operands++] = Operand(x.tensor, out.sizes(), x.strides);
+  a.op[a.operands++] = Operand(y.tensor, out.sizes(), y.strides);
+  a.mode = op == DeviceIntegerOp::kFloorDivide ? kIxFloorDivide
+           : op == DeviceIntegerOp::kRemainder ? kIxRemainder
+                                               : kIxPower;
+  DT_ASSIGN_OR_RETURN(std::optional<int64_t> bad, LaunchChecked(runner, "int_binary", out.dtype(), a, out.device()));
+  return !bad.has_value();
 }
 
 }  // namespace dt

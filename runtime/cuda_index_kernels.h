@@ -1,9 +1,10 @@
 // runtime/cuda_index_kernels.h: device primitives for indexing, gather/scatter, sorts, scans,
-// arg reductions and searches on CUDA tensors.
+// arg reductions, searches, unique, ranges and the integer ops that check their operands on
+// CUDA tensors.
 //
 // The eager definitions of those ops (graph/ops_indexing.cc, ops_sorting.cc, ops_search.cc,
-// ops_data.cc ...) see CUDA operands themselves (they are kCudaNative) and call these, as
-// matmul calls cuBLAS. The kernels (runtime/index_kernels.cuh) are hand-written CUDA C++,
+// ops_data.cc, ops_creation.cc, ops_pointwise.cc ...) see CUDA operands themselves (they are
+// kCudaNative) and call these, as matmul calls cuBLAS. The kernels (runtime/index_kernels.cuh) are hand-written CUDA C++,
 // compiled by NVRTC once per process for each element type a program uses (the CUBIN kept in
 // memory, and on disk through the compiler hook jit/ installs), loaded once per device and
 // launched on the device's stream. Each launch is independent per-thread work, so a sort is a
@@ -11,7 +12,8 @@
 //
 // Indices are checked on the device: FindValueOutside records the first bad position in a
 // device word that the host reads back (one small synchronous copy, not a mirror), and the op
-// raises the CPU path's error before any element moves. Kernels skip bad indices anyway, so
+// raises the CPU path's error before any element moves (integer division's zero divisors
+// likewise, before its result is returned). Kernels skip bad indices anyway, so
 // nothing is ever read or written out of bounds.
 //
 //   if (!IndexKernelsRun(x)) return CallOpThroughHost(op, args, x.device());  // no NVRTC, or
@@ -31,6 +33,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "runtime/index_kernel_abi.h"
+#include "runtime/scalar.h"
 #include "runtime/tensor.h"
 
 namespace dt {
@@ -39,6 +42,8 @@ namespace dt {
 // for t's dtype (compiled on first use), or on the CPU while a test runner is installed.
 // False for meta tensors, and where NVRTC is missing or the driver refuses modules.
 bool IndexKernelsRun(const Tensor& t);
+// The same for results of `dtype` made on `device` (creation ops, which have no input).
+bool IndexKernelsRun(Device device, DType dtype);
 
 // An operand walked over a launch domain: `tensor`'s first element (its offset applied),
 // stepped by `strides` (elements, one per domain dim).
@@ -121,6 +126,31 @@ int64_t CudaIndexKernelLaunches();
 // NonzeroPositions): running counts of the flags (a scan), the total read back (one small
 // synchronous copy: it sizes the result), then one compaction launch.
 [[nodiscard]] absl::StatusOr<Tensor> NonzeroOnDevice(const Tensor& input);
+
+// unique's groups of equal rows of `rows` ([n, width] contiguous; width > 0 when n > 0), in
+// sorted order (NaN largest; no NaN equals anything), as graph/ops_sorting.cc's GroupRows makes
+// them on the CPU, as int64 tensors on rows' device: `firsts` [groups] the first row of each
+// group, `group_of` [n] each row's group, `sizes` [groups] their sizes. Rows are sorted by a
+// bitonic network over their positions, run starts flagged and scanned, and the number of
+// groups read back (one small synchronous copy: it sizes the results).
+struct RowGroups {
+  Tensor firsts, group_of, sizes;
+};
+[[nodiscard]] absl::StatusOr<RowGroups> GroupRowsOnDevice(const Tensor& rows);
+
+// arange and linspace into contiguous 1-d `out`, each element computed as the CPU computes it
+// (graph/ops_creation.cc), so the values are equal bit for bit: arange start + i * step (int64
+// for integer dtypes, else double), linspace from both ends with `step` = (end - start) / (n - 1).
+[[nodiscard]] absl::Status ArangeOnDevice(const Tensor& out, Scalar start, Scalar step);
+[[nodiscard]] absl::Status LinspaceOnDevice(const Tensor& out, double start, double end, double step);
+
+// Integer floor_divide, remainder (Python's rounding) and pow: out (its sizes the domain) = x op
+// y, both of out's dtype and addressed by their (broadcast) strides. False when some divisor is
+// zero (or exponent negative): the kernel records it in a device word read back here, and the
+// caller raises the CPU path's error; out's elements are then unspecified.
+enum class DeviceIntegerOp : uint8_t { kFloorDivide, kRemainder, kPower };
+[[nodiscard]] absl::StatusOr<bool> IntegerOpOnDevice(DeviceIntegerOp op, const Tensor& out, const DomainOperand& x,
+                                                     const DomainOperand& y);
 
 // NVRTC through a cache: jit/ installs the kernel cache's (memory, then disk); without one each
 // process compiles its modules once with runtime/nvrtc.h.

@@ -71,12 +71,17 @@ static_assert(sizeof(IxArgs) <= 4096, "kernel parameters must stay within 4 KiB"
 // Folds a scatter or scan applies (IxArgs::mode).
 enum IxFold : int64_t { kIxAssign = 0, kIxSum = 1, kIxProd = 2, kIxMax = 3, kIxMin = 4, kIxLogSumExp = 5 };
 
+// What range (IxArgs::mode) generates, and which checked integer op int_binary computes.
+enum IxRange : int64_t { kIxArange = 0, kIxLinspace = 1 };
+enum IxIntegerOp : int64_t { kIxFloorDivide = 0, kIxRemainder = 1, kIxPower = 2 };
+
 // The kernels (runtime/index_kernels.cuh), by name: X(name) for each. Untyped kernels move
 // element bytes; typed ones are instantiated for the module's element type.
-#define DT_IX_UNTYPED_KERNELS(X) X(check) X(gather) X(claim) X(put) X(band) X(compact)
+#define DT_IX_UNTYPED_KERNELS(X) X(check) X(gather) X(claim) X(put) X(band) X(compact) X(runs)
 #define DT_IX_TYPED_KERNELS(X)                                                                 \
   X(fold) X(identity) X(mean) X(sort_init) X(sort_step) X(sort_take) X(scan_init) X(scan_step) \
-  X(scan_store) X(pair_init) X(cumext_step) X(argext_step) X(search)
+  X(scan_store) X(pair_init) X(cumext_step) X(argext_step) X(search) X(run_starts) X(range)     \
+  X(int_binary)
 
 // Reads element `at` of an integer operand as int64.
 DT_HD int64_t IxReadIndex(const IxOperand& o, int64_t at) {

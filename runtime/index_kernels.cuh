@@ -247,22 +247,28 @@ void sort_init(const IxArgs& a) {
   DT_IX_FOR_EACH(i, a.numel) {
     const int64_t row = i / padded, lane = i % padded;
     Elements<int64_t>(a.op[2])[i] = lane;
-    if (lane < n) Elements<T>(a.op[1])[i] = Elements<const T>(a.op[0])[row * n + lane];
+    if (lane < n && a.param[4] == 0) Elements<T>(a.op[1])[i] = Elements<const T>(a.op[0])[row * n + lane];
   }
 }
 
 // Whether element x goes before element y: by value in the sort's order, then by position,
-// which makes the network's result the stable order.
+// which makes the network's result the stable order. With param[4] = width set, the network
+// sorts positions alone (unique's rows): x and y compare the rows of operand 0 ([n, width]) they
+// point at, element by element.
 template <typename T>
 bool SortsBefore(const IxArgs& a, int64_t x, int64_t y) {
   using C = ComputeType<T>;
-  const int64_t n = a.param[0];
+  const int64_t n = a.param[0], width = a.param[4];
   const int64_t px = Elements<int64_t>(a.op[2])[x], py = Elements<int64_t>(a.op[2])[y];
   if (px >= n || py >= n) return px < py;
-  const C vx = static_cast<C>(Elements<T>(a.op[1])[x]), vy = static_cast<C>(Elements<T>(a.op[1])[y]);
+  const T* rx = width == 0 ? Elements<T>(a.op[1]) + x : Elements<const T>(a.op[0]) + px * width;
+  const T* ry = width == 0 ? Elements<T>(a.op[1]) + y : Elements<const T>(a.op[0]) + py * width;
   const bool descending = a.mode != 0;
-  if (scalar::sorts_before(vx, vy, descending)) return true;
-  if (scalar::sorts_before(vy, vx, descending)) return false;
+  for (int64_t j = 0; j < (width == 0 ? 1 : width); ++j) {
+    const C vx = static_cast<C>(rx[j]), vy = static_cast<C>(ry[j]);
+    if (scalar::sorts_before(vx, vy, descending)) return true;
+    if (scalar::sorts_before(vy, vx, descending)) return false;
+  }
   return px < py;
 }
 
@@ -277,11 +283,13 @@ void sort_step(const IxArgs& a) {
     const int64_t x = i, y = i - lane + partner;
     const bool ascending = (lane & k) == 0;
     if (ascending ? SortsBefore<T>(a, y, x) : SortsBefore<T>(a, x, y)) {
-      T* values = Elements<T>(a.op[1]);
+      if (a.param[4] == 0) {
+        T* values = Elements<T>(a.op[1]);
+        const T v = values[x];
+        values[x] = values[y];
+        values[y] = v;
+      }
       int64_t* positions = Elements<int64_t>(a.op[2]);
-      const T v = values[x];
-      values[x] = values[y];
-      values[y] = v;
       const int64_t p = positions[x];
       positions[x] = positions[y];
       positions[y] = p;
@@ -429,6 +437,131 @@ void search(const IxArgs& a) {
       Elements<int64_t>(a.op[0])[i] = low;
     } else {
       Elements<int32_t>(a.op[0])[i] = static_cast<int32_t>(low);
+    }
+  }
+}
+
+// ---- unique: runs of equal rows in sorted order ----
+
+// Operand 1 (bool) flags each sorted row that differs from the row before it, so each flag
+// starts a run of equal rows: operand 2 holds the sorted positions of operand 0's rows
+// ([n, param[4] = width]). NaN equals nothing, so each NaN is a run of its own, as
+// graph/ops_sorting.cc's RowOrder::Equal has it.
+template <typename T>
+void run_starts(const IxArgs& a) {
+  using C = ComputeType<T>;
+  const int64_t width = a.param[4];
+  DT_IX_FOR_EACH(i, a.numel) {
+    bool starts = i == 0;
+    if (!starts) {
+      const int64_t* order = Elements<const int64_t>(a.op[2]);
+      const T* row = Elements<const T>(a.op[0]) + order[i] * width;
+      const T* previous = Elements<const T>(a.op[0]) + order[i - 1] * width;
+      for (int64_t j = 0; j < width && !starts; ++j) {
+        starts = !(static_cast<C>(row[j]) == static_cast<C>(previous[j]));
+      }
+    }
+    Elements<bool>(a.op[1])[i] = starts;
+  }
+}
+
+// The groups of those runs: from the sorted positions (operand 0), the run flags (operand 1)
+// and their running counts (operand 2, int64, inclusive), each position's run (operand 3,
+// indexed by position), each run's first position (operand 4) and its length (operand 5,
+// zeroed before: a run's end is added and its start subtracted, two atomic adds per run, so no
+// thread waits for another's result).
+inline void runs(const IxArgs& a) {
+  const int64_t n = a.numel;
+  DT_IX_FOR_EACH(i, n) {
+    const bool* starts = Elements<const bool>(a.op[1]);
+    const int64_t run = Elements<const int64_t>(a.op[2])[i] - 1;
+    const int64_t position = Elements<const int64_t>(a.op[0])[i];
+    Elements<int64_t>(a.op[3])[position] = run;
+    auto* length = reinterpret_cast<unsigned long long*>(Elements<int64_t>(a.op[5]) + run);
+    if (starts[i]) {
+      Elements<int64_t>(a.op[4])[run] = position;
+      atomicAdd(length, static_cast<unsigned long long>(-i));
+    }
+    if (i + 1 == n || starts[i + 1]) atomicAdd(length, static_cast<unsigned long long>(i + 1));
+  }
+}
+
+// ---- ranges ----
+
+// c + a * b with each operation rounded, as the host computes it (x86-64's baseline has no
+// fused multiply-add): NVRTC would otherwise contract the two into one.
+inline double MulAdd(double a, double b, double c) {
+#if defined(__CUDACC_RTC__)
+  return __dadd_rn(c, __dmul_rn(a, b));
+#else
+  return c + a * b;
+#endif
+}
+
+// arange (kIxArange) and linspace (kIxLinspace) into contiguous operand 0, each element as
+// graph/ops_creation.cc computes it. arange: integer types start + i * step in int64 (param[1],
+// param[2]), the others in double (the bits of param[3], param[4]). linspace: doubles start,
+// end and step (param[1..3]) and the step count (param[4]), filled from both ends as PyTorch
+// does, so the last element is exactly `end`.
+template <typename T>
+void range(const IxArgs& a) {
+  using C = ComputeType<T>;
+  const auto real = [&](int k) { return BitCast<double>(a.param[k]); };
+  DT_IX_FOR_EACH(i, a.numel) {
+    T* out = Elements<T>(a.op[0]) + i;
+    if constexpr (!IsFloatLike<C>()) {
+      if (a.mode == kIxArange) {  // unsigned: wraps as the host's int64 does, without overflow
+        const uint64_t v = static_cast<uint64_t>(a.param[1]) + static_cast<uint64_t>(i) * static_cast<uint64_t>(a.param[2]);
+        *out = static_cast<T>(static_cast<int64_t>(v));
+        continue;
+      }
+    }
+    const int64_t steps = a.param[4];
+    double v = 0;
+    if (a.mode == kIxArange) {
+      v = MulAdd(static_cast<double>(i), real(4), real(3));
+    } else if (steps == 1) {
+      v = real(1);
+    } else {
+      v = i < steps / 2 ? MulAdd(real(3), static_cast<double>(i), real(1))
+                        : MulAdd(-real(3), static_cast<double>(steps - 1 - i), real(2));
+    }
+    if constexpr (IsFloatLike<C>()) {
+      *out = static_cast<T>(static_cast<C>(v));
+    } else if constexpr (kSameType<T, bool>) {
+      *out = v != 0;
+    } else {  // through int64, as the CPU does: CUDA would saturate what x86 wraps
+      *out = static_cast<T>(static_cast<int64_t>(v));
+    }
+  }
+}
+
+// ---- integer pointwise ops that check their operands ----
+
+// floor_divide, remainder (Python's rounding) and pow of integers: operand 0 the result,
+// operands 1 and 2 the arguments, broadcast by their strides. A zero divisor or a negative
+// exponent yields 0 and records its position (+ 1, the lowest wins) in the error word, and the
+// op raises as the CPU does. Other types do nothing (the host never launches them).
+template <typename T>
+void int_binary(const IxArgs& a) {
+  using C = ComputeType<T>;
+  DT_IX_FOR_EACH(i, a.numel) {
+    if constexpr (scalar::kIsIntegerLike<C> && !kSameType<C, bool>) {
+      int64_t off[kIxMaxOperands];
+      IxOffsets(a, i, off);
+      const C x = static_cast<C>(Elements<const T>(a.op[1])[off[1]]);
+      const C y = static_cast<C>(Elements<const T>(a.op[2])[off[2]]);
+      C r = C(0);
+      if (a.mode == kIxPower ? y < C(0) : y == C(0)) {
+        atomicMin(reinterpret_cast<unsigned long long*>(a.error), static_cast<unsigned long long>(i + 1));
+      } else if (a.mode == kIxFloorDivide) {
+        r = scalar::floor_divide(x, y);
+      } else if (a.mode == kIxRemainder) {
+        r = scalar::remainder(x, y);
+      } else {
+        r = scalar::pow_(x, y);
+      }
+      Elements<T>(a.op[0])[off[0]] = static_cast<T>(r);
     }
   }
 }

@@ -18,7 +18,9 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "graph/op_registry.h"
+#include "graph/pointwise.h"
 #include "gtest/gtest.h"
 #include "runtime/advanced_indexing.h"
 #include "runtime/copy.h"
@@ -409,6 +411,123 @@ TEST_F(IndexKernelsTest, MaskSelectionsCountOnTheDeviceAsTheCpu) {
     const Tensor mask = CastTo(Random({1, 7}, DType::kInt64, rng, 0, 1), DType::kBool);
     Compare(runner, "masked_select", {x, mask}, d + " broadcast mask");
   }
+}
+
+TEST_F(IndexKernelsTest, UniqueGroupsAsTheCpuWithNanAndDuplicates) {
+  const std::vector<DType> dtypes = {DType::kFloat32, DType::kFloat64, DType::kFloat16, DType::kBFloat16, DType::kBool,
+                                     DType::kUInt8,   DType::kInt8,    DType::kInt16,   DType::kInt32,    DType::kInt64};
+  for (DType dtype : dtypes) {
+    const std::string d(DTypeName(dtype));
+    // Odd sizes and more positions than the runner's grid: every kernel's loop takes several turns.
+    for (const Dims& sizes : {Dims{}, Dims{0}, Dims{1}, Dims{29}, Dims{5, 7}, Dims{3, 0}, Dims{130}}) {
+      const Tensor x = Random(sizes, dtype, rng, -3, 3, 0.2);  // duplicates, negatives, NaN
+      for (bool inverse : {false, true}) {
+        Compare(runner, "unique", {x, Scalar::Bool(true), Scalar::Bool(inverse), Scalar::Bool(!inverse), ArgValue()},
+                absl::StrCat(d, " ", DimsToString(sizes)));
+      }
+    }
+    const Tensor m = Random({6, 4}, dtype, rng, -1, 1, 0.1);  // repeated rows and columns
+    for (int64_t dim : {0, 1, -1}) {
+      Compare(runner, "unique", {m, Scalar::Bool(true), Scalar::Bool(true), Scalar::Bool(true), Scalar::Int(dim)},
+              absl::StrCat(d, " dim ", dim));
+    }
+    Compare(runner, "unique", {Transposed(m), Scalar::Bool(true), Scalar::Bool(true), Scalar::Bool(true), ArgValue()},
+            d + " transposed");
+    Compare(runner, "unique", {Random({0, 3}, dtype, rng), Scalar::Bool(true), Scalar::Bool(true), Scalar::Bool(true),
+                               Scalar::Int(0)}, d + " no rows");
+  }
+  // 0.0 and -0.0 are one value, kept as its first occurrence: the same bits as on the CPU.
+  Tensor zeros = CastTo(Ints({0, 1, 0, 2}, {4}), DType::kFloat64);
+  zeros.data_as<double>()[0] = -0.0;
+  Compare(runner, "unique", {zeros, Scalar::Bool(true), Scalar::Bool(false), Scalar::Bool(true), ArgValue()}, "-0.0");
+  Emulated on(&runner);
+  absl::StatusOr<OpResult> got = CallFull("unique", {zeros});
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_TRUE(std::signbit((*got)[0].data_as<double>()[0])) << "unique kept 0.0, the CPU keeps -0.0 (first)";
+}
+
+// Runs op(args) on the CPU and through the kernels; the results' bytes must be equal.
+void CompareBits(HostRunner& runner, absl::string_view name, std::vector<ArgValue> args, const std::string& what) {
+  absl::StatusOr<OpResult> want = CallFull(name, args);
+  absl::StatusOr<OpResult> got;
+  {
+    Emulated on(&runner);
+    got = CallFull(name, args);
+  }
+  const std::string label = absl::StrCat(name, " ", what);
+  ASSERT_TRUE(want.ok() && got.ok()) << label << ": " << got.status() << " vs " << want.status();
+  const Tensor g = Contiguous((*got)[0]), w = Contiguous((*want)[0]);
+  ASSERT_EQ(g.sizes(), w.sizes()) << label;
+  ASSERT_EQ(g.dtype(), w.dtype()) << label;
+  ASSERT_EQ(std::memcmp(g.data(), w.data(), w.numel() * w.itemsize()), 0)
+      << label << ": " << absl::StrJoin(Values(g), ",") << " vs " << absl::StrJoin(Values(w), ",");
+}
+
+TEST_F(IndexKernelsTest, RangesEqualTheCpuBitForBit) {
+  const std::vector<DType> dtypes = {DType::kFloat32, DType::kFloat64, DType::kFloat16, DType::kBFloat16, DType::kInt64,
+                                     DType::kInt32,   DType::kInt16,   DType::kInt8,    DType::kUInt8,    DType::kBool};
+  const int64_t launches = runner.launches;
+  for (DType dtype : dtypes) {
+    const std::string d(DTypeName(dtype));
+    const ArgValue none, cpu = Device::Cpu();
+    CompareBits(runner, "arange", {Scalar::Int(37), none, Scalar::Int(1), dtype, cpu}, d + " 37");
+    CompareBits(runner, "arange", {Scalar::Int(5), Scalar::Int(-40), Scalar::Int(-3), dtype, cpu}, d + " down");
+    CompareBits(runner, "arange", {Scalar::Int(0), none, Scalar::Int(1), dtype, cpu}, d + " empty");
+    // Steps that round: each element is start + i * step rounded twice, never fused.
+    CompareBits(runner, "arange", {Scalar::Float(-1.3), Scalar::Float(2.9), Scalar::Float(0.1), dtype, cpu},
+                d + " by 0.1");
+    CompareBits(runner, "arange", {Scalar::Float(0.7), Scalar::Float(40.0), Scalar::Float(1.7), dtype, cpu},
+                d + " by 1.7");
+    for (int64_t steps : {0, 1, 2, 7, 50}) {
+      CompareBits(runner, "linspace", {Scalar::Float(-1.1), Scalar::Float(3.7), Scalar::Int(steps), dtype, cpu},
+                  absl::StrCat(d, " ", steps, " steps"));
+      CompareBits(runner, "linspace", {Scalar::Int(10), Scalar::Int(-3), Scalar::Int(steps), dtype, cpu},
+                  absl::StrCat(d, " ", steps, " steps down"));
+      // Past int8's and uint8's ranges: wraps, as a conversion through int64 does.
+      CompareBits(runner, "linspace", {Scalar::Float(-300.5), Scalar::Float(0.25), Scalar::Int(steps), dtype, cpu},
+                  absl::StrCat(d, " ", steps, " steps out of range"));
+    }
+  }
+  EXPECT_GT(runner.launches, launches) << "the ranges never ran the kernel";
+}
+
+TEST_F(IndexKernelsTest, IntegerDivisionFloorsAndRaisesAsTheCpu) {
+  for (DType dtype : {DType::kInt64, DType::kInt32, DType::kInt16, DType::kInt8, DType::kUInt8}) {
+    const std::string d(DTypeName(dtype));
+    const int low = dtype == DType::kUInt8 ? 0 : -9;
+    const Tensor x = Random({6, 13}, dtype, rng, low, 9);
+    // Divisors of both signs (broadcast along dim 0), none zero.
+    const Tensor y = low < 0 ? Ints({-4, 3, -1, 2, 1, -2, 4, -3, 1, 2, -1, 3, -4}, {1, 13}, dtype)
+                             : Ints({4, 3, 1, 2, 1, 2, 4, 3, 1, 2, 1, 3, 4}, {1, 13}, dtype);
+    const Tensor with_zero = Ints({4, 3, 0, 2}, {4}, dtype);
+    for (const char* op : {"floor_divide", "remainder"}) {
+      Compare(runner, op, {x, y}, d);
+      Compare(runner, op, {Transposed(x), Scalar::Int(low < 0 ? -4 : 4)}, d + " by a number");
+      Compare(runner, op, {x, Ints({7}, {}, dtype)}, d + " by a 0-d tensor");
+      Compare(runner, op, {Random({0, 3}, dtype, rng), Scalar::Int(2)}, d + " empty");
+      Compare(runner, op, {Ints({-8, 9, 5, -1}, {4}, dtype), with_zero}, d + " a zero divisor");
+      Compare(runner, op, {x, Scalar::Int(0)}, d + " by the number 0");
+    }
+    Compare(runner, "pow", {x, Random({1, 13}, dtype, rng, 0, 3)}, d);
+    if (low < 0) Compare(runner, "pow", {Ints({2, 3, 1, 2}, {4}, dtype), Ints({3, 0, -1, 2}, {4}, dtype)}, d + " -1");
+  }
+  Compare(runner, "floor_divide", {Ints({7, -7}, {2}, DType::kInt32), Ints({2}, {1})}, "int32 by int64");
+  // In place: a refused division leaves the target as it was; an accepted one writes it.
+  const OpDef& floor_divide = *OpRegistry::Get().Find("floor_divide");
+  const Tensor x = Random({4, 5}, DType::kInt64, rng);
+  Tensor target = Clone(x);
+  {
+    Emulated on(&runner);
+    absl::StatusOr<Tensor> r = RunPointwise(floor_divide, OpArgs({target, Ints({2, 0, 1, 1, 1}, {5})}), &target);
+    EXPECT_EQ(r.status().message(), "floor_divide: integer division by zero");
+  }
+  ExpectClose(target, x, {}, "target after a refused division");
+  absl::StatusOr<OpResult> want = CallFull("floor_divide", {x, Scalar::Int(-2)});
+  {
+    Emulated on(&runner);
+    ASSERT_TRUE(RunPointwise(floor_divide, OpArgs({target, Scalar::Int(-2)}), &target).ok());
+  }
+  ExpectClose(target, (*want)[0], {}, "target after x //= -2");
 }
 
 // ---- the same source through NVRTC ----

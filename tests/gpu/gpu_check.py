@@ -355,11 +355,53 @@ def eager_op_results(t):
     out["setitem and in-place"] = (z, h)
     out["linalg"] = (x @ m, x.T.matmul(y), dt.matmul(x[:x.shape[0] // 2 * 2].reshape(2, -1, x.shape[1]).transpose(0, 1), m))
     out.update(index_op_results(t))
+    out.update(data_op_results(t))
     return out
 
 
+# unique, arange/linspace and integer floor division, remainder and pow run hand-written kernels
+# too (runtime/cuda_index_kernels.h), computing each element as the CPU does: all exact. The
+# ranges round start + i * step twice, never fused, so they equal the CPU's bit for bit.
+def data_op_results(t):
+    x, i, dup = t["x"], t["i"], t["dup"]
+    dev = x.device
+    nan = x.masked_fill(x > 1.5, float("nan"))  # each NaN is a value of its own
+    d = i + (i == 0).to(dt.int32)  # divisors of both signs, none zero
+    ranges = (dt.arange(x.shape[1], device=dev), dt.arange(-1.3, 7.9, 0.1, device=dev),
+              dt.arange(0.5, 900.0, 1.7, device=dev, dtype=dt.float64), dt.arange(5, -100, -3, device=dev, dtype=dt.int32),
+              dt.arange(0, 2, 0.01, device=dev, dtype=dt.float16), dt.linspace(-1.1, 3.7, x.shape[0], device=dev),
+              dt.linspace(0, 1, 1001, device=dev, dtype=dt.float64), dt.linspace(10, -3, 7, device=dev, dtype=dt.int64),
+              dt.linspace(2, 5, 1, device=dev), dt.linspace(-7.3, 1e3, 4097, device=dev, dtype=dt.bfloat16),
+              # past the dtype's range: wraps through int64 on both (CUDA alone would saturate)
+              dt.linspace(-300.5, 0.25, 33, device=dev, dtype=dt.uint8), dt.linspace(-300, 300, 9, device=dev, dtype=dt.int8))
+    uniques = (dt.unique(dup), dt.unique(i, return_inverse=True, return_counts=True), dt.unique(nan, return_counts=True),
+               dt.unique((x * 2).floor().T, return_inverse=True), dt.unique(x.to(dt.float16)),
+               dt.unique((i % 3)[:, :5], dim=0, return_inverse=True, return_counts=True),
+               dt.unique((i % 2)[:6].T, dim=1, return_counts=True))
+    division = (i // d, i % d, i // -7, i % 7, i.T // d.T, (i.to(dt.int64) * 1000003) // d.to(dt.int64),
+                i.to(dt.int8) // 3, i.to(dt.int16) % -5, (i % 4) ** 3, i ** (d.abs() % 3))
+    return {"data exact": ranges + uniques + division}
+
+
+def zero_division_failures(t):
+    """Failure lines unless an integer zero divisor on CUDA raises the CPU's exception type."""
+    failures = []
+    for name, fn in (("floor_divide", lambda a, z: a // z), ("remainder", lambda a, z: a % z)):
+        raised = []
+        for a in (t["i"], t["i"].cuda()):
+            z = dt.zeros_like(a[0]) + (dt.arange(a.shape[1], device=a.device) != 3).to(dt.int32)  # one zero
+            try:
+                fn(a, z)
+                raised.append(None)
+            except Exception as e:
+                raised.append(type(e).__name__)
+        if raised[0] is None or raised[1] != raised[0]:
+            failures.append("%s by zero raised %s on the CPU, %s on CUDA" % (name, raised[0], raised[1]))
+    return failures
+
+
 # The hand-written index, sort and scan kernels (runtime/cuda_index_kernels.h). Index tensors come
-# from the CPU (ranges would be host ops): `rp`/`cp` pick rows/columns, negative ones included,
+# from the CPU: `rp`/`cp` pick rows/columns, negative ones included,
 # `dup` repeats rows (scatters with duplicates), `idx` has x's shape with row values.
 def index_op_results(t):
     x, pos, rp, cp, dup, idx, oh = t["x"], t["pos"], t["rp"], t["cp"], t["dup"], t["idx"], t["oh"]
@@ -415,12 +457,13 @@ def run_eager_on_device(mode, log):
             # Index kernels move elements exactly; scatters sum at most `rows` terms in the
             # order the atomics take them; scans add in double and round once (a near-tie may
             # round the other way; the products and log-sum-exps compound 1 ulp per step).
-            tol = {"index exact": (0.0, 0.0), "index sums": summed_tol(rows, sigma=2),
+            tol = {"index exact": (0.0, 0.0), "data exact": (0.0, 0.0), "index sums": summed_tol(rows, sigma=2),
                    "index scans": (4e-7 * 9, 1e-6)}.get(name, tol)
             for k, (g, w) in enumerate(zip(flatten_results(got[name]), flatten_results(want[name]))):
                 bad = compare(g, w, lambda d: tolerance(d, tol))
                 if bad is not None:
                     failures.append("eager %s #%d on [%d,%d]: %s (max abs error %g)" % (name, k, rows, cols, bad[0], bad[1]))
+        failures += zero_division_failures(cpu)
         log("  eager ops on [%d,%d]: %d groups compared, %d host ops" % (rows, cols, len(want), host))
     for line in failures:
         log("  FAIL  " + line)

@@ -356,9 +356,9 @@ def test_real_gpu_when_present():
     assert (g * 2).cpu().tolist() == (x * 2).tolist()
 
 
-# Ops that still generate their values on the host and upload them (random streams shared with
-# the CPU; ranges); README "CUDA tensors" lists them.
-HOST_GENERATED = {"rand", "rand_like", "randn", "randn_like", "arange", "linspace"}
+# Ops that still generate their values on the host and upload them (one random stream shared
+# with the CPU); README "CUDA tensors" lists them.
+HOST_GENERATED = {"rand", "rand_like", "randn", "randn_like"}
 
 EAGER_OPS_ON_DEVICE = """
     import os
@@ -396,7 +396,16 @@ EAGER_OPS_ON_DEVICE = """
                                    x.split(2), x.chunk(3, 1), x[1:, ::2].contiguous()),
         "creation": lambda: (dt.zeros(3, 4, device="cuda"), dt.ones(5, device="cuda", dtype=dt.int64),
                              dt.empty(2, device="cuda"), dt.full((2, 3), 1.5, device="cuda"),
-                             dt.zeros_like(x), dt.ones_like(x), dt.full_like(x, 7), dt.empty_like(x)),
+                             dt.zeros_like(x), dt.ones_like(x), dt.full_like(x, 7), dt.empty_like(x),
+                             dt.arange(5, device="cuda"), dt.arange(0.5, 3, 0.25, device="cuda"),
+                             dt.arange(9, -3, -2, device="cuda", dtype=dt.int8), dt.linspace(0, 5, 5, device="cuda"),
+                             dt.linspace(-1, 1, 7, device="cuda", dtype=dt.float64), dt.linspace(3, 4, 1, device="cuda")),
+        # Integer division and powers check their divisors (exponents) on the device.
+        "integer division": lambda: (i // 3, i % -2, i // (i * 0 + 2), i % (i * 0 - 3), i.to(dt.int64) // i[0],
+                                     i.to(dt.uint8) % 5, i.to(dt.int16) // i.to(dt.int16)[:1], i ** 2,
+                                     dt.floor_divide(i, 4), dt.remainder(i.T, 7)),
+        "unique": lambda: (dt.unique(i), dt.unique(x, return_inverse=True, return_counts=True),
+                           dt.unique(i, dim=1, return_counts=True), dt.unique(b, sorted=True, return_inverse=True)),
         "linalg": lambda: (x @ m, dt.mm(x, m), dt.bmm(x.unsqueeze(0), m.unsqueeze(0)), dt.dot(x[0], y[0]),
                            x.T.matmul(y), dt.matmul(x.view(2, 3, 5).transpose(0, 1), m)),
     }
@@ -411,7 +420,11 @@ EAGER_OPS_ON_DEVICE = """
         z.zero_()
         z.copy_(y)
         z[2:] -= 1
-        return z
+        k = i.clone()
+        k //= 2
+        k %= 3
+        k.floor_divide_(i * 0 + 4)
+        return z, k
     calls["setitem and in-place"] = setitems
     for name, call in calls.items():
         before = dt.stats()["cuda_host_ops"]
@@ -422,8 +435,6 @@ EAGER_OPS_ON_DEVICE = """
         before = dt.stats()["cuda_host_ops"]
         if n.endswith("_like"):
             getattr(dt, n)(x)
-        elif n in ("arange", "linspace"):
-            getattr(dt, n)(0, 5, 5, device="cuda") if n == "linspace" else dt.arange(5, device="cuda")
         else:
             getattr(dt, n)(3, device="cuda")
         assert dt.stats()["cuda_host_ops"] == before + 1, n
@@ -444,6 +455,39 @@ def test_eager_ops_stay_on_the_device():
     # Each listed exception must still be a registry op (a renamed op must not keep a stale entry).
     names = set(dt._op_names())
     assert HOST_GENERATED <= names, HOST_GENERATED - names
+
+
+ZERO_DIVISORS = """
+    i = dt.tensor([[7, -7, 3], [0, 5, -1]], dtype=dt.int32)
+    def raised(fn, *args):
+        try:
+            fn(*args)
+        except Exception as e:
+            return type(e), str(e)
+        return None
+    def inplace(a, b):
+        a //= b
+    ops = (lambda a, b: a // b, lambda a, b: a % b, lambda a, b: dt.floor_divide(a, b), dt.remainder, inplace)
+    for divisors in DIVISORS:
+        for fn in ops:
+            want = raised(fn, i.clone(), divisors(i))
+            assert want is not None and want[0] is ZeroDivisionError, want
+            got = raised(fn, i.cuda(), divisors(i.cuda()))
+            assert got == want, (got, want)
+    want = raised(lambda: i ** -1)
+    assert want[0] is ValueError and raised(lambda: i.cuda() ** -1) == want, want
+"""
+
+
+def test_integer_division_by_zero_on_cuda_raises_what_the_cpu_raises():
+    # A Python number is checked on the host before the kernel; a tensor of divisors is checked
+    # by the kernel on the device, which the stand-in does not run (tests/index_kernels_test.cc
+    # checks that path, and tests/gpu/gpu_check.py on a GPU); where modules do not load, the
+    # host mirror raises, for both.
+    run_compiled_with_fake_driver("DIVISORS = [lambda a: 0, lambda a: -0]\n" + textwrap.dedent(ZERO_DIVISORS),
+                                  FAKE_CUDA_ACCEPT_MODULES="1")
+    run_with_fake_driver("DIVISORS = [lambda a: 0, lambda a: (a[0] * 0 + 1) * (a[0] != 7)]\n" +
+                         textwrap.dedent(ZERO_DIVISORS))
 
 
 def test_eager_ops_fall_back_to_the_host_exactly_when_modules_do_not_load():
@@ -565,8 +609,8 @@ def test_indexing_ops_fall_back_to_counted_host_mirrors_where_modules_do_not_loa
     assert INDEXING_THROUGH_THE_HOST <= set(dt._op_names()), INDEXING_THROUGH_THE_HOST - set(dt._op_names())
 
 
-# Sized by their data: unique still reads its input on the host (counted); the others count on
-# the device and read the count back.
+# Sized by their data: they count on the device and read the count back (unique its number of
+# distinct values).
 DATA_SIZED = {"nonzero", "where.condition", "masked_select", "unique"}
 
 
@@ -576,8 +620,7 @@ def test_indexing_sorting_and_scans_launch_device_kernels_and_count_no_host_op()
     # masks touch the host.
     out = run_compiled_with_fake_driver(INDEXING_CASES + """
         launches = lambda: dt.stats()["cuda_kernel_launches"]
-        # The cases' `i % 6` is integer division, which checks for zero on the host (README).
-        host = lambda: {k: v for k, v in dt.stats()["cuda_host_ops_by_op"].items() if k != "remainder"}
+        host = lambda: dict(dt.stats()["cuda_host_ops_by_op"])
         more = [lambda a, i, j: dt.one_hot(j[0] % 4, 5), lambda a, i, j: a.argmax(), lambda a, i, j: a.argmin(1, True),
                 lambda a, i, j: dt.scatter(a, 1, j.expand(2, 6), a), lambda a, i, j: dt.scatter(a, 0, j[:, 1:3], 2.0),
                 lambda a, i, j: dt.index_put(a, (i[1:] + 1,), a[0]), lambda a, i, j: a[1:, None, [0, 2]],
@@ -597,14 +640,20 @@ def test_indexing_sorting_and_scans_launch_device_kernels_and_count_no_host_op()
         gw[:, gidx[0, :2]] += 1.0
         gw[[0, 1], [1, -1]] = g[0, :2]
         assert dt.stats()["cuda_host_ops"] == before, dt.stats()["cuda_host_ops_by_op"]
-        before = dt.stats()["cuda_host_ops"]
+        before, launched = dt.stats()["cuda_host_ops"], launches()
         assert dt.unique(gidx, return_counts=True)[1].is_cuda
-        assert dt.stats()["cuda_host_ops"] > before, "unique"
-        # A program with an index check reads it back, so it runs without a CUDA graph.
+        assert dt.unique(g, dim=0, return_inverse=True)[1].is_cuda
+        assert dt.stats()["cuda_host_ops"] == before and launches() > launched, dt.stats()["cuda_host_ops_by_op"]
+        # A program with an index check reads it back, so it runs without a CUDA graph; so does
+        # one with an integer division, which reads back its check of the divisors. Neither
+        # tries a capture (the read-back's synchronisation would make it fail: a refusal).
         f = dt.jit(lambda a, i: (a * 2).gather(1, i) + 1, backend="cuda")
+        q = dt.jit(lambda i: (i * 2) // (i + 7) + 1, backend="cuda")
         for _ in range(3):
             f(g, gidx.expand(4, 6))
-        assert dt.stats()["cuda_graph_captures"] == 0, dt.stats()
+            q(gidx)
+        assert dt.stats()["cuda_graph_captures"] == 0 and dt.stats()["cuda_graph_refusals"] == 0, dt.stats()
+        assert dt.stats()["cuda_host_ops"] == before, dt.stats()["cuda_host_ops_by_op"]
         # So does a program that sorts: its kernels are captured with the rest.
         h = dt.jit(lambda a: dt.sort(a * 2, 1).values.cumsum(0) + 1, backend="cuda")
         for _ in range(3):
@@ -617,13 +666,14 @@ def test_indexing_sorting_and_scans_launch_device_kernels_and_count_no_host_op()
 
 def test_mask_selections_count_on_the_device():
     # x[mask], x[mask] = v, nonzero, where(cond), masked_select: a scan of the mask on the device,
-    # its total read back (the result's size), a compaction launch; no host op. In a fresh child
+    # its total read back (the result's size), a compaction launch; no host op. unique likewise
+    # scans the starts of its sorted runs and reads back their number. In a fresh child
     # the scan's buffer is fresh stand-in memory (zeros: the stand-in runs no kernel), so the
     # count read back is 0 and the results are empty; index_kernels_test checks the values.
     run_compiled_with_fake_driver(INDEXING_CASES + """
         launches = lambda: dt.stats()["cuda_kernel_launches"]
         m = pos(g)
-        for n, fn in enumerate(data_sized[:2] + data_sized[3:]):
+        for n, fn in enumerate(data_sized):
             before, launched = dt.stats()["cuda_host_ops"], launches()
             assert fn(g, gt, gidx).is_cuda, n
             assert dt.stats()["cuda_host_ops"] == before, (n, dt.stats()["cuda_host_ops_by_op"])
