@@ -283,7 +283,7 @@ def test_random_ops_draw_what_eager_draws():
     def draws(x, p):
         return (dt.randint(5, (4,)), dt.randint(2, 5, (4,)), dt.randperm(4), dt.multinomial(p, 2),
                 dt.bernoulli(x.sigmoid()), dt.bernoulli(x, 0.5), dt.normal(x, 0.5), dt.normal(0.0, 1.0, (3,)),
-                x.clone().uniform_(1, 2))
+                x.clone().uniform_(1, 2), dt.rand_like(x), dt.randn_like(x))
 
     g = compiled(draws)
     for i in range(2):
@@ -307,6 +307,18 @@ def test_op_coverage():
     eager_only = {"_fused_sgd_", "_fused_adam_"}
     missing = [n for n in dt._op_names() if n not in creation_like | eager_only and n not in source]
     assert not missing, "ops without a cpu-backend test: %s" % missing
+
+
+def test_empty_buffers_written_in_compiled_code():
+    # empty/empty_like allocate without writing: compiled code must give their shape, dtype and
+    # device, and then what the function writes into them.
+    def fill(x):
+        a = dt.empty(x.shape[0], 3, dtype=dt.float64).fill_(1.5)
+        b = dt.empty_like(x).copy_(x * 2)
+        c = dt.empty_like(x, dtype=dt.int32)
+        return a, b, c.shape, c.dtype, dt.empty(2, 3).shape
+
+    check(fill, lambda i: (rand_tensor((4 + i, 5)),))
 
 
 # ---- fused patterns: (name, function, input maker) -----------------------------------------------
