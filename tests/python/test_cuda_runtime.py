@@ -528,6 +528,12 @@ EVERY_OTHER_OP = """
     want = draw(inputs["x"], inputs["probs"])
     dt.manual_seed(11)
     same(draw(inputs["x"].cuda(), inputs["probs"].cuda()), want, "random")
+    # Gradients through the activations whose derivative is one fused op (_silu_backward ...).
+    def grads(x):
+        x = x.clone().requires_grad_()
+        (F.gelu(x) + F.silu(x) + dt.sigmoid(x) + dt.tanh(x)).sum().backward()
+        return x.grad
+    same(grads(inputs["x"].cuda()), grads(inputs["x"]), "activation gradients")
 """
 
 
