@@ -47,6 +47,10 @@ def pointwise_chain(x, w):
     return ((x * w).tanh() * 2 + 1).exp().sigmoid().sum()
 
 
+def silu_gate(x, w):
+    return (F.silu(x * w) * x).sum()
+
+
 CASES = [
     ("mlp", mlp_loss, lambda d: (leaf(4, 6, dtype=d), leaf(6, 8, dtype=d, scale=0.3), leaf(8, dtype=d),
                                  leaf(8, 3, dtype=d, scale=0.3), leaf(3, dtype=d), dt.tensor([0, 2, 1, 2]))),
@@ -54,6 +58,7 @@ CASES = [
     ("gathers", gathers_and_lists, lambda d: (leaf(3, 5, dtype=d), leaf(1, 2, dtype=d),
                                               dt.tensor([[0, 4], [1, 1], [3, 2]]))),
     ("pointwise", pointwise_chain, lambda d: (leaf(5, 4, dtype=d), leaf(4, dtype=d))),
+    ("silu", silu_gate, lambda d: (leaf(5, 4, dtype=d), leaf(4, dtype=d))),
 ]
 
 
