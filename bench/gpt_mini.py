@@ -11,9 +11,11 @@ fullgraph=True)`: zero_grad, forward, backward and AdamW in one graph). Dropout 
 numbers in all four.
 
 It prints the largest relative difference between the compiled and the eager losses (issue
-22's bar: 1e-3 over 100 steps), the bytes each compiled forward saves for backward, and the
-median step times, measured round-robin (each step of one run is followed by the same step of
-the others, so load from elsewhere slows all alike).
+22's bar: 1e-3 over 100 steps), the bytes each compiled forward saves for backward, the peak
+memory a step adds to what was allocated before it (dt.max_memory_allocated after
+dt.reset_peak_memory_stats: activations, gradients and temporaries), and the median step
+times, measured round-robin (each step of one run is followed by the same step of the others,
+so load from elsewhere slows all alike).
 """
 import argparse
 import os
@@ -53,13 +55,15 @@ class Run:
         self.loss = dt.jit(loss_of, backend="cpu") if compiled else loss_of
         self.whole = dt.jit(train_step, backend="cpu", fullgraph=True) if whole else None
         self.generator_state = None
-        self.losses, self.times = [], []
+        self.losses, self.times, self.peaks = [], [], []
         self.saved_bytes = self.save_everything_bytes = None
 
     def step(self, x, y):
         if self.partitioner is not None:
             os.environ["DYNTRACE_PARTITIONER"] = self.partitioner
         before = dt.stats()
+        dt.reset_peak_memory_stats()
+        held = dt.memory_allocated()
         start = time.perf_counter()
         if self.whole is not None:
             loss = self.whole(self.model, self.opt, x, y, self.vocab)
@@ -70,6 +74,7 @@ class Run:
             self.opt.step()
         self.losses.append(loss.item())
         self.times.append(time.perf_counter() - start)
+        self.peaks.append(dt.max_memory_allocated() - held)
         after = dt.stats()
         if after["backward_graphs"] > before["backward_graphs"]:  # this step traced and compiled
             self.saved_bytes = after["saved_bytes"] - before["saved_bytes"]
@@ -105,6 +110,10 @@ def main():
     print("median step time (steps 5..):")
     for run in runs:
         print(f"  {run.name:13s} {median[run.name]:8.2f} ms  ({median[run.name] / median['eager']:.2f}x eager)")
+    print("peak memory a step adds to what was allocated before it (largest over steps 5..):")
+    for run in runs:
+        peak = max(run.peaks[5:] or run.peaks) / 1e6
+        print(f"  {run.name:13s} {peak:8.2f} MB  ({peak * 1e6 / max(eager.peaks[5:] or eager.peaks):.2f}x eager)")
     cut, full = runs[1], runs[2]
     if cut.saved_bytes is not None and full.saved_bytes is not None:
         saving = 1 - cut.saved_bytes / full.saved_bytes if full.saved_bytes else 0.0

@@ -15,6 +15,7 @@
 #include "interpreter/py_types.h"
 #include "interpreter/report.h"
 #include "interpreter/resume_iterator.h"
+#include "runtime/allocator.h"
 #include "runtime/cuda_allocator.h"
 #include "runtime/cuda_driver.h"
 #include "runtime/errors.h"
@@ -148,6 +149,27 @@ PyObject* FnCudaMemoryStats(PyObject*, PyObject*) {
                        static_cast<long long>(s.bytes_in_use), "bytes_cached", static_cast<long long>(s.bytes_cached));
 }
 
+// The host or the CUDA allocator's byte counts, by device type ("cpu" or "cuda").
+PyObject* FnMemoryCounts(PyObject*, PyObject* kind) {
+  if (!PyUnicode_Check(kind)) return PyErr_Format(PyExc_TypeError, "expected 'cpu' or 'cuda'");
+  if (PyUnicode_CompareWithASCIIString(kind, "cuda") == 0) {
+    const CudaAllocatorStats s = CudaAllocator::Get().Stats();
+    return Py_BuildValue("(LL)", static_cast<long long>(s.bytes_in_use), static_cast<long long>(s.peak_bytes_in_use));
+  }
+  const AllocatorStats s = HostAllocator::Get().Stats();
+  return Py_BuildValue("(LL)", static_cast<long long>(s.bytes_in_use), static_cast<long long>(s.peak_bytes_in_use));
+}
+
+PyObject* FnResetPeakMemory(PyObject*, PyObject* kind) {
+  if (!PyUnicode_Check(kind)) return PyErr_Format(PyExc_TypeError, "expected 'cpu' or 'cuda'");
+  if (PyUnicode_CompareWithASCIIString(kind, "cuda") == 0) {
+    CudaAllocator::Get().ResetPeak();
+  } else {
+    HostAllocator::Get().ResetPeak();
+  }
+  Py_RETURN_NONE;
+}
+
 PyObject* FnCudaEmptyCache(PyObject*, PyObject*) {
   CudaAllocator::Get().EmptyCache();
   Py_RETURN_NONE;
@@ -176,6 +198,8 @@ PyMethodDef module_functions[] = {
     {"_cuda_synchronize", FnCudaSynchronize, METH_O, nullptr},
     {"_cuda_memory_stats", FnCudaMemoryStats, METH_NOARGS, nullptr},
     {"_cuda_empty_cache", FnCudaEmptyCache, METH_NOARGS, nullptr},
+    {"_memory_counts", FnMemoryCounts, METH_O, nullptr},
+    {"_reset_peak_memory", FnResetPeakMemory, METH_O, nullptr},
     {nullptr, nullptr, 0, nullptr},
 };
 
@@ -238,10 +262,33 @@ class _Explanation:
 
     __repr__ = __str__
 
+def _memory_kind(device):
+    kind = str(device).split(":")[0] if device is not None else "cpu"
+    if kind not in ("cpu", "cuda"):
+        raise ValueError("expected a cpu or cuda device, got %r" % (device,))
+    return kind
+
+def memory_allocated(device="cpu"):
+    """Bytes of tensor storage dyntrace's allocator holds now on `device`'s type ("cpu" or
+    "cuda"; every CUDA device counts together), in its size classes."""
+    return _memory_counts(_memory_kind(device))[0]
+
+def max_memory_allocated(device="cpu"):
+    """The most memory_allocated(device) was since the start or reset_peak_memory_stats(device)."""
+    return _memory_counts(_memory_kind(device))[1]
+
+def reset_peak_memory_stats(device="cpu"):
+    """Starts max_memory_allocated(device) over from what is allocated now."""
+    _reset_peak_memory(_memory_kind(device))
+
 class cuda:
     """CUDA devices, as torch.cuda: is_available(), device_count(), synchronize(device=None),
     memory_stats() (the caching allocator's driver allocations, cache hits, bytes in use and
-    cached) and empty_cache()."""
+    cached), memory_allocated(), max_memory_allocated(), reset_peak_memory_stats() (every
+    device counts together) and empty_cache()."""
+    memory_allocated = staticmethod(lambda device=None: memory_allocated("cuda"))
+    max_memory_allocated = staticmethod(lambda device=None: max_memory_allocated("cuda"))
+    reset_peak_memory_stats = staticmethod(lambda device=None: reset_peak_memory_stats("cuda"))
     is_available = staticmethod(_cuda_is_available)
     device_count = staticmethod(_cuda_device_count)
     synchronize = staticmethod(lambda device=None: _cuda_synchronize(

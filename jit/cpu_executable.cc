@@ -104,6 +104,7 @@ absl::StatusOr<std::shared_ptr<CpuExecutable>> CpuExecutable::Build(const Graph&
   }
   if (fuses_writes) exe->written_inputs_ = InputsWrittenInPlace(exe->program_.graph);
   exe->plans_ = std::make_unique<ShapePlans>(&exe->program_.graph);
+  exe->release_after_ = ReleasePoints(exe->program_);
   if (!exe->program_.kernels.empty()) {
     const std::string source = EmitCpp(exe->program_);
     exe->kernel_source_ = EmitCpp(exe->program_, /*with_prelude=*/false);
@@ -200,12 +201,14 @@ absl::StatusOr<std::vector<Tensor>> CpuExecutable::Run(const std::vector<Tensor>
   std::vector<Tensor> env(g.num_values());
   for (size_t i = 0; i < inputs.size(); ++i) env[g.inputs()[i]] = inputs[i];
   const MaxThreadsScope threads;
-  for (const Step& step : program_.steps) {
+  for (size_t s = 0; s < program_.steps.size(); ++s) {
+    const Step& step = program_.steps[s];
     if (step.kind == Step::Kind::kNode) {
       DT_RETURN_IF_ERROR(g.RunNode(step.index, env, scalars));
     } else {
       DT_RETURN_IF_ERROR(RunKernel(step.index, *plan, env, scalars));
     }
+    for (ValueId v : release_after_[s]) env[v] = Tensor();
   }
   std::vector<Tensor> outputs;
   outputs.reserve(g.outputs().size());

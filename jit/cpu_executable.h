@@ -56,6 +56,8 @@ class CpuExecutable {
   // Per graph input, whether an in-place node writes its storage; empty unless some kernel
   // stores an in-place write (ScheduleOptions::fuse_in_place_writes).
   std::vector<bool> written_inputs_;
+  // Per step, the values Run stops holding after it (their last use).
+  std::vector<std::vector<ValueId>> release_after_;
   CacheSource cache_source_ = CacheSource::kMemory;
   double build_seconds_ = 0;
   std::unique_ptr<ShapePlans> plans_;

@@ -78,6 +78,7 @@ absl::StatusOr<std::shared_ptr<CudaExecutable>> CudaExecutable::Build(const Grap
   exe->device_id_ = device;
   DT_ASSIGN_OR_RETURN(exe->program_, Schedule(graph));
   exe->plans_ = std::make_unique<ShapePlans>(&exe->program_.graph);
+  exe->release_after_ = ReleasePoints(exe->program_);
   if (!exe->program_.kernels.empty()) {
     DT_ASSIGN_OR_RETURN(exe->cuda_, EmitCuda(exe->program_));
     exe->kernel_source_ = exe->cuda_.readable;
@@ -366,6 +367,11 @@ absl::Status CudaExecutable::WalkProgram(Walk& walk, const std::shared_ptr<const
       DT_RETURN_IF_ERROR(RunNodeStep(walk, static_cast<int>(i), env, scalars));
     } else {
       DT_RETURN_IF_ERROR(RunKernel(walk, step.index, *plan, env, scalars));
+    }
+    // A captured graph keeps its buffers for replay; a direct walk frees them as eager code would
+    // (the stream orders a reused block after the kernels that used it).
+    if (walk.mode == Mode::kDirect) {
+      for (ValueId v : release_after_[i]) env[v] = Tensor();
     }
   }
   return absl::OkStatus();

@@ -108,6 +108,7 @@ class CudaExecutable {
   absl::flat_hash_map<std::string, CUmodule> module_of_function_;
   double build_seconds_ = 0;
   std::unique_ptr<ShapePlans> plans_;
+  std::vector<std::vector<ValueId>> release_after_;  // per step: values direct walks drop after it
 
   bool use_graphs_ = false;
   std::string graph_refusal_;

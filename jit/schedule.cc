@@ -532,4 +532,43 @@ absl::StatusOr<Program> Schedule(const Graph& graph, ScheduleOptions options) {
   return program;
 }
 
+namespace {
+
+void TouchNode(const Graph& g, int node, int step, std::vector<int>& last) {
+  const Node& n = g.nodes()[node];
+  for (const GraphArg& a : n.args) {
+    if (const auto* v = std::get_if<ValueId>(&a.content)) last[*v] = step;
+    if (const auto* vs = std::get_if<std::vector<ValueId>>(&a.content)) {
+      for (ValueId v : *vs) last[v] = step;
+    }
+  }
+  for (ValueId v : n.outputs) last[v] = step;
+}
+
+}  // namespace
+
+std::vector<std::vector<ValueId>> ReleasePoints(const Program& program) {
+  const Graph& g = program.graph;
+  std::vector<int> last(g.num_values(), -1);
+  for (int s = 0; s < static_cast<int>(program.steps.size()); ++s) {
+    const Step& step = program.steps[s];
+    if (step.kind == Step::Kind::kNode) {
+      TouchNode(g, step.index, s, last);
+      continue;
+    }
+    const Kernel& k = program.kernels[step.index];
+    for (const KernelOperand& op : k.operands) {
+      if (op.value >= 0) last[op.value] = s;
+      if (op.write_into >= 0) last[op.write_into] = s;
+    }
+    for (int node : k.nodes) TouchNode(g, node, s, last);
+  }
+  for (ValueId v : g.outputs()) last[v] = -1;
+  std::vector<std::vector<ValueId>> release(program.steps.size());
+  for (ValueId v = 0; v < static_cast<ValueId>(last.size()); ++v) {
+    if (last[v] >= 0) release[last[v]].push_back(v);
+  }
+  return release;
+}
+
 }  // namespace dt::jit

@@ -29,6 +29,13 @@ struct ScheduleOptions {
 
 [[nodiscard]] absl::StatusOr<Program> Schedule(const Graph& graph, ScheduleOptions options = {});
 
+// Per step of `program`, the values no later step touches: an executable drops its reference to
+// them after that step, so an intermediate's buffer goes back to the allocator as soon as its
+// last reader ran, as in eager execution, instead of every intermediate living until the graph
+// returns. A kernel touches its operands and, for the eager fallback of a layout it can't walk,
+// its nodes' arguments and results. Outputs are never dropped.
+std::vector<std::vector<ValueId>> ReleasePoints(const Program& program);
+
 }  // namespace dt::jit
 
 #endif  // DYNTRACE_JIT_SCHEDULE_H_

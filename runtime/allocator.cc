@@ -1,5 +1,6 @@
 #include "runtime/allocator.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <new>
 
@@ -32,10 +33,12 @@ void* HostAllocator::Allocate(size_t nbytes) {
       stats_.cache_hits++;
       stats_.bytes_cached -= static_cast<int64_t>(size);
       stats_.bytes_in_use += static_cast<int64_t>(size);
+      stats_.peak_bytes_in_use = std::max(stats_.peak_bytes_in_use, stats_.bytes_in_use);
       return ptr;
     }
     stats_.system_allocations++;
     stats_.bytes_in_use += static_cast<int64_t>(size);
+    stats_.peak_bytes_in_use = std::max(stats_.peak_bytes_in_use, stats_.bytes_in_use);
   }
   void* ptr = std::aligned_alloc(kHostAlignment, size);
   if (ptr == nullptr) {
@@ -71,6 +74,11 @@ void HostAllocator::EmptyCache() {
   for (auto& [size, blocks] : released) {
     for (void* p : blocks) std::free(p);
   }
+}
+
+void HostAllocator::ResetPeak() {
+  absl::MutexLock lock(&mu_);
+  stats_.peak_bytes_in_use = stats_.bytes_in_use;
 }
 
 AllocatorStats HostAllocator::Stats() const {

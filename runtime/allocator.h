@@ -26,6 +26,7 @@ struct AllocatorStats {
   int64_t cache_hits = 0;
   int64_t bytes_cached = 0;  // bytes held in free lists
   int64_t bytes_in_use = 0;
+  int64_t peak_bytes_in_use = 0;  // the most in use at once since the last ResetPeak()
 };
 
 class HostAllocator {
@@ -40,6 +41,8 @@ class HostAllocator {
   // Returns every cached block to the system.
   void EmptyCache();
   AllocatorStats Stats() const;
+  // Starts the peak over from the bytes in use now (torch.cuda.reset_peak_memory_stats).
+  void ResetPeak();
 
   static constexpr size_t kMaxCachedBytes = size_t{1} << 30;
 

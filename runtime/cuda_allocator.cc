@@ -1,5 +1,6 @@
 #include "runtime/cuda_allocator.h"
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -109,6 +110,7 @@ absl::StatusOr<CUdeviceptr> CudaAllocator::Allocate(int device, size_t nbytes) {
       ++stats_.cache_hits;
       stats_.bytes_cached -= static_cast<int64_t>(size_class);
       stats_.bytes_in_use += static_cast<int64_t>(size_class);
+      stats_.peak_bytes_in_use = std::max(stats_.peak_bytes_in_use, stats_.bytes_in_use);
       return ptr;
     }
   }
@@ -138,6 +140,7 @@ absl::StatusOr<CUdeviceptr> CudaAllocator::Allocate(int device, size_t nbytes) {
   absl::MutexLock lock(&mu_);
   ++stats_.driver_allocations;
   stats_.bytes_in_use += static_cast<int64_t>(size_class);
+  stats_.peak_bytes_in_use = std::max(stats_.peak_bytes_in_use, stats_.bytes_in_use);
   return ptr;
 }
 
@@ -181,6 +184,11 @@ void CudaAllocator::ReleaseCachedLocked() {
 void CudaAllocator::EmptyCache() {
   absl::MutexLock lock(&mu_);
   ReleaseCachedLocked();
+}
+
+void CudaAllocator::ResetPeak() {
+  absl::MutexLock lock(&mu_);
+  stats_.peak_bytes_in_use = stats_.bytes_in_use;
 }
 
 CudaAllocatorStats CudaAllocator::Stats() const {

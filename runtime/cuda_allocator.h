@@ -29,6 +29,7 @@ struct CudaAllocatorStats {
   int64_t cache_hits = 0;
   int64_t bytes_cached = 0;
   int64_t bytes_in_use = 0;
+  int64_t peak_bytes_in_use = 0;  // the most in use at once since the last ResetPeak()
 };
 
 class CudaAllocator {
@@ -42,6 +43,8 @@ class CudaAllocator {
   // Returns every cached block to the driver.
   void EmptyCache();
   CudaAllocatorStats Stats() const;
+  // Starts the peak over from the bytes in use now (torch.cuda.reset_peak_memory_stats).
+  void ResetPeak();
 
   // Size classes: powers of two up to 1 MiB, then multiples of 2 MiB, so blocks reused across
   // slightly different sizes waste at most half (small) or 2 MiB (large).

@@ -586,6 +586,29 @@ def test_every_other_op_on_cuda_tensors_matches_the_cpu():
     # real values to compare.
     run_with_fake_driver(EVERY_OTHER_OP)
 
+def test_direct_walks_free_intermediates_after_their_last_use():
+    # Eight products in a row on the device, run without CUDA graphs: each intermediate goes
+    # back to the caching allocator once its reader is queued, so the peak stays at a few
+    # buffers (the stream orders a reused block after its last reader).
+    run_compiled_with_fake_driver("""
+        def chain(x, w):
+            for _ in range(8):
+                x = x @ w
+            return x
+        x, w = dt.randn(64, 64).cuda(), dt.randn(64, 64).cuda()
+        f = dt.jit(chain, backend="cuda", cuda_graphs=False)
+        f(x, w)
+        one = 64 * 64 * 4
+        dt.cuda.reset_peak_memory_stats()
+        held = dt.cuda.memory_allocated()
+        y = f(x, w)
+        added = dt.cuda.max_memory_allocated() - held
+        assert 0 < added <= 3 * one * 1.25, added / one
+        del y
+        assert dt.cuda.memory_allocated() == held
+    """, FAKE_CUDA_ACCEPT_MODULES="1")
+
+
 def test_dynamic_sizes_reuse_one_program_and_cuda_graphs_stop_at_eight_shape_sets():
     # A batch size read by Python becomes symbolic: one trace and one program for every size;
     # CUDA graphs are captured per concrete shape set, up to 8 per program, and the calls past
