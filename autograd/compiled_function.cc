@@ -66,11 +66,14 @@ absl::StatusOr<std::vector<Tensor>> CompiledFunctionNode::Apply(std::vector<Tens
     }
     inputs.push_back(std::move(g));
   }
-  for (const SavedTensor& s : saved_) inputs.push_back(s.tensor);
+  // Handed over, the saved values live only in the backward graph's run, which frees each after
+  // its last reader: activations go as backward consumes them, not all at its end.
+  for (SavedTensor& s : saved_) inputs.push_back(hand_over_saved_ ? std::move(s.tensor) : s.tensor);
+  if (hand_over_saved_) ReleaseSaved();
   absl::StatusOr<std::vector<Tensor>> grads;
   {
     GradModeGuard off(false);
-    grads = run_(inputs);
+    grads = run_(std::move(inputs));
   }
   if (!grads.ok()) return grads.status();
   std::vector<Tensor> result(next_.size());

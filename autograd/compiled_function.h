@@ -19,7 +19,8 @@ namespace dt {
 
 // Runs the compiled backward graph: inputs in the backward graph's order, one output per
 // JointGraph::grad_inputs entry.
-using RunBackwardGraph = std::function<absl::StatusOr<std::vector<Tensor>>(const std::vector<Tensor>& inputs)>;
+// The inputs are handed over: a compiled backward graph drops each after its last use.
+using RunBackwardGraph = std::function<absl::StatusOr<std::vector<Tensor>>(std::vector<Tensor> inputs)>;
 
 class CompiledFunctionNode final : public GradNode {
  public:
@@ -32,6 +33,7 @@ class CompiledFunctionNode final : public GradNode {
   std::string name() const override { return "CompiledFunctionBackward"; }
   absl::StatusOr<std::vector<Tensor>> Apply(std::vector<Tensor> output_grads, bool create_graph) override;
   void ReleaseSaved() override;
+  void WillReleaseSaved() override { hand_over_saved_ = true; }
 
  private:
   CompiledFunctionNode(std::shared_ptr<const JointGraph> joint, RunBackwardGraph run)
@@ -41,6 +43,7 @@ class CompiledFunctionNode final : public GradNode {
   RunBackwardGraph run_;
   std::vector<SavedTensor> saved_;
   bool released_ = false;
+  bool hand_over_saved_ = false;  // Apply moves saved_ into the backward graph's inputs
 };
 
 // The grad_fn of a tensor a compiled function returns after it called backward() through it

@@ -174,6 +174,7 @@ class Sweep {
       const GradShape& shape = node.output_shapes()[k];
       DT_ASSIGN_OR_RETURN(grads[k], Call("full", {shape.sizes, Scalar::Int(0), shape.dtype, shape.device}));
     }
+    if (!request_.retain_graph) node.WillReleaseSaved();
     DT_ASSIGN_OR_RETURN(std::vector<Tensor> inputs, node.Apply(std::move(grads), request_.create_graph));
     if (!request_.retain_graph) node.ReleaseSaved();
     for (size_t e = 0; e < inputs.size() && e < node.next().size(); ++e) {

@@ -40,6 +40,9 @@ class GradNode : public std::enable_shared_from_this<GradNode> {
   virtual absl::StatusOr<std::vector<Tensor>> Apply(std::vector<Tensor> output_grads, bool create_graph) = 0;
   // Frees what the node saved for Apply (after a backward pass without retain_graph).
   virtual void ReleaseSaved() {}
+  // Said before Apply when ReleaseSaved follows it: the node may hand what it saved over to
+  // Apply's computation, which then frees each value after its last use instead of at the end.
+  virtual void WillReleaseSaved() {}
 
   const std::vector<Edge>& next() const { return next_; }
   const std::vector<GradShape>& input_shapes() const { return input_shapes_; }

@@ -165,14 +165,14 @@ void CompileBackward(CacheEntry& entry, const std::string& name, std::optional<D
 }
 
 // Runs a backward graph on (gradients, saved values); what a CompiledFunctionNode calls.
-absl::StatusOr<std::vector<Tensor>> RunBackward(const CompiledBackward& backward, const std::vector<Tensor>& inputs) {
+absl::StatusOr<std::vector<Tensor>> RunBackward(const CompiledBackward& backward, std::vector<Tensor> inputs) {
   return std::visit(
       [&](const auto& compiled) -> absl::StatusOr<std::vector<Tensor>> {
         using T = std::decay_t<decltype(compiled)>;
         if constexpr (std::is_same_v<T, EagerGraph> || std::is_same_v<T, PythonBackendCallable>) {
           return backward.joint->backward.RunEager(inputs);
         } else {
-          return compiled->Run(inputs, {});
+          return compiled->Run(std::move(inputs), {});
         }
       },
       backward.compiled);
@@ -262,7 +262,7 @@ absl::StatusOr<std::vector<Tensor>> RunCompiledGraph(const CacheEntry& entry, co
   }
   if (!outputs.ok() || entry.backward == nullptr) return outputs;
   std::shared_ptr<const CompiledBackward> backward = entry.backward;
-  auto run = [backward](const std::vector<Tensor>& grads_and_saved) { return RunBackward(*backward, grads_and_saved); };
+  auto run = [backward](std::vector<Tensor> grads_and_saved) { return RunBackward(*backward, std::move(grads_and_saved)); };
   DT_RETURN_IF_ERROR(CompiledFunctionNode::Attach(backward->joint, std::move(run), tensors, *outputs));
   GlobalStats().compiled_backward_runs += 1;
   return outputs;

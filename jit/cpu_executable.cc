@@ -181,7 +181,7 @@ absl::Status CpuExecutable::RunKernel(int index, const ShapePlans::Plan& plan, s
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<Tensor>> CpuExecutable::Run(const std::vector<Tensor>& inputs,
+absl::StatusOr<std::vector<Tensor>> CpuExecutable::Run(std::vector<Tensor> inputs,
                                                        const std::vector<Scalar>& scalars) {
   const Graph& g = program_.graph;
   if (inputs.size() != g.inputs().size()) {
@@ -199,7 +199,7 @@ absl::StatusOr<std::vector<Tensor>> CpuExecutable::Run(const std::vector<Tensor>
   // such a touch.
   if (!written_inputs_.empty() && WrittenInputOverlaps(inputs, written_inputs_)) return g.RunEager(inputs, scalars);
   std::vector<Tensor> env(g.num_values());
-  for (size_t i = 0; i < inputs.size(); ++i) env[g.inputs()[i]] = inputs[i];
+  for (size_t i = 0; i < inputs.size(); ++i) env[g.inputs()[i]] = std::move(inputs[i]);
   const MaxThreadsScope threads;
   for (size_t s = 0; s < program_.steps.size(); ++s) {
     const Step& step = program_.steps[s];

@@ -30,7 +30,8 @@ class CpuExecutable {
                                                                           absl::string_view name);
 
   // REQUIRES: `inputs` match the graph's inputs (as its guards ensure).
-  [[nodiscard]] absl::StatusOr<std::vector<Tensor>> Run(const std::vector<Tensor>& inputs,
+  // Takes `inputs` by value: a caller that moves them in lets each be freed after its last use.
+  [[nodiscard]] absl::StatusOr<std::vector<Tensor>> Run(std::vector<Tensor> inputs,
                                                         const std::vector<Scalar>& scalars);
 
   const Program& program() const { return program_; }
