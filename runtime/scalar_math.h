@@ -245,6 +245,9 @@ template <typename T> DT_HD T div(T a, T b) { return a / b; }
 // Python's floor division: the quotient rounded toward negative infinity.
 template <typename T> DT_HD T floor_divide(T a, T b) {
   if constexpr (kIsIntegerLike<T>) {
+    // The most negative value over -1 traps in hardware (SIGFPE on x86): negate with wrap-around
+    // instead, as numpy does (PyTorch 1.13's CPU kernel crashes the process there).
+    if (T(-1) < T(0) && b == T(-1)) return static_cast<T>(0ull - static_cast<unsigned long long>(a));
     T q = a / b;
     if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
     return q;
@@ -264,6 +267,7 @@ template <typename T> DT_HD T floor_divide(T a, T b) {
 // Python's modulo: the result has the divisor's sign.
 template <typename T> DT_HD T remainder(T a, T b) {
   if constexpr (kIsIntegerLike<T>) {
+    if (T(-1) < T(0) && b == T(-1)) return T(0);  // every integer is a multiple of -1 (no trap)
     T r = a % b;
     if (r != 0 && ((r < 0) != (b < 0))) r += b;
     return r;

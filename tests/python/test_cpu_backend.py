@@ -278,6 +278,24 @@ def test_math_and_shape_ops():
           rtol=1e-5, atol=1e-5)
 
 
+def test_most_negative_integer_over_minus_one_wraps_instead_of_trapping():
+    # x86 traps on INT_MIN / -1 (SIGFPE: PyTorch 1.13's CPU kernel takes the process down). The
+    # quotient wraps to INT_MIN and the remainder is 0, as numpy gives, eagerly and compiled.
+    def ops(a, b):
+        return a // b, a % b, a // -1, a % -1
+
+    g = compiled(ops)
+    for dtype, bits in ((dt.int8, 8), (dt.int16, 16), (dt.int32, 32), (dt.int64, 64)):
+        low = -2 ** (bits - 1)
+        a = dt.tensor([low, low + 1, -7, 0, 7], dtype=dtype)
+        b = dt.tensor([-1, -1, -1, -1, 2], dtype=dtype)
+        want_q = [low, -(low + 1), 7, 0, 3]
+        want_r = [0, 0, 0, 0, 1]
+        for got in (ops(a, b), g(a, b)):
+            assert got[0].tolist() == want_q and got[1].tolist() == want_r, (dtype, got[0].tolist(), got[1].tolist())
+            assert got[2].tolist() == [low, -(low + 1), 7, 0, -7] and got[3].tolist() == [0] * 5, (dtype, got[2].tolist())
+
+
 def test_intermediates_are_freed_after_their_last_use():
     # Eight products in a row, none fusible: eagerly at most two live at once. A compiled graph
     # drops each intermediate after its last reader ran, so its peak stays near eager's instead
