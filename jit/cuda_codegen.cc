@@ -669,10 +669,31 @@ const std::string& UnitHeader() {
   return *header;
 }
 
+// Spreads kernels over units, longest first onto the least loaded (text length stands in for
+// NVRTC's time), in as many units as `max_units` and kMinUnitKernelBytes allow.
+std::vector<int> AssignUnits(const std::vector<std::string>& texts, int max_units) {
+  size_t total = 0;
+  for (const std::string& t : texts) total += t.size();
+  const size_t by_size = std::max<size_t>(1, total / kMinUnitKernelBytes);
+  const size_t units = std::min({static_cast<size_t>(std::max(1, max_units)), by_size, std::max<size_t>(1, texts.size())});
+  std::vector<size_t> order(texts.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return texts[a].size() > texts[b].size(); });
+  std::vector<size_t> load(units, 0);
+  std::vector<int> unit_of(texts.size(), 0);
+  for (size_t i : order) {
+    const size_t u = std::min_element(load.begin(), load.end()) - load.begin();
+    unit_of[i] = static_cast<int>(u);
+    load[u] += texts[i].size();
+  }
+  return unit_of;
+}
+
 }  // namespace
 
-absl::StatusOr<CudaProgram> EmitCuda(const Program& program) {
+absl::StatusOr<CudaProgram> EmitCuda(const Program& program, int max_units) {
   CudaProgram out;
+  std::vector<std::string> texts;
   for (const Kernel& k : program.kernels) {
     if (k.operands.size() > static_cast<size_t>(kCudaMaxOperands)) {
       return absl::UnimplementedError(absl::StrFormat("CUDA kernel %s has %d operands; the launch ABI holds %d",
@@ -684,11 +705,14 @@ absl::StatusOr<CudaProgram> EmitCuda(const Program& program) {
                                                       k.name, rank, kCudaMaxOuterRank + 1));
     }
     CudaKernelInfo info;
-    const std::string text = CudaKernelEmitter(k).Emit(&info);
-    out.readable += text;
-    out.sources.push_back(absl::StrCat(UnitHeader(), text));
+    texts.push_back(CudaKernelEmitter(k).Emit(&info));
+    out.readable += texts.back();
     out.kernels.push_back(std::move(info));
   }
+  out.unit_of_kernel = AssignUnits(texts, max_units);
+  const int units = out.unit_of_kernel.empty() ? 0 : *std::max_element(out.unit_of_kernel.begin(), out.unit_of_kernel.end()) + 1;
+  out.sources.assign(units, UnitHeader());
+  for (size_t i = 0; i < texts.size(); ++i) out.sources[out.unit_of_kernel[i]] += texts[i];
   return out;
 }
 

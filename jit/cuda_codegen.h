@@ -51,16 +51,22 @@ struct CudaKernelInfo {
 };
 
 struct CudaProgram {
-  // One translation unit per kernel, ready for NVRTC: sources[i] defines kernels[i]'s functions.
-  // Separate units compile in parallel and are cached one by one (KernelCache::LoadCubins).
+  // Translation units ready for NVRTC, each with the pasted headers and some of the kernels:
+  // separate units compile in parallel and are cached one by one (KernelCache::LoadCubins).
   std::vector<std::string> sources;
+  std::vector<int> unit_of_kernel;  // by kernel: the index in `sources` defining its functions
   std::string readable;  // the kernels without the pasted headers (logs, dyntrace.kernels())
   std::vector<CudaKernelInfo> kernels;  // one per Program kernel, in order
 };
 
 // Fails (kUnimplemented) for a kernel beyond the launch ABI's limits (more than
 // kCudaMaxOperands operands, or a domain of rank above kCudaMaxOuterRank + 1).
-[[nodiscard]] absl::StatusOr<CudaProgram> EmitCuda(const Program& program);
+// `max_units`: how many translation units the kernels may be spread over (the threads that will
+// compile them). Each unit pays for parsing the headers again (about 0.15 s of NVRTC's time), so
+// a unit gets at least kMinUnitKernelBytes of kernel text unless a kernel alone is larger: a
+// small graph stays one unit, a large one is spread so that its units take similar times.
+inline constexpr size_t kMinUnitKernelBytes = 8192;
+[[nodiscard]] absl::StatusOr<CudaProgram> EmitCuda(const Program& program, int max_units = 1);
 
 // The launch ABI header as pasted into every CUDA translation unit (built from jit/).
 const char* CudaLaunchAbiSource();

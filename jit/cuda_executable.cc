@@ -80,7 +80,7 @@ absl::StatusOr<std::shared_ptr<CudaExecutable>> CudaExecutable::Build(const Grap
   exe->plans_ = std::make_unique<ShapePlans>(&exe->program_.graph);
   exe->release_after_ = ReleasePoints(exe->program_);
   if (!exe->program_.kernels.empty()) {
-    DT_ASSIGN_OR_RETURN(exe->cuda_, EmitCuda(exe->program_));
+    DT_ASSIGN_OR_RETURN(exe->cuda_, EmitCuda(exe->program_, NvrtcThreads()));
     exe->kernel_source_ = exe->cuda_.readable;
     DT_RETURN_IF_ERROR(exe->LoadModules(name));
   }
@@ -162,9 +162,11 @@ absl::Status CudaExecutable::LoadModules(absl::string_view name) {
     CUmodule module = nullptr;
     DT_RETURN_IF_ERROR(CudaCall(d.cuModuleLoadData(&module, cubins_[i]->data()), "cuModuleLoadData"));
     modules_.push_back(module);
-    const std::string& kernel = cuda_.kernels[i].name;
+  }
+  for (size_t k = 0; k < cuda_.kernels.size(); ++k) {
+    const std::string& kernel = cuda_.kernels[k].name;
     for (const std::string& function : {kernel, kernel + "_split_partial", kernel + "_split_finish"}) {
-      module_of_function_[function] = module;
+      module_of_function_[function] = modules_[cuda_.unit_of_kernel[k]];
     }
   }
   return absl::OkStatus();

@@ -93,7 +93,7 @@ class CudaExecutable {
                                                            std::vector<Tensor>& env, const std::vector<Scalar>& scalars)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<CUfunction> Function(const std::string& name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Compiles (or finds cached) each kernel's CUBIN and loads it as a module of its own.
+  // Compiles (or finds cached) each translation unit's CUBIN and loads it as a module of its own.
   absl::Status LoadModules(absl::string_view name);
   void DecideGraphUse(CudaGraphMode mode);
   bool Escapes(int value) const { return value >= 0 && value < static_cast<int>(escaping_.size()) && escaping_[value]; }
@@ -103,7 +103,7 @@ class CudaExecutable {
   std::string kernel_source_;
   CudaDevice* device_ = nullptr;
   Device device_id_;
-  std::vector<std::shared_ptr<const std::string>> cubins_;  // one per kernel (CudaProgram::sources)
+  std::vector<std::shared_ptr<const std::string>> cubins_;  // one per translation unit (CudaProgram::sources)
   std::vector<CUmodule> modules_;
   absl::flat_hash_map<std::string, CUmodule> module_of_function_;
   double build_seconds_ = 0;

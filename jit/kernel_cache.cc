@@ -334,6 +334,8 @@ absl::StatusOr<std::shared_ptr<const std::string>> KernelCache::LoadCubin(const 
   return cubins[0];
 }
 
+int NvrtcThreads() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
+
 namespace {
 
 // Compiles sources[i] for each i in `misses` into results[i], on up to one thread per core:
@@ -348,7 +350,7 @@ void CompileInParallel(const std::vector<std::string>& sources, const std::vecto
       results[i] = CompileCudaToCubin(sources[i], absl::StrCat(program_name, "_", i), sm_arch);
     }
   };
-  const size_t threads = std::min<size_t>(misses.size(), std::max(1u, std::thread::hardware_concurrency()));
+  const size_t threads = std::min<size_t>(misses.size(), NvrtcThreads());
   std::vector<std::thread> helpers;
   for (size_t t = 1; t < threads; ++t) helpers.emplace_back(work);
   work();

@@ -47,6 +47,10 @@ struct CacheCounters {
   double nvrtc_seconds = 0;        // time waiting for NVRTC (a graph's units compile in parallel)
 };
 
+// The threads LoadCubins compiles on at most (one per core), and so how many translation units
+// a graph's kernels are worth spreading over (EmitCuda's max_units).
+int NvrtcThreads();
+
 // A fixed-width hex digest, the same in every process (absl::Hash is seeded per process).
 std::string StableHash(const std::string& bytes);
 

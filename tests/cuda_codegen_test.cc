@@ -6,6 +6,7 @@
 
 #include <stdlib.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 
@@ -73,7 +74,7 @@ CudaProgram Emit(const Graph& graph) {
   auto cuda = EmitCuda(*program);
   EXPECT_TRUE(cuda.ok()) << cuda.status();
   if (ProbeNvrtc().available) {
-    EXPECT_EQ(cuda->sources.size(), cuda->kernels.size());
+    EXPECT_EQ(cuda->sources.size(), 1u) << "a small graph is one unit";
     for (const std::string& source : cuda->sources) {
       auto cubin = CompileCudaToCubin(source, "cuda_codegen_test", 90);
       EXPECT_TRUE(cubin.ok()) << cubin.status() << "\n" << cuda->readable;
@@ -258,6 +259,49 @@ TEST(CudaLaunch, PacksGeometryIntoTheAbiStruct) {
 
   geometry.outer_sizes.assign(kCudaMaxOuterRank + 1, 1);
   EXPECT_FALSE(PackCudaArgs(geometry, data, plan, nullptr).ok());
+}
+
+// softmax(x) @ w, four times over: four row kernels with GEMMs (extern calls) between them.
+Graph SoftmaxChainGraph() {
+  Graph g;
+  ValueId x = g.AddInput(Meta({8, 300}), "L['x']");
+  const ValueId w = g.AddInput(Meta({300, 300}), "L['w']");
+  for (int i = 0; i < 4; ++i) {
+    const ValueId s = Add(g, "softmax", {GraphArg::Value(x), GraphArg{ArgValue(Scalar::Int(-1))}, GraphArg{ArgValue(None{})}},
+                          {g.value(x).meta, Scalar::Int(-1), None{}});
+    x = Add(g, "matmul", {GraphArg::Value(s), GraphArg::Value(w)}, {g.value(s).meta, g.value(w).meta});
+  }
+  g.SetOutputs({x});
+  return g;
+}
+
+TEST(CudaCodegen, KernelsSpreadOverUnitsWhenThereIsEnoughToCompile) {
+  auto program = Schedule(SoftmaxChainGraph());
+  ASSERT_TRUE(program.ok()) << program.status();
+  ASSERT_EQ(program->kernels.size(), 4u);
+  auto one = EmitCuda(*program, 1);
+  ASSERT_TRUE(one.ok()) << one.status();
+  EXPECT_EQ(one->sources.size(), 1u);
+  auto spread = EmitCuda(*program, 16);
+  ASSERT_TRUE(spread.ok()) << spread.status();
+  const size_t text = spread->readable.size();
+  const size_t expected = std::min<size_t>(4, std::max<size_t>(1, text / kMinUnitKernelBytes));
+  ASSERT_GE(expected, 2u) << "four row kernels should be worth more than one unit: " << text << " bytes";
+  EXPECT_EQ(spread->sources.size(), expected) << text << " bytes of kernels";
+  ASSERT_EQ(spread->unit_of_kernel.size(), 4u);
+  for (size_t k = 0; k < 4; ++k) {
+    // Each kernel is defined in its own unit and in no other.
+    const std::string signature = "void __launch_bounds__(1024) " + spread->kernels[k].name + "(";
+    for (size_t u = 0; u < spread->sources.size(); ++u) {
+      EXPECT_EQ(Has(spread->sources[u], signature), static_cast<int>(u) == spread->unit_of_kernel[k]) << k << " " << u;
+    }
+  }
+  if (ProbeNvrtc().available) {
+    for (const std::string& source : spread->sources) {
+      auto cubin = CompileCudaToCubin(source, "units", 90);
+      EXPECT_TRUE(cubin.ok()) << cubin.status();
+    }
+  }
 }
 
 // A graph's kernels are separate translation units: the cache compiles the missing ones side by
