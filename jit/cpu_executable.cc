@@ -181,8 +181,9 @@ absl::Status CpuExecutable::RunKernel(int index, const ShapePlans::Plan& plan, s
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<Tensor>> CpuExecutable::Run(std::vector<Tensor> inputs,
-                                                       const std::vector<Scalar>& scalars) {
+absl::StatusOr<std::vector<Tensor>> CpuExecutable::RunWith(const std::vector<Tensor>& inputs,
+                                                           std::vector<Tensor>* owned,
+                                                           const std::vector<Scalar>& scalars) {
   const Graph& g = program_.graph;
   if (inputs.size() != g.inputs().size()) {
     return Error(ErrorKind::kRuntime, absl::StrFormat("compiled graph expects %d inputs, got %d",
@@ -199,7 +200,9 @@ absl::StatusOr<std::vector<Tensor>> CpuExecutable::Run(std::vector<Tensor> input
   // such a touch.
   if (!written_inputs_.empty() && WrittenInputOverlaps(inputs, written_inputs_)) return g.RunEager(inputs, scalars);
   std::vector<Tensor> env(g.num_values());
-  for (size_t i = 0; i < inputs.size(); ++i) env[g.inputs()[i]] = std::move(inputs[i]);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    env[g.inputs()[i]] = owned != nullptr ? std::move((*owned)[i]) : inputs[i];
+  }
   const MaxThreadsScope threads;
   for (size_t s = 0; s < program_.steps.size(); ++s) {
     const Step& step = program_.steps[s];

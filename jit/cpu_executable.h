@@ -30,9 +30,15 @@ class CpuExecutable {
                                                                           absl::string_view name);
 
   // REQUIRES: `inputs` match the graph's inputs (as its guards ensure).
-  // Takes `inputs` by value: a caller that moves them in lets each be freed after its last use.
-  [[nodiscard]] absl::StatusOr<std::vector<Tensor>> Run(std::vector<Tensor> inputs,
-                                                        const std::vector<Scalar>& scalars);
+  [[nodiscard]] absl::StatusOr<std::vector<Tensor>> Run(const std::vector<Tensor>& inputs,
+                                                        const std::vector<Scalar>& scalars) {
+    return RunWith(inputs, nullptr, scalars);
+  }
+  // Takes the inputs over: each is then freed after its last use (a backward graph's saved values).
+  [[nodiscard]] absl::StatusOr<std::vector<Tensor>> Run(std::vector<Tensor>&& inputs,
+                                                        const std::vector<Scalar>& scalars) {
+    return RunWith(inputs, &inputs, scalars);
+  }
 
   const Program& program() const { return program_; }
   // The generated kernels (without the pasted runtime headers).
@@ -47,6 +53,9 @@ class CpuExecutable {
     KernelFn any = nullptr;
   };
 
+  // `owned`: the caller's `inputs` themselves, moved into the run when given (else copied).
+  absl::StatusOr<std::vector<Tensor>> RunWith(const std::vector<Tensor>& inputs, std::vector<Tensor>* owned,
+                                              const std::vector<Scalar>& scalars);
   absl::Status RunKernel(int index, const ShapePlans::Plan& plan, std::vector<Tensor>& env,
                          const std::vector<Scalar>& scalars) const;
 
