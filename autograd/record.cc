@@ -31,7 +31,7 @@ absl::Status NoDerivative(const OpDef& op) {
 // A composite differentiated through its body: every call it makes is recorded. A floating
 // result that came out without a history means the body computed outside the registry.
 absl::StatusOr<OpResult> RecordThroughBody(const OpDef& op, const OpArgs& args) {
-  DT_ASSIGN_OR_RETURN(OpResult outputs, CallOpUnrecorded(op, args));
+  DT_ASSIGN_OR_RETURN(OpResult outputs, CallOpBody(op, args));
   for (const Tensor& t : outputs) {
     if (IsFloating(t.dtype()) && !RequiresGrad(t)) return NoDerivative(op);
   }

@@ -110,6 +110,11 @@ absl::StatusOr<OpResult> CallOpUnrecorded(const OpDef& op, const OpArgs& args) {
   return op.eager(op, args);
 }
 
+absl::StatusOr<OpResult> CallOpBody(const OpDef& op, const OpArgs& args) {
+  if (op.kind != OpKind::kComposite || args.size() != op.schema.params.size()) return CallOpUnrecorded(op, args);
+  return op.eager(op, args);
+}
+
 void CreateOnMeta(const OpDef& op, std::vector<ArgValue>& args) {
   if (op.kind != OpKind::kCreation) return;
   const int device = op.schema.IndexOf("device");

@@ -178,6 +178,10 @@ class OpRegistry {
 [[nodiscard]] absl::StatusOr<OpResult> CallOp(const OpDef& op, const OpArgs& args);
 // CallOp without the grad recorder: what the recorder itself runs.
 [[nodiscard]] absl::StatusOr<OpResult> CallOpUnrecorded(const OpDef& op, const OpArgs& args);
+// A composite's own body on whatever device its arguments are: the calls it makes dispatch, and
+// record, one by one. CallOpUnrecorded would run it on CUDA as one fused kernel, whose result has
+// no history for autograd to follow.
+[[nodiscard]] absl::StatusOr<OpResult> CallOpBody(const OpDef& op, const OpArgs& args);
 
 // Autograd's entry (autograd/record.h installs it once the module starts): runs a call whose
 // arguments require grad and records how to differentiate it.

@@ -8,6 +8,7 @@
 #include "interpreter/py_types.h"
 #include "runtime/copy.h"
 #include "runtime/cuda_driver.h"
+#include "runtime/cuda_tensor.h"
 #include "runtime/dlpack.h"
 #include "runtime/errors.h"
 
@@ -412,9 +413,11 @@ absl::StatusOr<Tensor> TensorFromDLPack(PyObject* obj) {
   return FromDLPack(managed);
 }
 
-absl::StatusOr<Tensor> TensorFromData(PyObject* data, std::optional<DType> dtype,
-                                      std::optional<Device> device) {
-  if (device.has_value()) DT_RETURN_IF_ERROR(CheckDeviceUsable(*device));
+namespace {
+
+// tensor(data, dtype): a tensor, a numpy array or a DLPack producer keeps its device; nested
+// Python numbers are gathered on the CPU.
+absl::StatusOr<Tensor> TensorFromDataWhereItIs(PyObject* data, std::optional<DType> dtype) {
   if (IsTensor(data)) {
     const Tensor& t = Unwrap(data);
     return Clone(CastTo(t, dtype.value_or(t.dtype())));
@@ -447,6 +450,16 @@ absl::StatusOr<Tensor> TensorFromData(PyObject* data, std::optional<DType> dtype
     }
   });
   return out;
+}
+
+}  // namespace
+
+absl::StatusOr<Tensor> TensorFromData(PyObject* data, std::optional<DType> dtype,
+                                      std::optional<Device> device) {
+  if (device.has_value()) DT_RETURN_IF_ERROR(CheckDeviceUsable(*device));
+  DT_ASSIGN_OR_RETURN(Tensor t, TensorFromDataWhereItIs(data, dtype));
+  if (!device.has_value() || t.device() == *device) return t;
+  return ToDevice(t, *device);
 }
 
 bool InitTensorType(PyObject* module);  // py_tensor.cc

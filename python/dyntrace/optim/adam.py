@@ -1,7 +1,9 @@
 """dyntrace.optim.Adam and AdamW: PyTorch's rules (bias-corrected moments, amsgrad, maximize;
 Adam's L2 weight decay added to the gradient, AdamW's decoupled decay of the parameter), as
-torch.optim.Adam/AdamW update (see graph/ops_optim.cc). state["step"] is a 0-d float32 CPU
-tensor per parameter, as in PyTorch."""
+torch.optim.Adam/AdamW update (see graph/ops_optim.cc). state["step"] is a 0-d float32 tensor per
+parameter: on the CPU, as in PyTorch, for a CPU parameter; on the parameter's device for a CUDA
+one, as PyTorch's capturable Adam keeps it, so that a step neither reads the count back to the host
+nor mixes devices, and a compiled step can be one CUDA graph."""
 import math
 
 import dyntrace as _dt
@@ -29,12 +31,15 @@ class Adam(Optimizer):
 
     def _state_of(self, p, amsgrad):
         state = self.state.setdefault(p, {})
+        step_device = p.device if p.device.type == "cuda" else "cpu"
         if not state:
-            state["step"] = _dt.tensor(0.0, dtype=_dt.float32)
+            state["step"] = _dt.tensor(0.0, dtype=_dt.float32, device=step_device)
             state["exp_avg"] = _dt.zeros_like(p)
             state["exp_avg_sq"] = _dt.zeros_like(p)
         elif not isinstance(state["step"], _dt.Tensor):  # a count saved as a number (older PyTorch)
-            state["step"] = _dt.tensor(float(state["step"]), dtype=_dt.float32)
+            state["step"] = _dt.tensor(float(state["step"]), dtype=_dt.float32, device=step_device)
+        elif state["step"].device != p.device and step_device != "cpu":  # loaded from a CPU state dict
+            state["step"] = state["step"].to(step_device)
         if amsgrad and "max_exp_avg_sq" not in state:
             state["max_exp_avg_sq"] = _dt.zeros_like(p)
         return state
@@ -70,11 +75,13 @@ def _adam_per_tensor(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, step
     """The same rule with registry ops, one tensor at a time: the path for CUDA tensors (whose ops
     stay on the device), mixed or non-contiguous layouts, foreach=False, and compiled code.
 
-    In compiled code (PyTorch's capturable Adam) the bias corrections are computed from the step
-    counts as tensors, so no count is read back into Python (which would end the graph there) and
-    one graph serves every step; elsewhere from the count as a Python number."""
+    In compiled code, and for counts kept on a CUDA device (PyTorch's capturable Adam), the bias
+    corrections are computed from the step counts as tensors, so no count is read back into Python
+    (which would end the graph there, or wait for the device) and one graph serves every step;
+    elsewhere from the count as a Python number."""
     compiling = _dt.is_compiling()
     for i, p in enumerate(params):
+        capturable = compiling or steps[i].device.type != "cpu"
         steps[i].add_(1)
         g = -grads[i] if maximize else grads[i]
         if weight_decay != 0:
@@ -88,7 +95,7 @@ def _adam_per_tensor(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, step
         if amsgrad:
             max_exp_avg_sqs[i].copy_(_dt.maximum(max_exp_avg_sqs[i], v))
             v = max_exp_avg_sqs[i]
-        if compiling:
+        if capturable:
             bias_correction1 = 1 - beta1 ** steps[i]
             denom = v.sqrt() / (1 - beta2 ** steps[i]).sqrt() + eps
             p.sub_(m / denom * (lr / bias_correction1))
