@@ -228,6 +228,25 @@ absl::StatusOr<std::vector<Tensor>> Graph::RunEager(const std::vector<Tensor>& i
   return outs;
 }
 
+namespace {
+
+// A graph constant on a device (a tensor the traced code made there) planned over meta inputs:
+// only its layout matters there, and running the op on the device with a meta operand would
+// mix devices.
+void DeviceConstantsToMeta(ArgValue& value) {
+  auto to_meta = [](Tensor& t) {
+    if (t.defined() && !t.device().is_cpu() && !t.is_meta()) {
+      t = Tensor(Storage::Allocate(0, Device::Meta()), t.sizes(), t.strides(), 0, t.dtype());
+    }
+  };
+  if (auto* t = std::get_if<Tensor>(&value)) to_meta(*t);
+  if (auto* list = std::get_if<std::vector<Tensor>>(&value)) {
+    for (Tensor& t : *list) to_meta(t);
+  }
+}
+
+}  // namespace
+
 absl::Status Graph::RunNode(size_t index, std::vector<Tensor>& env,
                             const std::vector<Scalar>& scalars, bool on_meta) const {
   const Node& n = nodes_[index];
@@ -252,6 +271,7 @@ absl::Status Graph::RunNode(size_t index, std::vector<Tensor>& env,
       values.push_back(ResolveDims(*d, scalars));
     } else {
       values.push_back(std::get<ArgValue>(a.content));
+      if (on_meta) DeviceConstantsToMeta(values.back());
     }
   }
   if (on_meta) CreateOnMeta(*n.op, values);

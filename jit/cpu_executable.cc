@@ -65,31 +65,6 @@ const char* SourceName(CacheSource s) {
   return "?";
 }
 
-// Per graph input, whether some in-place node writes into its storage (through any view of it).
-std::vector<bool> InputsWrittenInPlace(const Graph& g) {
-  std::vector<bool> written(g.inputs().size(), false);
-  for (const Node& n : g.nodes()) {
-    const auto* target = n.inplace ? std::get_if<ValueId>(&n.args[0].content) : nullptr;
-    if (target == nullptr) continue;
-    for (size_t i = 0; i < written.size(); ++i) {
-      written[i] = written[i] || g.value(g.inputs()[i]).meta.SharesStorageWith(g.value(*target).meta);
-    }
-  }
-  return written;
-}
-
-// Whether a written input shares storage with another input. Read-only inputs may share storage
-// freely (a batch's inputs and targets, views of one token buffer): no write can hide behind them.
-bool WrittenInputOverlaps(const std::vector<Tensor>& inputs, const std::vector<bool>& written) {
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    for (size_t j = 0; j < i; ++j) {
-      if (!written[i] && !written[j]) continue;
-      if (inputs[i].defined() && inputs[j].defined() && inputs[i].SharesStorageWith(inputs[j])) return true;
-    }
-  }
-  return false;
-}
-
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<CpuExecutable>> CpuExecutable::Build(const Graph& graph,

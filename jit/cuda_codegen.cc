@@ -132,6 +132,18 @@ class CudaKernelEmitter : public KernelPrinter {
     }
   }
 
+  // Whether operand `i` is one side of a fused in-place write (the store, or the load of the
+  // tensor it stores into). Such a pair points at the same memory, so neither is __restrict__:
+  // a const __restrict__ load may go through the non-coherent read-only cache.
+  bool InPlacePair(int i) const {
+    const KernelOperand& op = k_.operands[i];
+    if (op.is_output) return op.write_into >= 0;
+    for (const KernelOperand& other : k_.operands) {
+      if (other.is_output && other.write_into >= 0 && other.write_into == op.value) return true;
+    }
+    return false;
+  }
+
   // Pointers p<i> to each operand's element 0 of outer row `row`.
   void EmitPointers(const std::string& row, const std::string& indent) {
     absl::StrAppendFormat(&out_, "%sint64_t off[%d];\n", indent, k_.operands.size());
@@ -139,8 +151,8 @@ class CudaKernelEmitter : public KernelPrinter {
     for (size_t i = 0; i < k_.operands.size(); ++i) {
       const KernelOperand& op = k_.operands[i];
       const std::string type = absl::StrCat(op.is_output ? "" : "const ", CppType(op.dtype));
-      absl::StrAppendFormat(&out_, "%s%s* __restrict__ p%d = reinterpret_cast<%s*>(args.data[%d]) + off[%d];\n",
-                            indent, type, i, type, i, i);
+      absl::StrAppendFormat(&out_, "%s%s*%s p%d = reinterpret_cast<%s*>(args.data[%d]) + off[%d];\n", indent,
+                            type, InPlacePair(static_cast<int>(i)) ? "" : " __restrict__", i, type, i, i);
     }
   }
 

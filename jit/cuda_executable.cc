@@ -76,7 +76,13 @@ absl::StatusOr<std::shared_ptr<CudaExecutable>> CudaExecutable::Build(const Grap
   auto exe = std::make_shared<CudaExecutable>();
   DT_ASSIGN_OR_RETURN(exe->device_, CudaDevice::Get(device.index));
   exe->device_id_ = device;
-  DT_ASSIGN_OR_RETURN(exe->program_, Schedule(graph));
+  DT_ASSIGN_OR_RETURN(exe->program_, Schedule(graph, ScheduleOptions{.fuse_in_place_writes = true,
+                                                                   .in_place_writes_alone = true}));
+  bool fuses_writes = false;
+  for (const Kernel& k : exe->program_.kernels) {
+    for (const KernelOperand& op : k.operands) fuses_writes = fuses_writes || op.write_into >= 0;
+  }
+  if (fuses_writes) exe->written_inputs_ = InputsWrittenInPlace(exe->program_.graph);
   exe->plans_ = std::make_unique<ShapePlans>(&exe->program_.graph);
   exe->release_after_ = ReleasePoints(exe->program_);
   if (!exe->program_.kernels.empty()) {
@@ -139,7 +145,10 @@ void CudaExecutable::DecideGraphUse(CudaGraphMode mode) {
       graph_refusal_ = absl::StrFormat("%s runs through the host", n.op->name());
       return;
     }
-    if (g.MayRaiseOnValues(n)) {  // a synchronous read-back, which a capture can't hold
+    // A synchronous read-back, which a capture can't hold. Index checks are deferred to before
+    // each launch of the graph (runtime/cuda_index_kernels.h); a check an op reads back some other
+    // way makes the capture fail, and that shape set runs without a graph.
+    if (g.MayRaiseOnValues(n) && !n.op->has(kChecksIndices)) {
       graph_refusal_ = absl::StrFormat("%s reads its operand check back from the device", n.op->name());
       return;
     }
@@ -217,7 +226,9 @@ absl::Status CudaExecutable::RunKernel(Walk& walk, int index, const ShapePlans::
   const Kernel& k = program_.kernels[index];
   absl::InlinedVector<Tensor, 8> tensors;
   for (const KernelOperand& op : k.operands) {
-    if (op.is_output) {
+    if (op.is_output && op.write_into >= 0) {
+      tensors.push_back(env[op.write_into]);  // a fused in-place write: into that tensor itself
+    } else if (op.is_output) {
       DT_ASSIGN_OR_RETURN(Tensor out, OutputBuffer(walk, op.value, plan[op.value]));
       tensors.push_back(std::move(out));
     } else if (op.scalar_slot >= 0) {
@@ -346,7 +357,11 @@ absl::Status CudaExecutable::RunNodeStep(Walk& walk, int step, std::vector<Tenso
                                              n.op->name()));
       }
     }
-    DT_RETURN_IF_ERROR(g.RunNode(node_index, env, scalars));
+    {
+      DeferredIndexChecks deferred;
+      DT_RETURN_IF_ERROR(g.RunNode(node_index, env, scalars));
+      for (DeferredIndexChecks::Check& check : deferred.Take()) walk.record->index_checks.push_back(std::move(check));
+    }
     CapturedCall call;
     call.operand_layouts = std::move(layouts);
     for (ValueId out : n.outputs) call.outputs.push_back(env[out]);
@@ -441,6 +456,7 @@ absl::StatusOr<std::vector<Tensor>> CudaExecutable::RunLocked(const std::vector<
   // As on the cpu backend: inputs an op refuses are found before anything is launched, and the
   // ops run eagerly in program order so the earlier writes happen before the error is raised.
   if (!planned.ok()) return g.RunEager(inputs, scalars);
+  if (!written_inputs_.empty() && WrittenInputOverlaps(inputs, written_inputs_)) return g.RunEager(inputs, scalars);
   const std::shared_ptr<const ShapePlans::Plan>& plan = *planned;
   std::vector<Tensor> env;
   auto fresh_env = [&] {
@@ -477,6 +493,7 @@ absl::StatusOr<std::vector<Tensor>> CudaExecutable::RunLocked(const std::vector<
   const CudaDriver& d = device_->driver();
   auto launch_graph = [&](CudaGraphRecord& record) -> absl::Status {
     DT_RETURN_IF_ERROR(device_->Activate());
+    for (const DeferredIndexChecks::Check& check : record.index_checks) DT_RETURN_IF_ERROR(check());
     if (!record.scalar_image.empty() && record.scalar_image != record.uploaded_image) {
       DT_RETURN_IF_ERROR(CudaCall(d.cuMemcpyHtoDAsync(reinterpret_cast<CUdeviceptr>(record.scalar_buffer.data()),
                                                       record.scalar_image.data(), record.scalar_image.size(),

@@ -109,6 +109,9 @@ class CudaExecutable {
   double build_seconds_ = 0;
   std::unique_ptr<ShapePlans> plans_;
   std::vector<std::vector<ValueId>> release_after_;  // per step: values direct walks drop after it
+  // Per graph input, whether an in-place node writes its storage; empty unless some kernel
+  // stores an in-place write.
+  std::vector<bool> written_inputs_;
 
   bool use_graphs_ = false;
   std::string graph_refusal_;

@@ -28,6 +28,7 @@
 #include "jit/shape_plans.h"
 #include "runtime/cuda_allocator.h"
 #include "runtime/cuda_driver.h"
+#include "runtime/cuda_index_kernels.h"
 
 namespace dt::jit {
 
@@ -87,6 +88,9 @@ class CudaGraphRecord {
   std::vector<char> uploaded_image;
   // Blocks the capture's ops freed (their temporaries): the graph still writes them.
   std::vector<CudaHeldBlock> held_blocks;
+  // Index checks deferred out of the capture (runtime/cuda_index_kernels.h): run before each
+  // launch, on the operands the replay walk found at the captured addresses.
+  std::vector<DeferredIndexChecks::Check> index_checks;
 };
 
 // The layout fingerprint of `t` that CapturedCall compares.

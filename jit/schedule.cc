@@ -255,7 +255,21 @@ class Scheduler {
         return;
       }
     }
-    // Alone, the write would be a kernel of its own: no better than the eager node.
+    // Alone, the write is a kernel of its own: on the CPU no better than the eager node; on CUDA
+    // it keeps the update a launch of the program (capturable into its CUDA graph).
+    if (!options_.in_place_writes_alone || ReadsOtherViewsOf(n, *target)) return;
+    StartGroup(node, c);
+    groups_.back().writes.push_back(node);
+  }
+
+  // Whether `n` reads the storage it writes through anything but the written tensor itself: a
+  // kernel reading element for element could then read an element another thread already wrote.
+  bool ReadsOtherViewsOf(const Node& n, ValueId target) const {
+    const Tensor& written = g_.value(target).meta;
+    for (ValueId v : TensorOperands(n)) {
+      if (v != target && g_.value(v).meta.SharesStorageWith(written)) return true;
+    }
+    return false;
   }
 
   bool WriteMayMoveUp(int group_index, int node, ValueId target) const {
@@ -264,10 +278,7 @@ class Scheduler {
       const Tensor& m = g_.value(v).meta;
       return m.SharesStorageWith(written) && !(v == target || SameMetaTensor(m, written));
     };
-    const Node& n = g_.nodes()[node];
-    for (ValueId v : TensorOperands(n)) {
-      if (v != target && g_.value(v).meta.SharesStorageWith(written)) return false;  // reads itself only
-    }
+    if (ReadsOtherViewsOf(g_.nodes()[node], target)) return false;
     const Group& group = groups_[group_index];
     // The written tensor exists before the kernel starts (not one of its own fresh buffers).
     if (group.row || producer_group_[target] == group_index) return false;
@@ -570,5 +581,28 @@ std::vector<std::vector<ValueId>> ReleasePoints(const Program& program) {
   }
   return release;
 }
+
+std::vector<bool> InputsWrittenInPlace(const Graph& g) {
+  std::vector<bool> written(g.inputs().size(), false);
+  for (const Node& n : g.nodes()) {
+    const auto* target = n.inplace ? std::get_if<ValueId>(&n.args[0].content) : nullptr;
+    if (target == nullptr) continue;
+    for (size_t i = 0; i < written.size(); ++i) {
+      written[i] = written[i] || g.value(g.inputs()[i]).meta.SharesStorageWith(g.value(*target).meta);
+    }
+  }
+  return written;
+}
+
+bool WrittenInputOverlaps(const std::vector<Tensor>& inputs, const std::vector<bool>& written) {
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    for (size_t j = 0; j < i; ++j) {
+      if (!written[i] && !written[j]) continue;
+      if (inputs[i].defined() && inputs[j].defined() && inputs[i].SharesStorageWith(inputs[j])) return true;
+    }
+  }
+  return false;
+}
+
 
 }  // namespace dt::jit

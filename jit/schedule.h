@@ -4,10 +4,11 @@
 // fusible one joins the kernel of one of its producers when the result keeps one iteration
 // domain: pointwise chains (with broadcasts), reductions with their producers and consumers,
 // and several reductions over the same rows (softmax, layer_norm, rms_norm become one kernel
-// that runs row by row). With `fuse_in_place_writes` (the CPU executor), a pointwise in-place
-// write (`p.sub_(m / denom * step)`, an optimizer's update) joins its producers' kernel, which
+// that runs row by row). With `fuse_in_place_writes`, a pointwise in-place write
+// (`p.sub_(m / denom * step)`, an optimizer's update) joins its producers' kernel, which
 // stores straight into the written tensor, when no other node runs between the kernel's start
-// and the write that reads the written storage. Everything else (views, matmul through BLAS,
+// and the write that reads the written storage; with `in_place_writes_alone` (CUDA) one that
+// joins nothing is a kernel of its own. Everything else (views, matmul through BLAS,
 // data movement, other in-place writes, integer division) stays a node the executor runs
 // eagerly, between kernels.
 #ifndef DYNTRACE_JIT_SCHEDULE_H_
@@ -20,6 +21,7 @@ namespace dt::jit {
 
 struct ScheduleOptions {
   bool fuse_in_place_writes = false;
+  bool in_place_writes_alone = false;
   // Whether a reduction whose input's innermost (stride-1) dim is kept, not reduced (a sum over
   // the batch dim: bias and norm-weight gradients), becomes a kernel. The CPU kernels walk the
   // reduced dim innermost, one strided element at a time, 10x slower there than the eager
@@ -35,6 +37,14 @@ struct ScheduleOptions {
 // returns. A kernel touches its operands and, for the eager fallback of a layout it can't walk,
 // its nodes' arguments and results. Outputs are never dropped.
 std::vector<std::vector<ValueId>> ReleasePoints(const Program& program);
+
+// Fused in-place writes (above) assume that what a program writes is reachable only through the
+// written tensor. Per graph input, whether some in-place node writes into its storage (through
+// any view of it); and whether, on one call, such an input shares storage with another input
+// (the executables then run that call's nodes eagerly, in order). Read-only inputs may share
+// storage freely (a batch's inputs and targets, views of one token buffer).
+std::vector<bool> InputsWrittenInPlace(const Graph& g);
+bool WrittenInputOverlaps(const std::vector<Tensor>& inputs, const std::vector<bool>& written);
 
 }  // namespace dt::jit
 

@@ -150,6 +150,7 @@ absl::Status CopyInto(const Tensor& dst, const Tensor& src) {
 }
 
 absl::Status Fill(const Tensor& dst, Scalar value) {
+  if (dst.device().type == DeviceType::kCuda && dst.is_contiguous()) return FillOnDevice(dst, value);
   return CopyInto(dst, ScalarTensor(value, dst.dtype(), Device::Cpu()));
 }
 

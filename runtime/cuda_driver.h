@@ -79,6 +79,10 @@ struct CudaDriver {
   CUresult (*cuMemcpyDtoHAsync)(void*, CUdeviceptr, size_t, CUstream);
   CUresult (*cuMemcpyDtoDAsync)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
   CUresult (*cuMemsetD8Async)(CUdeviceptr, unsigned char, size_t, CUstream);
+  CUresult (*cuMemsetD16Async)(CUdeviceptr, unsigned short, size_t, CUstream);
+  CUresult (*cuMemsetD32Async)(CUdeviceptr, unsigned int, size_t, CUstream);
+  // `height` rows of `width` 32-bit words, rows `pitch` bytes apart.
+  CUresult (*cuMemsetD2D32Async)(CUdeviceptr, size_t pitch, unsigned int, size_t width, size_t height, CUstream);
   CUresult (*cuStreamCreate)(CUstream*, unsigned flags);
   CUresult (*cuStreamDestroy)(CUstream);
   CUresult (*cuStreamSynchronize)(CUstream);

@@ -315,7 +315,24 @@ absl::StatusOr<std::optional<int64_t>> FindValueOutside(const Tensor& index, int
   return std::optional<int64_t>(v);
 }
 
+namespace {
+thread_local DeferredIndexChecks* deferred_index_checks = nullptr;
+}  // namespace
+
+DeferredIndexChecks::DeferredIndexChecks() : previous_(deferred_index_checks) { deferred_index_checks = this; }
+DeferredIndexChecks::~DeferredIndexChecks() { deferred_index_checks = previous_; }
+
 absl::Status CheckIndicesOnDevice(const Tensor& index, int64_t size, int64_t dim, bool wrap_negative) {
+  if (DeferredIndexChecks* deferred = deferred_index_checks; deferred != nullptr) {
+    deferred->checks_.push_back([index, size, dim, wrap_negative] {
+      DeferredIndexChecks* outer = deferred_index_checks;
+      deferred_index_checks = nullptr;  // the recorded check itself runs now
+      absl::Status status = CheckIndicesOnDevice(index, size, dim, wrap_negative);
+      deferred_index_checks = outer;
+      return status;
+    });
+    return absl::OkStatus();
+  }
   DT_ASSIGN_OR_RETURN(std::optional<int64_t> bad, FindValueOutside(index, wrap_negative ? -size : 0, size));
   if (!bad.has_value()) return absl::OkStatus();
   return CheckedIndex(*bad, size, dim, wrap_negative).status();

@@ -26,8 +26,10 @@
 #ifndef DYNTRACE_RUNTIME_CUDA_INDEX_KERNELS_H_
 #define DYNTRACE_RUNTIME_CUDA_INDEX_KERNELS_H_
 
+#include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -71,7 +73,29 @@ using DomainRemap = IxRemap;
 
 // IndexError as the CPU path raises it (runtime/advanced_indexing.h's CheckedIndex) for the
 // first value of `index` outside [0, size) ([-size, size) with wrap_negative); OK otherwise.
+// While a DeferredIndexChecks is alive on this thread, the check is recorded there instead.
 [[nodiscard]] absl::Status CheckIndicesOnDevice(const Tensor& index, int64_t size, int64_t dim, bool wrap_negative);
+
+// A CUDA-graph capture can't read a check's result back. Inside this scope (one per thread at a
+// time) CheckIndicesOnDevice records its check rather than running it, and the op goes on to
+// launch its kernel, which skips bad indices, so nothing is read or written out of bounds. The
+// capturing executable runs the recorded checks before every launch of the graph: a bad index
+// then raises before the graph runs, as it raised before the op ran. A check holds its index
+// tensor, so it reads whatever that memory holds when it runs.
+class DeferredIndexChecks {
+ public:
+  using Check = std::function<absl::Status()>;
+  DeferredIndexChecks();
+  ~DeferredIndexChecks();
+  DeferredIndexChecks(const DeferredIndexChecks&) = delete;
+  DeferredIndexChecks& operator=(const DeferredIndexChecks&) = delete;
+  std::vector<Check> Take() { return std::move(checks_); }
+
+ private:
+  friend absl::Status CheckIndicesOnDevice(const Tensor&, int64_t, int64_t, bool);
+  std::vector<Check> checks_;
+  DeferredIndexChecks* previous_;
+};
 
 // out (its sizes are the domain) = src at its indexed, remapped addresses. REQUIRES: indices
 // checked (out-of-range ones are skipped, leaving their elements unwritten); remaps empty or

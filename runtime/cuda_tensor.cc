@@ -120,6 +120,30 @@ absl::StatusOr<Tensor> UploadKeepingLayout(const Tensor& host, Device device) {
   return Tensor(std::move(storage), host.sizes(), host.strides(), host.offset() - span.begin, host.dtype());
 }
 
+absl::Status FillOnDevice(const Tensor& dst, Scalar value) {
+  if (dst.numel() == 0) return absl::OkStatus();
+  DT_ASSIGN_OR_RETURN(CudaDevice * gpu, CudaDevice::Get(dst.device().index));
+  DT_RETURN_IF_ERROR(gpu->Activate());
+  const Tensor element = ScalarTensor(value, dst.dtype(), Device::Cpu());
+  uint64_t bits = 0;
+  std::memcpy(&bits, element.data(), static_cast<size_t>(element.itemsize()));
+  const auto ptr = reinterpret_cast<CUdeviceptr>(dst.data());
+  const auto n = static_cast<size_t>(dst.numel());
+  const CudaDriver& d = gpu->driver();
+  switch (dst.itemsize()) {
+    case 1: return CudaCall(d.cuMemsetD8Async(ptr, static_cast<unsigned char>(bits), n, gpu->stream()), "cuMemsetD8Async");
+    case 2:
+      return CudaCall(d.cuMemsetD16Async(ptr, static_cast<unsigned short>(bits), n, gpu->stream()), "cuMemsetD16Async");
+    case 4: return CudaCall(d.cuMemsetD32Async(ptr, static_cast<unsigned>(bits), n, gpu->stream()), "cuMemsetD32Async");
+    case 8:
+      DT_RETURN_IF_ERROR(CudaCall(d.cuMemsetD2D32Async(ptr, 8, static_cast<unsigned>(bits), 1, n, gpu->stream()),
+                                  "cuMemsetD2D32Async"));
+      return CudaCall(d.cuMemsetD2D32Async(ptr + 4, 8, static_cast<unsigned>(bits >> 32), 1, n, gpu->stream()),
+                      "cuMemsetD2D32Async");
+  }
+  return absl::InternalError(absl::StrFormat("FillOnDevice: no memset for %d-byte elements", dst.itemsize()));
+}
+
 absl::StatusOr<Tensor> ToDevice(const Tensor& t, Device device) {
   if (t.device() == device) return t;
   if (device.is_meta() || t.device().is_meta()) {

@@ -19,6 +19,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "runtime/scalar.h"
 #include "runtime/tensor.h"
 
 namespace dt {
@@ -38,6 +39,10 @@ absl::StatusOr<HostMirror> MirrorToHost(const Tensor& t);
 absl::Status WriteBack(const HostMirror& mirror);
 // A CUDA tensor on `device` with `host`'s sizes, strides and values. REQUIRES: host on the CPU.
 absl::StatusOr<Tensor> UploadKeepingLayout(const Tensor& host, Device device);
+// Fills contiguous CUDA tensor `dst` with `value` by driver memsets queued on the device's
+// stream: no host buffer and no wait, so a CUDA-graph capture can hold it (a 64-bit element is
+// two strided 32-bit memsets). REQUIRES: dst on CUDA and contiguous.
+[[nodiscard]] absl::Status FillOnDevice(const Tensor& dst, Scalar value);
 // `t` on `device` (itself when already there). To the CPU: contiguous. To CUDA: contiguous
 // values; dense inputs keep their memory order.
 absl::StatusOr<Tensor> ToDevice(const Tensor& t, Device device);

@@ -214,6 +214,32 @@ TEST_F(IndexKernelsTest, OutOfRangeIndicesRaiseTheCpuErrorAndWriteNothing) {
   ExpectClose(target, x, {}, "target after a refused write");
 }
 
+// Inside a CUDA-graph capture the check is recorded, the kernel runs (skipping the bad index),
+// and the recorded check, run later, raises the error the op would have raised, reading the
+// index memory as it is then.
+TEST_F(IndexKernelsTest, DeferredIndexChecksRaiseWhenRunAndReadTheIndexThen) {
+  const Tensor x = Random({4, 6}, DType::kFloat32, rng);
+  const Tensor index = Ints({0, 6, 1, -1}, {1, 4});
+  absl::StatusOr<OpResult> eager = CallFull("gather", {x, Scalar::Int(1), index});
+  ASSERT_FALSE(eager.ok());
+  Emulated on(&runner);
+  std::vector<DeferredIndexChecks::Check> checks;
+  {
+    DeferredIndexChecks deferred;
+    absl::StatusOr<OpResult> deferred_run = CallFull("gather", {x, Scalar::Int(1), index});
+    ASSERT_TRUE(deferred_run.ok()) << deferred_run.status();
+    checks = deferred.Take();
+  }
+  ASSERT_EQ(checks.size(), 1u);
+  EXPECT_EQ(checks[0]().message(), eager.status().message());
+  // Fixed in place (a new batch copied into the captured buffer): the same check now passes.
+  index.data_as<int64_t>()[1] = 5;
+  index.data_as<int64_t>()[3] = 2;
+  EXPECT_TRUE(checks[0]().ok());
+  // Outside any scope nothing is deferred.
+  EXPECT_TRUE(CallFull("gather", {x, Scalar::Int(1), index}).ok());
+}
+
 TEST_F(IndexKernelsTest, AdvancedIndexingReadsAndWritesMatchTheCpu) {
   const Tensor x = Random({4, 5, 6}, DType::kFloat64, rng, -3, 3, 0.1);
   const Tensor i = Ints({3, -1, 0, 3}, {2, 2}), j = Ints({5, 0}, {2}, DType::kInt32);

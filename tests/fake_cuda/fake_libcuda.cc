@@ -274,6 +274,28 @@ int cuMemsetD8Async(uint64_t dst, unsigned char v, size_t n, void*) {
   std::memset(d, v, n);
   return kSuccess;
 }
+int cuMemsetD16Async(uint64_t dst, unsigned short v, size_t n, void*) {
+  char* d = Translate(dst, n * sizeof(v));
+  if (d == nullptr || dst % sizeof(v) != 0) return kInvalidValue;
+  for (size_t i = 0; i < n; ++i) std::memcpy(d + i * sizeof(v), &v, sizeof(v));
+  return kSuccess;
+}
+int cuMemsetD32Async(uint64_t dst, unsigned v, size_t n, void*) {
+  char* d = Translate(dst, n * sizeof(v));
+  if (d == nullptr || dst % sizeof(v) != 0) return kInvalidValue;
+  for (size_t i = 0; i < n; ++i) std::memcpy(d + i * sizeof(v), &v, sizeof(v));
+  return kSuccess;
+}
+int cuMemsetD2D32Async(uint64_t dst, size_t pitch, unsigned v, size_t width, size_t height, void*) {
+  if (height == 0 || width == 0) return kSuccess;
+  if (dst % sizeof(v) != 0 || pitch < width * sizeof(v)) return kInvalidValue;
+  char* d = Translate(dst, (height - 1) * pitch + width * sizeof(v));
+  if (d == nullptr) return kInvalidValue;
+  for (size_t r = 0; r < height; ++r) {
+    for (size_t i = 0; i < width; ++i) std::memcpy(d + r * pitch + i * sizeof(v), &v, sizeof(v));
+  }
+  return kSuccess;
+}
 int cuStreamCreate(void** s, unsigned) { static int streams; *s = reinterpret_cast<void*>(uintptr_t(0x200 + ++streams)); return kSuccess; }
 int cuStreamDestroy_v2(void*) { return kSuccess; }
 int cuStreamSynchronize(void*) { return ForbiddenDuringCapture() ? kCaptureUnsupported : kSuccess; }

@@ -746,23 +746,24 @@ def test_indexing_sorting_and_scans_launch_device_kernels_and_count_no_host_op()
         assert dt.unique(gidx, return_counts=True)[1].is_cuda
         assert dt.unique(g, dim=0, return_inverse=True)[1].is_cuda
         assert dt.stats()["cuda_host_ops"] == before and launches() > launched, dt.stats()["cuda_host_ops_by_op"]
-        # A program with an index check reads it back, so it runs without a CUDA graph; so does
-        # one with an integer division, which reads back its check of the divisors. Neither
-        # tries a capture (the read-back's synchronisation would make it fail: a refusal).
+        # A program with an index check is captured, its check deferred to before each launch;
+        # one with an integer division reads back its check of the divisors, so it runs without a
+        # CUDA graph and never tries a capture (the read-back's synchronisation would make it
+        # fail: a refusal).
         f = dt.jit(lambda a, i: (a * 2).gather(1, i) + 1, backend="cuda")
         q = dt.jit(lambda i: (i * 2) // (i + 7) + 1, backend="cuda")
         for _ in range(3):
             f(g, gidx.expand(4, 6))
             q(gidx)
-        assert dt.stats()["cuda_graph_captures"] == 0 and dt.stats()["cuda_graph_refusals"] == 0, dt.stats()
+        assert dt.stats()["cuda_graph_captures"] == 1 and dt.stats()["cuda_graph_refusals"] == 0, dt.stats()
         assert dt.stats()["cuda_host_ops"] == before, dt.stats()["cuda_host_ops_by_op"]
-        # So does a program that sorts: its kernels are captured with the rest.
+        # So is a program that sorts: its kernels are captured with the rest.
         h = dt.jit(lambda a: dt.sort(a * 2, 1).values.cumsum(0) + 1, backend="cuda")
         for _ in range(3):
             h(g)
         print("captures", dt.stats()["cuda_graph_captures"])
     """, FAKE_CUDA_ACCEPT_MODULES="1")
-    assert "captures 1" in out, out
+    assert "captures 2" in out, out
     assert DATA_SIZED <= set(dt._op_names())
 
 
@@ -920,3 +921,88 @@ def test_compiled_forward_and_backward_on_cuda_tensors():
         for p, e in zip(m.parameters(), expected):
             assert p.grad.device.type == "cuda" and close(p.grad.cpu(), e), (p.grad, e)
         """)
+
+
+def test_fills_run_as_device_memsets_for_every_element_size():
+    # full/full_like/fill_ on CUDA are driver memsets on the stream (a 64-bit element is two
+    # strided 32-bit memsets): no host buffer and no wait, so a capture can hold them. The
+    # stand-in driver carries memsets out, so the values are checked exactly.
+    run_with_fake_driver("""
+        for dtype, value in ((dt.float32, -2.5), (dt.float64, 1e300), (dt.int64, -(2 ** 40) - 3),
+                             (dt.int32, 7), (dt.float16, 0.333), (dt.bfloat16, -3.0), (dt.int8, -5),
+                             (dt.bool, True), (dt.float32, float("nan"))):
+            got = dt.full((3, 5), value, dtype=dtype, device="cuda")
+            want = dt.full((3, 5), value, dtype=dtype)
+            assert got.is_cuda and got.dtype == want.dtype, (dtype, got)
+            same = got.cpu().tolist() == want.tolist() or (value != value and all(
+                v != v for row in got.cpu().tolist() for v in row))
+            assert same, (dtype, got.cpu().tolist(), want.tolist())
+        x = dt.zeros(4, 6).cuda()
+        x[:, 1:3].fill_(4.0)  # a strided view: the copy path, same values
+        want = dt.zeros(4, 6)
+        want[:, 1:3].fill_(4.0)
+        assert x.cpu().tolist() == want.tolist()
+        assert dt.full_like(x, 9.0).cpu().tolist() == [[9.0] * 6] * 4
+        """)
+
+
+def test_in_place_updates_and_index_checks_are_captured_in_cuda_graphs():
+    # In-place writes become kernels (joined to their producers' kernel, or alone), so an
+    # optimizer-style update replays as a CUDA graph; a gather's index check runs before each
+    # launch instead of refusing the graph (tests/index_kernels_test.cc checks that a deferred
+    # check raises). The stand-in runs no kernel: what is checked is the capture, the replays,
+    # and that no node runs outside the graph.
+    run_compiled_with_fake_driver("""
+        def update(p, m, g):
+            m.mul_(0.9).add_(g * 0.1)
+            p.sub_(m * 0.01)
+            p.mul_(0.999)
+
+        p, m, g = dt.randn(33, 5).cuda(), dt.zeros(33, 5).cuda(), dt.randn(33, 5).cuda()
+        f = dt.jit(update, backend="cuda", cuda_graphs=True)
+        for _ in range(4):
+            f(p, m, g)
+        s = dt.stats()
+        assert (s["cuda_graph_captures"], s["cuda_graph_refusals"]) == (1, 0), s
+        assert s["cuda_graph_replays"] == 3 and s["cuda_host_ops"] == 0, s
+        dt.reset()
+        pick = dt.jit(lambda x, i: dt.gather(x, 1, i) * 2.0 + 1.0, backend="cuda")
+        x, i = dt.randn(6, 9).cuda(), dt.tensor([[0, 8], [1, 1], [2, 3], [4, 4], [5, 6], [7, 0]]).cuda()
+        for _ in range(4):
+            assert pick(x, i).shape == (6, 2)
+        s = dt.stats()
+        assert (s["cuda_graph_captures"], s["cuda_graph_refusals"]) == (1, 0), s
+        assert s["cuda_graph_replays"] == 3, s
+        """, FAKE_CUDA_ACCEPT_MODULES="1")
+
+
+def test_a_whole_training_step_compiles_for_cuda_parameters():
+    # dt.jit(step, fullgraph=True) over a CUDA model and AdamW: forward, backward and the update
+    # in one program, every op on the device (the Adam step counts live there too). The first
+    # trace creates the optimizer's state on the device: graph constants, which shape planning
+    # must treat as layouts (running them with meta operands crashed). Values need a GPU.
+    run_compiled_with_fake_driver("""
+        from dyntrace import nn
+        dt.manual_seed(0)
+        m = nn.Sequential(nn.Linear(6, 16), nn.LayerNorm(16), nn.GELU(), nn.Linear(16, 3)).cuda()
+        opt = dt.optim.AdamW(m.parameters(), lr=1e-3)
+        x, y = dt.randn(8, 6).cuda(), dt.tensor([0, 1, 2, 0, 1, 2, 0, 1]).cuda()
+
+        def step(m, opt, x, y):
+            opt.zero_grad()
+            loss = dt.nn.functional.cross_entropy(m(x), y)
+            loss.backward()
+            opt.step()
+            return loss.detach()
+
+        f = dt.jit(step, backend="cuda", fullgraph=True)
+        for _ in range(4):
+            assert f(m, opt, x, y).is_cuda
+        s = dt.stats()
+        assert s["frames_traced"] == 2 and s["graph_breaks"] == 0 and s["fallbacks"] == 0, s
+        assert s["cuda_host_ops"] == 0, s["cuda_host_ops_by_op"]
+        assert all(st["step"].is_cuda for st in opt.state.values())
+
+        scale = dt.jit(lambda x: x / dt.tensor(2.0, device="cuda") + 1.0, backend="cuda")
+        assert scale(x).shape == (8, 6) and scale(x).is_cuda
+        """, FAKE_CUDA_ACCEPT_MODULES="1")
