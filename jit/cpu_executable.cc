@@ -73,11 +73,7 @@ absl::StatusOr<std::shared_ptr<CpuExecutable>> CpuExecutable::Build(const Graph&
   auto exe = std::make_shared<CpuExecutable>();
   DT_ASSIGN_OR_RETURN(exe->program_, Schedule(graph, ScheduleOptions{.fuse_in_place_writes = true,
                                                                    .fuse_outer_reductions = false}));
-  bool fuses_writes = false;
-  for (const Kernel& k : exe->program_.kernels) {
-    for (const KernelOperand& op : k.operands) fuses_writes = fuses_writes || op.write_into >= 0;
-  }
-  if (fuses_writes) exe->written_inputs_ = InputsWrittenInPlace(exe->program_.graph);
+  exe->written_inputs_ = InputsWrittenInPlace(exe->program_);
   exe->plans_ = std::make_unique<ShapePlans>(&exe->program_.graph);
   exe->release_after_ = ReleasePoints(exe->program_);
   if (!exe->program_.kernels.empty()) {

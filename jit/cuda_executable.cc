@@ -78,11 +78,7 @@ absl::StatusOr<std::shared_ptr<CudaExecutable>> CudaExecutable::Build(const Grap
   exe->device_id_ = device;
   DT_ASSIGN_OR_RETURN(exe->program_, Schedule(graph, ScheduleOptions{.fuse_in_place_writes = true,
                                                                    .in_place_writes_alone = true}));
-  bool fuses_writes = false;
-  for (const Kernel& k : exe->program_.kernels) {
-    for (const KernelOperand& op : k.operands) fuses_writes = fuses_writes || op.write_into >= 0;
-  }
-  if (fuses_writes) exe->written_inputs_ = InputsWrittenInPlace(exe->program_.graph);
+  exe->written_inputs_ = InputsWrittenInPlace(exe->program_);
   exe->plans_ = std::make_unique<ShapePlans>(&exe->program_.graph);
   exe->release_after_ = ReleasePoints(exe->program_);
   if (!exe->program_.kernels.empty()) {

@@ -582,7 +582,13 @@ std::vector<std::vector<ValueId>> ReleasePoints(const Program& program) {
   return release;
 }
 
-std::vector<bool> InputsWrittenInPlace(const Graph& g) {
+std::vector<bool> InputsWrittenInPlace(const Program& program) {
+  bool fuses_writes = false;
+  for (const Kernel& k : program.kernels) {
+    for (const KernelOperand& op : k.operands) fuses_writes = fuses_writes || op.write_into >= 0;
+  }
+  if (!fuses_writes) return {};
+  const Graph& g = program.graph;
   std::vector<bool> written(g.inputs().size(), false);
   for (const Node& n : g.nodes()) {
     const auto* target = n.inplace ? std::get_if<ValueId>(&n.args[0].content) : nullptr;

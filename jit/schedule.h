@@ -42,8 +42,9 @@ std::vector<std::vector<ValueId>> ReleasePoints(const Program& program);
 // written tensor. Per graph input, whether some in-place node writes into its storage (through
 // any view of it); and whether, on one call, such an input shares storage with another input
 // (the executables then run that call's nodes eagerly, in order). Read-only inputs may share
-// storage freely (a batch's inputs and targets, views of one token buffer).
-std::vector<bool> InputsWrittenInPlace(const Graph& g);
+// storage freely (a batch's inputs and targets, views of one token buffer). Empty when no kernel
+// of `program` stores an in-place write (eager in-place nodes run in order and need no check).
+std::vector<bool> InputsWrittenInPlace(const Program& program);
 bool WrittenInputOverlaps(const std::vector<Tensor>& inputs, const std::vector<bool>& written);
 
 }  // namespace dt::jit
