@@ -37,16 +37,6 @@ std::vector<ArgValue> MetaArgs(const Graph& graph, const Node& node) {
   return values;
 }
 
-GraphArg Remap(const GraphArg& a, const std::vector<ValueId>& map) {
-  if (auto* v = std::get_if<ValueId>(&a.content)) return GraphArg::Value(map[*v]);
-  if (auto* vs = std::get_if<std::vector<ValueId>>(&a.content)) {
-    std::vector<ValueId> ids;
-    for (ValueId v : *vs) ids.push_back(map[v]);
-    return GraphArg{std::move(ids)};
-  }
-  return a;
-}
-
 // A view op that had to copy (reshape of a transposed tensor): its result does not share the
 // input's storage.
 bool CopyingView(const Graph& graph, const Node& node) {
@@ -72,7 +62,7 @@ absl::StatusOr<ValueId> ExpandCopyingView(const Graph& graph, const Node& node, 
   std::vector<GraphArg> args{GraphArg::Value(copied)};
   std::vector<ArgValue> metas{dense};
   for (size_t i = 1; i < node.args.size(); ++i) {
-    args.push_back(Remap(node.args[i], map));
+    args.push_back(RemapValues(node.args[i], map));
     metas.push_back(std::get<ArgValue>(node.args[i].content));
   }
   DT_ASSIGN_OR_RETURN(OpResult viewed, CallOp(*node.op, OpArgs(std::move(metas))));
@@ -121,7 +111,7 @@ absl::StatusOr<Graph> Decompose(const Graph& graph, ExpandComposites which, std:
       }
     }
     std::vector<GraphArg> args;
-    for (const GraphArg& a : node.args) args.push_back(Remap(a, map));
+    for (const GraphArg& a : node.args) args.push_back(RemapValues(a, map));
     std::vector<Tensor> metas;
     for (ValueId v : node.outputs) metas.push_back(graph.value(v).meta);
     std::vector<ValueId> ids = out.AddNode(node.op, std::move(args), metas, node.inplace, node.location);

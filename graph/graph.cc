@@ -81,6 +81,16 @@ int Graph::EliminateDeadCode() {
   return removed;
 }
 
+GraphArg RemapValues(const GraphArg& a, const std::vector<ValueId>& map) {
+  if (auto* v = std::get_if<ValueId>(&a.content)) return GraphArg::Value(map[*v]);
+  if (auto* vs = std::get_if<std::vector<ValueId>>(&a.content)) {
+    std::vector<ValueId> ids;
+    for (ValueId v : *vs) ids.push_back(map[v]);
+    return GraphArg{std::move(ids)};
+  }
+  return a;
+}
+
 Dims ResolveDims(const DimsRef& dims, const std::vector<Scalar>& scalars) {
   Dims out = dims.sizes;
   for (size_t i = 0; i < out.size(); ++i) {

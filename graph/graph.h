@@ -50,6 +50,9 @@ struct GraphArg {
   }
 };
 
+// `a` with every value v it names replaced by map[v] (copying a graph node into another graph).
+GraphArg RemapValues(const GraphArg& a, const std::vector<ValueId>& map);
+
 // A DimsRef's sizes for one run. REQUIRES: every slot indexes `scalars`.
 Dims ResolveDims(const DimsRef& dims, const std::vector<Scalar>& scalars);
 

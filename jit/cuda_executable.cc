@@ -1,11 +1,14 @@
 #include "jit/cuda_executable.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <new>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_format.h"
+#include "jit/capture_copies.h"
 #include "jit/cuda_launch.h"
 #include "jit/launch_geometry.h"
 #include "jit/schedule.h"
@@ -65,6 +68,24 @@ bool SameLayouts(const ShapePlans::Plan& a, const ShapePlans::Plan& b) {
   return true;
 }
 
+constexpr ScheduleOptions kCudaSchedule{.fuse_in_place_writes = true, .in_place_writes_alone = true};
+
+// Whether each of `n`'s results shares storage with one of its operands (contiguous of a
+// contiguous tensor returns it): the node did no device work, and a replay recomputes it on the
+// host wherever its operands are, as it does views.
+bool AliasesAnOperand(const Node& n, const std::vector<Tensor>& env) {
+  for (ValueId out : n.outputs) {
+    bool shared = false;
+    for (const GraphArg& a : n.args) {
+      const auto* v = std::get_if<ValueId>(&a.content);
+      shared = shared || (v != nullptr && env[*v].defined() && env[out].defined() &&
+                          env[*v].storage().get() == env[out].storage().get());
+    }
+    if (!shared) return false;
+  }
+  return !n.outputs.empty();
+}
+
 // Why a walk that does not launch by itself stopped: the graph no longer fits this call.
 absl::Status NotReplayable(std::string why) { return absl::FailedPreconditionError(std::move(why)); }
 
@@ -76,17 +97,14 @@ absl::StatusOr<std::shared_ptr<CudaExecutable>> CudaExecutable::Build(const Grap
   auto exe = std::make_shared<CudaExecutable>();
   DT_ASSIGN_OR_RETURN(exe->device_, CudaDevice::Get(device.index));
   exe->device_id_ = device;
-  DT_ASSIGN_OR_RETURN(exe->program_, Schedule(graph, ScheduleOptions{.fuse_in_place_writes = true,
-                                                                   .in_place_writes_alone = true}));
-  exe->written_inputs_ = InputsWrittenInPlace(exe->program_);
-  exe->plans_ = std::make_unique<ShapePlans>(&exe->program_.graph);
-  exe->release_after_ = ReleasePoints(exe->program_);
-  if (!exe->program_.kernels.empty()) {
-    DT_ASSIGN_OR_RETURN(exe->cuda_, EmitCuda(exe->program_, NvrtcThreads()));
-    exe->kernel_source_ = exe->cuda_.readable;
-    DT_RETURN_IF_ERROR(exe->LoadModules(name));
+  exe->name_ = std::string(name);
+  exe->graph_mode_ = graphs;
+  DT_ASSIGN_OR_RETURN(Program scheduled, Schedule(graph, kCudaSchedule));
+  exe->base_graph_ = scheduled.graph;
+  {
+    absl::MutexLock lock(&exe->mu_);
+    DT_RETURN_IF_ERROR(exe->Compile(std::move(scheduled)));
   }
-  exe->DecideGraphUse(graphs);
   exe->build_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (log::Enabled(log::Kind::kKernels)) {
     log::Write(log::Kind::kKernels,
@@ -98,6 +116,58 @@ absl::StatusOr<std::shared_ptr<CudaExecutable>> CudaExecutable::Build(const Grap
                exe->kernel_source_);
   }
   return exe;
+}
+
+absl::Status CudaExecutable::Compile(Program scheduled) {
+  program_ = std::move(scheduled);
+  DecideGraphUse(graph_mode_);
+  if (use_graphs_) {
+    const CaptureCopies copies = FindCaptureCopies(program_);
+    stageable_inputs_ = copies.stageable_inputs;
+    if (!copies.outputs.empty() || !staged_inputs_.empty()) {
+      DT_ASSIGN_OR_RETURN(Graph copied, WithCaptureCopies(program_.graph, copies.outputs, staged_inputs_));
+      DT_ASSIGN_OR_RETURN(program_, Schedule(copied, kCudaSchedule));
+      DecideGraphUse(graph_mode_);
+    }
+  }
+  written_inputs_ = InputsWrittenInPlace(program_);
+  plans_ = std::make_unique<ShapePlans>(&program_.graph);
+  release_after_ = ReleasePoints(program_);
+  DT_RETURN_IF_ERROR(UnloadModules());
+  if (!program_.kernels.empty()) {
+    DT_ASSIGN_OR_RETURN(cuda_, EmitCuda(program_, NvrtcThreads()));
+    kernel_source_ = cuda_.readable;
+    DT_RETURN_IF_ERROR(LoadModules(name_));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<bool> CudaExecutable::StageMovedInputs(const std::vector<Tensor>& inputs,
+                                                      const CudaGraphRecord& record) {
+  std::vector<int> moved;
+  for (size_t i = 0; i < inputs.size() && i < stageable_inputs_.size(); ++i) {
+    const bool staged = std::find(staged_inputs_.begin(), staged_inputs_.end(), static_cast<int>(i)) !=
+                        staged_inputs_.end();
+    if (stageable_inputs_[i] && !staged && record.input_addresses.at(i) != inputs[i].data()) {
+      moved.push_back(static_cast<int>(i));
+    }
+  }
+  if (moved.empty()) return false;
+  if (log::Enabled(log::Kind::kKernels)) {
+    std::vector<std::string> sources;
+    for (int i : moved) sources.push_back(base_graph_.input_sources()[i]);
+    log::Write(log::Kind::kKernels,
+               absl::StrFormat("%s: %s moved since the capture and a library call reads it: copied into a buffer "
+                               "the CUDA graph owns from now on",
+                               name_, absl::StrJoin(sources, ", ")));
+  }
+  staged_inputs_.insert(staged_inputs_.end(), moved.begin(), moved.end());
+  // The records replay the old program's kernels: they go before its modules do.
+  shapes_.clear();
+  graphs_held_ = 0;
+  DT_ASSIGN_OR_RETURN(Program scheduled, Schedule(base_graph_, kCudaSchedule));
+  DT_RETURN_IF_ERROR(Compile(std::move(scheduled)));
+  return true;
 }
 
 void CudaExecutable::DecideGraphUse(CudaGraphMode mode) {
@@ -137,6 +207,11 @@ void CudaExecutable::DecideGraphUse(CudaGraphMode mode) {
       return;
     }
     if (n.op->kind == OpKind::kView) continue;
+    // Its numbers are drawn on the host and uploaded: a replay would repeat the captured ones.
+    if (n.op->has(kRandom)) {
+      graph_refusal_ = absl::StrFormat("%s draws random numbers on the host", n.op->name());
+      return;
+    }
     if (!n.op->has(kCudaNative)) {
       graph_refusal_ = absl::StrFormat("%s runs through the host", n.op->name());
       return;
@@ -180,10 +255,19 @@ absl::Status CudaExecutable::LoadModules(absl::string_view name) {
 CudaExecutable::~CudaExecutable() {
   // Graphs first: their destruction waits for queued replays, which use the modules' code.
   shapes_.clear();
-  if (modules_.empty()) return;
+  UnloadModules().IgnoreError();
+}
+
+absl::Status CudaExecutable::UnloadModules() {
+  functions_.clear();
+  module_of_function_.clear();
+  cubins_.clear();
+  if (modules_.empty()) return absl::OkStatus();
   // Launches still queued may use the modules' code.
-  if (!device_->Synchronize().ok()) return;
+  DT_RETURN_IF_ERROR(device_->Synchronize());
   for (CUmodule module : modules_) device_->driver().cuModuleUnload(module);
+  modules_.clear();
+  return absl::OkStatus();
 }
 
 absl::StatusOr<CUfunction> CudaExecutable::Function(const std::string& name) {
@@ -340,7 +424,8 @@ absl::Status CudaExecutable::RunNodeStep(Walk& walk, int step, std::vector<Tenso
   // A library call inside a graph (DecideGraphUse admits only those): replayable while its
   // operands stay where they were captured.
   std::vector<std::vector<int64_t>> layouts;
-  for (const GraphArg& a : n.args) {
+  // A creation op (full_like) reads only its operands' sizes and dtype, which the plan fixes.
+  for (const GraphArg& a : n.op->kind == OpKind::kCreation ? std::vector<GraphArg>{} : n.args) {
     if (auto* v = std::get_if<ValueId>(&a.content)) layouts.push_back(LayoutOf(env[*v]));
     if (auto* vs = std::get_if<std::vector<ValueId>>(&a.content)) {
       for (ValueId v : *vs) layouts.push_back(LayoutOf(env[v]));
@@ -360,11 +445,13 @@ absl::Status CudaExecutable::RunNodeStep(Walk& walk, int step, std::vector<Tenso
     }
     CapturedCall call;
     call.operand_layouts = std::move(layouts);
+    call.aliases_operand = AliasesAnOperand(n, env);
     for (ValueId out : n.outputs) call.outputs.push_back(env[out]);
     walk.record->calls[step] = std::move(call);
     return absl::OkStatus();
   }
   auto it = walk.record->calls.find(step);
+  if (it != walk.record->calls.end() && it->second.aliases_operand) return g.RunNode(node_index, env, scalars);
   if (it == walk.record->calls.end() || it->second.operand_layouts != layouts) {
     return NotReplayable(absl::StrFormat("the operands of %s moved", n.op->name()));
   }
@@ -395,6 +482,7 @@ absl::StatusOr<std::unique_ptr<CudaGraphRecord>> CudaExecutable::Capture(
     const std::vector<Scalar>& scalars) {
   auto record = std::make_unique<CudaGraphRecord>(device_);
   record->plan = plan;
+  for (ValueId v : program_.graph.inputs()) record->input_addresses.push_back(env[v].data());
   // Everything the capture allocates must come from the cache: the warm-up call's sizes.
   DT_RETURN_IF_ERROR(CudaAllocator::Get().Reserve(device_id_.index, state.warmup_allocations));
   if (scalar_operands_ > 0) {
@@ -513,6 +601,13 @@ absl::StatusOr<std::vector<Tensor>> CudaExecutable::RunLocked(const std::vector<
         return outputs();
       }
       if (!walked.ok() && walked.code() != absl::StatusCode::kFailedPrecondition) return walked;
+      // A batch the caller allocates anew each call: copied into the graph from now on.
+      DT_ASSIGN_OR_RETURN(const bool restaged, StageMovedInputs(inputs, record));
+      if (restaged) return RunLocked(inputs, scalars, into);
+      if (log::Enabled(log::Kind::kKernels)) {
+        log::Write(log::Kind::kKernels, absl::StrCat(name_, ": CUDA graph captured again: ",
+                                                     walked.ok() ? "the layouts changed" : walked.message()));
+      }
     }
     // The graph no longer fits (a library call's operands moved, or the layouts changed):
     // capture again below, unless that keeps happening.

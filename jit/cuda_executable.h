@@ -93,11 +93,25 @@ class CudaExecutable {
                                                            std::vector<Tensor>& env, const std::vector<Scalar>& scalars)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<CUfunction> Function(const std::string& name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Makes `scheduled` this executable's program: the capture copies it needs
+  // (jit/capture_copies.h), its kernels compiled and loaded in place of the previous program's.
+  absl::Status Compile(Program scheduled) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // After a replay failed: stages the inputs a library call reads that moved since `record`'s
+  // capture, recompiling the program with their copies and dropping every graph. False when
+  // none did (then some other operand moved, and the graph is captured again).
+  absl::StatusOr<bool> StageMovedInputs(const std::vector<Tensor>& inputs, const CudaGraphRecord& record)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status UnloadModules() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Compiles (or finds cached) each translation unit's CUBIN and loads it as a module of its own.
   absl::Status LoadModules(absl::string_view name);
   void DecideGraphUse(CudaGraphMode mode);
   bool Escapes(int value) const { return value >= 0 && value < static_cast<int>(escaping_.size()) && escaping_[value]; }
 
+  std::string name_;
+  CudaGraphMode graph_mode_ = CudaGraphMode::kAuto;
+  Graph base_graph_;  // scheduled (decomposed), before capture copies: what a restage starts from
+  std::vector<bool> stageable_inputs_;  // see CaptureCopies
+  std::vector<int> staged_inputs_;      // inputs copied into the graph (they moved once)
   Program program_;
   CudaProgram cuda_;
   std::string kernel_source_;

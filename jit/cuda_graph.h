@@ -10,8 +10,9 @@
 // output addresses) gets them with cuGraphExecKernelNodeSetParams, never a copy. Outputs (and
 // everything a returned view reaches) get fresh buffers each call, so a result the caller
 // still holds is never overwritten; intermediates, workspaces and run-time scalars live in
-// buffers the graph owns. A library call inside the graph (cuBLAS) can't be re-pointed: when its
-// operands move, the graph is captured again.
+// buffers the graph owns. A library call inside the graph (cuBLAS) can't be re-pointed: the copies
+// of jit/capture_copies.h keep its operands still (a returned result is copied out, a moved
+// input copied in), and when some other operand moves, the graph is captured again.
 #ifndef DYNTRACE_JIT_CUDA_GRAPH_H_
 #define DYNTRACE_JIT_CUDA_GRAPH_H_
 
@@ -63,6 +64,7 @@ struct CapturedLaunch {
 struct CapturedCall {
   std::vector<std::vector<int64_t>> operand_layouts;  // address, sizes, strides per tensor
   std::vector<Tensor> outputs;                        // owned by the graph
+  bool aliases_operand = false;  // launched nothing (contiguous of a contiguous tensor): rerun on the host
 };
 
 // One shape set's graph and the device memory it owns.
@@ -77,6 +79,7 @@ class CudaGraphRecord {
   CUgraph graph = nullptr;
   CUgraphExec exec = nullptr;
   std::shared_ptr<const ShapePlans::Plan> plan;     // the layouts the graph was captured for
+  std::vector<const void*> input_addresses;         // per graph input, at the capture
   std::vector<CapturedLaunch> launches;             // in launch order
   absl::flat_hash_map<int, CapturedCall> calls;     // by step index
   absl::flat_hash_map<int, Tensor> intermediates;   // by value id

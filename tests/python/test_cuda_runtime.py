@@ -273,7 +273,9 @@ def test_cuda_graph_capture_patch_and_replay():
         for _ in range(3):
             off(x, b); one(x); forced(x)
         assert stats() == (1, 2, 0), stats()
-        # Matmul inside a graph: captured with its cuBLAS call; moving its operand recaptures.
+        # Matmul inside a graph: captured with its cuBLAS call, which can't be re-pointed. An input
+        # it reads that moves (a new batch) is copied into a buffer the graph owns from then on:
+        # one recompile and warm-up, one capture, then replays that patch the copy's source.
         dt.reset()
         w = dt.randn(33, 16).cuda()
         mlp = dt.jit(lambda x, w: dt.relu(x @ w + 1.0) * 2.0, backend="cuda")
@@ -281,12 +283,35 @@ def test_cuda_graph_capture_patch_and_replay():
             mlp(x, w)
         assert stats() == (1, 2, 0), stats()
         mlp(x2, w)
-        assert stats() == (2, 3, 0), stats()
-        # An operand that moves on every call: after 3 recaptures the shape set stops using a graph.
-        moved = [x.clone() for _ in range(4)]
-        for m in moved:
+        assert stats() == (1, 2, 0), stats()
+        for m in [x.clone() for _ in range(4)]:
             mlp(m, w)
-        assert stats() == (4, 5, 1), stats()
+        assert stats() == (2, 6, 0), stats()
+        # The matmul's own result returned: a copy into a fresh buffer each call, so results the
+        # caller holds stay distinct.
+        dt.reset()
+        gemm = dt.jit(lambda x, w: (x * 2.0) @ w, backend="cuda")
+        held = [gemm(x, w) for _ in range(5)]
+        assert stats() == (1, 4, 0), stats()
+        assert len({t.data_ptr() for t in held}) == 5
+        # Random numbers are drawn on the host and uploaded: a replay would repeat the captured
+        # ones, so such programs launch directly.
+        dt.reset()
+        noisy = dt.jit(lambda x: dt.relu(x * 2.0) * dt.rand_like(x) + 1.0, backend="cuda")
+        for _ in range(3):
+            noisy(x)
+        assert stats() == (0, 0, 0), stats()
+        # An operand that moves on every call and can't be staged (the program writes it in
+        # place): after 3 recaptures the shape set stops using a graph.
+        dt.reset()
+        def update(x, w):
+            y = dt.relu(x @ w + 1.0)
+            x.mul_(0.5)
+            return y
+        upd = dt.jit(update, backend="cuda")
+        for m in [x.clone() for _ in range(6)]:
+            upd(m, w)
+        assert stats() == (4, 4, 1), stats()
     """, FAKE_CUDA_ACCEPT_MODULES="1")
     # A capture that fails leaves the shape set running without a graph, counted and correct.
     run_with_fake_driver("""
@@ -1002,6 +1027,18 @@ def test_a_whole_training_step_compiles_for_cuda_parameters():
         assert s["frames_traced"] == 2 and s["graph_breaks"] == 0 and s["fallbacks"] == 0, s
         assert s["cuda_host_ops"] == 0, s["cuda_host_ops_by_op"]
         assert all(st["step"].is_cuda for st in opt.state.values())
+        # The whole step replays as one CUDA graph (the gradients cuBLAS computes are returned
+        # as copies), also when each step brings a new batch: the batch is copied into the graph.
+        assert (s["cuda_graph_captures"], s["cuda_graph_replays"], s["cuda_graph_refusals"]) == (1, 2, 0), s
+        for i in range(6):
+            xb, yb = dt.randn(8, 6).cuda(), dt.tensor([i % 3, 1, 2, 0, 1, 2, 0, 1]).cuda()
+            before = dt.stats()
+            f(m, opt, xb, yb)
+            s = dt.stats()
+            if i >= 2:
+                assert s["cuda_graph_replays"] == before["cuda_graph_replays"] + 1, (i, s)
+                assert s["cuda_kernel_launches"] - before["cuda_kernel_launches"] < 5, (i, s)
+        assert (s["cuda_graph_captures"], s["cuda_graph_refusals"], s["frames_traced"]) == (2, 0, 2), s
 
         scale = dt.jit(lambda x: x / dt.tensor(2.0, device="cuda") + 1.0, backend="cuda")
         assert scale(x).shape == (8, 6) and scale(x).is_cuda
