@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "jit/kernel_ir.h"
 #include "jit/kernel_printer.h"
@@ -22,8 +23,14 @@ namespace dt::jit {
 using KernelFn = void (*)(int64_t outer_rank, const int64_t* outer_sizes, int64_t inner,
                           char* const* data, const int64_t* strides);
 
-// The translation unit; without the prelude it is the readable part (what logs and reports show).
-std::string EmitCpp(const Program& program, bool with_prelude = true);
+struct CppProgram {
+  std::string source;    // the translation unit
+  std::string readable;  // its kernels without the prelude (what logs and reports show)
+  // By kernel: the name its entry points start with (<entry>_fixed, <entry>_any): its own, or
+  // that of an earlier kernel with the same code, which is emitted once.
+  std::vector<std::string> entry_of_kernel;
+};
+CppProgram EmitCpp(const Program& program);
 
 // The runtime headers pasted into every generated translation unit (built from runtime/).
 const char* KernelPrelude();

@@ -77,16 +77,16 @@ absl::StatusOr<std::shared_ptr<CpuExecutable>> CpuExecutable::Build(const Graph&
   exe->plans_ = std::make_unique<ShapePlans>(&exe->program_.graph);
   exe->release_after_ = ReleasePoints(exe->program_);
   if (!exe->program_.kernels.empty()) {
-    const std::string source = EmitCpp(exe->program_);
-    exe->kernel_source_ = EmitCpp(exe->program_, /*with_prelude=*/false);
-    DT_ASSIGN_OR_RETURN(exe->library_, KernelCache::Global().Load(source, &exe->cache_source_));
+    CppProgram cpp = EmitCpp(exe->program_);
+    exe->kernel_source_ = std::move(cpp.readable);
+    DT_ASSIGN_OR_RETURN(exe->library_, KernelCache::Global().Load(cpp.source, &exe->cache_source_));
     DT_RETURN_IF_ERROR(CheckCudaCompiles(exe->program_, name));
-    for (const Kernel& k : exe->program_.kernels) {
+    for (const std::string& function : cpp.entry_of_kernel) {
       KernelEntry entry;
-      entry.fixed = reinterpret_cast<KernelFn>(exe->library_->Symbol(k.name + "_fixed"));
-      entry.any = reinterpret_cast<KernelFn>(exe->library_->Symbol(k.name + "_any"));
+      entry.fixed = reinterpret_cast<KernelFn>(exe->library_->Symbol(function + "_fixed"));
+      entry.any = reinterpret_cast<KernelFn>(exe->library_->Symbol(function + "_any"));
       if (entry.fixed == nullptr || entry.any == nullptr) {
-        return absl::InternalError(absl::StrCat("kernel library ", exe->library_->path, " lacks ", k.name));
+        return absl::InternalError(absl::StrCat("kernel library ", exe->library_->path, " lacks ", function));
       }
       exe->entries_.push_back(entry);
     }

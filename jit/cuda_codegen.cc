@@ -4,6 +4,7 @@
 #include <map>
 #include <set>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -705,7 +706,10 @@ std::vector<int> AssignUnits(const std::vector<std::string>& texts, int max_unit
 
 absl::StatusOr<CudaProgram> EmitCuda(const Program& program, int max_units) {
   CudaProgram out;
-  std::vector<std::string> texts;
+  std::vector<std::string> texts;   // the distinct kernels' code
+  std::vector<size_t> distinct;     // by text: the kernel it came from
+  std::vector<int> same_as;         // by kernel: the earlier kernel with its code, or -1
+  absl::flat_hash_map<std::string, size_t> first_with_code;
   for (const Kernel& k : program.kernels) {
     if (k.operands.size() > static_cast<size_t>(kCudaMaxOperands)) {
       return absl::UnimplementedError(absl::StrFormat("CUDA kernel %s has %d operands; the launch ABI holds %d",
@@ -717,14 +721,33 @@ absl::StatusOr<CudaProgram> EmitCuda(const Program& program, int max_units) {
                                                       k.name, rank, kCudaMaxOuterRank + 1));
     }
     CudaKernelInfo info;
-    texts.push_back(CudaKernelEmitter(k).Emit(&info));
-    out.readable += texts.back();
+    std::string text = CudaKernelEmitter(k).Emit(&info);
+    // A kernel whose code another one already has (an optimizer's update of each parameter of
+    // one shape) launches that one's functions: NVRTC's time follows the text it parses.
+    auto [first, added] = first_with_code.try_emplace(WithoutKernelName(text, k.name), out.kernels.size());
+    if (!added) {
+      out.readable += absl::StrFormat("// %s: the code of %s\n", k.name, out.kernels[first->second].name);
+      same_as.push_back(static_cast<int>(first->second));
+      out.kernels.push_back(out.kernels[first->second]);
+      continue;
+    }
+    out.readable += text;
+    same_as.push_back(-1);
+    distinct.push_back(out.kernels.size());
+    texts.push_back(std::move(text));
     out.kernels.push_back(std::move(info));
   }
-  out.unit_of_kernel = AssignUnits(texts, max_units);
-  const int units = out.unit_of_kernel.empty() ? 0 : *std::max_element(out.unit_of_kernel.begin(), out.unit_of_kernel.end()) + 1;
+  const std::vector<int> unit_of_text = AssignUnits(texts, max_units);
+  const int units = unit_of_text.empty() ? 0 : *std::max_element(unit_of_text.begin(), unit_of_text.end()) + 1;
   out.sources.assign(units, UnitHeader());
-  for (size_t i = 0; i < texts.size(); ++i) out.sources[out.unit_of_kernel[i]] += texts[i];
+  out.unit_of_kernel.assign(out.kernels.size(), 0);
+  for (size_t i = 0; i < texts.size(); ++i) {
+    out.sources[unit_of_text[i]] += texts[i];
+    out.unit_of_kernel[distinct[i]] = unit_of_text[i];
+  }
+  for (size_t k = 0; k < same_as.size(); ++k) {
+    if (same_as[k] >= 0) out.unit_of_kernel[k] = out.unit_of_kernel[same_as[k]];
+  }
   return out;
 }
 

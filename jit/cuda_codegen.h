@@ -39,7 +39,7 @@ namespace dt::jit {
 
 // What a launcher needs to know about one generated kernel, besides its run-time geometry.
 struct CudaKernelInfo {
-  std::string name;                 // the IR kernel's name; the __global__ function `name`
+  std::string name;                 // the __global__ function `name`: the IR kernel's, or an earlier one's with its code
   bool is_row_kernel = false;       // one block per row (reductions) vs a flat grid-stride loop
   bool has_split = false;           // `name`_split_partial and `name`_split_finish exist
   int num_reductions = 0;           // workspace slots per (row, split block)
@@ -56,7 +56,9 @@ struct CudaProgram {
   std::vector<std::string> sources;
   std::vector<int> unit_of_kernel;  // by kernel: the index in `sources` defining its functions
   std::string readable;  // the kernels without the pasted headers (logs, dyntrace.kernels())
-  std::vector<CudaKernelInfo> kernels;  // one per Program kernel, in order
+  // One per Program kernel, in order. A kernel with the same code as an earlier one is emitted
+  // once: its entry is a copy of that one's, naming that one's functions.
+  std::vector<CudaKernelInfo> kernels;
 };
 
 // Fails (kUnimplemented) for a kernel beyond the launch ABI's limits (more than

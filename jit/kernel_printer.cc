@@ -3,6 +3,7 @@
 #include <cinttypes>
 #include <cmath>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -185,6 +186,23 @@ void KernelPrinter::EmitFullStores(const std::string& j, const std::string& inde
     if (!op.is_output || k_.values[op.source].row_level) continue;
     absl::StrAppendFormat(&out_, "%s%s = v%d;\n", indent, Element(static_cast<int>(o), j), op.source);
   }
+}
+
+std::string WithoutKernelName(const std::string& text, const std::string& name) {
+  std::string out;
+  out.reserve(text.size());
+  size_t from = 0;
+  for (size_t at = text.find(name); at != std::string::npos; at = text.find(name, at + name.size())) {
+    const size_t end = at + name.size();
+    const bool starts_word = at == 0 || !(absl::ascii_isalnum(text[at - 1]) || text[at - 1] == '_');
+    const bool ends_word = end == text.size() || !absl::ascii_isdigit(text[end]);
+    if (!starts_word || !ends_word) continue;
+    out.append(text, from, at - from);
+    out += "@kernel";
+    from = end;
+  }
+  out.append(text, from, std::string::npos);
+  return out;
 }
 
 }  // namespace dt::jit

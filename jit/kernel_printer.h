@@ -78,6 +78,11 @@ class KernelPrinter {
   std::string out_;
 };
 
+// `text` with each use of `name` as a whole identifier ("kernel5(", "kernel5_fixed", not
+// "kernel50") replaced by a placeholder: two kernels whose texts then match are the same code,
+// which the generators emit once.
+std::string WithoutKernelName(const std::string& text, const std::string& name);
+
 }  // namespace dt::jit
 
 #endif  // DYNTRACE_JIT_KERNEL_PRINTER_H_

@@ -261,18 +261,47 @@ TEST(CudaLaunch, PacksGeometryIntoTheAbiStruct) {
   EXPECT_FALSE(PackCudaArgs(geometry, data, plan, nullptr).ok());
 }
 
-// softmax(x) @ w, four times over: four row kernels with GEMMs (extern calls) between them.
-Graph SoftmaxChainGraph() {
+// softmax(x * scale) @ w, four times over: four row kernels with GEMMs (extern calls) between
+// them, the same code but for the scale when `scaled`, else the same code.
+Graph SoftmaxChainGraph(bool scaled = true) {
   Graph g;
   ValueId x = g.AddInput(Meta({8, 300}), "L['x']");
   const ValueId w = g.AddInput(Meta({300, 300}), "L['w']");
   for (int i = 0; i < 4; ++i) {
+    if (scaled) {
+      x = Add(g, "mul", {GraphArg::Value(x), GraphArg{ArgValue(Scalar::Float(i + 1.5))}},
+              {g.value(x).meta, Scalar::Float(i + 1.5)});
+    }
     const ValueId s = Add(g, "softmax", {GraphArg::Value(x), GraphArg{ArgValue(Scalar::Int(-1))}, GraphArg{ArgValue(None{})}},
                           {g.value(x).meta, Scalar::Int(-1), None{}});
     x = Add(g, "matmul", {GraphArg::Value(s), GraphArg::Value(w)}, {g.value(s).meta, g.value(w).meta});
   }
   g.SetOutputs({x});
   return g;
+}
+
+TEST(CudaCodegen, KernelsWithTheSameCodeAreEmittedOnce) {
+  auto program = Schedule(SoftmaxChainGraph(/*scaled=*/false));
+  ASSERT_TRUE(program.ok()) << program.status();
+  ASSERT_EQ(program->kernels.size(), 4u);
+  auto cuda = EmitCuda(*program, 16);
+  ASSERT_TRUE(cuda.ok()) << cuda.status();
+  ASSERT_EQ(cuda->kernels.size(), 4u);
+  ASSERT_EQ(cuda->sources.size(), 1u);
+  const std::string& first = program->kernels[0].name;
+  EXPECT_TRUE(Has(cuda->sources[0], "void __launch_bounds__(1024) " + first + "("));
+  for (size_t k = 1; k < 4; ++k) {
+    EXPECT_EQ(cuda->kernels[k].name, first) << k;
+    EXPECT_EQ(cuda->unit_of_kernel[k], 0) << k;
+    EXPECT_FALSE(Has(cuda->sources[0], program->kernels[k].name + "(")) << k;
+    EXPECT_TRUE(Has(cuda->readable, "// " + program->kernels[k].name + ": the code of " + first)) << k;
+  }
+  // The scaled chain's kernels differ in a constant: four definitions.
+  auto scaled = Schedule(SoftmaxChainGraph());
+  ASSERT_TRUE(scaled.ok()) << scaled.status();
+  auto distinct = EmitCuda(*scaled, 1);
+  ASSERT_TRUE(distinct.ok()) << distinct.status();
+  for (size_t k = 0; k < 4; ++k) EXPECT_EQ(distinct->kernels[k].name, scaled->kernels[k].name);
 }
 
 TEST(CudaCodegen, KernelsSpreadOverUnitsWhenThereIsEnoughToCompile) {
