@@ -55,13 +55,20 @@ absl::StatusOr<Tensor> MoveTo(const Tensor& host, Device device, absl::string_vi
 absl::StatusOr<Tensor> Make(FillKind kind, const Dims& sizes, DType dtype, Device device,
                             absl::string_view op) {
   DT_RETURN_IF_ERROR(CheckSizes(sizes, op));
-  if (device.type == DeviceType::kCuda && (kind == FillKind::kRand || kind == FillKind::kRandn)) {
-    DT_ASSIGN_OR_RETURN(Tensor host, Make(kind, sizes, dtype, Device::Cpu(), op));
-    return MoveTo(host, device, op);
-  }
-  if ((kind == FillKind::kRand || kind == FillKind::kRandn) && !IsFloating(dtype)) {
+  const bool random = kind == FillKind::kRand || kind == FillKind::kRandn;
+  if (random && !IsFloating(dtype)) {
     return Error(ErrorKind::kType, absl::StrFormat("%s: expected a floating dtype, got %s", op,
                                                    DTypeName(dtype)));
+  }
+  if (random && device.type == DeviceType::kCuda) {
+    // The device's own generator (Philox counters); without its kernels, drawn here and copied.
+    if (!IndexKernelsRun(device, dtype)) {
+      DT_ASSIGN_OR_RETURN(Tensor host, Make(kind, sizes, dtype, Device::Cpu(), op));
+      return MoveTo(host, device, op);
+    }
+    Tensor t = Tensor::Empty(sizes, dtype, device);
+    DT_RETURN_IF_ERROR(RandomOnDevice(t, kind == FillKind::kRandn));
+    return t;
   }
   Tensor t = Tensor::Empty(sizes, dtype, device);
   switch (kind) {

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstring>
 #include <new>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -16,6 +17,7 @@
 #include "runtime/cuda_allocator.h"
 #include "runtime/errors.h"
 #include "runtime/log.h"
+#include "runtime/random.h"
 
 namespace dt::jit {
 namespace {
@@ -172,6 +174,10 @@ absl::StatusOr<bool> CudaExecutable::StageMovedInputs(const std::vector<Tensor>&
 
 void CudaExecutable::DecideGraphUse(CudaGraphMode mode) {
   const Graph& g = program_.graph;
+  use_graphs_ = false;
+  draws_random_ = false;
+  scalar_operands_ = 0;
+  graph_refusal_.clear();
   escaping_.assign(g.num_values(), false);
   for (ValueId v : g.outputs()) escaping_[v] = true;
   // A returned view shares its base's buffer, which must then be fresh each call too.
@@ -207,11 +213,7 @@ void CudaExecutable::DecideGraphUse(CudaGraphMode mode) {
       return;
     }
     if (n.op->kind == OpKind::kView) continue;
-    // Its numbers are drawn on the host and uploaded: a replay would repeat the captured ones.
-    if (n.op->has(kRandom)) {
-      graph_refusal_ = absl::StrFormat("%s draws random numbers on the host", n.op->name());
-      return;
-    }
+    draws_random_ = draws_random_ || n.op->has(kRandom);
     if (!n.op->has(kCudaNative)) {
       graph_refusal_ = absl::StrFormat("%s runs through the host", n.op->name());
       return;
@@ -491,6 +493,10 @@ absl::StatusOr<std::unique_ptr<CudaGraphRecord>> CudaExecutable::Capture(
                         AllocateOnDevice(Tensor::Empty({bytes}, DType::kBool, Device::Meta()), device_id_));
     record->scalar_image.assign(bytes, 0);
   }
+  if (draws_random_) {
+    DT_ASSIGN_OR_RETURN(record->random_state,
+                        AllocateOnDevice(Tensor::Empty({2}, DType::kInt64, Device::Meta()), device_id_));
+  }
   DT_RETURN_IF_ERROR(device_->Activate());
   const CudaDriver& d = device_->driver();
   DT_RETURN_IF_ERROR(CudaCall(d.cuStreamBeginCapture(device_->stream(), kCuCaptureModeThreadLocal),
@@ -500,9 +506,15 @@ absl::StatusOr<std::unique_ptr<CudaGraphRecord>> CudaExecutable::Capture(
     CudaCacheOnlyScope cache_only;
     CudaFreeHold hold;
     Walk walk{Mode::kCapture, record.get()};
+    std::optional<CapturedRandomDraws> draws;
+    if (draws_random_) draws.emplace(record->random_state);
     // Whatever happens, the capture must end before anything else uses the stream.
     try {
       walked = WalkProgram(walk, plan, env, scalars);
+      if (walked.ok() && draws.has_value()) {
+        walked = draws->Advance();
+        record->random_counters = draws->counters();
+      }
     } catch (const std::bad_alloc&) {
       walked = absl::ResourceExhaustedError("an allocation inside the capture failed");
     }
@@ -584,6 +596,19 @@ absl::StatusOr<std::vector<Tensor>> CudaExecutable::RunLocked(const std::vector<
                                                       device_->stream()),
                                   "cuMemcpyHtoDAsync"));
       record.uploaded_image = record.scalar_image;
+    }
+    if (record.random_counters > 0) {
+      // This launch's numbers: the counters eager code would have reserved here. The graph
+      // advances its state on the device, so only draws made between launches need an upload.
+      const PhiloxDraw draw = ReservePhiloxCounters(record.random_counters);
+      if (draw.seed != record.random_next[0] || draw.first != record.random_next[1]) {
+        record.random_next = {draw.seed, draw.first};
+        DT_RETURN_IF_ERROR(CudaCall(d.cuMemcpyHtoDAsync(reinterpret_cast<CUdeviceptr>(record.random_state.data()),
+                                                        record.random_next.data(), sizeof(record.random_next),
+                                                        device_->stream()),
+                                    "cuMemcpyHtoDAsync"));
+      }
+      record.random_next[1] += record.random_counters;
     }
     DT_RETURN_IF_ERROR(CudaCall(d.cuGraphLaunch(record.exec, device_->stream()), "cuGraphLaunch"));
     ++GlobalCudaGraphCounters().replays;

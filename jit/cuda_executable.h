@@ -131,6 +131,7 @@ class CudaExecutable {
   std::string graph_refusal_;
   std::vector<bool> escaping_;  // by value id: the value, or a view of it, is a graph output
   size_t scalar_operands_ = 0;  // run-time scalar operands across all kernels
+  bool draws_random_ = false;   // some node draws random numbers (its graphs own a generator state)
 
   absl::Mutex mu_;
   absl::flat_hash_map<std::string, CUfunction> functions_ ABSL_GUARDED_BY(mu_);

@@ -16,6 +16,7 @@
 #ifndef DYNTRACE_JIT_CUDA_GRAPH_H_
 #define DYNTRACE_JIT_CUDA_GRAPH_H_
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -91,6 +92,12 @@ class CudaGraphRecord {
   std::vector<char> uploaded_image;
   // Blocks the capture's ops freed (their temporaries): the graph still writes them.
   std::vector<CudaHeldBlock> held_blocks;
+  // Random draws (runtime/cuda_index_kernels.h's CapturedRandomDraws): the device state
+  // {seed, counter base} they read, the counters one launch uses, and what the state will hold
+  // when the next launch starts (its initial mismatch makes the first launch upload).
+  Tensor random_state;
+  uint64_t random_counters = 0;
+  std::array<uint64_t, 2> random_next{~uint64_t{0}, ~uint64_t{0}};
   // Index checks deferred out of the capture (runtime/cuda_index_kernels.h): run before each
   // launch, on the operands the replay walk found at the captured addresses.
   std::vector<DeferredIndexChecks::Check> index_checks;

@@ -16,6 +16,7 @@
 #include "runtime/errors.h"
 #include "runtime/log.h"
 #include "runtime/nvrtc.h"
+#include "runtime/random.h"
 
 namespace dt {
 namespace {
@@ -640,6 +641,46 @@ absl::Status ArangeOnDevice(const Tensor& out, Scalar start, Scalar step) {
   a.param[3] = BitCast<int64_t>(start.ToDouble());
   a.param[4] = BitCast<int64_t>(step.ToDouble());
   return runner->Launch("range", out.dtype(), a);
+}
+
+uint64_t RandomCounters(int64_t numel, DType dtype, bool normal) {
+  const uint64_t words = (normal ? 2 : 1) * (ItemSize(dtype) == 8 ? 2 : 1);
+  return (static_cast<uint64_t>(numel) * words + 3) / 4;
+}
+
+thread_local CapturedRandomDraws* captured_random_draws = nullptr;
+
+CapturedRandomDraws::CapturedRandomDraws(const Tensor& state) : state_(state), previous_(captured_random_draws) {
+  captured_random_draws = this;
+}
+CapturedRandomDraws::~CapturedRandomDraws() { captured_random_draws = previous_; }
+
+absl::Status CapturedRandomDraws::Advance() {
+  if (counters_ == 0) return absl::OkStatus();
+  DT_ASSIGN_OR_RETURN(IndexKernelRunner * runner, Runner(state_));
+  IxArgs a = RowArgs(1, {});
+  a.mode = kIxAdvanceCounters;
+  a.param[2] = static_cast<int64_t>(counters_);
+  a.param[3] = static_cast<int64_t>(reinterpret_cast<uintptr_t>(state_.data()));
+  return runner->Launch("random", DType::kFloat32, a);
+}
+
+absl::Status RandomOnDevice(const Tensor& out, bool normal) {
+  if (out.numel() == 0) return absl::OkStatus();
+  DT_ASSIGN_OR_RETURN(IndexKernelRunner * runner, Runner(out));
+  IxArgs a = RowArgs(out.numel(), {&out});
+  a.mode = normal ? kIxNormal : kIxUniform;
+  const uint64_t counters = RandomCounters(out.numel(), out.dtype(), normal);
+  if (CapturedRandomDraws* captured = captured_random_draws; captured != nullptr) {
+    a.param[2] = static_cast<int64_t>(captured->counters_);
+    a.param[3] = static_cast<int64_t>(reinterpret_cast<uintptr_t>(captured->state_.data()));
+    captured->counters_ += counters;
+  } else {
+    const PhiloxDraw draw = ReservePhiloxCounters(counters);
+    a.param[1] = static_cast<int64_t>(draw.seed);
+    a.param[2] = static_cast<int64_t>(draw.first);
+  }
+  return runner->Launch("random", out.dtype(), a);
 }
 
 absl::Status LinspaceOnDevice(const Tensor& out, double start, double end, double step) {

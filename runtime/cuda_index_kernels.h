@@ -97,6 +97,36 @@ class DeferredIndexChecks {
   DeferredIndexChecks* previous_;
 };
 
+// Fills contiguous floating `out` with uniform [0, 1) or standard normal numbers from the device
+// generator (runtime/random.h), or, inside a CapturedRandomDraws scope, from the captured state.
+[[nodiscard]] absl::Status RandomOnDevice(const Tensor& out, bool normal);
+// The Philox counters a draw of `numel` elements of `dtype` uses (index_kernels.cuh's random).
+uint64_t RandomCounters(int64_t numel, DType dtype, bool normal);
+
+// A CUDA graph replays its launches' arguments, so a draw captured as is would repeat its numbers
+// on every replay. Inside this scope (one per thread at a time) RandomOnDevice reserves no
+// counters: each draw reads its seed and counter base from `state` (device memory holding two
+// uint64: seed, base) plus the counters the scope's earlier draws used. Before each launch of the
+// graph the capturing executable reserves counters() from the generator and makes `state` hold
+// that reservation; Advance(), captured last, moves `state`'s base on by counters() on the
+// device, so consecutive launches need no upload.
+class CapturedRandomDraws {
+ public:
+  explicit CapturedRandomDraws(const Tensor& state);
+  ~CapturedRandomDraws();
+  CapturedRandomDraws(const CapturedRandomDraws&) = delete;
+  CapturedRandomDraws& operator=(const CapturedRandomDraws&) = delete;
+  uint64_t counters() const { return counters_; }
+  // Launches the kernel that adds counters() to the state's base (nothing when no draw ran).
+  [[nodiscard]] absl::Status Advance();
+
+ private:
+  friend absl::Status RandomOnDevice(const Tensor&, bool);
+  Tensor state_;
+  uint64_t counters_ = 0;
+  CapturedRandomDraws* previous_;
+};
+
 // out (its sizes are the domain) = src at its indexed, remapped addresses. REQUIRES: indices
 // checked (out-of-range ones are skipped, leaving their elements unwritten); remaps empty or
 // one per domain dim.

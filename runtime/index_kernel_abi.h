@@ -73,6 +73,9 @@ enum IxFold : int64_t { kIxAssign = 0, kIxSum = 1, kIxProd = 2, kIxMax = 3, kIxM
 
 // What range (IxArgs::mode) generates, and which checked integer op int_binary computes.
 enum IxRange : int64_t { kIxArange = 0, kIxLinspace = 1 };
+// What random (IxArgs::mode) draws: uniform in [0, 1), or standard normal; or, with one thread,
+// adds param[2] to the counter base of the state at param[3] (a CUDA graph's last step).
+enum IxRandom : int64_t { kIxUniform = 0, kIxNormal = 1, kIxAdvanceCounters = 2 };
 enum IxIntegerOp : int64_t { kIxFloorDivide = 0, kIxRemainder = 1, kIxPower = 2 };
 
 // The kernels (runtime/index_kernels.cuh), by name: X(name) for each. Untyped kernels move
@@ -81,7 +84,7 @@ enum IxIntegerOp : int64_t { kIxFloorDivide = 0, kIxRemainder = 1, kIxPower = 2 
 #define DT_IX_TYPED_KERNELS(X)                                                                 \
   X(fold) X(identity) X(mean) X(sort_init) X(sort_step) X(sort_take) X(scan_init) X(scan_step) \
   X(scan_store) X(pair_init) X(cumext_step) X(argext_step) X(search) X(run_starts) X(range)     \
-  X(int_binary)
+  X(int_binary) X(random)
 
 // Reads element `at` of an integer operand as int64.
 DT_HD int64_t IxReadIndex(const IxOperand& o, int64_t at) {

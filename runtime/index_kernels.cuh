@@ -486,6 +486,82 @@ inline void runs(const IxArgs& a) {
   }
 }
 
+// ---- random numbers ----
+
+// Philox4x32-10 (Salmon, Moraes, Dror, Shaw: "Parallel random numbers: as easy as 1, 2, 3",
+// SC 2011): four 32-bit words that are a bijective function of a 128-bit counter under a 64-bit
+// key, so any element of a draw is computed on its own from (seed, counter).
+struct IxPhiloxWords {
+  uint32_t w[4];
+};
+
+inline IxPhiloxWords Philox(uint64_t counter, uint64_t seed) {
+  uint32_t c[4] = {static_cast<uint32_t>(counter), static_cast<uint32_t>(counter >> 32), 0, 0};
+  uint32_t k[2] = {static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)};
+  for (int round = 0; round < 10; ++round) {
+    const uint64_t p0 = uint64_t{0xD2511F53u} * c[0], p1 = uint64_t{0xCD9E8D57u} * c[2];
+    const uint32_t next[4] = {static_cast<uint32_t>(p1 >> 32) ^ c[1] ^ k[0], static_cast<uint32_t>(p1),
+                              static_cast<uint32_t>(p0 >> 32) ^ c[3] ^ k[1], static_cast<uint32_t>(p0)};
+    for (int i = 0; i < 4; ++i) c[i] = next[i];
+    k[0] += 0x9E3779B9u;
+    k[1] += 0xBB67AE85u;
+  }
+  return IxPhiloxWords{{c[0], c[1], c[2], c[3]}};
+}
+
+// [0, 1) from `bits` of a word (24: exact in float) or 53 bits of two (exact in double).
+inline float UnitFloat(uint32_t w, int bits = 24) {
+  return static_cast<float>(w >> (32 - bits)) * (1.0f / static_cast<float>(1u << bits));
+}
+inline double UnitDouble(uint32_t hi, uint32_t lo) {
+  return static_cast<double>((static_cast<uint64_t>(hi >> 5) << 26) | (lo >> 6)) * 0x1.0p-53;
+}
+
+// Element i of a draw into contiguous operand 0 (param[1] the seed, param[2] the first counter;
+// where param[3] is nonzero it is the device address of {seed, counter base}, which param[2] is
+// then added to: a CUDA graph replays the launch and advances the base on the device). A
+// float-like element of a uniform draw takes one word, of a normal draw two; a double twice
+// that. So element i uses counter first + i * words / 4, words (i * words) % 4 on.
+// RandomCounters (runtime/cuda_random.h) is how many counters a draw uses.
+template <typename T>
+void random(const IxArgs& a) {
+  using C = ComputeType<T>;
+  if (a.mode == kIxAdvanceCounters) {
+    DT_IX_FOR_EACH(i, a.numel) reinterpret_cast<uint64_t*>(a.param[3])[1] += static_cast<uint64_t>(a.param[2]);
+    return;
+  }
+  if constexpr (IsFloatLike<C>()) {
+    uint64_t seed = static_cast<uint64_t>(a.param[1]), first = static_cast<uint64_t>(a.param[2]);
+    if (a.param[3] != 0) {
+      const uint64_t* state = reinterpret_cast<const uint64_t*>(a.param[3]);
+      seed = state[0];
+      first += state[1];
+    }
+    constexpr bool kWide = sizeof(C) == 8;
+    const int words = (a.mode == kIxNormal ? 2 : 1) * (kWide ? 2 : 1);
+    DT_IX_FOR_EACH(i, a.numel) {
+      const int64_t at = i * words;
+      const IxPhiloxWords r = Philox(first + static_cast<uint64_t>(at / 4), seed);
+      const uint32_t* w = r.w + at % 4;
+      C value;
+      if constexpr (kWide) {
+        const double u = UnitDouble(w[0], w[1]);
+        value = a.mode == kIxNormal ? scalar::sqrt_(-2.0 * scalar::log_(1.0 - u)) *
+                                          scalar::cos_(6.283185307179586 * UnitDouble(w[2], w[3]))
+                                    : u;
+      } else if (a.mode == kIxNormal) {
+        const float u = UnitFloat(w[0]);
+        value = static_cast<C>(scalar::sqrt_(-2.0f * scalar::log_(1.0f - u)) *
+                               scalar::cos_(6.2831853f * UnitFloat(w[1])));
+      } else {
+        // As many bits as the type holds below 1, so no uniform rounds up to 1.
+        value = static_cast<C>(UnitFloat(w[0], kSameType<T, BFloat16> ? 8 : kSameType<T, Half> ? 11 : 24));
+      }
+      Elements<T>(a.op[0])[i] = static_cast<T>(value);
+    }
+  }
+}
+
 // ---- ranges ----
 
 // c + a * b with each operation rounded, as the host computes it (x86-64's baseline has no

@@ -16,6 +16,15 @@ MersenneTwister64& Generator() ABSL_EXCLUSIVE_LOCKS_REQUIRED(generator_mu) {
   return *generator;
 }
 
+struct PhiloxState {
+  uint64_t seed = 0x5eed;
+  uint64_t next = 0;
+};
+PhiloxState& DeviceGenerator() ABSL_EXCLUSIVE_LOCKS_REQUIRED(generator_mu) {
+  static PhiloxState state;
+  return state;
+}
+
 // 53 random bits -> [0, 1).
 inline double Uniform(uint64_t word) { return static_cast<double>(word >> 11) * 0x1.0p-53; }
 
@@ -52,6 +61,15 @@ void FillWith(const Tensor& t, Sample sample) {
 void ManualSeed(uint64_t seed) {
   absl::MutexLock lock(&generator_mu);
   Generator().Seed(seed);
+  DeviceGenerator() = PhiloxState{seed, 0};
+}
+
+PhiloxDraw ReservePhiloxCounters(uint64_t counters) {
+  absl::MutexLock lock(&generator_mu);
+  PhiloxState& g = DeviceGenerator();
+  const PhiloxDraw draw{g.seed, g.next};
+  g.next += counters;
+  return draw;
 }
 
 void FillUniform(const Tensor& t) {

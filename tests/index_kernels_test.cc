@@ -9,6 +9,7 @@
 // kernel's grid-stride loop take several turns.
 //
 // Also: the whole kernel source compiles with NVRTC for every dtype (skipped without NVRTC).
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -26,6 +27,7 @@
 #include "runtime/copy.h"
 #include "runtime/cuda_index_kernels.h"
 #include "runtime/nvrtc.h"
+#include "runtime/random.h"
 #include "tests/index_kernels_shim.h"
 
 namespace dt {
@@ -515,6 +517,147 @@ TEST_F(IndexKernelsTest, RangesEqualTheCpuBitForBit) {
     }
   }
   EXPECT_GT(runner.launches, launches) << "the ranges never ran the kernel";
+}
+
+// ---- random numbers ----
+
+// Philox4x32-10 written from the paper's definition, apart from the kernels' version.
+std::array<uint32_t, 4> ReferencePhilox(std::array<uint32_t, 4> c, std::array<uint32_t, 2> k) {
+  for (int round = 0; round < 10; ++round) {
+    const uint64_t p0 = 0xD2511F53ull * c[0], p1 = 0xCD9E8D57ull * c[2];
+    c = {static_cast<uint32_t>(p1 >> 32) ^ c[1] ^ k[0], static_cast<uint32_t>(p1),
+         static_cast<uint32_t>(p0 >> 32) ^ c[3] ^ k[1], static_cast<uint32_t>(p0)};
+    k = {k[0] + 0x9E3779B9u, k[1] + 0xBB67AE85u};
+  }
+  return c;
+}
+
+// Word `word` (from 0, four per counter) of the stream under `seed` from counter `first` on.
+uint32_t ReferenceWord(uint64_t seed, uint64_t first, uint64_t word) {
+  const uint64_t counter = first + word / 4;
+  return ReferencePhilox({static_cast<uint32_t>(counter), static_cast<uint32_t>(counter >> 32), 0, 0},
+                         {static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)})[word % 4];
+}
+
+// What element i of a draw holds, in double, by the mapping index_kernels.cuh documents.
+double ReferenceRandom(DType dtype, bool normal, uint64_t seed, uint64_t first, int64_t i, double* radius = nullptr) {
+  const bool wide = dtype == DType::kFloat64;
+  const uint64_t words = (normal ? 2 : 1) * (wide ? 2 : 1), at = static_cast<uint64_t>(i) * words;
+  auto unit = [&](uint64_t w) {
+    if (wide) {
+      const uint64_t bits = (static_cast<uint64_t>(ReferenceWord(seed, first, w) >> 5) << 26) |
+                            (ReferenceWord(seed, first, w + 1) >> 6);
+      return std::ldexp(static_cast<double>(bits), -53);
+    }
+    const int kept = normal ? 24 : dtype == DType::kBFloat16 ? 8 : dtype == DType::kFloat16 ? 11 : 24;
+    return std::ldexp(static_cast<double>(ReferenceWord(seed, first, w) >> (32 - kept)), -kept);
+  };
+  if (!normal) return unit(at);
+  const uint64_t second = at + (wide ? 2 : 1);
+  const double r = std::sqrt(-2.0 * std::log(1.0 - unit(at)));
+  if (radius != nullptr) *radius = r;
+  return r * std::cos(2.0 * M_PI * unit(second));
+}
+
+TEST(RandomKernels, PhiloxGivesThePapersKnownAnswers) {
+  EXPECT_EQ(ReferencePhilox({0, 0, 0, 0}, {0, 0}), (std::array<uint32_t, 4>{0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8}));
+  EXPECT_EQ(ReferencePhilox({~0u, ~0u, ~0u, ~0u}, {~0u, ~0u}),
+            (std::array<uint32_t, 4>{0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd}));
+  EXPECT_EQ(ReferencePhilox({0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344}, {0xa4093822, 0x299f31d0}),
+            (std::array<uint32_t, 4>{0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1}));
+  for (uint64_t counter : {0ull, 1ull, 0x123456789abcull}) {
+    for (uint64_t seed : {0ull, 42ull, 0xfedcba9876543210ull}) {
+      const ix::IxPhiloxWords got = ix::Philox(counter, seed);
+      const std::array<uint32_t, 4> want = ReferencePhilox(
+          {static_cast<uint32_t>(counter), static_cast<uint32_t>(counter >> 32), 0, 0},
+          {static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)});
+      for (int i = 0; i < 4; ++i) EXPECT_EQ(got.w[i], want[i]) << counter << " " << seed << " " << i;
+    }
+  }
+}
+
+TEST_F(IndexKernelsTest, RandomDrawsAreTheGeneratorsCountersInEveryDtype) {
+  Emulated on(&runner);
+  ManualSeed(7);
+  uint64_t first = 0;
+  for (DType dtype : {DType::kFloat32, DType::kFloat64, DType::kFloat16, DType::kBFloat16}) {
+    for (bool normal : {false, true}) {
+      const int64_t n = 1001;  // not a multiple of the four words a counter gives
+      const Tensor t = Tensor::Empty({n}, dtype, Device::Cpu());
+      ASSERT_TRUE(RandomOnDevice(t, normal).ok());
+      const std::vector<double> got = Values(t);
+      // Uniforms are exact in every dtype. A normal is r cos(2 pi u): the angle rounds by about
+      // 2 pi ulp/2 and cos, log and sqrt err by a few ulp, so |error| <= 16 ulp * r in the
+      // compute type (float, or double for float64); half and bfloat16 then round z once more.
+      const double compute_ulp = dtype == DType::kFloat64 ? 0x1p-52 : 0x1p-23;
+      const double stored_ulp = dtype == DType::kFloat16 ? 0x1p-10 : dtype == DType::kBFloat16 ? 0x1p-7 : 0.0;
+      for (int64_t i = 0; i < n; ++i) {
+        double r = 0;
+        const double want = ReferenceRandom(dtype, normal, 7, first, i, &r);
+        const double tolerance = 16 * compute_ulp * r + stored_ulp / 2 * std::abs(want);
+        if (!normal) {
+          ASSERT_EQ(got[i], want) << DTypeName(dtype) << " element " << i;
+          ASSERT_TRUE(got[i] >= 0.0 && got[i] < 1.0);
+        } else {
+          ASSERT_NEAR(got[i], want, tolerance) << DTypeName(dtype) << " element " << i;
+        }
+      }
+      first += RandomCounters(n, dtype, normal);
+    }
+  }
+  // The next draw starts where these stopped.
+  EXPECT_EQ(ReservePhiloxCounters(0).first, first);
+}
+
+TEST_F(IndexKernelsTest, RandomDrawsHaveTheirDistributionsMoments) {
+  Emulated on(&runner);
+  ManualSeed(11);
+  const int64_t n = 200000;
+  for (bool normal : {false, true}) {
+    const Tensor t = Tensor::Empty({n}, DType::kFloat32, Device::Cpu());
+    ASSERT_TRUE(RandomOnDevice(t, normal).ok());
+    double sum = 0, squares = 0;
+    for (double v : Values(t)) {
+      sum += v;
+      squares += v * v;
+    }
+    const double mean = sum / n, variance = squares / n - mean * mean;
+    // Within 5 standard errors: the mean's sd is sqrt(var / n), the variance's about
+    // sqrt((kurtosis - 1) var^2 / n) (uniform: kurtosis 9/5 of variance 1/12; normal: 3 of 1).
+    const double want_mean = normal ? 0.0 : 0.5, want_var = normal ? 1.0 : 1.0 / 12;
+    const double kurtosis = normal ? 3.0 : 1.8;
+    EXPECT_NEAR(mean, want_mean, 5 * std::sqrt(want_var / n)) << normal;
+    EXPECT_NEAR(variance, want_var, 5 * std::sqrt((kurtosis - 1) * want_var * want_var / n)) << normal;
+  }
+}
+
+TEST_F(IndexKernelsTest, CapturedDrawsReadTheirStateAndAdvanceIt) {
+  Emulated on(&runner);
+  ManualSeed(3);
+  const uint64_t reserved = ReservePhiloxCounters(0).first;
+  const Tensor state = Tensor::Empty({2}, DType::kInt64, Device::Cpu());
+  const uint64_t seed = 99, base = 1000;
+  state.data_as<int64_t>()[0] = seed;
+  state.data_as<int64_t>()[1] = base;
+  const Tensor a = Tensor::Empty({10}, DType::kFloat32, Device::Cpu());
+  const Tensor b = Tensor::Empty({7}, DType::kFloat64, Device::Cpu());
+  uint64_t counters = 0;
+  {
+    CapturedRandomDraws draws(state);
+    ASSERT_TRUE(RandomOnDevice(a, false).ok());
+    ASSERT_TRUE(RandomOnDevice(b, true).ok());
+    counters = draws.counters();
+    ASSERT_TRUE(draws.Advance().ok());
+  }
+  EXPECT_EQ(counters, RandomCounters(10, DType::kFloat32, false) + RandomCounters(7, DType::kFloat64, true));
+  EXPECT_EQ(static_cast<uint64_t>(state.data_as<int64_t>()[1]), base + counters) << "Advance moves the base on";
+  EXPECT_EQ(ReservePhiloxCounters(0).first, reserved) << "captured draws reserve nothing from the generator";
+  const std::vector<double> got_a = Values(a), got_b = Values(b);
+  for (int64_t i = 0; i < 10; ++i) EXPECT_EQ(got_a[i], ReferenceRandom(DType::kFloat32, false, seed, base, i)) << i;
+  const uint64_t after_a = base + RandomCounters(10, DType::kFloat32, false);
+  for (int64_t i = 0; i < 7; ++i) {
+    EXPECT_NEAR(got_b[i], ReferenceRandom(DType::kFloat64, true, seed, after_a, i), 1e-12) << i;
+  }
 }
 
 TEST_F(IndexKernelsTest, IntegerDivisionFloorsAndRaisesAsTheCpu) {

@@ -294,13 +294,15 @@ def test_cuda_graph_capture_patch_and_replay():
         held = [gemm(x, w) for _ in range(5)]
         assert stats() == (1, 4, 0), stats()
         assert len({t.data_ptr() for t in held}) == 5
-        # Random numbers are drawn on the host and uploaded: a replay would repeat the captured
-        # ones, so such programs launch directly.
+        # Random numbers come from the device generator (Philox counters): a captured draw reads
+        # its counter base from device memory that the graph itself advances, so replays draw
+        # new numbers, with nothing drawn on the host.
         dt.reset()
-        noisy = dt.jit(lambda x: dt.relu(x * 2.0) * dt.rand_like(x) + 1.0, backend="cuda")
+        noisy = dt.jit(lambda x: dt.relu(x * 2.0) * dt.rand_like(x) + dt.randn(33, device="cuda"), backend="cuda")
         for _ in range(3):
             noisy(x)
-        assert stats() == (0, 0, 0), stats()
+        assert stats() == (1, 2, 0), stats()
+        assert dt.stats()["cuda_host_ops"] == 0, dt.stats()["cuda_host_ops_by_op"]
         # An operand that moves on every call and can't be staged (the program writes it in
         # place): after 3 recaptures the shape set stops using a graph.
         dt.reset()
@@ -381,9 +383,8 @@ def test_real_gpu_when_present():
     assert (g * 2).cpu().tolist() == (x * 2).tolist()
 
 
-# Ops that still generate their values on the host and upload them (one random stream shared
-# with the CPU); README "CUDA tensors" lists them.
-HOST_GENERATED = {"rand", "rand_like", "randn", "randn_like"}
+# Ops that draw from the device generator (Philox counters, runtime/random.h).
+DEVICE_GENERATED = {"rand", "rand_like", "randn", "randn_like"}
 
 EAGER_OPS_ON_DEVICE = """
     import os
@@ -456,22 +457,24 @@ EAGER_OPS_ON_DEVICE = """
         call()
         after = dt.stats()["cuda_host_ops"]
         assert after == before, (name, dt.stats()["cuda_host_ops_by_op"])
-    for n in HOST_GENERATED:
-        before = dt.stats()["cuda_host_ops"]
-        if n.endswith("_like"):
-            getattr(dt, n)(x)
-        else:
-            getattr(dt, n)(3, device="cuda")
-        assert dt.stats()["cuda_host_ops"] == before + 1, n
+    for n in DEVICE_GENERATED:
+        before, launched = dt.stats()["cuda_host_ops"], drv_launches()
+        for dtype in (dt.float32, dt.float64, dt.float16, dt.bfloat16):
+            if n.endswith("_like"):
+                getattr(dt, n)(x.to(dtype))
+            else:
+                getattr(dt, n)(3, device="cuda", dtype=dtype)
+        assert dt.stats()["cuda_host_ops"] == before, (n, dt.stats()["cuda_host_ops_by_op"])
+        assert drv_launches() > launched, n
     print("launches", drv_launches())
 """
 
 
 def test_eager_ops_stay_on_the_device():
     # Every eager op of the registry on CUDA tensors runs as device kernels (the fake driver
-    # records the launches; values are not read) and counts no host op, except HOST_GENERATED.
+    # records the launches; values are not read) and counts no host op, random draws included.
     # Without NVRTC every op would fall back to the host: the test says so loudly and skips.
-    out = run_with_fake_driver("HOST_GENERATED = %r\n" % (HOST_GENERATED,) + textwrap.dedent(EAGER_OPS_ON_DEVICE),
+    out = run_with_fake_driver("DEVICE_GENERATED = %r\n" % (DEVICE_GENERATED,) + textwrap.dedent(EAGER_OPS_ON_DEVICE),
                                FAKE_CUDA_ACCEPT_MODULES="1")
     if "SKIP-NVRTC" in out:
         require_nvrtc(out.strip())
@@ -479,7 +482,7 @@ def test_eager_ops_stay_on_the_device():
     assert launches > 100, out
     # Each listed exception must still be a registry op (a renamed op must not keep a stale entry).
     names = set(dt._op_names())
-    assert HOST_GENERATED <= names, HOST_GENERATED - names
+    assert DEVICE_GENERATED <= names, DEVICE_GENERATED - names
 
 
 ZERO_DIVISORS = """
@@ -1009,7 +1012,7 @@ def test_a_whole_training_step_compiles_for_cuda_parameters():
     run_compiled_with_fake_driver("""
         from dyntrace import nn
         dt.manual_seed(0)
-        m = nn.Sequential(nn.Linear(6, 16), nn.LayerNorm(16), nn.GELU(), nn.Linear(16, 3)).cuda()
+        m = nn.Sequential(nn.Linear(6, 16), nn.LayerNorm(16), nn.GELU(), nn.Dropout(0.1), nn.Linear(16, 3)).cuda()
         opt = dt.optim.AdamW(m.parameters(), lr=1e-3)
         x, y = dt.randn(8, 6).cuda(), dt.tensor([0, 1, 2, 0, 1, 2, 0, 1]).cuda()
 
@@ -1029,6 +1032,7 @@ def test_a_whole_training_step_compiles_for_cuda_parameters():
         assert all(st["step"].is_cuda for st in opt.state.values())
         # The whole step replays as one CUDA graph (the gradients cuBLAS computes are returned
         # as copies), also when each step brings a new batch: the batch is copied into the graph.
+        # Dropout's draws replay from the device generator's state, advanced by the graph.
         assert (s["cuda_graph_captures"], s["cuda_graph_replays"], s["cuda_graph_refusals"]) == (1, 2, 0), s
         for i in range(6):
             xb, yb = dt.randn(8, 6).cuda(), dt.tensor([i % 3, 1, 2, 0, 1, 2, 0, 1]).cuda()
