@@ -80,7 +80,7 @@ class CharLM(nn.Module):
         self.head = nn.Linear(dim, vocab)
 
     def forward(self, idx):
-        x = self.drop(self.tokens(idx) + self.positions(dt.arange(idx.shape[1])))
+        x = self.drop(self.tokens(idx) + self.positions(dt.arange(idx.shape[1], device=idx.device)))
         for block in self.blocks:
             x = block(x)
         return self.head(self.ln(x))

@@ -70,7 +70,8 @@ bool SameLayouts(const ShapePlans::Plan& a, const ShapePlans::Plan& b) {
   return true;
 }
 
-constexpr ScheduleOptions kCudaSchedule{.fuse_in_place_writes = true, .in_place_writes_alone = true};
+constexpr ScheduleOptions kCudaSchedule{
+    .fuse_in_place_writes = true, .in_place_writes_alone = true, .max_operands = kCudaMaxOperands};
 
 // Whether each of `n`'s results shares storage with one of its operands (contiguous of a
 // contiguous tensor returns it): the node did no device work, and a replay recomputes it on the

@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "graph/decompose.h"
 #include "graph/graph_recorder.h"
@@ -135,7 +136,11 @@ Dims RowShape(const Group& group, Mapping mapping) {
 class Scheduler {
  public:
   Scheduler(const Graph& g, ScheduleOptions options)
-      : g_(g), options_(options), producer_group_(g.num_values(), -1) {}
+      : g_(g), options_(options), producer_group_(g.num_values(), -1), readers_(g.num_values()) {
+    for (size_t i = 0; i < g.nodes().size(); ++i) {
+      for (ValueId v : TensorOperands(g.nodes()[i])) readers_[v].push_back(static_cast<int>(i));
+    }
+  }
 
   Program Run() {
     const auto& nodes = g_.nodes();
@@ -302,6 +307,7 @@ class Scheduler {
   bool TryJoin(int group_index, int node, const Classified& c) {
     Group& group = groups_[group_index];
     if (!group.open) return false;
+    if (options_.max_operands > 0 && OperandsWith(group_index, node) > options_.max_operands) return false;
     const Node& n = g_.nodes()[node];
     for (ValueId v : TensorOperands(n)) {
       if (!AvailableTo(group, group_index, v)) return false;
@@ -374,6 +380,35 @@ class Scheduler {
     group.levels[out] = level;
     producer_group_[out] = group_index;
     classified_[node] = c;
+  }
+
+  // How many operands `group_index`'s kernel would have with `node` joined: the values its nodes
+  // read from outside it, its run-time numbers, and the values it makes that the graph returns
+  // or some other node reads (nodes not scheduled yet count as outside: an upper bound).
+  int OperandsWith(int group_index, int node) const {
+    std::vector<int> members = groups_[group_index].nodes;
+    members.push_back(node);
+    absl::flat_hash_set<ValueId> made, read;
+    absl::flat_hash_set<int> slots;
+    for (int m : members) {
+      for (ValueId v : g_.nodes()[m].outputs) made.insert(v);
+    }
+    for (int m : members) {
+      for (ValueId v : TensorOperands(g_.nodes()[m])) {
+        if (!made.contains(v)) read.insert(v);
+      }
+      for (const GraphArg& a : g_.nodes()[m].args) {
+        if (const auto* ref = std::get_if<ScalarRef>(&a.content)) slots.insert(ref->slot);
+      }
+    }
+    const absl::flat_hash_set<int> inside(members.begin(), members.end());
+    int stored = 0;
+    for (ValueId v : made) {
+      bool outside = std::find(g_.outputs().begin(), g_.outputs().end(), v) != g_.outputs().end();
+      for (int reader : readers_[v]) outside = outside || !inside.contains(reader);
+      stored += outside ? 1 : 0;
+    }
+    return static_cast<int>(read.size() + slots.size()) + stored;
   }
 
   // Whether value `v` of `group_index` is read outside its kernel (so it must be stored).
@@ -526,6 +561,7 @@ class Scheduler {
   const Graph& g_;
   const ScheduleOptions options_;
   std::vector<int> producer_group_;
+  std::vector<std::vector<int>> readers_;  // by value: the nodes that read it
   std::vector<int> node_group_;
   std::vector<bool> hoisted_;
   std::vector<int> hoisted_by_;

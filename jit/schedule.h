@@ -27,6 +27,10 @@ struct ScheduleOptions {
   // reduced dim innermost, one strided element at a time, 10x slower there than the eager
   // reduction, which vectorises across the kept dim.
   bool fuse_outer_reductions = true;
+  // When positive, a node joins a kernel only while the kernel's operands (values read from
+  // outside, run-time numbers, values stored for later readers) stay within this many: the CUDA
+  // launch ABI's limit.
+  int max_operands = 0;
 };
 
 [[nodiscard]] absl::StatusOr<Program> Schedule(const Graph& graph, ScheduleOptions options = {});

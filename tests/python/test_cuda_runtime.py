@@ -1047,3 +1047,22 @@ def test_a_whole_training_step_compiles_for_cuda_parameters():
         scale = dt.jit(lambda x: x / dt.tensor(2.0, device="cuda") + 1.0, backend="cuda")
         assert scale(x).shape == (8, 6) and scale(x).is_cuda
         """, FAKE_CUDA_ACCEPT_MODULES="1")
+
+
+def test_kernels_stay_within_the_launch_abis_operand_limit():
+    # A pointwise sum of 40 inputs fuses into one kernel on the CPU; the CUDA launch ABI holds
+    # 32 operands, so the CUDA schedule splits it (it used to fail to compile and run eagerly).
+    run_compiled_with_fake_driver("""
+        xs = [dt.randn(4, 5).cuda() for _ in range(40)]
+        def total(*xs):
+            acc = xs[0] * 1.5
+            for x in xs[1:]:
+                acc = acc + x
+            return acc
+        f = dt.jit(total, backend="cuda")
+        for _ in range(3):
+            f(*xs)
+        s = dt.stats()
+        assert not s["compile_failures"], s["compile_failures"]
+        assert (s["cuda_graph_captures"], s["cuda_graph_replays"], s["cuda_graph_refusals"]) == (1, 2, 0), s
+    """, FAKE_CUDA_ACCEPT_MODULES="1")
