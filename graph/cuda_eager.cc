@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "graph/pointwise.h"
+#include "runtime/autograd_meta.h"
 #include "runtime/cuda_index_kernels.h"
 #include "runtime/cuda_tensor.h"
 #include "runtime/errors.h"
@@ -77,6 +78,27 @@ absl::StatusOr<OpResult> CallOpOnCuda(const OpDef& op, const OpArgs& args, Devic
     if (result.has_value()) return *std::move(result);
   }
   return CallOpThroughHost(op, args, device);
+}
+
+absl::StatusOr<std::optional<OpArgs>> WithCpuScalarsOnCuda(const OpArgs& args) {
+  auto movable = [](const Tensor& t) { return t.device().is_cpu() && t.ndim() == 0 && !RequiresGrad(t); };
+  std::optional<Device> cuda;
+  bool any = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (const auto* t = std::get_if<Tensor>(&args[i])) {
+      if (t->device().type == DeviceType::kCuda) cuda = cuda.value_or(t->device());
+      any = any || movable(*t);
+    }
+  }
+  if (!cuda.has_value() || !any) return std::nullopt;
+  OpArgs moved = args;
+  for (size_t i = 0; i < moved.size(); ++i) {
+    const auto* t = std::get_if<Tensor>(&moved[i]);
+    if (t == nullptr || !movable(*t)) continue;
+    DT_ASSIGN_OR_RETURN(Tensor copy, ToDevice(*t, *cuda));
+    moved[i] = std::move(copy);
+  }
+  return moved;
 }
 
 absl::StatusOr<std::optional<Device>> CudaDeviceOf(const OpDef& op, const OpArgs& args) {

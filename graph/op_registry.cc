@@ -104,8 +104,10 @@ absl::StatusOr<OpResult> CallOpUnrecorded(const OpDef& op, const OpArgs& args) {
                                                op.schema.params.size(), args.size()));
   }
   if (op.kind != OpKind::kView && !op.has(kCudaNative)) {
-    DT_ASSIGN_OR_RETURN(std::optional<Device> cuda, CudaDeviceOf(op, args));
-    if (cuda.has_value()) return CallOpOnCuda(op, args, *cuda);
+    DT_ASSIGN_OR_RETURN(std::optional<OpArgs> moved, WithCpuScalarsOnCuda(args));
+    const OpArgs& on_device = moved.has_value() ? *moved : args;
+    DT_ASSIGN_OR_RETURN(std::optional<Device> cuda, CudaDeviceOf(op, on_device));
+    if (cuda.has_value()) return CallOpOnCuda(op, on_device, *cuda);
   }
   return op.eager(op, args);
 }

@@ -129,8 +129,14 @@ bool ChecksOnDevice(const OpDef& op, const OpArgs& args) {
 // pointwise op's do.
 absl::StatusOr<OpResult> PointwiseEager(const OpDef& op, const OpArgs& args) {
   if (op.has(kCudaNative)) {
-    DT_ASSIGN_OR_RETURN(std::optional<Device> cuda, CudaDeviceOf(op, args));
-    if (cuda.has_value() && !ChecksOnDevice(op, args)) return CallOpOnCuda(op, args, *cuda);
+    DT_ASSIGN_OR_RETURN(std::optional<OpArgs> moved, WithCpuScalarsOnCuda(args));
+    const OpArgs& on_device = moved.has_value() ? *moved : args;
+    DT_ASSIGN_OR_RETURN(std::optional<Device> cuda, CudaDeviceOf(op, on_device));
+    if (cuda.has_value() && !ChecksOnDevice(op, on_device)) return CallOpOnCuda(op, on_device, *cuda);
+    if (cuda.has_value()) {
+      DT_ASSIGN_OR_RETURN(Tensor result, RunPointwise(op, on_device, nullptr));
+      return OpResult{std::move(result)};
+    }
   }
   DT_ASSIGN_OR_RETURN(Tensor result, RunPointwise(op, args, nullptr));
   return OpResult{std::move(result)};

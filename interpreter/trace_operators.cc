@@ -42,21 +42,35 @@ absl::StatusOr<Device> Tracer::ResultDevice(const OpDef& op, const std::vector<A
     }
   }
   std::optional<Device> found;
-  auto note = [&](ValueId v) -> absl::Status {
+  bool cpu_scalar = false;  // a CPU tensor of no dims among the operands
+  auto note = [&](ValueId v, const ArgValue* meta) -> absl::Status {
     auto it = value_device_.find(v);
     if (it == value_device_.end()) return Unsupported("the device of a traced value is unknown");
+    const Tensor* t = meta == nullptr ? nullptr : std::get_if<Tensor>(meta);
+    if (it->second.is_cpu() && t != nullptr && t->ndim() == 0) {
+      cpu_scalar = true;
+      return absl::OkStatus();
+    }
     if (found && *found != it->second) {
       return Raises("the traced code raises: tensors on different devices");
     }
     found = it->second;
     return absl::OkStatus();
   };
-  for (const GraphArg& a : graph_args) {
-    if (const ValueId* v = std::get_if<ValueId>(&a.content)) DT_RETURN_IF_ERROR(note(*v));
-    if (const auto* vs = std::get_if<std::vector<ValueId>>(&a.content)) {
-      for (ValueId v : *vs) DT_RETURN_IF_ERROR(note(v));
+  for (size_t i = 0; i < graph_args.size(); ++i) {
+    const ArgValue* meta = i < args.size() ? &args[i] : nullptr;
+    if (const ValueId* v = std::get_if<ValueId>(&graph_args[i].content)) DT_RETURN_IF_ERROR(note(*v, meta));
+    if (const auto* vs = std::get_if<std::vector<ValueId>>(&graph_args[i].content)) {
+      for (ValueId v : *vs) DT_RETURN_IF_ERROR(note(v, nullptr));
     }
   }
+  if (cpu_scalar && found.has_value() && !found->is_cpu()) {
+    // PyTorch lets a number held in a CPU tensor join device operands; eager dyntrace copies it
+    // over, which a compiled graph's inputs can't yet.
+    return Unsupported(absl::StrCat("a CPU tensor of no dims among ", found->ToString(),
+                                    " operands runs eagerly (copied to the device there)"));
+  }
+  if (cpu_scalar && !found.has_value()) found = Device::Cpu();
   return found.value_or(Device::Cpu());  // no tensor operand, no device argument: the CPU
 }
 

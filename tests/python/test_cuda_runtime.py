@@ -1066,3 +1066,34 @@ def test_kernels_stay_within_the_launch_abis_operand_limit():
         assert not s["compile_failures"], s["compile_failures"]
         assert (s["cuda_graph_captures"], s["cuda_graph_replays"], s["cuda_graph_refusals"]) == (1, 2, 0), s
     """, FAKE_CUDA_ACCEPT_MODULES="1")
+
+
+def test_cpu_tensors_of_no_dims_join_cuda_operands():
+    # As in PyTorch, a number held in a CPU tensor may meet CUDA tensors: eager ops copy it to
+    # the device (promotion stays a 0-dim tensor's); a traced graph runs that op eagerly.
+    run_with_fake_driver("""
+        x, s = dt.randn(4, 5), dt.tensor(2.5)
+        g = x.cuda()
+        assert (g * s).is_cuda and (g * s).cpu().tolist() == (x * s).tolist()
+        assert (s + g).cpu().tolist() == (s + x).tolist()
+        assert dt.where(g > 0, g, s).cpu().tolist() == dt.where(x > 0, x, s).tolist()
+        assert (g * dt.tensor(3)).dtype == dt.float32
+        assert (g.half() * s).dtype == dt.float16
+        f = dt.jit(lambda x, s: x * s + 1.0, backend="cuda")
+        for _ in range(2):
+            r = f(g, s)
+        assert r.is_cuda and r.cpu().tolist() == (x * s + 1.0).tolist()
+        # A CPU tensor with dims still raises, naming both devices.
+        try:
+            g * dt.ones(5)
+            raise AssertionError("no error")
+        except RuntimeError as e:
+            assert "cuda:0 and cpu" in str(e), e
+        # One that requires grad is not copied (its gradient would reach the copy).
+        w = dt.tensor(2.0, requires_grad=True)
+        try:
+            g * w
+            raise AssertionError("no error")
+        except RuntimeError as e:
+            assert "same device" in str(e), e
+    """)
