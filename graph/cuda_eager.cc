@@ -80,27 +80,6 @@ absl::StatusOr<OpResult> CallOpOnCuda(const OpDef& op, const OpArgs& args, Devic
   return CallOpThroughHost(op, args, device);
 }
 
-absl::StatusOr<std::optional<OpArgs>> WithCpuScalarsOnCuda(const OpArgs& args) {
-  auto movable = [](const Tensor& t) { return t.device().is_cpu() && t.ndim() == 0 && !RequiresGrad(t); };
-  std::optional<Device> cuda;
-  bool any = false;
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (const auto* t = std::get_if<Tensor>(&args[i])) {
-      if (t->device().type == DeviceType::kCuda) cuda = cuda.value_or(t->device());
-      any = any || movable(*t);
-    }
-  }
-  if (!cuda.has_value() || !any) return std::nullopt;
-  OpArgs moved = args;
-  for (size_t i = 0; i < moved.size(); ++i) {
-    const auto* t = std::get_if<Tensor>(&moved[i]);
-    if (t == nullptr || !movable(*t)) continue;
-    DT_ASSIGN_OR_RETURN(Tensor copy, ToDevice(*t, *cuda));
-    moved[i] = std::move(copy);
-  }
-  return moved;
-}
-
 absl::StatusOr<std::optional<Device>> CudaDeviceOf(const OpDef& op, const OpArgs& args) {
   std::optional<Device> cuda;
   std::optional<Device> other;
@@ -129,6 +108,33 @@ absl::StatusOr<std::optional<Device>> CudaDeviceOf(const OpDef& op, const OpArgs
                                  op.name(), cuda->ToString(), other->ToString()));
   }
   return cuda;
+}
+
+absl::StatusOr<std::optional<Device>> CudaDeviceToRunOn(const OpDef& op, const OpArgs& args,
+                                                        std::optional<OpArgs>& moved) {
+  absl::StatusOr<std::optional<Device>> device = CudaDeviceOf(op, args);
+  if (device.ok()) return device;
+  // Devices disagree (the rare path): copy CPU tensors of no dims to the CUDA device, if any.
+  auto movable = [](const Tensor& t) { return t.device().is_cpu() && t.ndim() == 0 && !RequiresGrad(t); };
+  std::optional<Device> cuda;
+  for (size_t i = 0; i < args.size() && !cuda.has_value(); ++i) {
+    const auto* t = std::get_if<Tensor>(&args[i]);
+    if (t != nullptr && t->device().type == DeviceType::kCuda) cuda = t->device();
+  }
+  if (!cuda.has_value()) return device;
+  OpArgs copied = args;
+  bool any = false;
+  for (size_t i = 0; i < copied.size(); ++i) {
+    const auto* t = std::get_if<Tensor>(&copied[i]);
+    if (t == nullptr || !movable(*t)) continue;
+    DT_ASSIGN_OR_RETURN(Tensor on_device, ToDevice(*t, *cuda));
+    copied[i] = std::move(on_device);
+    any = true;
+  }
+  if (!any) return device;
+  DT_ASSIGN_OR_RETURN(std::optional<Device> found, CudaDeviceOf(op, copied));
+  moved = std::move(copied);
+  return found;
 }
 
 absl::StatusOr<std::optional<Device>> HostBridgeFor(const OpDef& op, const OpArgs& args, const Tensor& main) {

@@ -36,11 +36,12 @@ void SetDeviceOpRunner(DeviceOpRunner* runner);
 // Runs `op` on CUDA `device`: the installed runner, else through the host.
 absl::StatusOr<OpResult> CallOpOnCuda(const OpDef& op, const OpArgs& args, Device device);
 
-// PyTorch lets a CPU tensor of no dims (a number held in a tensor) join CUDA operands: where
-// `args` involve one CUDA device, each such tensor that needs no gradient is replaced by its copy
-// on that device (a gradient would then reach the copy, not the CPU tensor: those stay and raise).
-// Returns the new arguments, or nothing where none moved.
-[[nodiscard]] absl::StatusOr<std::optional<OpArgs>> WithCpuScalarsOnCuda(const OpArgs& args);
+// CudaDeviceOf for an op about to run. PyTorch lets a CPU tensor of no dims (a number held in a
+// tensor) join CUDA operands: where the devices disagree only by such tensors that need no
+// gradient, `moved` receives `args` with each of them copied to the CUDA device, and the op runs
+// on those. (One that requires grad stays and raises: its gradient would reach the copy.)
+absl::StatusOr<std::optional<Device>> CudaDeviceToRunOn(const OpDef& op, const OpArgs& args,
+                                                        std::optional<OpArgs>& moved);
 
 // The CUDA device `args` involve (tensors on it, or a device argument naming it); none when
 // they involve none. Tensors on two different devices are an error naming both.

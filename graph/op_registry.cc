@@ -104,10 +104,9 @@ absl::StatusOr<OpResult> CallOpUnrecorded(const OpDef& op, const OpArgs& args) {
                                                op.schema.params.size(), args.size()));
   }
   if (op.kind != OpKind::kView && !op.has(kCudaNative)) {
-    DT_ASSIGN_OR_RETURN(std::optional<OpArgs> moved, WithCpuScalarsOnCuda(args));
-    const OpArgs& on_device = moved.has_value() ? *moved : args;
-    DT_ASSIGN_OR_RETURN(std::optional<Device> cuda, CudaDeviceOf(op, on_device));
-    if (cuda.has_value()) return CallOpOnCuda(op, on_device, *cuda);
+    std::optional<OpArgs> moved;
+    DT_ASSIGN_OR_RETURN(std::optional<Device> cuda, CudaDeviceToRunOn(op, args, moved));
+    if (cuda.has_value()) return CallOpOnCuda(op, moved.has_value() ? *moved : args, *cuda);
   }
   return op.eager(op, args);
 }

@@ -128,17 +128,13 @@ bool ChecksOnDevice(const OpDef& op, const OpArgs& args) {
 // their checked kernel runs in RunPointwise; other dtypes go to the device-op runner, as every
 // pointwise op's do.
 absl::StatusOr<OpResult> PointwiseEager(const OpDef& op, const OpArgs& args) {
+  std::optional<OpArgs> moved;
   if (op.has(kCudaNative)) {
-    DT_ASSIGN_OR_RETURN(std::optional<OpArgs> moved, WithCpuScalarsOnCuda(args));
+    DT_ASSIGN_OR_RETURN(std::optional<Device> cuda, CudaDeviceToRunOn(op, args, moved));
     const OpArgs& on_device = moved.has_value() ? *moved : args;
-    DT_ASSIGN_OR_RETURN(std::optional<Device> cuda, CudaDeviceOf(op, on_device));
     if (cuda.has_value() && !ChecksOnDevice(op, on_device)) return CallOpOnCuda(op, on_device, *cuda);
-    if (cuda.has_value()) {
-      DT_ASSIGN_OR_RETURN(Tensor result, RunPointwise(op, on_device, nullptr));
-      return OpResult{std::move(result)};
-    }
   }
-  DT_ASSIGN_OR_RETURN(Tensor result, RunPointwise(op, args, nullptr));
+  DT_ASSIGN_OR_RETURN(Tensor result, RunPointwise(op, moved.has_value() ? *moved : args, nullptr));
   return OpResult{std::move(result)};
 }
 

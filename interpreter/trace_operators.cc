@@ -70,7 +70,6 @@ absl::StatusOr<Device> Tracer::ResultDevice(const OpDef& op, const std::vector<A
     return Unsupported(absl::StrCat("a CPU tensor of no dims among ", found->ToString(),
                                     " operands runs eagerly (copied to the device there)"));
   }
-  if (cpu_scalar && !found.has_value()) found = Device::Cpu();
   return found.value_or(Device::Cpu());  // no tensor operand, no device argument: the CPU
 }
 

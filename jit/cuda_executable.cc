@@ -124,6 +124,7 @@ absl::StatusOr<std::shared_ptr<CudaExecutable>> CudaExecutable::Build(const Grap
 absl::Status CudaExecutable::Compile(Program scheduled) {
   program_ = std::move(scheduled);
   DecideGraphUse(graph_mode_);
+  stageable_inputs_.clear();
   if (use_graphs_) {
     const CaptureCopies copies = FindCaptureCopies(program_);
     stageable_inputs_ = copies.stageable_inputs;

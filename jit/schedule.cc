@@ -137,6 +137,7 @@ class Scheduler {
  public:
   Scheduler(const Graph& g, ScheduleOptions options)
       : g_(g), options_(options), producer_group_(g.num_values(), -1), readers_(g.num_values()) {
+    if (options_.max_operands <= 0) return;  // only OperandsWith reads readers_
     for (size_t i = 0; i < g.nodes().size(); ++i) {
       for (ValueId v : TensorOperands(g.nodes()[i])) readers_[v].push_back(static_cast<int>(i));
     }
