@@ -106,6 +106,15 @@ class Graph {
   // numbers or may raise on their operands' values. Returns how many were removed.
   int EliminateDeadCode();
 
+  // Makes each later node that repeats an earlier one (the same op on the same values and
+  // constants) use the earlier node's results instead, so that dead-code elimination drops it.
+  // A layer norm's statistics, recomputed for its backward by the partitioner and again by a
+  // composite's body, are computed once. Leaves alone: nodes that write, draw random numbers or
+  // may raise; graph outputs (each returned tensor stays its own object); values whose storage
+  // something writes (their contents differ over time); and it forgets every earlier node at
+  // a write. Returns how many nodes now repeat an earlier one.
+  int MergeCommonSubexpressions();
+
   // Whether node `n` may raise on its operands' values (an out-of-range index, an integer zero
   // divisor or negative exponent), which a trace cannot see on meta tensors. On CUDA such a
   // node checks on the device and reads its verdict back, so no CUDA graph can hold it.

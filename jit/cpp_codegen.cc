@@ -114,16 +114,28 @@ class KernelEmitter : public KernelPrinter {
     if (!fixed_) return outs;
     for (size_t o = 0; o < k_.operands.size(); ++o) {
       const KernelOperand& op = k_.operands[o];
-      if (!op.is_output || k_.values[op.source].row_level) continue;
+      if (!op.is_output || k_.values[op.source].row_level || stored_in_fill_.count(static_cast<int>(o))) continue;
       if (op.predicted_inner_stride != 1) return {};
       outs.push_back(static_cast<int>(o));
     }
     return outs;
   }
 
+  // The full-level outputs the last pass stores: all but those the first fill stored.
+  std::vector<int> PendingFullOutputs() const {
+    std::vector<int> roots;
+    for (size_t o = 0; o < k_.operands.size(); ++o) {
+      const KernelOperand& op = k_.operands[o];
+      if (op.is_output && !k_.values[op.source].row_level && !stored_in_fill_.count(static_cast<int>(o))) {
+        roots.push_back(op.source);
+      }
+    }
+    return roots;
+  }
+
   void EmitPointwiseBody(const std::string& j, const std::string& indent) {
-    EmitCone(FullCone(FullOutputs()), j, indent);
-    EmitFullStores(j, indent);
+    EmitCone(FullCone(PendingFullOutputs()), j, indent);
+    EmitFullStores(j, indent, stored_in_fill_);
   }
 
   // The tile's elements from `j` on, in chunks computed into a local buffer and then streamed
@@ -149,7 +161,7 @@ class KernelEmitter : public KernelPrinter {
     }
     absl::StrAppendFormat(&out_, "          for (int64_t l = 0; l < %d; ++l) {\n", kStreamChunk);
     out_ += "            const int64_t jl = j + l;\n";
-    EmitCone(FullCone(FullOutputs()), "jl", "            ");
+    EmitCone(FullCone(PendingFullOutputs()), "jl", "            ");
     for (int o : outs) {
       absl::StrAppendFormat(&out_, "            chunk%d[l] = v%d;\n", o, k_.operands[o].source);
     }
@@ -295,10 +307,15 @@ class KernelEmitter : public KernelPrinter {
   // out of the reduction's loop, the value's arithmetic vectorises without the accumulator's
   // conversions interleaved (softmax's exp then sums in double), which made GCC spill and
   // blend. The first such loop of a row is the kernel's compute-heavy pass: it prefetches the
-  // next row's contiguous inputs, whose first pass (a max) would otherwise wait on memory.
-  void EmitRowBufferFill(int value, bool prefetch_next_row) {
-    const std::vector<int> prefetched = prefetch_next_row ? PrefetchableInputs() : std::vector<int>();
-    const std::vector<int> cone = FullCone({value});
+  // next row's contiguous inputs, whose first pass (a max) would otherwise wait on memory, and
+  // stores the outputs no reduction feeds (OutputsStoredInFill).
+  void EmitRowBufferFill(const std::vector<int>& values, bool first_of_row) {
+    const int value = values[0];  // names the loop's counter
+    const std::vector<int> prefetched = first_of_row ? PrefetchableInputs() : std::vector<int>();
+    const std::set<int> stored = first_of_row ? stored_in_fill_ : std::set<int>();
+    std::vector<int> roots = values;
+    for (int o : stored) roots.push_back(k_.operands[o].source);
+    const std::vector<int> cone = FullCone(roots);
     if (!prefetched.empty()) {
       absl::StrAppendFormat(&out_, "    int64_t next_off[%d];\n", k_.operands.size());
       absl::StrAppendFormat(&out_, "    dt_row_offsets(row + 1 < rows ? row + 1 : row, outer_rank, outer_sizes, strides, %d, next_off);\n",
@@ -314,14 +331,62 @@ class KernelEmitter : public KernelPrinter {
     // A constant trip count from 0 (not `j < fill + 16`): GCC then keeps the 16 lanes in one vector.
     absl::StrAppendFormat(&out_, "      for (int l = 0; l < %d; ++l) {\n        const int64_t j = fill%d + l;\n", kLanes, value);
     EmitCone(cone, "j", "        ");
+    EmitStores(stored, "j", "        ");
     out_ += "      }\n    }\n";
     absl::StrAppendFormat(&out_, "    for (int64_t j = fill%d; j < n; ++j) {\n", value);
     EmitCone(cone, "j", "      ");
+    EmitStores(stored, "j", "      ");
     out_ += "    }\n";
+    for (int i : cone) {
+      if (cached_.count(i)) cached_ready_.insert(i);
+    }
+  }
+
+  // The cached values reduction `r`'s input needs whose row buffers the row has not filled yet.
+  std::vector<int> UnfilledCachedValues(int r) const {
+    std::vector<int> unfilled;
+    for (int i : FullCone({k_.values[r].args[0]})) {
+      if (cached_.count(i) && !cached_ready_.count(i)) unfilled.push_back(i);
+    }
+    return unfilled;
+  }
+
+  void EmitStores(const std::set<int>& outputs, const std::string& j, const std::string& indent) {
+    for (int o : outputs) {
+      absl::StrAppendFormat(&out_, "%s%s = v%d;\n", indent, Element(o, j), k_.operands[o].source);
+    }
+  }
+
+  // The full-level outputs no reduction feeds, when the row has a fill loop: that loop stores
+  // them as it computes them. In a layer norm's backward the fill computes gelu_backward for
+  // the reductions; a last pass storing it would compute it again. Empty without a fill (no
+  // cached reduction input). Row-level values such an output reads must be defined before the
+  // fill runs: those below the first filled reduction, which need no reduction, are.
+  std::set<int> OutputsStoredInFill() const {
+    int first_fill = -1;
+    for (int r : Reductions()) {
+      if (!UnfilledCachedValues(r).empty()) {
+        first_fill = r;
+        break;
+      }
+    }
+    std::set<int> outs;
+    if (first_fill < 0) return outs;
+    for (size_t o = 0; o < k_.operands.size(); ++o) {
+      const KernelOperand& op = k_.operands[o];
+      if (!op.is_output || k_.values[op.source].row_level || DependsOnReduction(op.source)) continue;
+      bool ready = true;
+      for (int v : KernelPrinter::FullCone({op.source})) {
+        for (int a : k_.values[v].args) ready = ready && (!k_.values[a].row_level || a < first_fill);
+      }
+      if (ready) outs.insert(static_cast<int>(o));
+    }
+    return outs;
   }
 
   void EmitRowKernel() {
     ChooseCachedValues();
+    stored_in_fill_ = OutputsStoredInFill();
     const std::vector<int> streamed = StreamableOutputs();
     EmitStreamDecision(streamed);
     out_ += "  auto region = [&]() {\n";
@@ -338,18 +403,19 @@ class KernelEmitter : public KernelPrinter {
     for (size_t r = 0; r < k_.values.size(); ++r) {
       if (k_.values[r].kind != ValueKind::kReduce) continue;
       EmitReadyRowValues(r, emitted, "    ");
-      const int input = k_.values[r].args[0];
-      if (cached_.count(input) && !cached_ready_.count(input)) {
-        EmitRowBufferFill(input, /*prefetch_next_row=*/!prefetched);
+      // Filled before the reduction's loop, also when the reduction only reads a cached value
+      // through others (mean(g * x) beside a later mean(g)): computing the value in the
+      // reduction's loop too would compute it twice.
+      const std::vector<int> unfilled = UnfilledCachedValues(static_cast<int>(r));
+      if (!unfilled.empty()) {
+        EmitRowBufferFill(unfilled, /*first_of_row=*/!prefetched);
         prefetched = true;
-        cached_ready_.insert(input);
       }
       EmitReduction(static_cast<int>(r));
       emitted[r] = true;
     }
     EmitReadyRowValues(k_.values.size(), emitted, "    ");
-    const std::vector<int> full = FullOutputs();
-    if (!full.empty()) {
+    if (!PendingFullOutputs().empty()) {
       // Its own scope: the reductions above named their counters j<value>.
       out_ += "    {\n    int64_t j = 0;\n    const int64_t j1 = n;\n";
       if (!streamed.empty()) EmitStreamedChunks(streamed);
@@ -373,6 +439,7 @@ class KernelEmitter : public KernelPrinter {
   bool fixed_;
   std::set<int> cached_;        // values kept in row buffers
   std::set<int> cached_ready_;  // ... whose buffer is filled for the current row
+  std::set<int> stored_in_fill_;  // output operands the row's first fill loop stores
 };
 
 constexpr char kGeneratedHelpers[] = R"(

@@ -180,10 +180,10 @@ void KernelPrinter::EmitReadyRowValues(size_t upto, std::vector<bool>& defined, 
   }
 }
 
-void KernelPrinter::EmitFullStores(const std::string& j, const std::string& indent) {
+void KernelPrinter::EmitFullStores(const std::string& j, const std::string& indent, const std::set<int>& skip) {
   for (size_t o = 0; o < k_.operands.size(); ++o) {
     const KernelOperand& op = k_.operands[o];
-    if (!op.is_output || k_.values[op.source].row_level) continue;
+    if (!op.is_output || k_.values[op.source].row_level || skip.count(static_cast<int>(o))) continue;
     absl::StrAppendFormat(&out_, "%s%s = v%d;\n", indent, Element(static_cast<int>(o), j), op.source);
   }
 }

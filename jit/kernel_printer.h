@@ -71,8 +71,8 @@ class KernelPrinter {
   // Appends the row-level values (not reductions) below index `upto` that are not yet in
   // `defined` and whose arguments all are, marking them defined.
   void EmitReadyRowValues(size_t upto, std::vector<bool>& defined, const std::string& indent);
-  // Appends the stores of the full-level outputs at `j`.
-  void EmitFullStores(const std::string& j, const std::string& indent);
+  // Appends the stores of the full-level outputs at `j`, but for the operands in `skip`.
+  void EmitFullStores(const std::string& j, const std::string& indent, const std::set<int>& skip = {});
 
   const Kernel& k_;
   std::string out_;

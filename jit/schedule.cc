@@ -116,6 +116,14 @@ struct Group {
   std::vector<int> nodes;
   std::vector<int> hoisted;  // view nodes run just before the kernel
   std::vector<int> writes;   // fused in-place writes among `nodes`
+  // Writes since the group started (by `writer`, into `target`): a node reading that storage
+  // may join only if it reads exactly a tensor the group itself wrote (the kernel then reads
+  // its own result, not memory).
+  struct Write {
+    int writer;
+    ValueId target;
+  };
+  std::vector<Write> written_since;
   absl::flat_hash_map<ValueId, Level> levels;
 };
 
@@ -152,8 +160,12 @@ class Scheduler {
       const Node& n = nodes[i];
       if (n.inplace) {
         if (options_.fuse_in_place_writes) FuseWrite(static_cast<int>(i));
-        // A write may change what any earlier-started kernel would read: no kernel spans it.
-        for (Group& group : groups_) group.open = false;
+        const auto* target = std::get_if<ValueId>(&n.args[0].content);
+        NoteWrite(static_cast<int>(i), target != nullptr ? std::vector<ValueId>{*target} : TensorOperands(n));
+        continue;
+      }
+      if (n.op->has(kWritesArguments)) {
+        NoteWrite(static_cast<int>(i), TensorOperands(n));
         continue;
       }
       const Classified c = Classify(g_, n);
@@ -231,6 +243,29 @@ class Scheduler {
     return innermost >= 0 && std::find(c.reduced_dims.begin(), c.reduced_dims.end(), innermost) == c.reduced_dims.end();
   }
 
+  // A kernel started before write `node` runs before it, and one holding it loads each element
+  // before storing it: a later node reading the written storage from memory can't join either
+  // (it would read the old contents), though nodes that don't read it still may (an
+  // optimizer's update of m, v and p is one kernel). A later read of exactly the tensor the
+  // kernel wrote (the graph names a written tensor by its id from before the write) reads the
+  // kernel's own result instead (LowerGroup's `rebound`).
+  void NoteWrite(int node, const std::vector<ValueId>& written) {
+    for (Group& group : groups_) {
+      if (!group.open) continue;
+      for (ValueId v : written) group.written_since.push_back({node, v});
+    }
+  }
+
+  bool ReadsWrittenSince(int group_index, const Node& n) const {
+    for (ValueId v : TensorOperands(n)) {
+      for (const Group::Write& w : groups_[group_index].written_since) {
+        if (!g_.value(v).meta.SharesStorageWith(g_.value(w.target).meta)) continue;
+        if (w.target != v || node_group_[w.writer] != group_index) return true;
+      }
+    }
+    return false;
+  }
+
   // The kernels that make `n`'s operands, latest first.
   std::vector<int> ProducerGroups(const Node& n) const {
     std::vector<int> groups;
@@ -261,6 +296,16 @@ class Scheduler {
         return;
       }
     }
+    // A write no kernel feeds (`v.mul_(beta2)`) may join the latest kernel over its shape.
+    for (int group = static_cast<int>(groups_.size()) - 1; group >= 0; --group) {
+      if (!groups_[group].open || groups_[group].domain_shape != ShapeOf(g_, n.outputs[0])) continue;
+      if (std::find(candidates.begin(), candidates.end(), group) != candidates.end()) continue;
+      if (WriteMayMoveUp(group, node, *target) && TryJoin(group, node, c)) {
+        groups_[group].writes.push_back(node);
+        return;
+      }
+      break;
+    }
     // Alone, the write is a kernel of its own: on the CPU no better than the eager node; on CUDA
     // it keeps the update a launch of the program (capturable into its CUDA graph).
     if (!options_.in_place_writes_alone || ReadsOtherViewsOf(n, *target)) return;
@@ -288,6 +333,11 @@ class Scheduler {
     const Group& group = groups_[group_index];
     // The written tensor exists before the kernel starts (not one of its own fresh buffers).
     if (group.row || producer_group_[target] == group_index) return false;
+    // One store per element of a storage: two into the same memory through distinct operand
+    // pointers could be reordered.
+    for (int w : group.writes) {
+      if (g_.value(std::get<ValueId>(g_.nodes()[w].args[0].content)).meta.SharesStorageWith(written)) return false;
+    }
     for (int member : group.nodes) {
       for (ValueId v : TensorOperands(g_.nodes()[member])) {
         if (touches(v)) return false;
@@ -307,7 +357,7 @@ class Scheduler {
 
   bool TryJoin(int group_index, int node, const Classified& c) {
     Group& group = groups_[group_index];
-    if (!group.open) return false;
+    if (!group.open || ReadsWrittenSince(group_index, g_.nodes()[node])) return false;
     if (options_.max_operands > 0 && OperandsWith(group_index, node) > options_.max_operands) return false;
     const Node& n = g_.nodes()[node];
     for (ValueId v : TensorOperands(n)) {
@@ -321,7 +371,7 @@ class Scheduler {
       if (it != group.levels.end() && it->second.row_level) return false;
       if (ShapeOf(g_, input) != group.domain_shape) return false;
       if (group.row && c.reduced_dims != group.reduced_dims) return false;
-      if (c.reduced_dims.empty()) return false;
+      if (c.reduced_dims.empty() || !group.writes.empty()) return false;  // writes need a pointwise kernel
       group.row = true;
       group.reduced_dims = c.reduced_dims;
       Add(group_index, node, c, Level{true, c.keepdim ? Mapping::kRowKeepdim : Mapping::kRowSqueezed});
@@ -435,6 +485,8 @@ class Scheduler {
     k.domain = group.domain;
     k.reduced_dims = group.reduced_dims;
     absl::flat_hash_map<ValueId, int> value_of;  // graph value -> kernel value
+    // A written tensor, read after its write in the kernel: the write's result.
+    absl::flat_hash_map<ValueId, ValueId> rebound;
     auto load = [&](ValueId v, int slot, DType dtype, Mapping mapping) {
       for (size_t i = 0; i < k.values.size(); ++i) {
         const KernelValue& kv = k.values[i];
@@ -466,7 +518,9 @@ class Scheduler {
       const Level level = group.levels.at(out);
       const Mapping operand_mapping = level.row_level ? level.mapping : Mapping::kFull;
       auto operand = [&](const GraphArg& a, DType want) -> int {
-        if (auto* v = std::get_if<ValueId>(&a.content)) {
+        if (auto* read = std::get_if<ValueId>(&a.content)) {
+          auto written = rebound.find(*read);
+          const ValueId* v = written != rebound.end() ? &written->second : read;
           auto it = value_of.find(*v);
           if (it != value_of.end()) return it->second;
           return load(*v, -1, g_.value(*v).meta.dtype(), operand_mapping);
@@ -519,6 +573,7 @@ class Scheduler {
         if (writes) op.write_into = std::get<ValueId>(n.args[0].content);
         k.operands.push_back(op);
       }
+      if (writes) rebound[std::get<ValueId>(n.args[0].content)] = out;
     }
     // Predict the innermost strides from the trace's own tensors.
     std::vector<Tensor> metas;
@@ -574,6 +629,7 @@ class Scheduler {
 
 absl::StatusOr<Program> Schedule(const Graph& graph, ScheduleOptions options) {
   DT_ASSIGN_OR_RETURN(Graph decomposed, Decompose(graph));
+  decomposed.MergeCommonSubexpressions();
   decomposed.EliminateDeadCode();
   Program program = Scheduler(decomposed, options).Run();
   program.graph = std::move(decomposed);

@@ -749,6 +749,27 @@ def _two_writes_in_a_row(p, g):
     return p * 1
 
 
+def _moments_and_parameter_update(p, m, v, g):
+    # An optimizer's update: three tensors written once each, later reads of m and v after
+    # their writes (the kernel reads its own results), all in one kernel.
+    m.add_((g - m) * 0.1)
+    v.add_((g * g - v) * 0.001)
+    p.sub_(m / (v.sqrt() + 1e-8) * 0.01)
+    return p * 1
+
+
+def _write_without_producers_then_read(x, y):
+    t = x * 2
+    y.mul_(3)  # no kernel feeds it: it joins t's kernel, and the read below sees its result
+    return t + y
+
+
+def _write_that_stays_eager_then_read(x, y):
+    t = x * 2
+    y[1:].mul_(3)  # a write into a view, run between kernels: t's kernel can't take the read
+    return t + y
+
+
 def test_in_place_writes_fuse_and_keep_eager_results():
     """The compiled function against plain CPython on copies of the same inputs: results and the
     written inputs equal (element functions are the same, in the same order)."""
@@ -757,6 +778,10 @@ def test_in_place_writes_fuse_and_keep_eager_results():
         (_read_between_start_and_write, lambda: (rand_tensor((4, 7)), rand_tensor((4, 7)), rand_tensor((7, 3)))),
         (_write_with_a_transposed_operand, lambda: (rand_tensor((5, 5)),)),
         (_two_writes_in_a_row, lambda: (rand_tensor((3, 8)), rand_tensor((3, 8)))),
+        (_moments_and_parameter_update, lambda: (rand_tensor((6, 5)), rand_tensor((6, 5)), rand_tensor((6, 5)).abs(),
+                                                 rand_tensor((6, 5)))),
+        (_write_without_producers_then_read, lambda: (rand_tensor((4, 3)), rand_tensor((4, 3)))),
+        (_write_that_stays_eager_then_read, lambda: (rand_tensor((4, 3)), rand_tensor((4, 3)))),
     ]
     dt.reset()  # the fallback count below is this test's alone, whatever ran before it
     for fn, make in cases:
@@ -770,6 +795,59 @@ def test_in_place_writes_fuse_and_keep_eager_results():
                 if isinstance(a, dt.Tensor):
                     compare(a, b, what="%s input %d after the call" % (fn.__name__, i))
         assert stats()["fallbacks"] == 0, stats()["fallback_reasons"]
+    # The update of m, v and p, with the reads after their writes, is one kernel (before, each
+    # write ended every kernel: an AdamW step made six kernels and three eager nodes per tensor).
+    g = compiled(_moments_and_parameter_update)
+    g(rand_tensor((6, 5)), rand_tensor((6, 5)), rand_tensor((6, 5)).abs(), rand_tensor((6, 5)))
+    assert kernel_count(g) == 1, "\n".join(dt.kernels(g))
+
+
+def test_repeated_expressions_are_computed_once_but_never_across_writes():
+    # The same op on the same values is computed once (a layer norm's statistics, which the
+    # partitioner recomputes for the backward), but a read after a write of its operand reads
+    # the new contents, and two equal results returned stay two tensors.
+    def stats_twice(x):
+        a = (x - x.mean(-1, keepdim=True)) * 2
+        b = (x - x.mean(-1, keepdim=True)) * 3
+        return a + b
+
+    def around_a_write(x):
+        before = x.sum(-1) * 1
+        x.add_(1)
+        return before, x.sum(-1) * 1
+
+    def equal_results(x):
+        return x * 2, x * 2
+
+    g = check(stats_twice, lambda i: (rand_tensor((4 + i, 6)),))
+    source = "\n".join(dt.kernels(g))
+    # One accumulator (combined over its lanes once per variant), not two.
+    assert source.count("for (int l = 1; l < 16; ++l) acc") == 2, source
+    g = compiled(around_a_write)
+    seed(5)
+    ours = rand_tensor((3, 5))
+    theirs = ours.clone()
+    compare(g(ours), around_a_write(theirs))
+    compare(ours, theirs, what="the written input")
+    g = compiled(equal_results)
+    first, second = g(rand_tensor((2, 3)))
+    assert first is not second
+    first.add_(1)
+    compare(second * 1, first - 1)
+
+
+def test_row_kernels_compute_each_full_value_once():
+    # t is stored and reduced twice (a layer norm's backward: gelu_backward times the weight).
+    # The row's first pass computes it into its row buffer and stores the output t there too;
+    # before, a last pass computed exp again to store t, and the first mean computed it in its
+    # own loop besides the fill.
+    def f(x, y):
+        t = x.exp() * y
+        return t, (t * x).mean(-1, keepdim=True), t - t.mean(-1, keepdim=True)
+
+    g = check(f, lambda i: (rand_tensor((4 + i, 40)), rand_tensor((4 + i, 40))), kernels=1)
+    fixed_variant = "\n".join(dt.kernels(g)).split("_any(")[0]
+    assert fixed_variant.count("exp_(") == 2, fixed_variant  # the fill's lane loop and its tail
 
 
 def test_in_place_write_into_inputs_sharing_storage_runs_in_eager_order():

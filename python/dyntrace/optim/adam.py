@@ -83,23 +83,27 @@ def _adam_per_tensor(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, step
     for i, p in enumerate(params):
         capturable = compiling or steps[i].device.type != "cpu"
         steps[i].add_(1)
+        if capturable:
+            # Before the update: compiled, these 0-d values are a kernel of their own, made
+            # before the kernel that updates m, v and p and so readable by it.
+            step_size = lr / (1 - beta1 ** steps[i])
+            bias_correction2_sqrt = (1 - beta2 ** steps[i]).sqrt()
         g = -grads[i] if maximize else grads[i]
-        if weight_decay != 0:
-            if decoupled:
-                p.mul_(1 - lr * weight_decay)
-            else:
-                g = g.add(p, alpha=weight_decay)
+        if weight_decay != 0 and not decoupled:
+            g = g.add(p, alpha=weight_decay)
         m, v = exp_avgs[i], exp_avg_sqs[i]
+        # Each tensor is written once (m and v move toward g and g*g as lerps do, the decoupled
+        # decay is part of p's one update), so that compiled, m, v and p update in one kernel.
         m.add_((g - m) * (1 - beta1))
-        v.mul_(beta2).add_(g * g * (1 - beta2))
+        v.add_((g * g - v) * (1 - beta2))
         if amsgrad:
             max_exp_avg_sqs[i].copy_(_dt.maximum(max_exp_avg_sqs[i], v))
             v = max_exp_avg_sqs[i]
         if capturable:
-            bias_correction1 = 1 - beta1 ** steps[i]
-            denom = v.sqrt() / (1 - beta2 ** steps[i]).sqrt() + eps
-            p.sub_(m / denom * (lr / bias_correction1))
+            denom = v.sqrt() / bias_correction2_sqrt + eps
+            update = m / denom * step_size
         else:
             step = steps[i].item()
             denom = v.sqrt() / math.sqrt(1 - beta2 ** step) + eps
-            p.add_(m / denom, alpha=-lr / (1 - beta1 ** step))
+            update = m / denom * (lr / (1 - beta1 ** step))
+        p.sub_(p * (lr * weight_decay) + update if weight_decay != 0 and decoupled else update)
