@@ -464,8 +464,12 @@ void GuardSet::Add(LeafGuard guard) {
 
 bool GuardSet::Check(const FrameInputs& frame) const {
   if (default_float_ != DefaultFloat()) return false;
+  FrameInputs memoised = frame;
+  memoised.resolve_epoch = NewResolveEpoch();
   for (const LeafGuard& g : guards_) {
-    if (!g.Check(frame)) return false;
+    if (!g.Check(memoised)) return false;
+    // A relation may run Python code, which may change what the sources lead to.
+    if (g.kind() == LeafGuard::Kind::kRelation) memoised.resolve_epoch = NewResolveEpoch();
   }
   return true;
 }

@@ -42,15 +42,23 @@ PyObject* StrOf(const std::string& text) {
   return PyUnicode_FromStringAndSize(text.data(), static_cast<Py_ssize_t>(text.size()));
 }
 
-PyObject* DictLookup(PyObject* dict, const std::string& key) {
-  if (dict == nullptr || !PyDict_Check(dict)) return nullptr;
-  PyObject* k = StrOf(key);
-  if (k == nullptr) {
-    PyErr_Clear();
-    return nullptr;
+// source.name as an interned str (Source::name_str), borrowed; null if it can't be made.
+PyObject* NameStr(const Source& source) {
+  if (source.name_str == nullptr) {
+    PyObject* s = StrOf(source.name);
+    if (s == nullptr) {
+      PyErr_Clear();
+      return nullptr;
+    }
+    PyUnicode_InternInPlace(&s);
+    source.name_str = s;
   }
-  PyObject* value = PyDict_GetItemWithError(dict, k);  // borrowed
-  Py_DECREF(k);
+  return source.name_str;
+}
+
+PyObject* DictLookup(PyObject* dict, PyObject* key) {
+  if (dict == nullptr || key == nullptr || !PyDict_Check(dict)) return nullptr;
+  PyObject* value = PyDict_GetItemWithError(dict, key);  // borrowed
   if (value == nullptr) PyErr_Clear();
   return value;
 }
@@ -59,21 +67,15 @@ ObjectAccess object_access{nullptr, nullptr, nullptr};  // SetObjectAccess
 
 // An object's own attribute without running descriptors: the instance (or module, or class)
 // __dict__.
-PyObject* OwnAttr(PyObject* obj, const std::string& name) {
+PyObject* OwnAttr(PyObject* obj, const Source& attr) {
+  PyObject* name = NameStr(attr);
   if (PyModule_Check(obj)) return DictLookup(PyModule_GetDict(obj), name);
-  if (object_access.lookup_on_type == nullptr) return nullptr;  // not installed: nothing resolves
+  if (object_access.lookup_on_type == nullptr || name == nullptr) return nullptr;  // not installed: nothing resolves
   if (PyType_Check(obj)) {
     // The MRO lookup, not tp_dict: 3.12 keeps builtin types' dicts elsewhere (tp_dict is NULL).
-    PyObject* key = StrOf(name);
-    if (key == nullptr) {
-      PyErr_Clear();
-      return nullptr;
-    }
-    PyObject* value = object_access.lookup_on_type(reinterpret_cast<PyTypeObject*>(obj), key);
-    Py_DECREF(key);
-    return value;
+    return object_access.lookup_on_type(reinterpret_cast<PyTypeObject*>(obj), name);
   }
-  if (name == "grad" && object_access.tensor_grad != nullptr) {
+  if (attr.name == "grad" && object_access.tensor_grad != nullptr) {
     if (PyObject* grad = object_access.tensor_grad(obj)) return grad;
     PyErr_Clear();
   }
@@ -109,15 +111,29 @@ PyObject* PartialPart(PyObject* p, const std::string& part) {
 
 void SetObjectAccess(ObjectAccess access) { object_access = access; }
 
+uint64_t NewResolveEpoch() {
+  static uint64_t last = 0;
+  return ++last;
+}
+
 PyObject* Source::Resolve(const FrameInputs& frame) const {
+  if (frame.resolve_epoch == 0) return ResolveUncached(frame);
+  if (memo_epoch != frame.resolve_epoch) {
+    memo_value = ResolveUncached(frame);
+    memo_epoch = frame.resolve_epoch;
+  }
+  return memo_value;
+}
+
+PyObject* Source::ResolveUncached(const FrameInputs& frame) const {
   switch (kind) {
     case Kind::kLocal: return index < frame.num_locals ? frame.locals[index] : nullptr;
-    case Kind::kGlobal: return DictLookup(frame.globals, name);
-    case Kind::kBuiltin: return DictLookup(frame.builtins, name);
+    case Kind::kGlobal: return DictLookup(frame.globals, NameStr(*this));
+    case Kind::kBuiltin: return DictLookup(frame.builtins, NameStr(*this));
     case Kind::kClosure: return CellContents(frame.closure, index);
     case Kind::kAttr: {
       PyObject* p = parent->Resolve(frame);
-      return p == nullptr ? nullptr : OwnAttr(p, name);
+      return p == nullptr ? nullptr : OwnAttr(p, *this);
     }
     case Kind::kItem: {
       PyObject* p = parent->Resolve(frame);
@@ -126,7 +142,7 @@ PyObject* Source::Resolve(const FrameInputs& frame) const {
       if (PyList_Check(p) && index < PyList_GET_SIZE(p)) return PyList_GET_ITEM(p, index);
       return nullptr;
     }
-    case Kind::kDictItem: return DictLookup(parent->Resolve(frame), name);
+    case Kind::kDictItem: return DictLookup(parent->Resolve(frame), NameStr(*this));
     case Kind::kFuncGlobals: {
       PyObject* p = parent->Resolve(frame);
       return p != nullptr && PyFunction_Check(p) ? PyFunction_GET_GLOBALS(p) : nullptr;
@@ -171,7 +187,7 @@ PyObject* Source::Resolve(const FrameInputs& frame) const {
       return p != nullptr ? reinterpret_cast<PyObject*>(Py_TYPE(p)) : nullptr;
     }
     case Kind::kGlobalsDict: return frame.globals;
-    case Kind::kSysModule: return DictLookup(PyImport_GetModuleDict(), name);
+    case Kind::kSysModule: return DictLookup(PyImport_GetModuleDict(), NameStr(*this));
     case Kind::kPartialPart: return PartialPart(parent->Resolve(frame), name);
     case Kind::kModuleDict: {
       PyObject* p = parent->Resolve(frame);

@@ -34,7 +34,14 @@ struct FrameInputs {
   // Segments that start mid-function also read the value stack they start with.
   PyObject* const* stack = nullptr;
   int stack_size = 0;
+  // Nonzero while a guard set checks the frame (GuardSet::Check): sources resolved under one
+  // epoch keep their value for it (Source::memo_*), so the path a hundred guards share
+  // (L['opt'].param_groups[0]['params']) is walked once. No Python code runs within an epoch.
+  uint64_t resolve_epoch = 0;
 };
+
+// A resolve epoch no frame has used yet (the GIL serialises callers).
+uint64_t NewResolveEpoch();
 
 struct Source {
   enum class Kind : uint8_t {
@@ -69,10 +76,23 @@ struct Source {
   std::string name;
   std::shared_ptr<const Source> parent;
   std::shared_ptr<const Source> key;  // kDictItemByKey
+  // `name` as an interned str, made on the first lookup by it (a guard set resolves its sources
+  // on every call: a str made per lookup cost an allocation and a hash each time). Its reference
+  // is never released: interned strs outlive the process's sources (destroyed after CPython
+  // finalises, when a release would crash), and there is one per distinct name.
+  mutable PyObject* name_str = nullptr;
+  // The value resolved under FrameInputs::resolve_epoch `memo_epoch` (borrowed).
+  mutable uint64_t memo_epoch = 0;
+  mutable PyObject* memo_value = nullptr;
 
   std::string ToString() const;
   // The value, borrowed, or null when it no longer exists (no Python error is left set).
   PyObject* Resolve(const FrameInputs& frame) const;
+
+ private:
+  PyObject* ResolveUncached(const FrameInputs& frame) const;
+
+ public:
 };
 using SourceRef = std::shared_ptr<const Source>;
 

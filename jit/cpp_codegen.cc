@@ -111,7 +111,7 @@ class KernelEmitter : public KernelPrinter {
   // is not cached costs, a third of a large pointwise kernel's memory traffic.
   std::vector<int> StreamableOutputs() const {
     std::vector<int> outs;
-    if (!fixed_) return outs;
+    if (!fixed_ || !ColumnReductions().empty()) return outs;
     for (size_t o = 0; o < k_.operands.size(); ++o) {
       const KernelOperand& op = k_.operands[o];
       if (!op.is_output || k_.values[op.source].row_level || stored_in_fill_.count(static_cast<int>(o))) continue;
@@ -126,16 +126,39 @@ class KernelEmitter : public KernelPrinter {
     std::vector<int> roots;
     for (size_t o = 0; o < k_.operands.size(); ++o) {
       const KernelOperand& op = k_.operands[o];
-      if (op.is_output && !k_.values[op.source].row_level && !stored_in_fill_.count(static_cast<int>(o))) {
+      if (op.is_output && !k_.values[op.source].row_level && !IsColumnOutput(op) &&
+          !stored_in_fill_.count(static_cast<int>(o))) {
         roots.push_back(op.source);
       }
     }
     return roots;
   }
 
+  // The values the last pass computes: pending outputs and the column reductions' inputs.
+  std::vector<int> LastPassRoots() const {
+    std::vector<int> roots = PendingFullOutputs();
+    for (int c : ColumnReductions()) {
+      if (!columns_in_fill_.count(c)) roots.push_back(k_.values[c].args[0]);
+    }
+    return roots;
+  }
+
+  void EmitColumnFolds(const std::set<int>& columns, const std::string& j, const std::string& indent) {
+    for (int c : columns) {
+      const ReductionSpelling s = SpellReduction(c);
+      const std::string lane = absl::StrFormat("column%d[%s]", c, j);
+      absl::StrAppendFormat(&out_, "%s%s = %s;\n", indent, lane, s.Combine(lane, s.input));
+    }
+  }
+
   void EmitPointwiseBody(const std::string& j, const std::string& indent) {
-    EmitCone(FullCone(PendingFullOutputs()), j, indent);
+    EmitCone(FullCone(LastPassRoots()), j, indent);
     EmitFullStores(j, indent, stored_in_fill_);
+    std::set<int> last_pass_columns;
+    for (int c : ColumnReductions()) {
+      if (!columns_in_fill_.count(c)) last_pass_columns.insert(c);
+    }
+    EmitColumnFolds(last_pass_columns, j, indent);
   }
 
   // The tile's elements from `j` on, in chunks computed into a local buffer and then streamed
@@ -205,6 +228,7 @@ class KernelEmitter : public KernelPrinter {
     out_ += "  };\n";
     absl::StrAppendFormat(&out_, "  if (rows * n >= %d) {\n#pragma omp parallel\n    region();\n  } else {\n    region();\n  }\n",
                           kParallelThreshold);
+    for (int c : ColumnReductions()) absl::StrAppendFormat(&out_, "  __builtin_free(column_slots%d);\n", c);
   }
 
   void EmitStreamDecision(const std::vector<int>& streamed) {
@@ -283,6 +307,7 @@ class KernelEmitter : public KernelPrinter {
       const int input = k_.values[reduces[s]].args[0];
       if (k_.values[input].row_level || k_.values[input].kind == ValueKind::kLoad) continue;
       std::vector<int> later_roots = FullOutputs();
+      for (int c : ColumnReductions()) later_roots.push_back(k_.values[c].args[0]);
       for (size_t t = s + 1; t < reduces.size(); ++t) later_roots.push_back(k_.values[reduces[t]].args[0]);
       const std::vector<int> later = FullCone(later_roots);
       if (std::find(later.begin(), later.end(), input) != later.end()) cached_.insert(input);
@@ -313,8 +338,10 @@ class KernelEmitter : public KernelPrinter {
     const int value = values[0];  // names the loop's counter
     const std::vector<int> prefetched = first_of_row ? PrefetchableInputs() : std::vector<int>();
     const std::set<int> stored = first_of_row ? stored_in_fill_ : std::set<int>();
+    const std::set<int> folded = first_of_row ? columns_in_fill_ : std::set<int>();
     std::vector<int> roots = values;
     for (int o : stored) roots.push_back(k_.operands[o].source);
+    for (int c : folded) roots.push_back(k_.values[c].args[0]);
     const std::vector<int> cone = FullCone(roots);
     if (!prefetched.empty()) {
       absl::StrAppendFormat(&out_, "    int64_t next_off[%d];\n", k_.operands.size());
@@ -332,10 +359,12 @@ class KernelEmitter : public KernelPrinter {
     absl::StrAppendFormat(&out_, "      for (int l = 0; l < %d; ++l) {\n        const int64_t j = fill%d + l;\n", kLanes, value);
     EmitCone(cone, "j", "        ");
     EmitStores(stored, "j", "        ");
+    EmitColumnFolds(folded, "j", "        ");
     out_ += "      }\n    }\n";
     absl::StrAppendFormat(&out_, "    for (int64_t j = fill%d; j < n; ++j) {\n", value);
     EmitCone(cone, "j", "      ");
     EmitStores(stored, "j", "      ");
+    EmitColumnFolds(folded, "j", "      ");
     out_ += "    }\n";
     for (int i : cone) {
       if (cached_.count(i)) cached_ready_.insert(i);
@@ -357,29 +386,50 @@ class KernelEmitter : public KernelPrinter {
     }
   }
 
+  // Whether full-level value `v` can be computed in the row's first fill loop: no reduction
+  // feeds it, and the row-level values it reads are defined before that loop (those below the
+  // first filled reduction, which need no reduction, are).
+  bool ComputableInFirstFill(int v, int first_fill) const {
+    if (DependsOnReduction(v)) return false;
+    for (int u : KernelPrinter::FullCone({v})) {
+      for (int a : k_.values[u].args) {
+        if (k_.values[a].row_level && a >= first_fill) return false;
+      }
+    }
+    return true;
+  }
+
+  int FirstFilledReduction() const {
+    for (int r : Reductions()) {
+      if (!UnfilledCachedValues(r).empty()) return r;
+    }
+    return -1;
+  }
+
+  // Column reductions whose input the first fill can compute: they fold there, where the
+  // input is computed anyway (a layer norm's gelu_backward), not in the last pass.
+  std::set<int> ColumnsFoldedInFill() const {
+    std::set<int> columns;
+    const int first_fill = FirstFilledReduction();
+    if (first_fill < 0) return columns;
+    for (int c : ColumnReductions()) {
+      if (ComputableInFirstFill(k_.values[c].args[0], first_fill)) columns.insert(c);
+    }
+    return columns;
+  }
+
   // The full-level outputs no reduction feeds, when the row has a fill loop: that loop stores
   // them as it computes them. In a layer norm's backward the fill computes gelu_backward for
   // the reductions; a last pass storing it would compute it again. Empty without a fill (no
-  // cached reduction input). Row-level values such an output reads must be defined before the
-  // fill runs: those below the first filled reduction, which need no reduction, are.
+  // cached reduction input).
   std::set<int> OutputsStoredInFill() const {
-    int first_fill = -1;
-    for (int r : Reductions()) {
-      if (!UnfilledCachedValues(r).empty()) {
-        first_fill = r;
-        break;
-      }
-    }
     std::set<int> outs;
+    const int first_fill = FirstFilledReduction();
     if (first_fill < 0) return outs;
     for (size_t o = 0; o < k_.operands.size(); ++o) {
       const KernelOperand& op = k_.operands[o];
-      if (!op.is_output || k_.values[op.source].row_level || DependsOnReduction(op.source)) continue;
-      bool ready = true;
-      for (int v : KernelPrinter::FullCone({op.source})) {
-        for (int a : k_.values[v].args) ready = ready && (!k_.values[a].row_level || a < first_fill);
-      }
-      if (ready) outs.insert(static_cast<int>(o));
+      if (!op.is_output || k_.values[op.source].row_level || IsColumnOutput(op)) continue;
+      if (ComputableInFirstFill(op.source, first_fill)) outs.insert(static_cast<int>(o));
     }
     return outs;
   }
@@ -387,9 +437,12 @@ class KernelEmitter : public KernelPrinter {
   void EmitRowKernel() {
     ChooseCachedValues();
     stored_in_fill_ = OutputsStoredInFill();
+    columns_in_fill_ = ColumnsFoldedInFill();
     const std::vector<int> streamed = StreamableOutputs();
     EmitStreamDecision(streamed);
+    EmitColumnPartialSlots();
     out_ += "  auto region = [&]() {\n";
+    EmitColumnAccumulators();
     for (int i : cached_) {
       absl::StrAppendFormat(&out_, "  %s* row_buffer%d = static_cast<%s*>(__builtin_malloc(sizeof(%s) * (n > 0 ? n : 1)));\n",
                             CppType(k_.values[i].dtype), i, CppType(k_.values[i].dtype), CppType(k_.values[i].dtype));
@@ -415,7 +468,7 @@ class KernelEmitter : public KernelPrinter {
       emitted[r] = true;
     }
     EmitReadyRowValues(k_.values.size(), emitted, "    ");
-    if (!PendingFullOutputs().empty()) {
+    if (!LastPassRoots().empty()) {
       // Its own scope: the reductions above named their counters j<value>.
       out_ += "    {\n    int64_t j = 0;\n    const int64_t j1 = n;\n";
       if (!streamed.empty()) EmitStreamedChunks(streamed);
@@ -432,17 +485,73 @@ class KernelEmitter : public KernelPrinter {
     }
     out_ += "  }\n";
     EmitStreamFence(streamed);
+    EmitColumnCombine();
     for (int i : cached_) absl::StrAppendFormat(&out_, "  __builtin_free(row_buffer%d);\n", i);
     EmitParallelRegionEnd();
+  }
+
+  // Column reductions (kernel_ir.h kColumnReduce) fold rows into one accumulator per inner
+  // position and thread; after the row loop one thread folds the threads' accumulators in
+  // thread order (each thread's rows are a contiguous run, in order: on one thread the sums
+  // are eager's, row by row in the wide accumulator) and stores the results. Slots shared by
+  // the team: one accumulator pointer per thread.
+  void EmitColumnPartialSlots() {
+    for (int c : ColumnReductions()) {
+      absl::StrAppendFormat(&out_, "  %s** column_slots%d = static_cast<%s**>(__builtin_malloc(sizeof(void*) * omp_get_max_threads()));\n",
+                            CppType(k_.values[c].accumulator_dtype), c, CppType(k_.values[c].accumulator_dtype));
+    }
+  }
+
+  void EmitColumnAccumulators() {
+    for (int c : ColumnReductions()) {
+      const ReductionSpelling s = SpellReduction(c);
+      absl::StrAppendFormat(&out_, "  %s* column%d = static_cast<%s*>(__builtin_malloc(sizeof(%s) * (n > 0 ? n : 1)));\n",
+                            s.accumulator_type, c, s.accumulator_type, s.accumulator_type);
+      absl::StrAppendFormat(&out_, "  for (int64_t j = 0; j < n; ++j) column%d[j] = %s;\n", c, s.identity);
+      absl::StrAppendFormat(&out_, "  column_slots%d[omp_get_thread_num()] = column%d;\n", c, c);
+    }
+  }
+
+  void EmitColumnCombine() {
+    const std::vector<int> columns = ColumnReductions();
+    if (columns.empty()) return;
+    // The row loop's implicit barrier has passed: every thread's accumulators are complete.
+    out_ += "#pragma omp single\n  {\n";
+    out_ += "  const int threads = omp_get_num_threads();\n";
+    for (int c : columns) {
+      const ReductionSpelling s = SpellReduction(c);
+      int o = 0;
+      while (!(k_.operands[o].is_output && k_.operands[o].source == c)) ++o;
+      const std::string index = !UsesFixedStride(o) ? absl::StrFormat("j * is%d", o)
+                                : k_.operands[o].predicted_inner_stride == 0 ? "0" : "j";
+      absl::StrAppendFormat(&out_, "  for (int64_t j = 0; j < n; ++j) {\n    %s acc%d = column_slots%d[0][j];\n",
+                            s.accumulator_type, c, c);
+      absl::StrAppendFormat(&out_, "    for (int t = 1; t < threads; ++t) acc%d = %s;\n", c,
+                            s.Combine(absl::StrFormat("acc%d", c), absl::StrFormat("column_slots%d[t][j]", c)));
+      absl::StrAppend(&out_, "    ", ReductionResult(c, absl::StrFormat("acc%d", c), "rows"), "\n");
+      absl::StrAppendFormat(&out_, "    reinterpret_cast<%s*>(data[%d])[%s] = v%d;\n  }\n", CppType(k_.operands[o].dtype), o,
+                            index, c);
+    }
+    // Its implicit barrier keeps every accumulator alive until the fold is done.
+    out_ += "  }\n";
+    for (int c : columns) absl::StrAppendFormat(&out_, "  __builtin_free(column%d);\n", c);
   }
 
   bool fixed_;
   std::set<int> cached_;        // values kept in row buffers
   std::set<int> cached_ready_;  // ... whose buffer is filled for the current row
   std::set<int> stored_in_fill_;  // output operands the row's first fill loop stores
+  std::set<int> columns_in_fill_;  // column reductions the row's first fill loop folds
 };
 
 constexpr char kGeneratedHelpers[] = R"(
+#if defined(_OPENMP)
+#include <omp.h>
+#else
+static inline int omp_get_thread_num() { return 0; }
+static inline int omp_get_num_threads() { return 1; }
+static inline int omp_get_max_threads() { return 1; }
+#endif
 #if defined(__AVX__)
 #define DT_CAN_STREAM 1
 typedef long long dt_stream_vector __attribute__((vector_size(32)));

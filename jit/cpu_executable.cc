@@ -72,7 +72,8 @@ absl::StatusOr<std::shared_ptr<CpuExecutable>> CpuExecutable::Build(const Graph&
   const auto start = std::chrono::steady_clock::now();
   auto exe = std::make_shared<CpuExecutable>();
   DT_ASSIGN_OR_RETURN(exe->program_, Schedule(graph, ScheduleOptions{.fuse_in_place_writes = true,
-                                                                   .fuse_outer_reductions = false}));
+                                                                   .fuse_outer_reductions = false,
+                                                                   .fuse_column_reductions = true}));
   exe->written_inputs_ = InputsWrittenInPlace(exe->program_);
   exe->plans_ = std::make_unique<ShapePlans>(&exe->program_.graph);
   exe->release_after_ = ReleasePoints(exe->program_);

@@ -42,7 +42,11 @@ struct KernelOperand {
   int predicted_inner_stride = -1;
 };
 
-enum class ValueKind : uint8_t { kLoad, kConstant, kPointwise, kCast, kReduce };
+// kColumnReduce (CPU row kernels): folds a full-level value over the rows instead of along them
+// (a bias or norm-weight gradient: the sum over the batch of a value the row kernel computes),
+// one accumulator per inner position, complete only after the last row; stored as an output
+// shaped like the inner dims, never read inside the kernel.
+enum class ValueKind : uint8_t { kLoad, kConstant, kPointwise, kCast, kReduce, kColumnReduce };
 
 struct KernelValue {
   ValueKind kind = ValueKind::kLoad;
@@ -51,9 +55,9 @@ struct KernelValue {
   Mapping row_mapping = Mapping::kFull;  // row-level values: keepdim- or squeezed-shaped
   int operand = -1;                      // kLoad
   Scalar constant;                       // kConstant, already meaning a `dtype` value
-  const OpDef* op = nullptr;             // kPointwise, kReduce
-  DType compute_dtype = DType::kFloat32; // kPointwise: operands convert to it; kReduce: source
-  DType accumulator_dtype = DType::kFloat64;  // kReduce
+  const OpDef* op = nullptr;             // kPointwise, kReduce, kColumnReduce
+  DType compute_dtype = DType::kFloat32; // kPointwise: operands convert to it; reductions: source
+  DType accumulator_dtype = DType::kFloat64;  // kReduce, kColumnReduce
   std::vector<int> args;                 // kernel value indices
   ValueId graph_value = -1;
 };

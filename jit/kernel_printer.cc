@@ -86,6 +86,7 @@ std::string KernelPrinter::ValueStatement(int i, const std::string& j) const {
       return absl::StrFormat("const %s v%d = dt::Store<%s>(%s);", type, i, type, call);
     }
     case ValueKind::kReduce:
+    case ValueKind::kColumnReduce:
       break;
   }
   return "";
@@ -108,9 +109,17 @@ std::vector<int> KernelPrinter::FullCone(const std::vector<int>& roots, const st
 std::vector<int> KernelPrinter::FullOutputs() const {
   std::vector<int> roots;
   for (const KernelOperand& op : k_.operands) {
-    if (op.is_output && !k_.values[op.source].row_level) roots.push_back(op.source);
+    if (op.is_output && !k_.values[op.source].row_level && !IsColumnOutput(op)) roots.push_back(op.source);
   }
   return roots;
+}
+
+std::vector<int> KernelPrinter::ColumnReductions() const {
+  std::vector<int> columns;
+  for (size_t i = 0; i < k_.values.size(); ++i) {
+    if (k_.values[i].kind == ValueKind::kColumnReduce) columns.push_back(static_cast<int>(i));
+  }
+  return columns;
 }
 
 std::vector<int> KernelPrinter::Reductions() const {
@@ -183,7 +192,9 @@ void KernelPrinter::EmitReadyRowValues(size_t upto, std::vector<bool>& defined, 
 void KernelPrinter::EmitFullStores(const std::string& j, const std::string& indent, const std::set<int>& skip) {
   for (size_t o = 0; o < k_.operands.size(); ++o) {
     const KernelOperand& op = k_.operands[o];
-    if (!op.is_output || k_.values[op.source].row_level || skip.count(static_cast<int>(o))) continue;
+    if (!op.is_output || k_.values[op.source].row_level || IsColumnOutput(op) || skip.count(static_cast<int>(o))) {
+      continue;
+    }
     absl::StrAppendFormat(&out_, "%s%s = v%d;\n", indent, Element(static_cast<int>(o), j), op.source);
   }
 }

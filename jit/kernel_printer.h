@@ -56,8 +56,13 @@ class KernelPrinter {
   // Full-level values the `roots` need, in dependency order; values in `available` are taken as
   // already computed.
   std::vector<int> FullCone(const std::vector<int>& roots, const std::set<int>& available = {}) const;
-  // The kernel values that full-level outputs store.
+  // The kernel values that full-level outputs store (not column reductions' results).
   std::vector<int> FullOutputs() const;
+  // Indices of the column reductions (ValueKind::kColumnReduce), in order.
+  std::vector<int> ColumnReductions() const;
+  bool IsColumnOutput(const KernelOperand& op) const {
+    return op.is_output && k_.values[op.source].kind == ValueKind::kColumnReduce;
+  }
   // Indices of the reduction values, in order.
   std::vector<int> Reductions() const;
   // Whether value `i` depends, directly or through others, on a reduction's result.

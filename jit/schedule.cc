@@ -104,6 +104,7 @@ Classified Classify(const Graph& g, const Node& n, bool in_place_write = false) 
 struct Level {
   bool row_level = false;
   Mapping mapping = Mapping::kFull;
+  bool column = false;  // a column reduction's result: complete only after the kernel
 };
 
 struct Group {
@@ -170,7 +171,10 @@ class Scheduler {
       }
       const Classified c = Classify(g_, n);
       if (c.fusion == Fusion::kNone) continue;
-      if (c.fusion == Fusion::kReduce && !options_.fuse_outer_reductions && ReducesOuterDims(n, c)) continue;
+      if (c.fusion == Fusion::kReduce && !options_.fuse_outer_reductions && ReducesOuterDims(n, c)) {
+        if (options_.fuse_column_reductions) TryJoinAsColumn(static_cast<int>(i), c);
+        continue;
+      }
       bool joined = false;
       // Latest producer group first: it is the most likely to take the whole chain.
       const std::vector<int> candidates = ProducerGroups(n);
@@ -264,6 +268,31 @@ class Scheduler {
       }
     }
     return false;
+  }
+
+  // Reduction `node` folds the rows of its input, a full-level value of an open row kernel
+  // whose reduced dims are the input's trailing dims (a sum over the batch of a layer norm's
+  // backward terms): it joins that kernel as a column reduction.
+  void TryJoinAsColumn(int node, const Classified& c) {
+    const ValueId input = std::get<ValueId>(g_.nodes()[node].args[0].content);
+    const int group_index = producer_group_[input];
+    if (group_index < 0) return;
+    Group& group = groups_[group_index];
+    auto level = group.levels.find(input);
+    if (!group.open || !group.row || level == group.levels.end() || level->second.row_level ||
+        level->second.column || ShapeOf(g_, input) != group.domain_shape) {
+      return;
+    }
+    const int64_t rank = static_cast<int64_t>(group.domain_shape.size());
+    const int64_t kept = rank - static_cast<int64_t>(group.reduced_dims.size());
+    for (int64_t d = 0; d < rank; ++d) {
+      const bool trailing = d >= kept;
+      const bool row_reduced = std::find(group.reduced_dims.begin(), group.reduced_dims.end(), d) != group.reduced_dims.end();
+      const bool column_reduced = std::find(c.reduced_dims.begin(), c.reduced_dims.end(), d) != c.reduced_dims.end();
+      if (trailing != row_reduced || column_reduced == row_reduced) return;
+    }
+    if (ReadsWrittenSince(group_index, g_.nodes()[node])) return;
+    Add(group_index, node, c, Level{false, Mapping::kFull, true});
   }
 
   // The kernels that make `n`'s operands, latest first.
@@ -362,6 +391,8 @@ class Scheduler {
     const Node& n = g_.nodes()[node];
     for (ValueId v : TensorOperands(n)) {
       if (!AvailableTo(group, group_index, v)) return false;
+      auto level = group.levels.find(v);
+      if (level != group.levels.end() && level->second.column) return false;  // complete only after the kernel
     }
     const Dims out_shape = ShapeOf(g_, n.outputs[0]);
     if (c.fusion == Fusion::kReduce) {
@@ -553,7 +584,7 @@ class Scheduler {
         kv.kind = ValueKind::kCast;
         kv.args.push_back(operand(n.args[0], DType::kFloat32));
       } else {
-        kv.kind = ValueKind::kReduce;
+        kv.kind = level.column ? ValueKind::kColumnReduce : ValueKind::kReduce;
         kv.accumulator_dtype = AccumulatorDType(n.op->reduction.combiner, c.compute_dtype);
         const ValueId input = std::get<ValueId>(n.args[0].content);
         auto it = value_of.find(input);

@@ -27,6 +27,10 @@ struct ScheduleOptions {
   // reduced dim innermost, one strided element at a time, 10x slower there than the eager
   // reduction, which vectorises across the kept dim.
   bool fuse_outer_reductions = true;
+  // With fuse_outer_reductions off (the CPU): such a reduction over all the kept dims of a row
+  // kernel computing its input joins that kernel as a column reduction (kernel_ir.h
+  // kColumnReduce), folding each row as the row is computed.
+  bool fuse_column_reductions = false;
   // When positive, a node joins a kernel only while the kernel's operands (values read from
   // outside, run-time numbers, values stored for later readers) stay within this many: the CUDA
   // launch ABI's limit.

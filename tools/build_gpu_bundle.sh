@@ -54,7 +54,7 @@ for module in "$dynload"/*.so; do
 done
 python_files=(runner.py testlib.py cpulib.py jitlib.py test_cuda_runtime.py test_cuda_codegen.py)
 for f in "${python_files[@]}"; do install -m 0644 "tests/python/$f" "$bundle/tests/python/$f"; done
-install -m 0644 tests/gpu/gpu_check.py tests/gpu/cli_smoke.py "$bundle/tests/gpu/"
+install -m 0644 tests/gpu/gpu_check.py tests/gpu/gpu_training.py tests/gpu/cli_smoke.py "$bundle/tests/gpu/"
 install -m 0755 tests/gpu/run_gpu_checks.sh "$bundle/run_gpu_checks.sh"
 
 # System libraries stay out: glibc's own and the CUDA/NVIDIA ones (dlopen'ed on the GPU machine).

@@ -10,7 +10,9 @@ CUDA-graph replay and, where PyTorch works, torch.compile side by side.
    show compiled kernels and no compile_failures.
 2. Bandwidth: compiled bytes/s as a fraction of a device-to-device copy of the same bytes.
 3. Replay: a function of about 50 kernel launches on small tensors, cuda_graphs=True vs False.
-4. torch.compile (default and mode="reduce-overhead") on the same workloads, in a child process
+4. Training (gpu_training.py): a GPT-mini's whole training step compiled as one program against
+   the same steps run eagerly (losses within 1e-3), timed, with its peak memory.
+5. torch.compile (default and mode="reduce-overhead") on the same workloads, in a child process
    (its frame hook and dyntrace's cannot share an interpreter); any failure is "n/a: reason".
 
 Exit status: 0 all correctness checks passed, 1 some failed, 2 no GPU (the reason is printed).
@@ -24,6 +26,8 @@ import subprocess
 import sys
 import time
 import traceback
+
+import gpu_training  # beside this file: the training rows (imports no tensor module itself)
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _TESTS_PYTHON = os.path.join(os.path.dirname(_HERE), "python")
@@ -146,6 +150,7 @@ def torch_child(spec):
                 emit(workload=name, mode=mode, ms=seconds * 1e3)
             except Exception as e:  # noqa: BLE001 - missing Triton etc.: n/a in the table
                 emit(workload=name, mode=mode, error=first_line(e))
+    gpu_training.torch_training(torch, spec, emit, deadline)
     return 0
 
 
@@ -760,17 +765,18 @@ def run_timings(mode, log):
 
 
 def run_torch(mode, steps, budget_s, log):
-    """{(workload, mode): ms or 'n/a: reason'} from the torch child."""
+    """({(workload, mode): ms or 'n/a: reason'}, {mode: the training row}) from the torch child."""
     names = ("gelu_bias", "softmax", "layer_norm", "replay")
     modes = ("default", "reduce-overhead")
     result = {(w, m): None for w in names for m in modes}
     for name in GPT2_ROWS:
         for m in ("eager",) + modes:
             result[(name, m)] = None
+    training = {}
     if mode.dry:
-        return {k: "n/a: --cpu-dry-run" for k in result}
+        return {k: "n/a: --cpu-dry-run" for k in result}, {m: {"error": "--cpu-dry-run"} for m in ("eager", "reduce-overhead")}
     if budget_s < 10:
-        return {k: "n/a: no time left (--time-limit)" for k in result}
+        return {k: "n/a: no time left (--time-limit)" for k in result}, training
     spec = {"elements": mode.elements, "rows": mode.rows, "small": mode.small, "steps": steps,
             "iters": mode.iters, "budget_s": max(10, budget_s - 20), "gpt2": list(mode.gpt2)}
     cmd = [sys.executable, os.path.abspath(__file__), "--torch-child", json.dumps(spec)]
@@ -791,7 +797,10 @@ def run_torch(mode, steps, budget_s, log):
         except ValueError:
             continue
         if "error" in row and "workload" not in row:
-            return {k: "n/a: " + row["error"] for k in result}
+            return {k: "n/a: " + row["error"] for k in result}, {}
+        if row.get("workload") == "gpt_mini_step":
+            training[row["mode"]] = row
+            continue
         key = (row.get("workload"), row.get("mode"))
         if key in result:
             result[key] = row["ms"] if "ms" in row else "n/a: " + row["error"]
@@ -801,7 +810,7 @@ def run_torch(mode, steps, budget_s, log):
     for k, v in result.items():
         if v is None:
             result[k] = "n/a: " + (why or "no result")
-    return result
+    return result, training
 
 
 def table_lines(table, torch_ms, launches):
@@ -891,13 +900,18 @@ def main(argv):
     log("timings:")
     try:
         table, (steps, launches) = run_timings(mode, log)
+        log("training:")
+        training_failures, training_row = gpu_training.run_training(mode, log, fresh_copy)
+        failures += training_failures
         torch_budget = args.torch_budget
         if args.time_limit is not None:
             # What is left, less a margin for printing and the child's start-up and exit.
             torch_budget = min(torch_budget, args.time_limit - (time.monotonic() - launched) - 15)
-        torch_ms = run_torch(mode, steps, torch_budget, log)
+        torch_ms, torch_training = run_torch(mode, steps, torch_budget, log)
         log("")
         for line in table_lines(table, torch_ms, launches):
+            log(line)
+        for line in gpu_training.training_lines(training_row, torch_training):
             log(line)
     except Exception as e:  # noqa: BLE001 - a timing crash is a failure, the report still comes
         failures.append("timings: %s" % first_line(e))

@@ -850,6 +850,30 @@ def test_row_kernels_compute_each_full_value_once():
     assert fixed_variant.count("exp_(") == 2, fixed_variant  # the fill's lane loop and its tail
 
 
+def test_sums_over_the_batch_join_the_row_kernel_that_computes_their_input():
+    # A layer norm's weight and bias gradients: sums over the rows of values the backward's row
+    # kernel computes. They fold each row as it is computed (one kernel, no eager reduction);
+    # on one thread in eager's order, row by row in double, so the results are eager's.
+    def f(x, w):
+        h = (x - x.mean(-1, keepdim=True)) * w
+        return h, h.sum(0), (h * x).sum(0, keepdim=True), h.mean(0)
+
+    dt.reset()
+    # 7 rows run on one thread; 300 x 513 on the team, which folds its threads' sums in order.
+    g = check(f, lambda i: (rand_tensor((7 + 293 * i, 40 + 473 * i)), rand_tensor((40 + 473 * i,))), kernels=1)
+    source = "\n".join(dt.kernels(g))
+    assert source.count("column_slots") > 0, source
+    # A column sum of a value no reduction feeds folds in the row's first pass, where the value
+    # is computed anyway: exp once per element (gelu_backward in a layer norm's backward).
+    g = check(lambda x, y: ((x.exp() * y).mean(-1, keepdim=True) * y + x.exp() * y, (x.exp() * y).sum(0)),
+              lambda i: (rand_tensor((5 + i, 24)), rand_tensor((5 + i, 24))), kernels=1)
+    fixed_variant = "\n".join(dt.kernels(g)).split("_any(")[0]
+    assert fixed_variant.count("exp_(") == 2 and "column_slots" in fixed_variant, fixed_variant
+    # A sum over batch and time of a [B, T, D] value folds both kept dims.
+    check(lambda x: (x.exp() - x.amax(-1, keepdim=True)).sum((0, 1)), lambda i: (rand_tensor((2 + i, 3, 8)),),
+          kernels=1)
+
+
 def test_in_place_write_into_inputs_sharing_storage_runs_in_eager_order():
     # p and q are two tensors over one storage: the fused write into p may not move up past the
     # read of q, which the schedule cannot see, so the executor runs such calls node by node.
