@@ -56,6 +56,10 @@ struct SymValue {
   std::vector<Sym> items;
   std::vector<py::PyRef> keys;
   guards::SourceRef source;
+  // kBoundMethod of a method found on the object's class: where its function is
+  // (type(obj).name), so the inlined method reads its closure cells and defaults through it (a
+  // method of a class defined inside a function closes over that function's variables).
+  guards::SourceRef function_source;
   // Functions made by MAKE_FUNCTION: defaults tuple, kw-defaults dict, closure tuple of cells.
   Sym defaults, kwdefaults, closure;
   PyObject* globals = nullptr;  // borrowed: the globals a kFunction made in the trace runs with

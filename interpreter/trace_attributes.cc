@@ -264,7 +264,9 @@ absl::StatusOr<Sym> Tracer::ClassMethodOf(const Sym& obj, PyObject* function, co
   if (cls_source == nullptr) return Unsupported(absl::StrCat("method '", name, "' of an object of an unknown class"));
   if (!obj->made_by_trace) guards_.Add(LeafGuard::Absent(guards::AttrSource(obj->source, name), Here()));
   guards_.Add(LeafGuard::Identity(guards::AttrSource(cls_source, name), function, Here()));
-  return BoundTo(SymKind::kBoundMethod, PyRef::Borrow(function), obj);
+  Sym method = BoundTo(SymKind::kBoundMethod, PyRef::Borrow(function), obj);
+  method->function_source = guards::AttrSource(cls_source, name);
+  return method;
 }
 
 // A static method found on the class, read through an instance: its function, unbound. Guarded

@@ -467,6 +467,7 @@ absl::StatusOr<Sym> Tracer::CallSym(const Sym& callable, std::vector<Sym> args,
       }
       Sym fn = MakeSym(SymKind::kFunction);
       fn->obj = callable->obj;
+      fn->source = callable->function_source;
       args.insert(args.begin(), self);
       return Inline(fn, std::move(args), std::move(kwargs));
     }

@@ -343,3 +343,35 @@ def set_methods_with_one_sequence_argument(x, methods, words):
 def test_set_methods_take_a_tuple_as_one_argument():
     check_whole(set_methods_with_one_sequence_argument,
                 lambda i: Call(T(), (("ne",), ("lt", "eq"), ())[i], ["eq"] if i else ["ne", "eq"]))
+
+
+def _module_class_made_in_a_function(scale):
+    # A model class defined inside a function (a notebook cell, a test, a factory): its forward
+    # closes over the function's variables.
+    class Scaler(dt.nn.Module):
+        def forward(self, x):
+            return x * scale + 1
+
+    def set_scale(value):
+        nonlocal scale
+        scale = value
+
+    return Scaler(), set_scale
+
+
+def test_methods_closing_over_their_functions_variables_compile_whole():
+    def step(model, x):
+        return model(x) * 2
+
+    compiled = dt.jit(fresh_copy(step), fullgraph=True)
+    x = rand_tensor((5,))
+    model, set_scale = _module_class_made_in_a_function(3.0)
+    dt.reset()
+    assert compiled(model, x).tolist() == step(model, x).tolist()
+    # The cell is read through the class's function, and guarded: a new value retraces.
+    set_scale(-0.5)
+    assert compiled(model, x).tolist() == step(model, x).tolist()
+    other, _ = _module_class_made_in_a_function(7.0)  # another class, another function object
+    assert compiled(other, x).tolist() == step(other, x).tolist()
+    s = stats()
+    assert s["graph_breaks"] == 0 and s["fallbacks"] == 0, s["break_reasons"]
