@@ -350,7 +350,7 @@ PyObject* FnKernels(PyObject*, PyObject* args, PyObject* kwargs) {
         continue;
       }
       if (e->cpu() == nullptr) continue;  // CUDA kernels have no C++ rendering kept
-      absl::StatusOr<jit::CudaProgram> cuda = jit::EmitCuda(e->cpu()->program());
+      absl::StatusOr<jit::CudaProgram> cuda = jit::EmitCudaFor(e->cpu()->program().graph);
       if (!cuda.ok()) {
         PyErr_Format(PyExc_RuntimeError, "kernels(target='cuda'): %s", std::string(cuda.status().message()).c_str());
         return nullptr;

@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "jit/cpp_codegen.h"
 #include "jit/cuda_launch_abi.h"
+#include "runtime/errors.h"
 #include "jit/kernel_printer.h"
 
 namespace dt::jit {
@@ -711,6 +712,11 @@ absl::StatusOr<CudaProgram> EmitCuda(const Program& program, int max_units) {
   std::vector<int> same_as;         // by kernel: the earlier kernel with its code, or -1
   absl::flat_hash_map<std::string, size_t> first_with_code;
   for (const Kernel& k : program.kernels) {
+    for (const KernelValue& v : k.values) {
+      if (v.kind == ValueKind::kColumnReduce) {
+        return absl::UnimplementedError(absl::StrFormat("CUDA kernel %s folds rows into columns (a CPU schedule)", k.name));
+      }
+    }
     if (k.operands.size() > static_cast<size_t>(kCudaMaxOperands)) {
       return absl::UnimplementedError(absl::StrFormat("CUDA kernel %s has %d operands; the launch ABI holds %d",
                                                       k.name, k.operands.size(), kCudaMaxOperands));
@@ -749,6 +755,15 @@ absl::StatusOr<CudaProgram> EmitCuda(const Program& program, int max_units) {
     if (same_as[k] >= 0) out.unit_of_kernel[k] = out.unit_of_kernel[same_as[k]];
   }
   return out;
+}
+
+ScheduleOptions CudaScheduleOptions() {
+  return ScheduleOptions{.fuse_in_place_writes = true, .in_place_writes_alone = true, .max_operands = kCudaMaxOperands};
+}
+
+absl::StatusOr<CudaProgram> EmitCudaFor(const Graph& graph, int max_units) {
+  DT_ASSIGN_OR_RETURN(Program program, Schedule(graph, CudaScheduleOptions()));
+  return EmitCuda(program, max_units);
 }
 
 }  // namespace dt::jit

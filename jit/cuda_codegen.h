@@ -34,6 +34,7 @@
 
 #include "absl/status/statusor.h"
 #include "jit/kernel_ir.h"
+#include "jit/schedule.h"
 
 namespace dt::jit {
 
@@ -69,6 +70,14 @@ struct CudaProgram {
 // small graph stays one unit, a large one is spread so that its units take similar times.
 inline constexpr size_t kMinUnitKernelBytes = 8192;
 [[nodiscard]] absl::StatusOr<CudaProgram> EmitCuda(const Program& program, int max_units = 1);
+
+// How the cuda backend schedules a graph: fused in-place writes, a write no kernel takes as a
+// kernel of its own, kernels within the launch ABI's operands.
+ScheduleOptions CudaScheduleOptions();
+// `graph` (a cpu backend's decomposed graph too) scheduled and printed as the cuda backend
+// would compile it: what dyntrace.kernels(fn, target="cuda") shows and DYNTRACE_NVRTC_CHECK
+// compiles.
+[[nodiscard]] absl::StatusOr<CudaProgram> EmitCudaFor(const Graph& graph, int max_units = 1);
 
 // The launch ABI header as pasted into every CUDA translation unit (built from jit/).
 const char* CudaLaunchAbiSource();

@@ -70,8 +70,6 @@ bool SameLayouts(const ShapePlans::Plan& a, const ShapePlans::Plan& b) {
   return true;
 }
 
-constexpr ScheduleOptions kCudaSchedule{
-    .fuse_in_place_writes = true, .in_place_writes_alone = true, .max_operands = kCudaMaxOperands};
 
 // Whether each of `n`'s results shares storage with one of its operands (contiguous of a
 // contiguous tensor returns it): the node did no device work, and a replay recomputes it on the
@@ -102,7 +100,7 @@ absl::StatusOr<std::shared_ptr<CudaExecutable>> CudaExecutable::Build(const Grap
   exe->device_id_ = device;
   exe->name_ = std::string(name);
   exe->graph_mode_ = graphs;
-  DT_ASSIGN_OR_RETURN(Program scheduled, Schedule(graph, kCudaSchedule));
+  DT_ASSIGN_OR_RETURN(Program scheduled, Schedule(graph, CudaScheduleOptions()));
   exe->base_graph_ = scheduled.graph;
   {
     absl::MutexLock lock(&exe->mu_);
@@ -130,7 +128,7 @@ absl::Status CudaExecutable::Compile(Program scheduled) {
     stageable_inputs_ = copies.stageable_inputs;
     if (!copies.outputs.empty() || !staged_inputs_.empty()) {
       DT_ASSIGN_OR_RETURN(Graph copied, WithCaptureCopies(program_.graph, copies.outputs, staged_inputs_));
-      DT_ASSIGN_OR_RETURN(program_, Schedule(copied, kCudaSchedule));
+      DT_ASSIGN_OR_RETURN(program_, Schedule(copied, CudaScheduleOptions()));
       DecideGraphUse(graph_mode_);
     }
   }
@@ -169,7 +167,7 @@ absl::StatusOr<bool> CudaExecutable::StageMovedInputs(const std::vector<Tensor>&
   // The records replay the old program's kernels: they go before its modules do.
   shapes_.clear();
   graphs_held_ = 0;
-  DT_ASSIGN_OR_RETURN(Program scheduled, Schedule(base_graph_, kCudaSchedule));
+  DT_ASSIGN_OR_RETURN(Program scheduled, Schedule(base_graph_, CudaScheduleOptions()));
   DT_RETURN_IF_ERROR(Compile(std::move(scheduled)));
   return true;
 }

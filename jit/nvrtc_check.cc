@@ -44,7 +44,7 @@ absl::Status CheckCudaCompiles(const Program& program, absl::string_view name) {
     }
     return absl::OkStatus();
   }
-  absl::StatusOr<CudaProgram> cuda = EmitCuda(program, NvrtcThreads());
+  absl::StatusOr<CudaProgram> cuda = EmitCudaFor(program.graph, NvrtcThreads());
   if (!cuda.ok()) {
     Count(&NvrtcCheckTotals::skipped);
     if (log::Enabled(log::Kind::kKernels)) {

@@ -465,8 +465,9 @@ class Scheduler {
   }
 
   // How many operands `group_index`'s kernel would have with `node` joined: the values its nodes
-  // read from outside it, its run-time numbers, and the values it makes that the graph returns
-  // or some other node reads (nodes not scheduled yet count as outside: an upper bound).
+  // read from outside it, its run-time numbers, and the values it makes that the graph returns,
+  // some other node reads, or a write stores (nodes not scheduled yet count as outside: an upper
+  // bound).
   int OperandsWith(int group_index, int node) const {
     std::vector<int> members = groups_[group_index].nodes;
     members.push_back(node);
@@ -485,10 +486,14 @@ class Scheduler {
     }
     const absl::flat_hash_set<int> inside(members.begin(), members.end());
     int stored = 0;
-    for (ValueId v : made) {
-      bool outside = std::find(g_.outputs().begin(), g_.outputs().end(), v) != g_.outputs().end();
-      for (int reader : readers_[v]) outside = outside || !inside.contains(reader);
-      stored += outside ? 1 : 0;
+    for (int m : members) {
+      const Node& member = g_.nodes()[m];
+      for (ValueId v : member.outputs) {
+        // A write always stores (later readers name the written tensor, not its result).
+        bool outside = member.inplace || std::find(g_.outputs().begin(), g_.outputs().end(), v) != g_.outputs().end();
+        for (int reader : readers_[v]) outside = outside || !inside.contains(reader);
+        stored += outside ? 1 : 0;
+      }
     }
     return static_cast<int>(read.size() + slots.size()) + stored;
   }

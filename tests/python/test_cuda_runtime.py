@@ -1065,6 +1065,18 @@ def test_kernels_stay_within_the_launch_abis_operand_limit():
         s = dt.stats()
         assert not s["compile_failures"], s["compile_failures"]
         assert (s["cuda_graph_captures"], s["cuda_graph_replays"], s["cuda_graph_refusals"]) == (1, 2, 0), s
+        # Writes count too: an update of twelve counters writes each one (its result is always
+        # stored, though later reads name the written tensor), and the writes no longer end the
+        # kernel, so all twelve would join one 0-d kernel of 48 operands.
+        steps = [dt.zeros(()).cuda() for _ in range(12)]
+        def count(*steps):
+            return [1 - 0.9 ** s.add_(1) for s in steps]
+        f = dt.jit(count, backend="cuda")
+        for _ in range(3):
+            f(*steps)
+        s = dt.stats()
+        assert not s["compile_failures"], s["compile_failures"]
+        assert (s["cuda_graph_captures"], s["cuda_graph_replays"], s["cuda_graph_refusals"]) == (2, 4, 0), s
     """, FAKE_CUDA_ACCEPT_MODULES="1")
 
 
