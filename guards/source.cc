@@ -211,7 +211,7 @@ PyObject* Source::ResolveUncached(const FrameInputs& frame) const {
 
 namespace {
 SourceRef Make(Source::Kind kind, int index, std::string name, SourceRef parent) {
-  return std::make_shared<const Source>(Source{kind, index, std::move(name), std::move(parent)});
+  return std::make_shared<const Source>(Source{kind, index, std::move(name), std::move(parent), nullptr});
 }
 }  // namespace
 
