@@ -874,6 +874,57 @@ def test_sums_over_the_batch_join_the_row_kernel_that_computes_their_input():
           kernels=1)
 
 
+def _random_program_with_writes(rng, n_inputs=3, n_steps=8):
+    """Source of a function mixing pointwise values, in-place writes of its inputs (by values,
+    numbers, or values made after earlier writes), row sums and column sums."""
+    lines = ["def prog(%s):" % ", ".join("x%d" % i for i in range(n_inputs))]
+    temps = []
+    for s in range(n_steps):
+        names = ["x%d" % i for i in range(n_inputs)] + temps
+        kind = rng.random()
+        a, b = rng.choice(names), rng.choice(names)
+        if kind < 0.35:
+            lines.append("    t%d = (%s %s %s)%s" % (s, a, rng.choice("+*-"), b, rng.choice(["", ".exp()", ".sin()", " * 0.5"])))
+            temps.append("t%d" % s)
+        elif kind < 0.75:
+            target = "x%d" % rng.randrange(n_inputs)
+            lines.append("    %s.%s(%s)" % (target, rng.choice(["add_", "mul_", "sub_"]),
+                                            rng.choice([b, "0.5", "(%s * 0.25)" % b])))
+        elif kind < 0.9:
+            lines.append("    t%d = %s.sum(-1, keepdim=True) * %s" % (s, a, b))
+            temps.append("t%d" % s)
+        else:
+            lines.append("    t%d = (%s * 2).sum(0)" % (s, a))
+            temps.append("t%d" % s)
+    lines.append("    return (%s,)" % ", ".join(temps[-3:] + ["x%d * 1" % i for i in range(n_inputs)]))
+    return "\n".join(lines)
+
+
+def test_random_programs_with_writes_match_plain_cpython():
+    # Writes no longer end the kernels started before them, kernels read back what they wrote,
+    # and sums fold over rows and columns: random mixes of these against plain CPython running
+    # the same source, results and the written inputs both. Both sides run the same element
+    # functions; sums of 6 terms fold in another order in double, an ulp or two of a result at
+    # most: 1e-5 relative holds that with room, and any misordered read or write is far off.
+    import random
+    rng = random.Random(20261207)
+    dt.reset()
+    for p in range(30):
+        source = _random_program_with_writes(rng)
+        plain, traced = {}, {}
+        exec(compile(source, "<program %d>" % p, "exec"), plain)  # noqa: S102 - generated here
+        exec(compile(source, "<program %d>" % p, "exec"), traced)  # noqa: S102
+        g = dt.jit(traced["prog"], backend="cpu")
+        for call in range(2):
+            seed(p * 10 + call)
+            ours = [rand_tensor((4, 6)) for _ in range(3)]
+            theirs = [t.clone() for t in ours]
+            compare(g(*ours), plain["prog"](*theirs), rtol=1e-5, atol=1e-5, what=source)
+            for a, b in zip(ours, theirs):
+                compare(a, b, rtol=1e-5, atol=1e-5, what="an input after the call of\n" + source)
+    assert stats()["fallbacks"] == 0, stats()["fallback_reasons"]
+
+
 def test_in_place_write_into_inputs_sharing_storage_runs_in_eager_order():
     # p and q are two tensors over one storage: the fused write into p may not move up past the
     # read of q, which the schedule cannot see, so the executor runs such calls node by node.
