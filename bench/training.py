@@ -11,8 +11,8 @@ Both run with the same number of threads (PyTorch's default, or --threads).
 The model and data are examples/train_mlp.py's: an MLP classifier 64 -> 256 -> 256 -> 10 with
 LayerNorm and GELU, AdamW (lr 1e-3), batch 128, points around 10 cluster centres made
 deterministically. A step is zero_grad, forward, loss, backward and the optimizer's update.
-The cross-entropy is log_softmax + gather in both (dt.nn.functional.cross_entropy is being added
-on another branch). Both runs start from the same weights (PyTorch's are copied from dyntrace's).
+The cross-entropy is written out as log_softmax + gather in both (what F.cross_entropy
+computes; the recorded figures use this form). Both runs start from the same weights (PyTorch's are copied from dyntrace's).
 The loss curves are printed next to each other; dyntrace's must fall below 0.7 of its start
 within 40 steps. Step times are the median over the steps after the first 5, measured
 round-robin (each step of one is followed by the same step of the other), so load from
