@@ -5,12 +5,14 @@
 // domain: pointwise chains (with broadcasts), reductions with their producers and consumers,
 // and several reductions over the same rows (softmax, layer_norm, rms_norm become one kernel
 // that runs row by row). With `fuse_in_place_writes`, a pointwise in-place write
-// (`p.sub_(m / denom * step)`, an optimizer's update) joins its producers' kernel, which
-// stores straight into the written tensor, when no other node runs between the kernel's start
-// and the write that reads the written storage; with `in_place_writes_alone` (CUDA) one that
-// joins nothing is a kernel of its own. Everything else (views, matmul through BLAS,
-// data movement, other in-place writes, integer division) stays a node the executor runs
-// eagerly, between kernels.
+// (`p.sub_(m / denom * step)`, an optimizer's update) joins its producers' kernel, or the
+// latest kernel over its shape when none feeds it, which stores straight into the written
+// tensor, when no other node runs between the kernel's start and the write that reads the
+// written storage; with `in_place_writes_alone` (CUDA) one that joins nothing is a kernel of
+// its own. A write does not end the kernels started before it: later nodes that don't read the
+// written storage may still join them, and a kernel's later reads of a tensor it wrote read
+// its own result. Everything else (views, matmul through BLAS, data movement, other in-place
+// writes, integer division) stays a node the executor runs eagerly, between kernels.
 #ifndef DYNTRACE_JIT_SCHEDULE_H_
 #define DYNTRACE_JIT_SCHEDULE_H_
 
