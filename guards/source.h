@@ -91,8 +91,6 @@ struct Source {
 
  private:
   PyObject* ResolveUncached(const FrameInputs& frame) const;
-
- public:
 };
 using SourceRef = std::shared_ptr<const Source>;
 

@@ -113,7 +113,6 @@ struct Group {
   Dims domain_shape;
   Dims reduced_dims;
   bool row = false;
-  bool open = true;
   std::vector<int> nodes;
   std::vector<int> hoisted;  // view nodes run just before the kernel
   std::vector<int> writes;   // fused in-place writes among `nodes`
@@ -184,12 +183,12 @@ class Scheduler {
           break;
         }
       }
-      // Siblings: a chain reading only earlier values may share a kernel with the latest open
+      // Siblings: a chain reading only earlier values may share a kernel with the latest
       // kernel over the same domain (x.exp() and x.sin() read x once).
       const ValueId domain_probe = c.fusion == Fusion::kReduce ? std::get<ValueId>(n.args[0].content) : n.outputs[0];
       for (int group = static_cast<int>(groups_.size()) - 1; !joined && group >= 0; --group) {
         if (std::find(candidates.begin(), candidates.end(), group) != candidates.end()) continue;
-        if (groups_[group].open && ShapeOf(g_, domain_probe) == groups_[group].domain_shape) {
+        if (ShapeOf(g_, domain_probe) == groups_[group].domain_shape) {
           joined = TryJoin(group, static_cast<int>(i), c);
         }
       }
@@ -255,7 +254,6 @@ class Scheduler {
   // kernel's own result instead (LowerGroup's `rebound`).
   void NoteWrite(int node, const std::vector<ValueId>& written) {
     for (Group& group : groups_) {
-      if (!group.open) continue;
       for (ValueId v : written) group.written_since.push_back({node, v});
     }
   }
@@ -270,7 +268,7 @@ class Scheduler {
     return false;
   }
 
-  // Reduction `node` folds the rows of its input, a full-level value of an open row kernel
+  // Reduction `node` folds the rows of its input, a full-level value of a row kernel
   // whose reduced dims are the input's trailing dims (a sum over the batch of a layer norm's
   // backward terms): it joins that kernel as a column reduction.
   void TryJoinAsColumn(int node, const Classified& c) {
@@ -279,7 +277,7 @@ class Scheduler {
     if (group_index < 0) return;
     Group& group = groups_[group_index];
     auto level = group.levels.find(input);
-    if (!group.open || !group.row || level == group.levels.end() || level->second.row_level ||
+    if (!group.row || level == group.levels.end() || level->second.row_level ||
         level->second.column || ShapeOf(g_, input) != group.domain_shape) {
       return;
     }
@@ -327,7 +325,7 @@ class Scheduler {
     }
     // A write no kernel feeds (`v.mul_(beta2)`) may join the latest kernel over its shape.
     for (int group = static_cast<int>(groups_.size()) - 1; group >= 0; --group) {
-      if (!groups_[group].open || groups_[group].domain_shape != ShapeOf(g_, n.outputs[0])) continue;
+      if (groups_[group].domain_shape != ShapeOf(g_, n.outputs[0])) continue;
       if (std::find(candidates.begin(), candidates.end(), group) != candidates.end()) continue;
       if (WriteMayMoveUp(group, node, *target) && TryJoin(group, node, c)) {
         groups_[group].writes.push_back(node);
@@ -386,7 +384,7 @@ class Scheduler {
 
   bool TryJoin(int group_index, int node, const Classified& c) {
     Group& group = groups_[group_index];
-    if (!group.open || ReadsWrittenSince(group_index, g_.nodes()[node])) return false;
+    if (ReadsWrittenSince(group_index, g_.nodes()[node])) return false;
     if (options_.max_operands > 0 && OperandsWith(group_index, node) > options_.max_operands) return false;
     const Node& n = g_.nodes()[node];
     for (ValueId v : TensorOperands(n)) {
