@@ -16,6 +16,7 @@
 #include "interpreter/report.h"
 #include "interpreter/resume_iterator.h"
 #include "runtime/allocator.h"
+#include "runtime/blas.h"
 #include "runtime/cuda_allocator.h"
 #include "runtime/cuda_driver.h"
 #include "runtime/errors.h"
@@ -85,6 +86,8 @@ PyObject* FnSetNumThreads(PyObject*, PyObject* value) {
 }
 
 PyObject* FnGetNumThreads(PyObject*, PyObject*) { return PyLong_FromLong(MaxThreads()); }
+
+PyObject* FnCpuGemm(PyObject*, PyObject*) { return PyUnicode_FromString(CpuFloat32GemmName()); }
 
 // False when it runs; the tracer answers True (trace_builtins.cc), so code can choose a path
 // written for compilation (torch.compiler.is_compiling()).
@@ -186,6 +189,8 @@ PyMethodDef module_functions[] = {
     {"set_num_threads", FnSetNumThreads, METH_O,
      "set_num_threads(n): the threads eager CPU ops and compiled CPU kernels may use (torch.set_num_threads)"},
     {"get_num_threads", FnGetNumThreads, METH_NOARGS, "get_num_threads(): the threads CPU ops may use"},
+    {"_cpu_gemm", FnCpuGemm, METH_NOARGS,
+     "_cpu_gemm(): 'avx512' or 'openblas', what float32 matmuls on the CPU use (runtime/sgemm_avx512.h)"},
     {"is_compiling", FnIsCompiling, METH_NOARGS,
      "is_compiling(): True inside code dyntrace is tracing, False when CPython runs it (torch.compiler.is_compiling)"},
     {"mark_dynamic", FnMarkDynamic, METH_VARARGS,

@@ -3,18 +3,35 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <optional>
 
 #include "runtime/copy.h"
 #include "runtime/parallel.h"
+#include "runtime/sgemm_avx512.h"
 
 namespace dt {
 namespace {
+
+bool Avx512SgemmEnabled() {
+  static const bool enabled = [] {
+    const char* choice = std::getenv("DYNTRACE_CPU_GEMM");
+    return CpuHasAvx512Sgemm() && !(choice != nullptr && std::strcmp(choice, "openblas") == 0);
+  }();
+  return enabled;
+}
+
+bool UseAvx512Sgemm(int64_t m, int64_t n) { return Avx512SgemmEnabled() && std::min(m, n) >= kMinAvx512GemmSide; }
 
 template <typename T>
 void Gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k, const T* a,
           int64_t lda, const T* b, int64_t ldb, T* c, int64_t ldc) {
   if constexpr (std::is_same_v<T, float>) {
+    if (UseAvx512Sgemm(m, n)) {
+      Avx512Sgemm(ta == CblasTrans, tb == CblasTrans, m, n, k, a, lda, b, ldb, c, ldc);
+      return;
+    }
     cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc);
   } else {
     cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, 1.0, a, lda, b, ldb, 0.0, c, ldc);
@@ -123,6 +140,8 @@ std::optional<GemmOperandLayout> GemmLayoutOf(int64_t rows, int64_t cols, int64_
   if (row_stride == 1 && col_stride >= std::max<int64_t>(rows, 1)) return GemmOperandLayout{true, col_stride};
   return std::nullopt;
 }
+
+const char* CpuFloat32GemmName() { return Avx512SgemmEnabled() ? "avx512" : "openblas"; }
 
 void BatchedGemm(const Tensor& a_in, const Tensor& b_in, const Tensor& out) {
   if (out.is_meta()) return;

@@ -1,7 +1,8 @@
 // runtime/blas.h: batched matrix multiply on CPU.
 //
-// float32/float64 go to OpenBLAS (cblas_?gemm) whenever each matrix has a unit stride along one
-// dim; other layouts are made contiguous first. Other dtypes use a plain triple loop that
+// float32/float64 go to a BLAS whenever each matrix has a unit stride along one dim (other layouts
+// are made contiguous first): float32 products to dyntrace's AVX-512 kernel where the CPU has it
+// (runtime/sgemm_avx512.h says when), everything else to OpenBLAS (cblas_?gemm). Other dtypes use a plain triple loop that
 // accumulates in the compute type (float for float16, int64 for integers).
 #ifndef DYNTRACE_RUNTIME_BLAS_H_
 #define DYNTRACE_RUNTIME_BLAS_H_
@@ -25,6 +26,10 @@ std::optional<GemmOperandLayout> GemmLayoutOf(int64_t rows, int64_t cols, int64_
 // out[b] = a[b] @ b[b] for every batch index. REQUIRES: a is [B, M, K], b is [B, K, N], out is a
 // fresh contiguous [B, M, N] tensor; all three have the same dtype and are on the CPU.
 void BatchedGemm(const Tensor& a, const Tensor& b, const Tensor& out);
+
+// "avx512" when float32 products go to dyntrace's own kernel (this CPU has AVX-512 and
+// DYNTRACE_CPU_GEMM is not "openblas"), else "openblas".
+const char* CpuFloat32GemmName();
 
 }  // namespace dt
 
