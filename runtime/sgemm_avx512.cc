@@ -120,10 +120,11 @@ DT_AVX512 void PackB(bool transposed, const float* b, int64_t ldb, int64_t cols,
   }
 }
 
-// C's rows x cols corner of a micro-tile = (or, accumulating, +=) a packed panel of A times a
-// packed panel of B over `depth`.
-DT_AVX512 void MicroKernel(int64_t depth, const float* a, const float* b, float* c, int64_t ldc, int64_t rows,
-                           int64_t cols, bool accumulate) {
+// C's rows x cols corner of a micro-tile = (or, accumulating, +=) a panel of A times a panel of
+// B over `depth`: each depth step reads kRows values of A and kCols of B, then moves a_step
+// (b_step) floats on (the panel widths when packed, the leading dimension when read in place).
+DT_AVX512 void MicroKernel(int64_t depth, const float* a, int64_t a_step, const float* b, int64_t b_step, float* c,
+                           int64_t ldc, int64_t rows, int64_t cols, bool accumulate) {
   __m512 acc[kRows][2];
 #pragma GCC unroll 12
   for (int i = 0; i < kRows; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
@@ -135,8 +136,8 @@ DT_AVX512 void MicroKernel(int64_t depth, const float* a, const float* b, float*
       acc[i][0] = _mm512_fmadd_ps(ai, b0, acc[i][0]);
       acc[i][1] = _mm512_fmadd_ps(ai, b1, acc[i][1]);
     }
-    a += kRows;
-    b += kCols;
+    a += a_step;
+    b += b_step;
   }
   const __mmask16 m0 = FirstLanes(cols), m1 = FirstLanes(cols - 16);
 #pragma GCC unroll 12
@@ -151,6 +152,12 @@ DT_AVX512 void MicroKernel(int64_t depth, const float* a, const float* b, float*
     _mm512_mask_storeu_ps(row + 16, m1, acc[i][1]);
   }
 }
+
+// A stored-transposed A and a stored-as-is B already hold each depth step's kRows (kCols) values
+// side by side, so whole panels are read where they lie (5% off the MLP training step, whose
+// weight gradients are dY^T X): but not at leading dimensions of a multiple of 2 KiB, whose
+// lines all fall into a few L1 sets and evict each other (a 512^3 product lost 5% that way).
+bool ReadsInPlace(int64_t ld) { return ld % 512 != 0; }
 
 struct Blocking {
   int64_t cols, rows, depth;  // of the packed blocks of B (depth x cols) and A (rows x depth)
@@ -173,14 +180,24 @@ DT_AVX512 void BlockedSgemm(bool transpose_a, bool transpose_b, int64_t m, int64
     const int64_t cols = std::min(block_cols, n - j0);
     for (int64_t p0 = 0; p0 < k; p0 += depth_max) {
       const int64_t depth = std::min(depth_max, k - p0);
-      PackB(transpose_b, transpose_b ? b + j0 * ldb + p0 : b + p0 * ldb + j0, ldb, cols, depth, packed_b);
+      // Whole panels the kernel can read in place are not packed (see ReadsInPlace).
+      const int64_t direct_cols = !transpose_b && ReadsInPlace(ldb) ? cols / kCols * kCols : 0;
+      PackB(transpose_b, transpose_b ? b + (j0 + direct_cols) * ldb + p0 : b + p0 * ldb + j0 + direct_cols, ldb,
+            cols - direct_cols, depth, packed_b + direct_cols * depth);
       for (int64_t i0 = 0; i0 < m; i0 += block_rows) {
         const int64_t rows = std::min(block_rows, m - i0);
-        PackA(transpose_a, transpose_a ? a + p0 * lda + i0 : a + i0 * lda + p0, lda, rows, depth, packed_a);
+        const int64_t direct_rows = transpose_a && ReadsInPlace(lda) ? rows / kRows * kRows : 0;
+        PackA(transpose_a, transpose_a ? a + p0 * lda + i0 + direct_rows : a + (i0 + direct_rows) * lda + p0, lda,
+              rows - direct_rows, depth, packed_a + direct_rows * depth);
         for (int64_t j = 0; j < cols; j += kCols) {
+          const bool direct_b = j < direct_cols;
+          const float* b_panel = direct_b ? b + p0 * ldb + j0 + j : packed_b + j * depth;
           for (int64_t i = 0; i < rows; i += kRows) {
-            MicroKernel(depth, packed_a + i * depth, packed_b + j * depth, c + (i0 + i) * ldc + j0 + j, ldc,
-                        std::min<int64_t>(kRows, rows - i), std::min<int64_t>(kCols, cols - j), p0 > 0);
+            const bool direct_a = i < direct_rows;
+            const float* a_panel = direct_a ? a + p0 * lda + i0 + i : packed_a + i * depth;
+            MicroKernel(depth, a_panel, direct_a ? lda : kRows, b_panel, direct_b ? ldb : kCols,
+                        c + (i0 + i) * ldc + j0 + j, ldc, std::min<int64_t>(kRows, rows - i),
+                        std::min<int64_t>(kCols, cols - j), p0 > 0);
           }
         }
       }

@@ -84,14 +84,16 @@ TEST(Avx512Sgemm, EveryLayoutAndEdgeShapeMatchesExactSums) {
   EXPECT_EQ(wrong, 0) << "over " << problems << " problems";
 }
 
-TEST(Avx512Sgemm, NarrowProductsAndLargeBlocks) {
+TEST(Avx512Sgemm, NarrowProductsLargeBlocksAndPackedLeadingDims) {
   SKIP_WITHOUT_AVX512();
   std::mt19937 rng(11);
   // Narrow C (n < 32, n < m) takes the transposed route; n past 2048 spans two column blocks;
-  // m past 192 spans two row blocks.
+  // m past 192 spans two row blocks; leading dimensions of 512 make the panels that are
+  // otherwise read in place (transposed A, untransposed B) packed.
   const Problem problems[] = {
-      {300, 10, 70, false, true}, {300, 10, 70, true, false, 1, 2, 5}, {40, 3, 9, false, false},
-      {9, 2100, 20, false, false}, {9, 2100, 20, true, true, 3, 0, 1}, {400, 40, 300, false, true},
+      {300, 10, 70, false, true},  {300, 10, 70, true, false, 1, 2, 5}, {40, 3, 9, false, false},
+      {9, 2100, 20, false, false}, {9, 2100, 20, true, true, 3, 0, 1},  {400, 40, 300, false, true},
+      {500, 40, 20, true, false, 12}, {20, 500, 300, false, false, 0, 12},
   };
   for (const Problem& pr : problems) EXPECT_EQ(CountWrongEntries(pr, rng), 0);
 }
