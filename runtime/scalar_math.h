@@ -145,7 +145,13 @@ DT_HD_ALWAYS_INLINE float tanh_f32(float x) {
 // 4.6e-9 and 6.6e-9); evaluated in float they stay within 2.5 ulp of erf (2.44 over every 61st
 // float; tests/runtime_test.cc checks). Odd, so it runs on |x|; NaN flows through the small
 // branch and infinities clamp to +-1.
-DT_HD_ALWAYS_INLINE float erf_f32(float x) {
+// erf_f32's body. The large piece's exponential exp(-c^2) (c = |x| clamped to [1, 4]) is
+// computed here, or, with `exp_given`, taken from `e`: it must then equal exp(-c^2) wherever
+// 1 <= |x| <= 4 and be at most exp(-16) where |x| > 4 (erf rounds to +-1 either way); it is not
+// read below 1. gelu_backward passes the normal density's exp(-x^2/2), that same exponential,
+// and saves an exp per element. (A flag rather than computing e before the call: GCC then
+// schedules erf_f32 as it did when it was one function, 5% faster than with e computed first.)
+DT_HD_ALWAYS_INLINE float erf_f32_body(float x, bool exp_given, float e) {
   const float ax = BitCast<float>(BitCast<uint32_t>(x) & 0x7fffffffu);
   const float z = ax * ax;
   float p = 8.006874071e-05f;
@@ -168,10 +174,12 @@ DT_HD_ALWAYS_INLINE float erf_f32(float x) {
   q = q * u - 2.424302847e-02f;
   q = q * u + 1.433564123e-01f;
   q = q * u + 3.059529926e-01f;
-  const float large = 1.0f - exp_f32(-(clamped * clamped)) * q;
+  const float large = 1.0f - (exp_given ? e : exp_f32(-(clamped * clamped))) * q;
   const float magnitude = ax < 1.0f || ax != ax ? ax * p : large;
   return BitCast<float>(BitCast<uint32_t>(magnitude) | (BitCast<uint32_t>(x) & 0x80000000u));
 }
+
+DT_HD_ALWAYS_INLINE float erf_f32(float x) { return erf_f32_body(x, false, 0.0f); }
 
 // ---- unary ----
 template <typename T> DT_HD T neg(T x) { return -x; }
@@ -209,6 +217,14 @@ template <typename T> DT_HD T gelu_backward(T g, T x) {
   const T cdf = T(0.5) * (T(1) + erf_(x * T(0.70710678118654752440)));
   const T pdf = exp_(T(-0.5) * x * x) * T(0.39894228040143267794);
   return g * (cdf + x * pdf);
+}
+// In float, φ's exponential exp(-y^2) (y = x / sqrt 2) is also the one erf(y) needs: computed
+// once, which takes gelu_backward from 1.3 to 0.9 ns per element on the CPU.
+DT_HD_ALWAYS_INLINE float gelu_backward(float g, float x) {
+  const float y = x * 0.70710678118654752440f;
+  const float e = exp_f32(-(y * y));
+  const float cdf = 0.5f * (1.0f + erf_f32_body(y, true, e));
+  return g * (cdf + x * (e * 0.39894228040143267794f));
 }
 template <typename T> DT_HD T silu_backward(T g, T x) {
   const T s = sigmoid(x);

@@ -144,6 +144,38 @@ TEST(ScalarMath, VectorisableExpTanhAndErfStayAccurate) {
               tanh_error, erf_error);
 }
 
+// gelu_backward's float path shares one exponential between the normal density and erf. Error
+// model, absolute (units of 2^-24, half an ulp of 1): Phi = (1 + erf) / 2 carries erf's 2.5 ulp
+// of a value below 1 halved (1.25) plus the rounding of 1 + erf (0.5); x phi(x) <= 0.25 carries
+// exp's 2 ulp and three roundings, 5 ulp of a value below 0.25 (1.25); the final sum rounds a
+// value below 1.13 (1): 4 in all.
+TEST(ScalarMath, GeluBackwardStaysWithinItsErrorModel) {
+  const double bound = 4 * std::ldexp(1.0, -24);
+  double worst = 0;
+  float worst_at = 0;
+  for (uint64_t bits = 0; bits <= 0xffffffffull; bits += 61) {
+    float x;
+    const uint32_t b = static_cast<uint32_t>(bits);
+    std::memcpy(&x, &b, 4);
+    // NaN stays NaN; at infinities x phi(x) is inf * 0, NaN as in the generic formula.
+    if (std::isnan(x) || std::isinf(x)) {
+      EXPECT_TRUE(std::isnan(dt::scalar::gelu_backward(1.0f, x))) << x;
+      continue;
+    }
+    const double xd = x;
+    const double exact = xd * xd > 1e4 ? (xd > 0 ? 1.0 : 0.0)
+                                       : 0.5 * (1 + std::erf(xd / std::sqrt(2.0))) +
+                                             xd * std::exp(-0.5 * xd * xd) / std::sqrt(2 * M_PI);
+    const double err = std::fabs(dt::scalar::gelu_backward(1.0f, x) - exact);
+    if (std::isnan(err) || err > worst) {
+      worst = err;
+      worst_at = x;
+    }
+  }
+  EXPECT_LE(worst, bound) << "gelu_backward at " << worst_at;
+  std::printf("gelu_backward: worst absolute error %.3g over every 61st float (bound %.3g)\n", worst, bound);
+}
+
 TEST(Promotion, FollowsPyTorch) {
   EXPECT_EQ(PromoteTypes(DType::kInt32, DType::kInt64), DType::kInt64);
   EXPECT_EQ(PromoteTypes(DType::kInt64, DType::kFloat16), DType::kFloat16);
