@@ -24,12 +24,23 @@ using KernelFn = void (*)(int64_t outer_rank, const int64_t* outer_sizes, int64_
                           char* const* data, const int64_t* strides);
 
 struct CppProgram {
-  std::string source;    // the translation unit
-  std::string readable;  // its kernels without the prelude (what logs and reports show)
-  // By kernel: the name its entry points start with (<entry>_fixed, <entry>_any): its own, or
-  // that of an earlier kernel with the same code, which is emitted once.
+  // Translation units, each the prelude and some kernels. A kernel of at least kOwnUnitBytes of
+  // code has a unit of its own, so another graph with the same kernel (the two traces of a
+  // training step: the first also creates the optimizer's state) finds it in the cache instead
+  // of compiling it again; the smaller kernels share one unit. Units compile in parallel.
+  std::vector<std::string> units;
+  std::string readable;  // the kernels without the prelude (what logs and reports show)
+  // By kernel: the name its entry points start with (<entry>_fixed, <entry>_any): its own, that
+  // of an earlier kernel with the same code, which is emitted once, or kOwnUnitEntry; and the
+  // unit holding them.
   std::vector<std::string> entry_of_kernel;
+  std::vector<int> unit_of_kernel;
 };
+// Below this many bytes of code a kernel's own unit would cost more in parsing the prelude again
+// (about 0.25 s of the host compiler's time) than it saves.
+inline constexpr size_t kOwnUnitBytes = 8192;
+// What the entry points of a kernel in its own unit start with.
+inline constexpr char kOwnUnitEntry[] = "unit_kernel";
 CppProgram EmitCpp(const Program& program);
 
 // The runtime headers pasted into every generated translation unit (built from runtime/).

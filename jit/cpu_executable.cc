@@ -80,14 +80,16 @@ absl::StatusOr<std::shared_ptr<CpuExecutable>> CpuExecutable::Build(const Graph&
   if (!exe->program_.kernels.empty()) {
     CppProgram cpp = EmitCpp(exe->program_);
     exe->kernel_source_ = std::move(cpp.readable);
-    DT_ASSIGN_OR_RETURN(exe->library_, KernelCache::Global().Load(cpp.source, &exe->cache_source_));
+    DT_ASSIGN_OR_RETURN(exe->libraries_, KernelCache::Global().LoadLibraries(cpp.units, &exe->cache_source_));
     DT_RETURN_IF_ERROR(CheckCudaCompiles(exe->program_, name));
-    for (const std::string& function : cpp.entry_of_kernel) {
+    for (size_t k = 0; k < cpp.entry_of_kernel.size(); ++k) {
+      const std::string& function = cpp.entry_of_kernel[k];
+      const LoadedLibrary& library = *exe->libraries_[cpp.unit_of_kernel[k]];
       KernelEntry entry;
-      entry.fixed = reinterpret_cast<KernelFn>(exe->library_->Symbol(function + "_fixed"));
-      entry.any = reinterpret_cast<KernelFn>(exe->library_->Symbol(function + "_any"));
+      entry.fixed = reinterpret_cast<KernelFn>(library.Symbol(function + "_fixed"));
+      entry.any = reinterpret_cast<KernelFn>(library.Symbol(function + "_any"));
       if (entry.fixed == nullptr || entry.any == nullptr) {
-        return absl::InternalError(absl::StrCat("kernel library ", exe->library_->path, " lacks ", function));
+        return absl::InternalError(absl::StrCat("kernel library ", library.path, " lacks ", function));
       }
       exe->entries_.push_back(entry);
     }

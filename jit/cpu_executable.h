@@ -61,7 +61,7 @@ class CpuExecutable {
 
   Program program_;
   std::string kernel_source_;
-  std::shared_ptr<LoadedLibrary> library_;
+  std::vector<std::shared_ptr<LoadedLibrary>> libraries_;  // one per translation unit
   std::vector<KernelEntry> entries_;
   // Per graph input, whether an in-place node writes its storage; empty unless some kernel
   // stores an in-place write (ScheduleOptions::fuse_in_place_writes).

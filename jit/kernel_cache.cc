@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <thread>
 #include <utility>
@@ -226,51 +227,42 @@ void KernelCache::NoteRejected(const std::string& reason) {
 
 absl::StatusOr<std::shared_ptr<LoadedLibrary>> KernelCache::Load(const std::string& source,
                                                                  CacheSource* source_kind) {
-  std::lock_guard<std::mutex> lock(mu_);
-  ChooseDirectory();
-  absl::StatusOr<HostCompiler> compiler = FindHostCompiler();
-  if (!compiler.ok()) return compiler.status();
-  const std::string key = StableHash(absl::StrCat(source, "\n", compiler->identity));
+  DT_ASSIGN_OR_RETURN(std::vector<std::shared_ptr<LoadedLibrary>> libraries, LoadLibraries({source}, source_kind));
+  return libraries[0];
+}
+
+std::shared_ptr<LoadedLibrary> KernelCache::FindLibrary(const std::string& key, CacheSource* source_kind) {
   if (auto it = loaded_.find(key); it != loaded_.end()) {
     ++counters_.from_memory;
     *source_kind = CacheSource::kMemory;
     return it->second;
   }
-  if (!directory_.empty()) {
-    std::string reason, bytes;
-    if (std::string path = ReadVerifiedEntry(key, "so", &bytes, &reason); !path.empty()) {
-      if (void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL)) {
-        auto lib = std::make_shared<LoadedLibrary>();
-        lib->handle = handle;
-        lib->path = path;
-        ++counters_.from_disk;
-        *source_kind = CacheSource::kDisk;
-        loaded_[key] = lib;
-        return lib;
-      }
-      const char* error = ::dlerror();
-      reason = absl::StrCat(path, ": dlopen failed: ", error != nullptr ? error : "?");
+  if (directory_.empty()) return nullptr;
+  std::string reason, bytes;
+  if (std::string path = ReadVerifiedEntry(key, "so", &bytes, &reason); !path.empty()) {
+    if (void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL)) {
+      auto lib = std::make_shared<LoadedLibrary>();
+      lib->handle = handle;
+      lib->path = path;
+      ++counters_.from_disk;
+      *source_kind = CacheSource::kDisk;
+      loaded_[key] = lib;
+      return lib;
     }
-    NoteRejected(reason);
+    const char* error = ::dlerror();
+    reason = absl::StrCat(path, ": dlopen failed: ", error != nullptr ? error : "?");
   }
-  // Build under a private name, then move into place: readers never see a half-written file.
-  std::string stem_error;
-  const std::string stem = PrivateStem(key, &stem_error);
-  if (stem.empty()) return absl::UnavailableError(stem_error);
-  const std::string cpp = stem + ".cpp";
-  const std::string built = stem + ".so";
-  if (!WriteFile(cpp, source)) {
-    return absl::UnavailableError(absl::StrFormat("can't write %s: %s", cpp, std::strerror(errno)));
+  NoteRejected(reason);
+  return nullptr;
+}
+
+absl::StatusOr<std::shared_ptr<LoadedLibrary>> KernelCache::PublishLibrary(const std::string& key,
+                                                                           const std::string& stem) {
+  if (auto it = loaded_.find(key); it != loaded_.end()) {  // another thread built it meanwhile
+    ::unlink((stem + ".so").c_str());
+    return it->second;
   }
-  const auto start = std::chrono::steady_clock::now();
-  absl::Status compiled = CompileSharedLibrary(*compiler, cpp, built);
-  counters_.compile_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  ::unlink(cpp.c_str());
-  if (!compiled.ok()) {
-    ::unlink(built.c_str());
-    return compiled;
-  }
-  const std::string final_path = Publish(key, "so", built, stem);
+  const std::string final_path = Publish(key, "so", stem + ".so", stem);
   void* handle = ::dlopen(final_path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (directory_.empty()) ::unlink(final_path.c_str());  // loaded: the file is no longer needed
   if (handle == nullptr) {
@@ -282,8 +274,92 @@ absl::StatusOr<std::shared_ptr<LoadedLibrary>> KernelCache::Load(const std::stri
   lib->path = final_path;
   loaded_[key] = lib;
   ++counters_.compiled;
-  *source_kind = CacheSource::kCompiled;
   return lib;
+}
+
+namespace {
+
+// Runs compile(i) for each i in `misses` on up to one thread per core: a graph's translation
+// units are independent, so they compile side by side.
+void CompileEachInParallel(const std::vector<size_t>& misses, const std::function<void(size_t)>& compile) {
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t m = next++; m < misses.size(); m = next++) compile(misses[m]);
+  };
+  const size_t threads = std::min<size_t>(misses.size(), NvrtcThreads());
+  std::vector<std::thread> helpers;
+  for (size_t t = 1; t < threads; ++t) helpers.emplace_back(work);
+  work();
+  for (std::thread& t : helpers) t.join();
+}
+
+// Builds sources[i] into <stems[i]>.so for each i in `misses`, one host-compiler process per
+// thread. Writes each source beside its library (under a private name, so readers never see a
+// half-written file) and removes it after.
+void CompileLibrariesInParallel(const HostCompiler& compiler, const std::vector<std::string>& sources,
+                                const std::vector<size_t>& misses, const std::vector<std::string>& stems,
+                                std::vector<absl::Status>& results) {
+  CompileEachInParallel(misses, [&](size_t i) {
+    const std::string cpp = stems[i] + ".cpp";
+    if (!WriteFile(cpp, sources[i])) {
+      results[i] = absl::UnavailableError(absl::StrFormat("can't write %s: %s", cpp, std::strerror(errno)));
+      return;
+    }
+    results[i] = CompileSharedLibrary(compiler, cpp, stems[i] + ".so");
+    ::unlink(cpp.c_str());
+  });
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<std::shared_ptr<LoadedLibrary>>> KernelCache::LoadLibraries(
+    const std::vector<std::string>& sources, CacheSource* source_kind) {
+  absl::StatusOr<HostCompiler> compiler = FindHostCompiler();
+  if (!compiler.ok()) return compiler.status();
+  std::vector<std::string> keys, stems(sources.size());
+  std::vector<std::shared_ptr<LoadedLibrary>> libraries(sources.size());
+  std::vector<size_t> misses;
+  *source_kind = CacheSource::kMemory;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ChooseDirectory();
+    for (size_t i = 0; i < sources.size(); ++i) {
+      keys.push_back(StableHash(absl::StrCat(sources[i], "\n", compiler->identity)));
+      CacheSource found = CacheSource::kMemory;
+      libraries[i] = FindLibrary(keys[i], &found);
+      if (found == CacheSource::kDisk) *source_kind = CacheSource::kDisk;
+      if (libraries[i] != nullptr) continue;
+      std::string stem_error;
+      stems[i] = PrivateStem(keys[i], &stem_error);
+      if (stems[i].empty()) return absl::UnavailableError(stem_error);
+      misses.push_back(i);
+    }
+  }
+  if (misses.empty()) return libraries;
+  // The host compiler runs without the lock: other threads may use the cache meanwhile.
+  std::vector<absl::Status> compiled(sources.size());
+  const auto start = std::chrono::steady_clock::now();
+  CompileLibrariesInParallel(*compiler, sources, misses, stems, compiled);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::lock_guard<std::mutex> lock(mu_);
+  counters_.compile_seconds += seconds;
+  absl::Status first_failure;  // the units that did compile are kept: they are good entries
+  for (size_t i : misses) {
+    if (!compiled[i].ok()) {
+      ::unlink((stems[i] + ".so").c_str());
+      if (first_failure.ok()) first_failure = compiled[i];
+      continue;
+    }
+    absl::StatusOr<std::shared_ptr<LoadedLibrary>> published = PublishLibrary(keys[i], stems[i]);
+    if (!published.ok()) {
+      if (first_failure.ok()) first_failure = published.status();
+      continue;
+    }
+    libraries[i] = *std::move(published);
+  }
+  if (!first_failure.ok()) return first_failure;
+  *source_kind = CacheSource::kCompiled;
+  return libraries;
 }
 
 std::string KernelCache::CubinKey(const std::string& source, int sm_arch, std::pair<int, int> nvrtc_version) {
@@ -338,23 +414,13 @@ int NvrtcThreads() { return static_cast<int>(std::max(1u, std::thread::hardware_
 
 namespace {
 
-// Compiles sources[i] for each i in `misses` into results[i], on up to one thread per core:
-// NVRTC programs are independent, so a graph's kernels compile side by side.
+// Compiles sources[i] for each i in `misses` into results[i], one NVRTC program per thread.
 void CompileInParallel(const std::vector<std::string>& sources, const std::vector<size_t>& misses,
                        const std::string& program_name, int sm_arch,
                        std::vector<absl::StatusOr<std::string>>& results) {
-  std::atomic<size_t> next{0};
-  auto work = [&] {
-    for (size_t m = next++; m < misses.size(); m = next++) {
-      const size_t i = misses[m];
-      results[i] = CompileCudaToCubin(sources[i], absl::StrCat(program_name, "_", i), sm_arch);
-    }
-  };
-  const size_t threads = std::min<size_t>(misses.size(), NvrtcThreads());
-  std::vector<std::thread> helpers;
-  for (size_t t = 1; t < threads; ++t) helpers.emplace_back(work);
-  work();
-  for (std::thread& t : helpers) t.join();
+  CompileEachInParallel(misses, [&](size_t i) {
+    results[i] = CompileCudaToCubin(sources[i], absl::StrCat(program_name, "_", i), sm_arch);
+  });
 }
 
 }  // namespace

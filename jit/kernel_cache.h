@@ -47,8 +47,8 @@ struct CacheCounters {
   double nvrtc_seconds = 0;        // time waiting for NVRTC (a graph's units compile in parallel)
 };
 
-// The threads LoadCubins compiles on at most (one per core), and so how many translation units
-// a graph's kernels are worth spreading over (EmitCuda's max_units).
+// The threads LoadCubins and LoadLibraries compile on at most (one per core), and so how many
+// translation units a graph's CUDA kernels are worth spreading over (EmitCuda's max_units).
 int NvrtcThreads();
 
 // A fixed-width hex digest, the same in every process (absl::Hash is seeded per process).
@@ -60,6 +60,11 @@ class KernelCache {
 
   // The library built from `source`, from memory, disk or a fresh compile.
   absl::StatusOr<std::shared_ptr<LoadedLibrary>> Load(const std::string& source, CacheSource* source_kind);
+  // Load for several translation units at once (a graph's kernel units): the ones not cached
+  // compile in parallel, one host-compiler process per core. `source_kind` is the least cached
+  // source any of them came from. Fails with the first unit the compiler rejects.
+  absl::StatusOr<std::vector<std::shared_ptr<LoadedLibrary>>> LoadLibraries(const std::vector<std::string>& sources,
+                                                                            CacheSource* source_kind);
 
   // The CUBIN NVRTC builds from CUDA `source` for sm_<sm_arch>, from memory, disk or a fresh
   // compile; `program_name` names the source in NVRTC's messages. Fails when NVRTC is
@@ -96,6 +101,10 @@ class KernelCache {
   std::string Publish(const std::string& key, const std::string& extension, const std::string& built,
                       const std::string& stem);
   void NoteRejected(const std::string& reason);
+  // The library under `key` from memory or a checked disk entry, else nullptr.
+  std::shared_ptr<LoadedLibrary> FindLibrary(const std::string& key, CacheSource* source_kind);
+  // Moves the fresh <stem>.so into the cache as `key` and loads it.
+  absl::StatusOr<std::shared_ptr<LoadedLibrary>> PublishLibrary(const std::string& key, const std::string& stem);
   static std::string CubinKey(const std::string& source, int sm_arch, std::pair<int, int> nvrtc_version);
   // The CUBIN under `key` from memory or a checked disk entry, else nullptr.
   std::shared_ptr<const std::string> FindCubin(const std::string& key, CacheSource* source_kind);

@@ -199,7 +199,7 @@ void KernelPrinter::EmitFullStores(const std::string& j, const std::string& inde
   }
 }
 
-std::string WithoutKernelName(const std::string& text, const std::string& name) {
+std::string RenamedKernel(const std::string& text, const std::string& name, const std::string& new_name) {
   std::string out;
   out.reserve(text.size());
   size_t from = 0;
@@ -209,7 +209,7 @@ std::string WithoutKernelName(const std::string& text, const std::string& name) 
     const bool ends_word = end == text.size() || !absl::ascii_isdigit(text[end]);
     if (!starts_word || !ends_word) continue;
     out.append(text, from, at - from);
-    out += "@kernel";
+    out += new_name;
     from = end;
   }
   out.append(text, from, std::string::npos);

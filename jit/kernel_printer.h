@@ -84,9 +84,13 @@ class KernelPrinter {
 };
 
 // `text` with each use of `name` as a whole identifier ("kernel5(", "kernel5_fixed", not
-// "kernel50") replaced by a placeholder: two kernels whose texts then match are the same code,
-// which the generators emit once.
-std::string WithoutKernelName(const std::string& text, const std::string& name);
+// "kernel50") replaced by `new_name`.
+std::string RenamedKernel(const std::string& text, const std::string& name, const std::string& new_name);
+// RenamedKernel to a placeholder: two kernels whose texts then match are the same code, which
+// the generators emit once.
+inline std::string WithoutKernelName(const std::string& text, const std::string& name) {
+  return RenamedKernel(text, name, "@kernel");
+}
 
 }  // namespace dt::jit
 

@@ -551,6 +551,44 @@ def _entries(cache_dir):
     return sorted(os.path.join(cache_dir, n) for n in os.listdir(cache_dir) if n.endswith(".so"))
 
 
+SHARED_KERNEL_CHILD = textwrap.dedent("""
+    import json
+    import dyntrace as dt
+    import dyntrace.nn.functional as F
+    def alone(x, w, b):
+        return F.gelu(F.layer_norm(x, (256,), w, b))
+    def with_another(x, w, b):
+        return (x @ x.t()).tanh(), F.gelu(F.layer_norm(x, (256,), w, b))
+    x, w, b = dt.randn(64, 256), dt.randn(256), dt.randn(256)
+    first, second = dt.jit(alone, backend="cpu"), dt.jit(with_another, backend="cpu")
+    a = first(x, w, b)
+    after_first = dt.stats()
+    t, a2 = second(x, w, b)
+    s = dt.stats()
+    want = F.gelu(F.layer_norm(x, (256,), w, b))
+    print(json.dumps({"first_kernel_bytes": len(dt.kernels(first)[0]),
+                      "first": [after_first["kernels_compiled"], after_first["kernels_cached"]],
+                      "second": [s["kernels_compiled"] - after_first["kernels_compiled"],
+                                 s["kernels_cached"] - after_first["kernels_cached"]],
+                      "same": (a - want).abs().max().item() == 0 and (a2 - want).abs().max().item() == 0,
+                      "tanh": (t - (x @ x.t()).tanh()).abs().max().item()}))
+""")
+
+
+def test_graphs_sharing_a_large_kernel_compile_it_once():
+    """A kernel of 8 KB of code or more has a translation unit of its own, named after no graph,
+    so a second graph containing it (here beside a small kernel of its own) loads it from the
+    cache and compiles only the small kernel's unit; results stay eager's."""
+    rc, out, err = run_child(SHARED_KERNEL_CHILD, {"DYNTRACE_CACHE_DIR": tempfile.mkdtemp()})
+    assert rc == 0, err
+    got = json.loads(out.strip().splitlines()[-1])
+    assert got["first_kernel_bytes"] >= 8192, ("the layer-norm kernel no longer fills its own unit; "
+                                               "choose a larger shared kernel", got)
+    assert got["first"] == [1, 0], got
+    assert got["second"] == [1, 1], got
+    assert got["same"] and got["tanh"] == 0, got
+
+
 def test_cache_hit_after_restart():
     d = tempfile.mkdtemp()
     first = _child(d, 1.0)
