@@ -216,21 +216,22 @@ bool CpuHasAvx512Sgemm() {
 
 void Avx512Sgemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
                  const float* b, int64_t ldb, float* c, int64_t ldc) {
-  // Kept per thread (BatchedGemm runs one product per OpenMP thread): a few MiB at most.
+  // The packed blocks, kept per thread (BatchedGemm runs one product per OpenMP thread): at most
+  // (kBlockCols + kBlockRows) * kDepth floats, 2.2 MiB.
   thread_local std::vector<float> scratch;
   // A narrow C (a classifier's 10 logits) would leave most of each 32-wide tile empty: compute
   // C^T = op(B)^T op(A)^T instead, whose rows are the short side, and transpose it into place.
   const bool swap = n < kCols && n < m;
   const Blocking blocking = swap ? BlockingFor(n, m, k) : BlockingFor(m, n, k);
   const size_t packed = (blocking.cols + blocking.rows) * blocking.depth;
-  const size_t needed = packed + (swap ? n * m : 0);
-  if (scratch.size() < needed) scratch.resize(needed);
+  if (scratch.size() < packed) scratch.resize(packed);
   if (!swap) {
     BlockedSgemm(transpose_a, transpose_b, m, n, k, a, lda, b, ldb, c, ldc, scratch.data());
     return;
   }
-  float* transposed = scratch.data() + packed;
-  BlockedSgemm(!transpose_b, !transpose_a, n, m, k, b, ldb, a, lda, transposed, m, scratch.data());
+  // As large as C, so allocated per call rather than kept.
+  std::vector<float> transposed(n * m);
+  BlockedSgemm(!transpose_b, !transpose_a, n, m, k, b, ldb, a, lda, transposed.data(), m, scratch.data());
   for (int64_t i = 0; i < m; ++i) {
     for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = transposed[j * m + i];
   }
