@@ -13,13 +13,12 @@ square ones. numpy's and PyTorch's OpenBLAS get the same thread count. Prints th
 import argparse
 import ctypes
 import json
-import math
 import os
 import subprocess
 import sys
-import time
 
 import dyntrace as dt
+from conv import best_time  # bench/ is the script's own directory
 
 try:
     import numpy as np
@@ -37,16 +36,6 @@ SHAPES = [
     (512, 768, 2304, "b"), (512, 768, 3072, "b"), (512, 3072, 768, "b"),
     (512, 512, 512, ""), (1024, 1024, 1024, ""),
 ]
-
-
-def best_time(fn, repeat):
-    fn()
-    best = math.inf
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - start)
-    return best
 
 
 def operands(module, rows, inner, cols, transposed):

@@ -225,12 +225,6 @@ void KernelCache::NoteRejected(const std::string& reason) {
   if (log::Enabled(log::Kind::kKernels)) log::Write(log::Kind::kKernels, absl::StrCat("cache entry refused, rebuilding: ", reason));
 }
 
-absl::StatusOr<std::shared_ptr<LoadedLibrary>> KernelCache::Load(const std::string& source,
-                                                                 CacheSource* source_kind) {
-  DT_ASSIGN_OR_RETURN(std::vector<std::shared_ptr<LoadedLibrary>> libraries, LoadLibraries({source}, source_kind));
-  return libraries[0];
-}
-
 std::shared_ptr<LoadedLibrary> KernelCache::FindLibrary(const std::string& key, CacheSource* source_kind) {
   if (auto it = loaded_.find(key); it != loaded_.end()) {
     ++counters_.from_memory;

@@ -58,11 +58,10 @@ class KernelCache {
  public:
   static KernelCache& Global();
 
-  // The library built from `source`, from memory, disk or a fresh compile.
-  absl::StatusOr<std::shared_ptr<LoadedLibrary>> Load(const std::string& source, CacheSource* source_kind);
-  // Load for several translation units at once (a graph's kernel units): the ones not cached
-  // compile in parallel, one host-compiler process per core. `source_kind` is the least cached
-  // source any of them came from. Fails with the first unit the compiler rejects.
+  // The libraries built from `sources` (a graph's kernel units), each from memory, disk or a
+  // fresh compile; the ones not cached compile in parallel, one host-compiler process per core.
+  // `source_kind` is the least cached source any of them came from. Fails with the first unit
+  // the compiler rejects.
   absl::StatusOr<std::vector<std::shared_ptr<LoadedLibrary>>> LoadLibraries(const std::vector<std::string>& sources,
                                                                             CacheSource* source_kind);
 

@@ -115,7 +115,8 @@ DT_AVX512 void PackB(bool transposed, const float* b, int64_t ldb, int64_t cols,
       PackStraight(b + j, ldb, valid, depth, panel, kCols);
     } else {
       PackTransposed(b + j * ldb, ldb, std::min<int64_t>(valid, 16), depth, panel, kCols, 16);
-      PackTransposed(b + (j + 16) * ldb, ldb, valid - 16, depth, panel + 16, kCols, 16);
+      // Past B's last row when valid <= 16: then no row is read and the half packs as zeros.
+      PackTransposed(valid > 16 ? b + (j + 16) * ldb : b, ldb, valid - 16, depth, panel + 16, kCols, 16);
     }
   }
 }
