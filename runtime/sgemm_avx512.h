@@ -2,9 +2,9 @@
 //
 // Debian's OpenBLAS (0.3.21) predates AMD's Zen 4 and Zen 5: on them it picks its Haswell
 // (AVX2) kernels, at about 95 GFLOP/s on one Zen 5 core where this blocked AVX-512 kernel
-// reaches 130-190 (bench/gemm.py prints both side by side). BatchedGemm (runtime/blas.h) sends
+// reaches 130-200 (bench/gemm.py prints both side by side). BatchedGemm (runtime/blas.h) sends
 // single-precision products here when the CPU has AVX-512 and both sides of C are at least
-// kMinAvx512GemmSide; vector-like products stay with OpenBLAS, whose GEMV is as fast.
+// kMinAvx512GemmSide; vector-like products stay with OpenBLAS (its GEMV measured as fast or faster).
 // DYNTRACE_CPU_GEMM=openblas sends every product to OpenBLAS (results then match numpy's
 // summation order on the same library).
 #ifndef DYNTRACE_RUNTIME_SGEMM_AVX512_H_
