@@ -658,22 +658,21 @@ CapturedRandomDraws::~CapturedRandomDraws() { captured_random_draws = previous_;
 absl::Status CapturedRandomDraws::Advance() {
   if (counters_ == 0) return absl::OkStatus();
   DT_ASSIGN_OR_RETURN(IndexKernelRunner * runner, Runner(state_));
-  IxArgs a = RowArgs(1, {});
+  IxArgs a = RowArgs(1, {&state_});
   a.mode = kIxAdvanceCounters;
   a.param[2] = static_cast<int64_t>(counters_);
-  a.param[3] = static_cast<int64_t>(reinterpret_cast<uintptr_t>(state_.data()));
   return runner->Launch("random", DType::kFloat32, a);
 }
 
 absl::Status RandomOnDevice(const Tensor& out, bool normal) {
   if (out.numel() == 0) return absl::OkStatus();
   DT_ASSIGN_OR_RETURN(IndexKernelRunner * runner, Runner(out));
-  IxArgs a = RowArgs(out.numel(), {&out});
+  CapturedRandomDraws* captured = captured_random_draws;
+  IxArgs a = captured != nullptr ? RowArgs(out.numel(), {&out, &captured->state_}) : RowArgs(out.numel(), {&out});
   a.mode = normal ? kIxNormal : kIxUniform;
   const uint64_t counters = RandomCounters(out.numel(), out.dtype(), normal);
-  if (CapturedRandomDraws* captured = captured_random_draws; captured != nullptr) {
+  if (captured != nullptr) {
     a.param[2] = static_cast<int64_t>(captured->counters_);
-    a.param[3] = static_cast<int64_t>(reinterpret_cast<uintptr_t>(captured->state_.data()));
     captured->counters_ += counters;
   } else {
     const PhiloxDraw draw = ReservePhiloxCounters(counters);

@@ -518,8 +518,9 @@ inline double UnitDouble(uint32_t hi, uint32_t lo) {
 }
 
 // Element i of a draw into contiguous operand 0 (param[1] the seed, param[2] the first counter;
-// where param[3] is nonzero it is the device address of {seed, counter base}, which param[2] is
-// then added to: a CUDA graph replays the launch and advances the base on the device). A
+// where there is an operand 1 it holds {seed, counter base}, which param[2] is then added to: a
+// CUDA graph replays the launch and advances the base on the device, kIxAdvanceCounters adding
+// param[2] to the base of operand 0). A
 // float-like element of a uniform draw takes one word, of a normal draw two; a double twice
 // that. So element i uses counter first + i * words / 4, words (i * words) % 4 on.
 // RandomCounters (runtime/cuda_random.h) is how many counters a draw uses.
@@ -527,13 +528,13 @@ template <typename T>
 void random(const IxArgs& a) {
   using C = ComputeType<T>;
   if (a.mode == kIxAdvanceCounters) {
-    DT_IX_FOR_EACH(i, a.numel) reinterpret_cast<uint64_t*>(a.param[3])[1] += static_cast<uint64_t>(a.param[2]);
+    DT_IX_FOR_EACH(i, a.numel) reinterpret_cast<uint64_t*>(a.op[0].data)[1] += static_cast<uint64_t>(a.param[2]);
     return;
   }
   if constexpr (IsFloatLike<C>()) {
     uint64_t seed = static_cast<uint64_t>(a.param[1]), first = static_cast<uint64_t>(a.param[2]);
-    if (a.param[3] != 0) {
-      const uint64_t* state = reinterpret_cast<const uint64_t*>(a.param[3]);
+    if (a.operands > 1) {
+      const uint64_t* state = reinterpret_cast<const uint64_t*>(a.op[1].data);
       seed = state[0];
       first += state[1];
     }

@@ -41,6 +41,9 @@ struct NvrtcApi {
 
 std::vector<std::string> CandidatePaths() {
   std::vector<std::string> paths;
+  // DYNTRACE_LIBNVRTC names the library to use (tests: tests/fake_cuda's stand-in, which builds
+  // kernels for the host so that the stand-in driver can run them).
+  if (const char* path = std::getenv("DYNTRACE_LIBNVRTC"); path != nullptr && *path != '\0') return {path};
   if (const char* home = std::getenv("CUDA_HOME"); home != nullptr && *home != '\0') {
     paths.push_back(absl::StrCat(home, "/lib64/libnvrtc.so"));
   }

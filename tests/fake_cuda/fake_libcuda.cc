@@ -14,11 +14,19 @@
 // with every operand address checked to be device memory. During a capture, allocating or
 // synchronising fails and invalidates it, as a real driver does in thread-local mode.
 //
+// With the stand-in NVRTC (fake_nvrtc.cc, through DYNTRACE_LIBNVRTC) kernels do run: its images
+// are host libraries, which cuModuleLoadData loads and cuLaunchKernel runs on the arena's host
+// bytes (kernel_emulator.h), so dyntrace's CUDA results can be checked without a GPU. Captures
+// then record what replays must redo (kernels, device copies, memsets, the stand-in cuBLAS's
+// GEMMs) and graph launches run it in capture order.
+//
 // Loaded by tests through DYNTRACE_LIBCUDA=<path of this library>.
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -27,6 +35,8 @@
 
 #include "jit/cuda_launch_abi.h"
 #include "runtime/index_kernel_abi.h"
+#include "tests/fake_cuda/emulated_image.h"
+#include "tests/fake_cuda/kernel_emulator.h"
 
 namespace {
 
@@ -35,6 +45,7 @@ constexpr int kInvalidValue = 1;
 constexpr int kOutOfMemory = 2;
 constexpr int kInvalidDevice = 101;
 constexpr int kNotFound = 500;
+constexpr int kInvalidImage = 200;
 constexpr int kNotSupported = 801;
 constexpr int kCaptureUnsupported = 900;
 constexpr int kCaptureInvalidated = 901;
@@ -79,12 +90,19 @@ bool accept_modules() {
 struct FakeFunction {
   std::string name;
   int max_dynamic_shared = 0;  // raised above 48 KiB only by cuFuncSetAttribute
+  // Emulated modules only: the host function and its library. An index kernel's entry takes
+  // its IxArgs by address (fake_nvrtc.cc's dt_emu_ix_ entries).
+  void* entry = nullptr;
+  const fake_cuda::EmulatedLibrary* library = nullptr;
 };
 
+// A captured operation: a kernel launch, or (when kernels run) host work a replay redoes.
 struct FakeNode {
   void* function;
   unsigned grid, block, shared;
   dt::CudaKernelArgs args;
+  dt::IxArgs index_args;
+  std::function<int()> host_work;  // set for copies, memsets and GEMMs captured
 };
 
 // CUDA_KERNEL_NODE_PARAMS_v2, as the driver ABI defines it.
@@ -99,6 +117,13 @@ struct KernelNodeParams {
 
 struct FakeGraph {
   std::vector<std::unique_ptr<FakeNode>> nodes;
+};
+
+// An instantiated graph: copies of the captured nodes in capture order, found by the captured
+// node's address (the handle cuGraphExecKernelNodeSetParams gets).
+struct FakeExec {
+  std::vector<FakeNode> nodes;
+  std::map<void*, size_t> index;
 };
 
 struct Capture {
@@ -123,39 +148,97 @@ bool ForbiddenDuringCapture() {
   return true;
 }
 
-// Whether every operand of `args` lies inside one device block: every byte its elements reach
-// (over all rows and the inner dim, negative strides included) when the launch says how wide its
-// elements are, else its first byte.
-bool ArgsInsideDevice(const dt::CudaKernelArgs& args) {
+// The host address of operand k's element 0 when every byte its elements reach (over all rows
+// and the inner dim, negative strides included) lies inside one device block, when the launch
+// says how wide its elements are, else when its first byte does; null otherwise.
+char* OperandOnHost(const dt::CudaKernelArgs& args, int k) {
+  char* p = args.data[k];
+  const int64_t itemsize = args.itemsizes[k];
+  if (itemsize <= 0 || args.rows == 0 || args.n == 0) return Translate(reinterpret_cast<uint64_t>(p), 1);
+  int64_t low = 0, high = 0;  // element offsets reached
+  auto reach = [&](int64_t size, int64_t stride) { (stride < 0 ? low : high) += (size - 1) * stride; };
+  for (int64_t d = 0; d < args.outer_rank; ++d) reach(args.outer_sizes[d], args.outer_strides[k][d]);
+  reach(args.n, args.inner_strides[k]);
+  const uint64_t first = reinterpret_cast<uint64_t>(p) + static_cast<uint64_t>(low * itemsize);
+  char* host = Translate(first, static_cast<size_t>((high - low + 1) * itemsize));
+  return host == nullptr ? nullptr : host - low * itemsize;
+}
+
+// Whether every operand of `args` lies inside one device block (OperandOnHost); with `on_host`,
+// also `args` with each device address replaced by its host bytes' address.
+bool ArgsInsideDevice(const dt::CudaKernelArgs& args, dt::CudaKernelArgs* on_host = nullptr) {
+  if (on_host != nullptr) *on_host = args;
   for (int k = 0; k < dt::kCudaMaxOperands; ++k) {
-    char* p = args.data[k];
-    if (p == nullptr) continue;
-    const int64_t itemsize = args.itemsizes[k];
-    if (itemsize <= 0 || args.rows == 0 || args.n == 0) {
-      if (Translate(reinterpret_cast<uint64_t>(p), 1) == nullptr) return false;
-      continue;
-    }
-    int64_t low = 0, high = 0;  // element offsets reached
-    auto reach = [&](int64_t size, int64_t stride) { (stride < 0 ? low : high) += (size - 1) * stride; };
-    for (int64_t d = 0; d < args.outer_rank; ++d) reach(args.outer_sizes[d], args.outer_strides[k][d]);
-    reach(args.n, args.inner_strides[k]);
-    const uint64_t first = reinterpret_cast<uint64_t>(p) + static_cast<uint64_t>(low * itemsize);
-    if (Translate(first, static_cast<size_t>((high - low + 1) * itemsize)) == nullptr) return false;
+    if (args.data[k] == nullptr) continue;
+    char* host = OperandOnHost(args, k);
+    if (host == nullptr) return false;
+    if (on_host != nullptr) on_host->data[k] = host;
   }
-  return args.workspace == nullptr || Translate(reinterpret_cast<uint64_t>(args.workspace), 1) != nullptr;
+  if (args.workspace == nullptr) return true;
+  char* workspace = Translate(reinterpret_cast<uint64_t>(args.workspace), 1);
+  if (on_host != nullptr) on_host->workspace = workspace;
+  return workspace != nullptr;
 }
 
 // The index kernels (runtime/index_kernels.cuh) take an IxArgs, which states the byte range
-// each operand may touch: every range must lie inside one device allocation.
-bool IndexArgsInsideDevice(const dt::IxArgs& args) {
+// each operand may touch: every range must lie inside one device allocation. With `on_host`,
+// also `args` with host addresses, as ArgsInsideDevice.
+bool IndexArgsInsideDevice(const dt::IxArgs& args, dt::IxArgs* on_host = nullptr) {
+  if (on_host != nullptr) *on_host = args;
   for (int64_t k = 0; k < args.operands && k < dt::kIxMaxOperands; ++k) {
     const dt::IxOperand& o = args.op[k];
     if (o.data == nullptr || args.numel == 0) continue;
     if (o.high_bytes <= o.low_bytes) return false;
     const uint64_t first = reinterpret_cast<uint64_t>(o.data) + static_cast<uint64_t>(o.low_bytes);
-    if (Translate(first, static_cast<size_t>(o.high_bytes - o.low_bytes)) == nullptr) return false;
+    char* host = Translate(first, static_cast<size_t>(o.high_bytes - o.low_bytes));
+    if (host == nullptr) return false;
+    if (on_host != nullptr) on_host->op[k].data = host - o.low_bytes;
   }
-  return args.error == nullptr || Translate(reinterpret_cast<uint64_t>(args.error), sizeof(uint64_t)) != nullptr;
+  if (args.error == nullptr) return true;
+  char* error = Translate(reinterpret_cast<uint64_t>(args.error), sizeof(uint64_t));
+  if (on_host != nullptr) on_host->error = reinterpret_cast<uint64_t*>(error);
+  return error != nullptr;
+}
+
+constexpr int kLaunchFailed = 719;
+
+// Runs an emulated kernel on the arena's host bytes: one call of its host function per thread.
+int RunEmulated(const FakeFunction& fn, unsigned grid, unsigned block, const dt::CudaKernelArgs& args,
+                const dt::IxArgs& index_args) {
+  std::function<void()> body;
+  dt::CudaKernelArgs host_args;
+  dt::IxArgs host_index_args;
+  // The index kernels never wait for each other (runtime/index_kernels.cuh): no fibers needed.
+  const bool index_kernel = fn.name.rfind("dt_ix_", 0) == 0;
+  if (index_kernel) {
+    if (!IndexArgsInsideDevice(index_args, &host_index_args)) return kInvalidValue;
+    body = [&] { reinterpret_cast<void (*)(const dt::IxArgs*)>(fn.entry)(&host_index_args); };
+  } else {
+    if (!ArgsInsideDevice(args, &host_args)) return kInvalidValue;
+    body = [&] { reinterpret_cast<void (*)(dt::CudaKernelArgs)>(fn.entry)(host_args); };
+  }
+  std::string error;
+  if (!fake_cuda::RunGrid(*fn.library, fake_cuda::Dim3{grid, 1, 1}, fake_cuda::Dim3{block, 1, 1}, !index_kernel, body,
+                          &error)) {
+    std::fprintf(stderr, "fake CUDA: kernel %s failed: %s\n", fn.name.c_str(), error.c_str());
+    return kLaunchFailed;
+  }
+  return kSuccess;
+}
+
+// Runs `work` now, or, while a capture is in progress, records it for the graph's launches.
+int RunOrRecord(std::function<int()> work) {
+  Capture& c = capture();
+  {
+    std::lock_guard<std::mutex> lock(c.mu);
+    if (c.active) {
+      auto node = std::make_unique<FakeNode>();
+      node->host_work = std::move(work);
+      c.graph->nodes.push_back(std::move(node));
+      return kSuccess;
+    }
+  }
+  return work();
 }
 
 // The limits of the device the stand-in reports (an H200: sm_90, 132 SMs).
@@ -184,6 +267,8 @@ int cuGetErrorName(int e, const char** s) {
     case kInvalidDevice: *s = "CUDA_ERROR_INVALID_DEVICE"; break;
     case kNotSupported: *s = "CUDA_ERROR_NOT_SUPPORTED"; break;
     case kNotFound: *s = "CUDA_ERROR_NOT_FOUND"; break;
+    case kInvalidImage: *s = "CUDA_ERROR_INVALID_IMAGE"; break;
+    case kLaunchFailed: *s = "CUDA_ERROR_LAUNCH_FAILED"; break;
     default: *s = "CUDA_ERROR_UNKNOWN"; break;
   }
   return kSuccess;
@@ -195,6 +280,8 @@ int cuGetErrorString(int e, const char** s) {
     case kNotSupported: *s = "operation not supported (fake driver: kernels cannot run)"; break;
     case kInvalidValue: *s = "invalid argument"; break;
     case kNotFound: *s = "named symbol not found"; break;
+    case kInvalidImage: *s = "device kernel image is invalid"; break;
+    case kLaunchFailed: *s = "unspecified launch failure (fake driver: see its message on stderr)"; break;
     default: *s = "unknown error"; break;
   }
   return kSuccess;
@@ -262,39 +349,33 @@ int cuMemcpyDtoHAsync_v2(void* dst, uint64_t src, size_t n, void*) {
   return kSuccess;
 }
 int cuMemcpyDtoDAsync_v2(uint64_t dst, uint64_t src, size_t n, void*) {
-  char* d = Translate(dst, n);
-  char* s = Translate(src, n);
-  if (d == nullptr || s == nullptr) return kInvalidValue;
-  std::memmove(d, s, n);
-  return kSuccess;
+  return RunOrRecord([=] {
+    char* d = Translate(dst, n);
+    char* s = Translate(src, n);
+    if (d == nullptr || s == nullptr) return kInvalidValue;
+    std::memmove(d, s, n);
+    return kSuccess;
+  });
 }
-int cuMemsetD8Async(uint64_t dst, unsigned char v, size_t n, void*) {
-  char* d = Translate(dst, n);
-  if (d == nullptr) return kInvalidValue;
-  std::memset(d, v, n);
-  return kSuccess;
-}
-int cuMemsetD16Async(uint64_t dst, unsigned short v, size_t n, void*) {
-  char* d = Translate(dst, n * sizeof(v));
-  if (d == nullptr || dst % sizeof(v) != 0) return kInvalidValue;
-  for (size_t i = 0; i < n; ++i) std::memcpy(d + i * sizeof(v), &v, sizeof(v));
-  return kSuccess;
-}
-int cuMemsetD32Async(uint64_t dst, unsigned v, size_t n, void*) {
-  char* d = Translate(dst, n * sizeof(v));
-  if (d == nullptr || dst % sizeof(v) != 0) return kInvalidValue;
-  for (size_t i = 0; i < n; ++i) std::memcpy(d + i * sizeof(v), &v, sizeof(v));
-  return kSuccess;
-}
-int cuMemsetD2D32Async(uint64_t dst, size_t pitch, unsigned v, size_t width, size_t height, void*) {
+// Fills `count` items of `size` bytes (the low bytes of `value`) from dst, `width` items per row
+// of `pitch` bytes.
+int Fill(uint64_t dst, size_t pitch, uint32_t value, size_t size, size_t width, size_t height) {
   if (height == 0 || width == 0) return kSuccess;
-  if (dst % sizeof(v) != 0 || pitch < width * sizeof(v)) return kInvalidValue;
-  char* d = Translate(dst, (height - 1) * pitch + width * sizeof(v));
-  if (d == nullptr) return kInvalidValue;
-  for (size_t r = 0; r < height; ++r) {
-    for (size_t i = 0; i < width; ++i) std::memcpy(d + r * pitch + i * sizeof(v), &v, sizeof(v));
-  }
-  return kSuccess;
+  if (dst % size != 0 || pitch < width * size) return kInvalidValue;
+  return RunOrRecord([=] {
+    char* d = Translate(dst, (height - 1) * pitch + width * size);
+    if (d == nullptr) return kInvalidValue;
+    for (size_t r = 0; r < height; ++r) {
+      for (size_t i = 0; i < width; ++i) std::memcpy(d + r * pitch + i * size, &value, size);
+    }
+    return kSuccess;
+  });
+}
+int cuMemsetD8Async(uint64_t dst, unsigned char v, size_t n, void*) { return Fill(dst, n, v, 1, n, 1); }
+int cuMemsetD16Async(uint64_t dst, unsigned short v, size_t n, void*) { return Fill(dst, n * 2, v, 2, n, 1); }
+int cuMemsetD32Async(uint64_t dst, unsigned v, size_t n, void*) { return Fill(dst, n * 4, v, 4, n, 1); }
+int cuMemsetD2D32Async(uint64_t dst, size_t pitch, unsigned v, size_t width, size_t height, void*) {
+  return Fill(dst, pitch, v, 4, width, height);
 }
 int cuStreamCreate(void** s, unsigned) { static int streams; *s = reinterpret_cast<void*>(uintptr_t(0x200 + ++streams)); return kSuccess; }
 int cuStreamDestroy_v2(void*) { return kSuccess; }
@@ -311,6 +392,8 @@ int cuEventDestroy_v2(void*) { return kSuccess; }
 struct FakeModule {
   std::string elf_image;  // empty: not an ELF image, every name is accepted
   std::map<std::string, std::unique_ptr<FakeFunction>> functions;
+  // From the stand-in NVRTC; never unloaded, as captured graphs may still name its kernels.
+  fake_cuda::EmulatedLibrary* emulated = nullptr;
 };
 
 // An ELF64 image's size: its section header table is last (as in the CUBINs NVRTC writes).
@@ -324,6 +407,19 @@ size_t Elf64ImageSize(const unsigned char* image) {
 }
 
 int cuModuleLoadData(void** module, const void* image) {
+  const std::string library = fake_cuda::UnwrapEmulatedImage(image);
+  if (!library.empty()) {
+    std::string error;
+    auto* loaded = new FakeModule();
+    loaded->emulated = fake_cuda::LoadEmulatedLibrary(library, &error);
+    if (loaded->emulated == nullptr) {
+      std::fprintf(stderr, "fake CUDA: %s\n", error.c_str());
+      delete loaded;
+      return kInvalidImage;
+    }
+    *module = loaded;
+    return kSuccess;
+  }
   if (!accept_modules()) return kNotSupported;
   auto* loaded = new FakeModule();
   const auto* bytes = static_cast<const unsigned char*>(image);
@@ -343,13 +439,18 @@ int cuModuleGetFunction(void** fn, void* module, const char* name) {
   // Symbol names sit NUL-terminated in the image's string table.
   const std::string symbol = std::string(1, '\0') + name + std::string(1, '\0');
   if (!loaded.elf_image.empty() && loaded.elf_image.find(symbol) == std::string::npos) return kNotFound;
+  const bool index_kernel = std::strncmp(name, "dt_ix_", 6) == 0;
+  void* entry = loaded.emulated == nullptr ? nullptr
+                : index_kernel ? fake_cuda::FindEmulatedKernel(*loaded.emulated, ("dt_emu_ix_" + std::string(name + 6)).c_str())
+                               : fake_cuda::FindEmulatedKernel(*loaded.emulated, name);
+  if (loaded.emulated != nullptr && entry == nullptr) return kNotFound;
   auto& slot = loaded.functions[name];
-  if (slot == nullptr) slot = std::make_unique<FakeFunction>(FakeFunction{name});
+  if (slot == nullptr) slot = std::make_unique<FakeFunction>(FakeFunction{name, 0, entry, loaded.emulated});
   *fn = slot.get();
   return kSuccess;
 }
 int cuFuncSetAttribute(void* fn, int attribute, int value) {
-  if (!accept_modules()) return kNotSupported;
+  if (!accept_modules() && static_cast<FakeFunction*>(fn)->entry == nullptr) return kNotSupported;
   // CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES: the opt-in above 48 KiB.
   if (attribute == 8) {
     if (value < 0 || value > kMaxSharedOptIn) return kInvalidValue;
@@ -359,30 +460,36 @@ int cuFuncSetAttribute(void* fn, int attribute, int value) {
 }
 int cuLaunchKernel(void* fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                    unsigned shared, void*, void** params, void**) {
-  if (!accept_modules()) return kNotSupported;
+  const FakeFunction& function = *static_cast<FakeFunction*>(fn);
+  if (!accept_modules() && function.entry == nullptr) return kNotSupported;
   // What a real device refuses: empty or oversized grids and blocks, shared memory beyond the
   // default 48 KiB without the function's opt-in.
   if (gx == 0 || gy == 0 || gz == 0 || gx > kMaxGridX || bx == 0 || by == 0 || bz == 0 ||
       static_cast<long>(bx) * by * bz > kMaxThreadsPerBlock) {
     return kInvalidValue;
   }
-  const int shared_limit = std::max(kDefaultSharedBytes, static_cast<FakeFunction*>(fn)->max_dynamic_shared);
+  const int shared_limit = std::max(kDefaultSharedBytes, function.max_dynamic_shared);
   if (static_cast<int>(shared) > shared_limit) return kInvalidValue;
   dt::CudaKernelArgs args{};
-  if (static_cast<FakeFunction*>(fn)->name.rfind("dt_ix_", 0) == 0) {
-    if (!IndexArgsInsideDevice(*static_cast<const dt::IxArgs*>(params[0]))) return kInvalidValue;
+  dt::IxArgs index_args{};
+  if (function.name.rfind("dt_ix_", 0) == 0) {
+    index_args = *static_cast<const dt::IxArgs*>(params[0]);
+    if (!IndexArgsInsideDevice(index_args)) return kInvalidValue;
   } else {
     args = *static_cast<const dt::CudaKernelArgs*>(params[0]);
     if (!ArgsInsideDevice(args)) return kInvalidValue;
   }
-  Capture& c = capture();
-  std::lock_guard<std::mutex> lock(c.mu);
-  if (c.active) {
-    c.graph->nodes.push_back(std::make_unique<FakeNode>(FakeNode{fn, gx, bx, shared, args}));
-  } else {
+  if (function.entry != nullptr && (gy != 1 || gz != 1 || by != 1 || bz != 1)) return kNotSupported;
+  {
+    Capture& c = capture();
+    std::lock_guard<std::mutex> lock(c.mu);
+    if (c.active) {
+      c.graph->nodes.push_back(std::make_unique<FakeNode>(FakeNode{fn, gx, bx, shared, args, index_args, {}}));
+      return kSuccess;
+    }
     ++c.launches;
   }
-  return kSuccess;
+  return function.entry != nullptr ? RunEmulated(function, gx, bx, args, index_args) : kSuccess;
 }
 int cuStreamBeginCapture_v2(void*, int mode) {
   if (!accept_modules() || std::getenv("FAKE_CUDA_CAPTURE_FAILS") != nullptr) return kNotSupported;
@@ -427,40 +534,63 @@ int cuStreamGetCaptureInfo_v2(void*, int* status, uint64_t* id, void** graph, co
 int cuGraphInstantiateWithFlags(void** exec, void* graph, unsigned long long) {
   auto* g = static_cast<FakeGraph*>(graph);
   if (g == nullptr) return kInvalidValue;
-  auto* e = new std::map<void*, FakeNode>();
-  for (const auto& node : g->nodes) (*e)[node.get()] = *node;
+  auto* e = new FakeExec();
+  for (const auto& node : g->nodes) {
+    e->index[node.get()] = e->nodes.size();
+    e->nodes.push_back(*node);
+  }
   *exec = e;
   return kSuccess;
 }
 int cuGraphLaunch(void* exec, void*) {
   if (ForbiddenDuringCapture()) return kCaptureUnsupported;
-  for (const auto& [key, node] : *static_cast<std::map<void*, FakeNode>*>(exec)) {
-    if (!ArgsInsideDevice(node.args)) return kInvalidValue;
+  const FakeExec& graph = *static_cast<FakeExec*>(exec);
+  for (const FakeNode& node : graph.nodes) {
+    if (!node.host_work && static_cast<FakeFunction*>(node.function)->name.rfind("dt_ix_", 0) != 0 &&
+        !ArgsInsideDevice(node.args)) {
+      return kInvalidValue;
+    }
   }
-  Capture& c = capture();
-  std::lock_guard<std::mutex> lock(c.mu);
-  ++c.graph_launches;
+  {
+    Capture& c = capture();
+    std::lock_guard<std::mutex> lock(c.mu);
+    ++c.graph_launches;
+  }
+  for (const FakeNode& node : graph.nodes) {
+    int result = kSuccess;
+    if (node.host_work) {
+      result = node.host_work();
+    } else if (const auto& fn = *static_cast<FakeFunction*>(node.function); fn.entry != nullptr) {
+      result = RunEmulated(fn, node.grid, node.block, node.args, node.index_args);
+    }
+    if (result != kSuccess) return result;
+  }
   return kSuccess;
 }
 int cuGraphGetNodes(void*, void**, size_t*) { return kNotSupported; }
 int cuGraphNodeGetType(void*, int*) { return kNotSupported; }
 int cuGraphKernelNodeGetParams_v2(void*, void*) { return kNotSupported; }
 int cuGraphExecKernelNodeSetParams_v2(void* exec, void* node, const void* raw) {
-  auto& nodes = *static_cast<std::map<void*, FakeNode>*>(exec);
-  auto it = nodes.find(node);
-  if (it == nodes.end()) return kInvalidValue;
+  auto& graph = *static_cast<FakeExec*>(exec);
+  auto it = graph.index.find(node);
+  if (it == graph.index.end()) return kInvalidValue;
+  FakeNode& copy = graph.nodes[it->second];
   const auto& p = *static_cast<const KernelNodeParams*>(raw);
-  if (p.func != it->second.function || p.kernel_params == nullptr) return kInvalidValue;
-  it->second.args = *static_cast<const dt::CudaKernelArgs*>(p.kernel_params[0]);
-  it->second.grid = p.grid_x;
-  it->second.block = p.block_x;
+  if (copy.host_work || p.func != copy.function || p.kernel_params == nullptr) return kInvalidValue;
+  if (static_cast<FakeFunction*>(copy.function)->name.rfind("dt_ix_", 0) == 0) {
+    copy.index_args = *static_cast<const dt::IxArgs*>(p.kernel_params[0]);
+  } else {
+    copy.args = *static_cast<const dt::CudaKernelArgs*>(p.kernel_params[0]);
+  }
+  copy.grid = p.grid_x;
+  copy.block = p.block_x;
   Capture& c = capture();
   std::lock_guard<std::mutex> lock(c.mu);
   ++c.node_updates;
   return kSuccess;
 }
 int cuGraphExecDestroy(void* exec) {
-  delete static_cast<std::map<void*, FakeNode>*>(exec);
+  delete static_cast<FakeExec*>(exec);
   return kSuccess;
 }
 int cuGraphDestroy(void* graph) {
@@ -478,5 +608,11 @@ long fakeCudaNodeUpdates() { return capture().node_updates; }
 long fakeCudaCaptures() { return capture().captures; }
 // For the fake cuBLAS: the host bytes behind a device range, or null.
 char* fakeCudaHostAddress(uint64_t address, size_t n) { return Translate(address, n); }
+// For the fake cuBLAS: runs work(closure) now, or records it in the capture in progress; the
+// closure is released with the graph (or at once when the work ran).
+int fakeCudaRunOrRecord(int (*work)(void*), void* closure, void (*release)(void*)) {
+  std::shared_ptr<void> owned(closure, release);
+  return RunOrRecord([work, owned] { return work(owned.get()); });
+}
 
 }  // extern "C"

@@ -17,7 +17,10 @@ CUDA-graph replay and, where PyTorch works, torch.compile side by side.
 
 Exit status: 0 all correctness checks passed, 1 some failed, 2 no GPU (the reason is printed).
 --cpu-dry-run runs the corpus and the timing code with backend="cpu" on small CPU tensors and
-skips what needs CUDA (copy bandwidth, torch), so the script's logic is tested without a GPU."""
+skips what needs CUDA (copy bandwidth, torch), so the script's logic is tested without a GPU.
+--emulated runs the correctness checks (1, eager ops on the device, and 4's losses and replay
+count) on small tensors with the cuda backend, where tests/fake_cuda's stand-ins build dyntrace's CUDA kernels for the host and run
+them (tests/python/test_cuda_emulated.py sets that up): the device code's results, without a GPU."""
 import argparse
 import json
 import math
@@ -629,17 +632,19 @@ def run_correctness(mode, log):
 # Timing.
 
 class Mode:
-    def __init__(self, dry, quick):
+    def __init__(self, dry, quick, emulated=False):
         self.dry = dry
-        self.full = not dry
+        self.emulated = emulated  # CUDA through tests/fake_cuda's stand-ins: kernels run on the host
+        small = dry or emulated
+        self.full = not small
         self.device = "cpu" if dry else "cuda"
         self.backend = "cpu" if dry else "cuda"
         self.kernel_target = "cpu" if dry else "cuda"
-        self.iters = 2 if dry else (10 if quick else 50)
-        self.elements = (1 << 14) if dry else (1 << 24)
-        self.rows = 64 if dry else 4096
+        self.iters = 2 if small else (10 if quick else 50)
+        self.elements = (1 << 14) if small else (1 << 24)
+        self.rows = 64 if small else 4096
         self.small = 1024
-        self.gpt2 = (2, 16, 96) if dry else (4, 128, 768)  # (B, T, D): GPT-2 small's width on the GPU
+        self.gpt2 = (2, 16, 96) if small else (4, 128, 768)  # (B, T, D): GPT-2 small's width on the GPU
 
     def to_device(self, value):
         return value.to(self.device) if isinstance(value, dt.Tensor) else value
@@ -865,6 +870,9 @@ def main(argv):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cpu-dry-run", action="store_true",
                         help="run the corpus and timing code with backend='cpu' on small CPU tensors")
+    parser.add_argument("--emulated", action="store_true",
+                        help="only the correctness checks, on small tensors, for CUDA through tests/fake_cuda's "
+                             "stand-in driver, cuBLAS and NVRTC (kernels built for and run on the host)")
     parser.add_argument("--quick", action="store_true", help="fewer timing iterations")
     parser.add_argument("--log", help="also write everything to this file")
     parser.add_argument("--torch-budget", type=float, default=200.0,
@@ -882,7 +890,7 @@ def main(argv):
             log_file.write(text + "\n")
             log_file.flush()
 
-    mode = Mode(args.cpu_dry_run, args.quick)
+    mode = Mode(args.cpu_dry_run, args.quick, args.emulated)
     if not mode.dry:
         reason = no_gpu_reason()
         if reason is not None:
@@ -890,13 +898,22 @@ def main(argv):
             return EXIT_NO_GPU
     log("gpu_check: dyntrace %s, Python %s, %s" % (
         os.path.dirname(os.path.abspath(dt.__file__)) if getattr(dt, "__file__", None) else "(built in)",
-        sys.version.split()[0], "cpu dry run" if mode.dry else "%d CUDA device(s)" % dt.cuda.device_count()))
+        sys.version.split()[0], "cpu dry run" if mode.dry else "%d CUDA device(s)%s" % (
+            dt.cuda.device_count(), " (emulated on the host)" if mode.emulated else "")))
     start = time.monotonic()
     log("correctness (compiled on %s vs eager on the CPU):" % mode.device)
     failures = run_correctness(mode, log)
     log("eager ops on the device vs the CPU:")
     failures += run_eager_on_device(mode, log)
     log("correctness: %d failure(s) in %.1f s" % (len(failures), time.monotonic() - start))
+    if mode.emulated:
+        log("training:")
+        failures += gpu_training.run_training(mode, log, fresh_copy)[0]
+        for line in failures:
+            log("FAILED: %s" % line)
+        log("gpu_check --emulated: %s (timings are not measured on the stand-in)"
+            % ("%d failure(s)" % len(failures) if failures else "all correctness checks passed"))
+        return EXIT_FAILED if failures else EXIT_OK
     log("timings:")
     try:
         table, (steps, launches) = run_timings(mode, log)

@@ -106,7 +106,7 @@ def run_training(mode, log, fresh_copy):
     """Returns (failures, row): row has ms per step for the compiled and the eager step and the
     peak bytes a step adds for each."""
     import dyntrace as dt
-    size = DRY_SIZE if mode.dry else FULL_SIZE
+    size = FULL_SIZE if mode.full else DRY_SIZE
     scope = model_scope(dt)
     batches = token_batches(dt, size, mode.device)
 
@@ -120,7 +120,7 @@ def run_training(mode, log, fresh_copy):
     compiled = dt.jit(fresh_copy(scope["gpt_mini_step"]), backend=mode.backend, fullgraph=True)
     runs = {"eager": lambda x, y: scope["gpt_mini_step"](eager_model, eager_opt, x, y),
             "compiled": lambda x, y: compiled(whole_model, whole_opt, x, y)}
-    check_steps = 6 if mode.dry else 30
+    check_steps = 30 if mode.full else 6
     losses = {}
     for name, step in runs.items():
         dt.manual_seed(1)  # the same dropout draws on both sides
@@ -135,7 +135,7 @@ def run_training(mode, log, fresh_copy):
     if not worst <= LOSS_RTOL:
         failures.append("gpt_mini whole step: losses differ from eager's by %.2e relative (bar %.0e)" % (worst, LOSS_RTOL))
     row = {"size": size}
-    timed_steps = 4 if mode.dry else 20
+    timed_steps = 20 if mode.full else 4
     for name, step in runs.items():
         before = dt.stats()
         row[name + "_ms"] = per_step_seconds(step, batches, mode.sync, timed_steps) * 1e3
