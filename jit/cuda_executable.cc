@@ -441,9 +441,8 @@ absl::Status CudaExecutable::RunNodeStep(Walk& walk, int step, std::vector<Tenso
       }
     }
     {
-      DeferredIndexChecks deferred;
+      DeferredIndexChecks deferred(&walk.record->index_checks);
       DT_RETURN_IF_ERROR(g.RunNode(node_index, env, scalars));
-      for (DeferredIndexChecks::Check& check : deferred.Take()) walk.record->index_checks.push_back(std::move(check));
     }
     CapturedCall call;
     call.operand_layouts = std::move(layouts);
@@ -479,14 +478,29 @@ absl::Status CudaExecutable::WalkProgram(Walk& walk, const std::shared_ptr<const
   return absl::OkStatus();
 }
 
+absl::Status CudaExecutable::PrepareIndexChecks(const std::vector<Tensor>& env, CudaGraphRecord& record) const {
+  GraphIndexChecks& checks = record.index_checks;
+  const std::vector<ValueId>& inputs = program_.graph.inputs();
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const bool written = i < written_inputs_.size() && written_inputs_[i];
+    if (!written && env[inputs[i]].defined()) checks.caller_storage.insert(env[inputs[i]].storage().get());
+  }
+  // Slots for checks the graph runs itself (all bits set: clear). Allocated here, as a capture
+  // cannot allocate; 1 KiB per captured graph.
+  DT_ASSIGN_OR_RETURN(checks.slots, AllocateOnDevice(Tensor::Empty({GraphIndexChecks::kMaxInGraph, 2}, DType::kInt64,
+                                                                   Device::Meta()),
+                                                     device_id_));
+  return CudaCall(device_->driver().cuMemsetD8Async(reinterpret_cast<CUdeviceptr>(checks.slots.data()), 0xff,
+                                                    static_cast<size_t>(checks.slots.numel()) * sizeof(int64_t), device_->stream()),
+                  "cuMemsetD8Async");
+}
+
 absl::StatusOr<std::unique_ptr<CudaGraphRecord>> CudaExecutable::Capture(
     ShapeState& state, const std::shared_ptr<const ShapePlans::Plan>& plan, std::vector<Tensor>& env,
     const std::vector<Scalar>& scalars) {
   auto record = std::make_unique<CudaGraphRecord>(device_);
   record->plan = plan;
   for (ValueId v : program_.graph.inputs()) record->input_addresses.push_back(env[v].data());
-  // Everything the capture allocates must come from the cache: the warm-up call's sizes.
-  DT_RETURN_IF_ERROR(CudaAllocator::Get().Reserve(device_id_.index, state.warmup_allocations));
   if (scalar_operands_ > 0) {
     const auto bytes = static_cast<int64_t>(scalar_operands_ * kScalarSlotBytes);
     DT_ASSIGN_OR_RETURN(record->scalar_buffer,
@@ -499,6 +513,10 @@ absl::StatusOr<std::unique_ptr<CudaGraphRecord>> CudaExecutable::Capture(
   }
   DT_RETURN_IF_ERROR(device_->Activate());
   const CudaDriver& d = device_->driver();
+  DT_RETURN_IF_ERROR(PrepareIndexChecks(env, *record));
+  // Everything the capture allocates must come from the cache: the warm-up call's sizes,
+  // reserved after the record's own buffers, which would otherwise take reserved blocks.
+  DT_RETURN_IF_ERROR(CudaAllocator::Get().Reserve(device_id_.index, state.warmup_allocations));
   DT_RETURN_IF_ERROR(CudaCall(d.cuStreamBeginCapture(device_->stream(), kCuCaptureModeThreadLocal),
                               "cuStreamBeginCapture"));
   absl::Status walked;
@@ -589,7 +607,7 @@ absl::StatusOr<std::vector<Tensor>> CudaExecutable::RunLocked(const std::vector<
   const CudaDriver& d = device_->driver();
   auto launch_graph = [&](CudaGraphRecord& record) -> absl::Status {
     DT_RETURN_IF_ERROR(device_->Activate());
-    for (const DeferredIndexChecks::Check& check : record.index_checks) DT_RETURN_IF_ERROR(check());
+    for (const auto& check : record.index_checks.before_launch) DT_RETURN_IF_ERROR(check());
     if (!record.scalar_image.empty() && record.scalar_image != record.uploaded_image) {
       DT_RETURN_IF_ERROR(CudaCall(d.cuMemcpyHtoDAsync(reinterpret_cast<CUdeviceptr>(record.scalar_buffer.data()),
                                                       record.scalar_image.data(), record.scalar_image.size(),
@@ -612,7 +630,7 @@ absl::StatusOr<std::vector<Tensor>> CudaExecutable::RunLocked(const std::vector<
     }
     DT_RETURN_IF_ERROR(CudaCall(d.cuGraphLaunch(record.exec, device_->stream()), "cuGraphLaunch"));
     ++GlobalCudaGraphCounters().replays;
-    return absl::OkStatus();
+    return ReadInGraphIndexChecks(record.index_checks);
   };
 
   if (state.record != nullptr) {

@@ -99,6 +99,9 @@ class CudaExecutable {
   // After a replay failed: stages the inputs a library call reads that moved since `record`'s
   // capture, recompiling the program with their copies and dropping every graph. False when
   // none did (then some other operand moved, and the graph is captured again).
+  // The record's index checks: which storage is the caller's (checked before each launch), and
+  // the device slots of the checks captured into the graph (runtime/cuda_index_kernels.h).
+  absl::Status PrepareIndexChecks(const std::vector<Tensor>& env, CudaGraphRecord& record) const;
   absl::StatusOr<bool> StageMovedInputs(const std::vector<Tensor>& inputs, const CudaGraphRecord& record)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status UnloadModules() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

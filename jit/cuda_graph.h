@@ -98,9 +98,9 @@ class CudaGraphRecord {
   Tensor random_state;
   uint64_t random_counters = 0;
   std::array<uint64_t, 2> random_next{~uint64_t{0}, ~uint64_t{0}};
-  // Index checks deferred out of the capture (runtime/cuda_index_kernels.h): run before each
-  // launch, on the operands the replay walk found at the captured addresses.
-  std::vector<DeferredIndexChecks::Check> index_checks;
+  // Index checks of the capture (runtime/cuda_index_kernels.h): those on the caller's inputs
+  // run before each launch, those on values the graph computes are read back after it.
+  GraphIndexChecks index_checks;
 };
 
 // The layout fingerprint of `t` that CapturedCall compares.

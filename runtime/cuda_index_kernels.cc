@@ -320,23 +320,71 @@ namespace {
 thread_local DeferredIndexChecks* deferred_index_checks = nullptr;
 }  // namespace
 
-DeferredIndexChecks::DeferredIndexChecks() : previous_(deferred_index_checks) { deferred_index_checks = this; }
+DeferredIndexChecks::DeferredIndexChecks(GraphIndexChecks* checks)
+    : checks_(checks), previous_(deferred_index_checks) {
+  deferred_index_checks = this;
+}
 DeferredIndexChecks::~DeferredIndexChecks() { deferred_index_checks = previous_; }
+
+namespace {
+
+// Captures the check of `index` into the graph: slot `slot` of `checks.slots` gets the first bad
+// position and its value.
+absl::Status CaptureInGraphCheck(const Tensor& index, int64_t low, int64_t high, const GraphIndexChecks& checks,
+                                 int64_t slot) {
+  DT_ASSIGN_OR_RETURN(IndexKernelRunner * runner, Runner(index));
+  DT_ASSIGN_OR_RETURN(IxArgs a, DomainArgs(index.sizes()));
+  a.op[a.operands++] = Operand(index, index.sizes(), index.strides());
+  a.param[0] = low;
+  a.param[1] = high;
+  a.error = static_cast<uint64_t*>(checks.slots.data()) + 2 * slot;
+  a.mode = kIxCheckFind;
+  DT_RETURN_IF_ERROR(runner->Launch("check", index.dtype(), a));
+  a.mode = kIxCheckReadValue;
+  return runner->Launch("check", index.dtype(), a);
+}
+
+}  // namespace
 
 absl::Status CheckIndicesOnDevice(const Tensor& index, int64_t size, int64_t dim, bool wrap_negative) {
   if (DeferredIndexChecks* deferred = deferred_index_checks; deferred != nullptr) {
-    deferred->checks_.push_back([index, size, dim, wrap_negative] {
-      DeferredIndexChecks* outer = deferred_index_checks;
-      deferred_index_checks = nullptr;  // the recorded check itself runs now
-      absl::Status status = CheckIndicesOnDevice(index, size, dim, wrap_negative);
-      deferred_index_checks = outer;
-      return status;
-    });
+    GraphIndexChecks& checks = *deferred->checks_;
+    if (checks.caller_storage.contains(index.storage().get())) {
+      checks.before_launch.push_back([index, size, dim, wrap_negative] {
+        DeferredIndexChecks* outer = deferred_index_checks;
+        deferred_index_checks = nullptr;  // the recorded check itself runs now
+        absl::Status status = CheckIndicesOnDevice(index, size, dim, wrap_negative);
+        deferred_index_checks = outer;
+        return status;
+      });
+      return absl::OkStatus();
+    }
+    if (checks.in_graph.size() >= static_cast<size_t>(GraphIndexChecks::kMaxInGraph)) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "more than %d index checks on values the CUDA graph computes", GraphIndexChecks::kMaxInGraph));
+    }
+    DT_RETURN_IF_ERROR(
+        CaptureInGraphCheck(index, wrap_negative ? -size : 0, size, checks, static_cast<int64_t>(checks.in_graph.size())));
+    checks.in_graph.push_back(GraphIndexChecks::InGraph{size, dim, wrap_negative});
     return absl::OkStatus();
   }
   DT_ASSIGN_OR_RETURN(std::optional<int64_t> bad, FindValueOutside(index, wrap_negative ? -size : 0, size));
   if (!bad.has_value()) return absl::OkStatus();
   return CheckedIndex(*bad, size, dim, wrap_negative).status();
+}
+
+absl::Status ReadInGraphIndexChecks(const GraphIndexChecks& checks) {
+  if (checks.in_graph.empty()) return absl::OkStatus();
+  DT_ASSIGN_OR_RETURN(IndexKernelRunner * runner, Runner(checks.slots));
+  std::vector<uint64_t> words(2 * checks.in_graph.size());
+  DT_RETURN_IF_ERROR(runner->Read(words.data(), checks.slots.data(), words.size() * sizeof(uint64_t)));
+  for (size_t k = 0; k < checks.in_graph.size(); ++k) {
+    if (words[2 * k] == ~uint64_t{0}) continue;
+    DT_RETURN_IF_ERROR(runner->Memset(checks.slots.data(), 0xff, words.size() * sizeof(uint64_t)));
+    const GraphIndexChecks::InGraph& c = checks.in_graph[k];
+    return CheckedIndex(static_cast<int64_t>(words[2 * k + 1]), c.size, c.dim, c.wrap_negative).status();
+  }
+  return absl::OkStatus();
 }
 
 absl::Status GatherOnDevice(const Tensor& out, const DomainOperand& src, absl::Span<const DomainIndex> indices,

@@ -31,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
@@ -76,26 +77,45 @@ using DomainRemap = IxRemap;
 // While a DeferredIndexChecks is alive on this thread, the check is recorded there instead.
 [[nodiscard]] absl::Status CheckIndicesOnDevice(const Tensor& index, int64_t size, int64_t dim, bool wrap_negative);
 
-// A CUDA-graph capture can't read a check's result back. Inside this scope (one per thread at a
-// time) CheckIndicesOnDevice records its check rather than running it, and the op goes on to
-// launch its kernel, which skips bad indices, so nothing is read or written out of bounds. The
-// capturing executable runs the recorded checks before every launch of the graph: a bad index
-// then raises before the graph runs, as it raised before the op ran. A check holds its index
-// tensor, so it reads whatever that memory holds when it runs.
+// The index checks of one CUDA-graph capture. A capture can't read a check's result back, so
+// inside a DeferredIndexChecks scope CheckIndicesOnDevice records the check, and the op goes on
+// to launch its kernel, which skips bad indices (nothing is read or written out of bounds):
+// - an index tensor in `caller_storage` (the caller's inputs, which hold this call's values
+//   before a launch) gets a check the executable runs before each launch: a bad index raises
+//   before the graph runs, as it raised before the op ran;
+// - one the graph itself computes or copies in (arange positions, a staged batch) holds stale
+//   bytes before a launch, so its check is a kernel captured into the graph, writing the first
+//   bad position and its value into slot k of `slots`; ReadInGraphIndexChecks, after each
+//   launch, raises the IndexError then (the launch's writes have happened).
+struct GraphIndexChecks {
+  static constexpr int kMaxInGraph = 64;
+  struct InGraph {
+    int64_t size = 0, dim = 0;
+    bool wrap_negative = false;
+  };
+  absl::flat_hash_set<const Storage*> caller_storage;
+  Tensor slots;  // int64 [kMaxInGraph, 2] on the device: {position + 1, value}, all bits set when clear
+  std::vector<std::function<absl::Status()>> before_launch;
+  std::vector<InGraph> in_graph;  // what slot k checks
+};
+
+// While alive (one per thread at a time), CheckIndicesOnDevice records into `checks`.
 class DeferredIndexChecks {
  public:
-  using Check = std::function<absl::Status()>;
-  DeferredIndexChecks();
+  explicit DeferredIndexChecks(GraphIndexChecks* checks);
   ~DeferredIndexChecks();
   DeferredIndexChecks(const DeferredIndexChecks&) = delete;
   DeferredIndexChecks& operator=(const DeferredIndexChecks&) = delete;
-  std::vector<Check> Take() { return std::move(checks_); }
 
  private:
   friend absl::Status CheckIndicesOnDevice(const Tensor&, int64_t, int64_t, bool);
-  std::vector<Check> checks_;
+  GraphIndexChecks* checks_;
   DeferredIndexChecks* previous_;
 };
+
+// After a launch of the graph `checks` was captured with: the IndexError of the first in-graph
+// check that found a bad index (all slots cleared again), else OK. One small synchronous read.
+[[nodiscard]] absl::Status ReadInGraphIndexChecks(const GraphIndexChecks& checks);
 
 // Fills contiguous floating `out` with uniform [0, 1) or standard normal numbers from the device
 // generator (runtime/random.h), or, inside a CapturedRandomDraws scope, from the captured state.

@@ -69,6 +69,10 @@ static_assert(sizeof(IxArgs) == 8 * (2 + kIxMaxRank + 1 + kIxMaxOperands * (4 + 
 static_assert(sizeof(IxArgs) <= 4096, "kernel parameters must stay within 4 KiB");
 
 // Folds a scatter or scan applies (IxArgs::mode).
+// The check kernel's passes: find the first bad position (into error[0], as position + 1), then
+// copy that position's value into error[1] (a CUDA graph reads both after its launch).
+enum IxCheck : int64_t { kIxCheckFind = 0, kIxCheckReadValue = 1 };
+
 enum IxFold : int64_t { kIxAssign = 0, kIxSum = 1, kIxProd = 2, kIxMax = 3, kIxMin = 4, kIxLogSumExp = 5 };
 
 // What range (IxArgs::mode) generates, and which checked integer op int_binary computes.

@@ -39,8 +39,17 @@ inline char* At(const IxOperand& o, int64_t element) { return o.data + element *
 // ---- untyped: element bytes move, whatever their dtype ----
 
 // param[0], param[1]: the valid range [low, high) of operand 0's values. Records the first
-// position outside it (position + 1, atomic minimum: the lowest wins).
+// position outside it (position + 1, atomic minimum: the lowest wins); with kIxCheckReadValue,
+// one thread then copies that position's value into error[1].
 inline void check(const IxArgs& a) {
+  if (a.mode == kIxCheckReadValue) {
+    if (blockIdx.x == 0 && threadIdx.x == 0 && a.error[0] != ~0ull && a.error[0] != 0) {
+      int64_t off[kIxMaxOperands];
+      IxOffsets(a, static_cast<int64_t>(a.error[0] - 1), off);
+      a.error[1] = static_cast<uint64_t>(IxReadIndex(a.op[0], off[0]));
+    }
+    return;
+  }
   DT_IX_FOR_EACH(i, a.numel) {
     int64_t off[kIxMaxOperands];
     IxOffsets(a, i, off);

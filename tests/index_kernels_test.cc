@@ -216,30 +216,56 @@ TEST_F(IndexKernelsTest, OutOfRangeIndicesRaiseTheCpuErrorAndWriteNothing) {
   ExpectClose(target, x, {}, "target after a refused write");
 }
 
-// Inside a CUDA-graph capture the check is recorded, the kernel runs (skipping the bad index),
-// and the recorded check, run later, raises the error the op would have raised, reading the
-// index memory as it is then.
-TEST_F(IndexKernelsTest, DeferredIndexChecksRaiseWhenRunAndReadTheIndexThen) {
+// Inside a CUDA-graph capture the check of an index the caller passes is recorded, the kernel
+// runs (skipping the bad index), and the recorded check, run before a launch, raises the error
+// the op would have raised, reading the index memory as it is then.
+TEST_F(IndexKernelsTest, DeferredChecksOfTheCallersIndicesRunBeforeALaunch) {
   const Tensor x = Random({4, 6}, DType::kFloat32, rng);
   const Tensor index = Ints({0, 6, 1, -1}, {1, 4});
   absl::StatusOr<OpResult> eager = CallFull("gather", {x, Scalar::Int(1), index});
   ASSERT_FALSE(eager.ok());
   Emulated on(&runner);
-  std::vector<DeferredIndexChecks::Check> checks;
+  GraphIndexChecks checks;
+  checks.caller_storage.insert(index.storage().get());
   {
-    DeferredIndexChecks deferred;
+    DeferredIndexChecks deferred(&checks);
     absl::StatusOr<OpResult> deferred_run = CallFull("gather", {x, Scalar::Int(1), index});
     ASSERT_TRUE(deferred_run.ok()) << deferred_run.status();
-    checks = deferred.Take();
   }
-  ASSERT_EQ(checks.size(), 1u);
-  EXPECT_EQ(checks[0]().message(), eager.status().message());
+  ASSERT_EQ(checks.before_launch.size(), 1u);
+  EXPECT_TRUE(checks.in_graph.empty());
+  EXPECT_EQ(checks.before_launch[0]().message(), eager.status().message());
   // Fixed in place (a new batch copied into the captured buffer): the same check now passes.
   index.data_as<int64_t>()[1] = 5;
   index.data_as<int64_t>()[3] = 2;
-  EXPECT_TRUE(checks[0]().ok());
+  EXPECT_TRUE(checks.before_launch[0]().ok());
   // Outside any scope nothing is deferred.
   EXPECT_TRUE(CallFull("gather", {x, Scalar::Int(1), index}).ok());
+}
+
+// An index the graph computes is checked by kernels captured with the graph, into a slot that
+// ReadInGraphIndexChecks reads after the launch: eager's error, then clear slots again.
+TEST_F(IndexKernelsTest, InGraphChecksReportTheFirstBadIndexAfterTheLaunch) {
+  const Tensor x = Random({4, 6}, DType::kFloat32, rng);
+  const Tensor index = Ints({0, 6, 1, -7, 9}, {1, 5});
+  absl::StatusOr<OpResult> eager = CallFull("gather", {x, Scalar::Int(1), index});
+  ASSERT_FALSE(eager.ok());
+  EXPECT_EQ(eager.status().message(), "index 6 is out of bounds for dimension 1 with size 6");
+  Emulated on(&runner);
+  GraphIndexChecks checks;
+  checks.slots = Tensor::Empty({GraphIndexChecks::kMaxInGraph, 2}, DType::kInt64, Device::Cpu());
+  std::memset(checks.slots.data(), 0xff, GraphIndexChecks::kMaxInGraph * 2 * sizeof(int64_t));
+  const int64_t launches_before = runner.launches;
+  {
+    DeferredIndexChecks deferred(&checks);
+    ASSERT_TRUE(CallFull("gather", {x, Scalar::Int(1), index}).ok());
+  }
+  EXPECT_TRUE(checks.before_launch.empty());
+  ASSERT_EQ(checks.in_graph.size(), 1u);
+  EXPECT_EQ(runner.launches - launches_before, 3);  // find, read the value, the gather itself
+  EXPECT_EQ(ReadInGraphIndexChecks(checks).message(), eager.status().message());
+  for (int64_t i = 0; i < 2 * GraphIndexChecks::kMaxInGraph; ++i) EXPECT_EQ(checks.slots.data_as<int64_t>()[i], -1);
+  EXPECT_TRUE(ReadInGraphIndexChecks(checks).ok());
 }
 
 TEST_F(IndexKernelsTest, AdvancedIndexingReadsAndWritesMatchTheCpu) {
