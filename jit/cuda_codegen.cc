@@ -88,7 +88,7 @@ class CudaKernelEmitter : public KernelPrinter {
         return absl::StrCat(op.is_output ? "out" : "in", operand, ".v[", j, "]");
       case Addressing::kRowSlotVector:
         if (op.predicted_inner_stride == 0) return absl::StrCat("p", operand, "[0]");
-        if (cached_.count(operand)) return absl::StrCat("c", operand, "[k].v[l]");
+        if (cached_.count(operand)) return absl::StrCat("c", operand, "[k * ", row_vector_width_, " + l]");
         return absl::StrCat(op.is_output ? "out" : "in", operand, ".v[l]");
       case Addressing::kRowSlotScalar:
         if (cached_.count(operand)) return absl::StrCat("c", operand, "[k]");
@@ -335,41 +335,47 @@ class CudaKernelEmitter : public KernelPrinter {
   }
 
   // Rows of at most `slots` * blockDim.x elements: each thread loads its slots of the multi-pass
-  // operands once, 16 bytes at a time where every operand's layout allows (else element by
-  // element, any stride), and every pass (each reduction, then the outputs) reads the registers.
-  // Longer rows take the general path below it, which reads memory in each pass.
+  // operands once, 16 bytes at a time where every operand's layout allows and the row is whole
+  // vectors (else element by element, any stride), and every pass (each reduction, then the
+  // outputs) reads the registers. Longer rows take the general path, which reads memory in each
+  // pass. The three paths share the row loop, each reduction's block combine and the row-level
+  // values between passes: only the passes themselves branch. NVRTC's time follows the length
+  // of the code, and a row kernel's three paths each carrying their own copies of those took
+  // most of a transformer layer's compile.
   void EmitRowKernel(int width, int slots) {
     addressing_ = Addressing::kAnyStride;
     OpenKernel("");
     DeclareScratch();
     cached_ = MultiPassOperands();
-    absl::StrAppendFormat(&out_, "  if (n <= %d * static_cast<int64_t>(blockDim.x)) {\n", slots);
+    row_vector_width_ = width;
+    absl::StrAppendFormat(&out_, "  const bool cached_rows = n <= %d * static_cast<int64_t>(blockDim.x);\n", slots);
     if (width > 1) {
-      absl::StrAppendFormat(&out_, "    if (%s) {\n", absl::StrJoin(VectorChecks(width), " &&\n        "));
-      EmitCachedRows(width, slots / width, "      ");
-      out_ += "      return;\n    }\n";
+      absl::StrAppendFormat(&out_, "  const bool vector_rows = cached_rows && n %% %d == 0 &&\n      %s;\n", width,
+                            absl::StrJoin(VectorChecks(width), " &&\n      "));
     }
-    EmitCachedRows(1, slots, "    ");
-    out_ += "    return;\n  }\n";
-    cached_.clear();
-    addressing_ = Addressing::kAnyStride;
     out_ += "  for (int64_t row = blockIdx.x; row < args.rows; row += gridDim.x) {\n";
     EmitPointers("row", "    ");
+    const PassReuse reuse = PlanPassReuse(slots);
+    EmitCachedLoads(width, slots, reuse);
     std::vector<bool> defined(k_.values.size(), false);
-    for (int r : Reductions()) {
+    const std::vector<int> reductions = Reductions();
+    for (size_t q = 0; q < reductions.size(); ++q) {
+      const int r = reductions[q];
       EmitReadyRowValues(r, defined, "    ");
-      EmitBlockReduction(r, "0", "n", "    ");
-      absl::StrAppend(&out_, "    ", ReductionResult(r, absl::StrCat("acc", r), "n"), "\n");
+      const ReductionSpelling s = SpellReduction(r);
+      absl::StrAppendFormat(&out_, "    %s acc%d = %s;\n", s.accumulator_type, r, s.identity);
+      const std::string acc = absl::StrCat("acc", r);
+      EmitPass(width, slots, reuse, q, absl::StrCat(acc, " = ", s.Combine(acc, s.input), ";"), false);
+      EmitBlockCombine(r, s, "    ");
+      absl::StrAppend(&out_, "    ", ReductionResult(r, acc, "n"), "\n");
       defined[r] = true;
     }
     EmitReadyRowValues(k_.values.size(), defined, "    ");
-    if (!FullOutputs().empty()) {
-      out_ += "    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {\n";
-      EmitElement("j", "      ");
-      out_ += "    }\n";
-    }
+    if (!FullOutputs().empty()) EmitPass(width, slots, reuse, reductions.size(), "", true);
     EmitRowOutputs("    ");
     out_ += "  }\n}\n\n";
+    cached_.clear();
+    addressing_ = Addressing::kAnyStride;
   }
 
   // Which full-size values a pass of the cached path takes from registers another pass filled:
@@ -419,48 +425,59 @@ class CudaKernelEmitter : public KernelPrinter {
     return plan;
   }
 
-  // The row loop of the cached path: `width` > 1 is the vector variant (slot k of a thread is
-  // elements (k * blockDim.x + threadIdx.x) * width + l), 1 the scalar one (element
-  // k * blockDim.x + threadIdx.x).
-  void EmitCachedRows(int width, int per_thread, const std::string& indent) {
-    addressing_ = width > 1 ? Addressing::kRowSlotVector : Addressing::kRowSlotScalar;
-    const std::string in = indent + "  ";
-    absl::StrAppendFormat(&out_, "%sfor (int64_t row = blockIdx.x; row < args.rows; row += gridDim.x) {\n", indent);
-    EmitPointers("row", in);
+  // The cached paths' registers: each multi-pass operand's slots (filled here, a vector at a
+  // time on the vector path) and the values a pass keeps for later ones.
+  void EmitCachedLoads(int width, int slots, const PassReuse& reuse) {
     for (int o : cached_) {
-      const char* type = CppType(k_.operands[o].dtype);
-      if (width > 1) {
-        absl::StrAppendFormat(&out_, "%sDtVec<%s, %d> c%d[%d];\n", in, type, width, o, per_thread);
-        absl::StrAppendFormat(&out_, "%s#pragma unroll\n%sfor (int k = 0; k < %d; ++k) c%d[k] = dt_load_vec<%s, %d>(p%d, %s, n);\n",
-                              in, in, per_thread, o, type, width, o, SlotStart(width));
-      } else {
-        absl::StrAppendFormat(&out_, "%s%s c%d[%d];\n", in, type, o, per_thread);
-        absl::StrAppendFormat(&out_, "%s#pragma unroll\n%sfor (int k = 0; k < %d; ++k) {\n", in, in, per_thread);
-        absl::StrAppendFormat(&out_, "%s  const int64_t j = %s;\n%s  c%d[k] = j < n ? p%d[j * is%d] : %s();\n%s}\n",
-                              in, SlotStart(1), in, o, o, o, type, in);
-      }
+      absl::StrAppendFormat(&out_, "    %s c%d[%d];\n", CppType(k_.operands[o].dtype), o, slots);
     }
-    const PassReuse reuse = PlanPassReuse(width * per_thread);
     for (int c : reuse.stored) {
-      absl::StrAppendFormat(&out_, "%s%s s%d[%d];\n", in, CppType(k_.values[c].dtype), c, width * per_thread);
+      absl::StrAppendFormat(&out_, "    %s s%d[%d];\n", CppType(k_.values[c].dtype), c, slots);
     }
-    std::vector<bool> defined(k_.values.size(), false);
-    const std::vector<int> reductions = Reductions();
-    for (size_t q = 0; q < reductions.size(); ++q) {
-      const int r = reductions[q];
-      EmitReadyRowValues(r, defined, in);
-      const ReductionSpelling s = SpellReduction(r);
-      absl::StrAppendFormat(&out_, "%s%s acc%d = %s;\n", in, s.accumulator_type, r, s.identity);
-      const std::string acc = absl::StrCat("acc", r);
-      EmitSlotLoop(width, per_thread, reuse, q, absl::StrCat(acc, " = ", s.Combine(acc, s.input), ";"), false, in);
-      EmitBlockCombine(r, s, in);
-      absl::StrAppend(&out_, in, ReductionResult(r, acc, "n"), "\n");
-      defined[r] = true;
+    if (cached_.empty()) return;
+    if (width > 1) {
+      out_ += "    if (vector_rows) {\n";
+      absl::StrAppendFormat(&out_, "      #pragma unroll\n      for (int k = 0; k < %d; ++k) {\n", slots / width);
+      for (int o : cached_) {
+        const char* type = CppType(k_.operands[o].dtype);
+        absl::StrAppendFormat(&out_, "        const DtVec<%s, %d> v%d = dt_load_whole_vec<%s, %d>(p%d, %s, n);\n", type,
+                              width, o, type, width, o, SlotStart(width));
+        absl::StrAppendFormat(&out_, "        #pragma unroll\n        for (int l = 0; l < %d; ++l) c%d[k * %d + l] = v%d.v[l];\n",
+                              width, o, width, o);
+      }
+      out_ += "      }\n    } else ";
+    } else {
+      out_ += "    ";
     }
-    EmitReadyRowValues(k_.values.size(), defined, in);
-    if (!FullOutputs().empty()) EmitSlotLoop(width, per_thread, reuse, reductions.size(), "", true, in);
-    EmitRowOutputs(in);
-    absl::StrAppendFormat(&out_, "%s}\n", indent);
+    absl::StrAppendFormat(&out_, "if (cached_rows) {\n      #pragma unroll\n      for (int k = 0; k < %d; ++k) {\n", slots);
+    absl::StrAppendFormat(&out_, "        const int64_t j = %s;\n", SlotStart(1));
+    for (int o : cached_) {
+      absl::StrAppendFormat(&out_, "        c%d[k] = j < n ? p%d[j * is%d] : %s();\n", o, o, o, CppType(k_.operands[o].dtype));
+    }
+    out_ += "      }\n    }\n";
+  }
+
+  // Pass `pass` over the row's elements on whichever path the row takes: `fold` (a reduction's
+  // combine) or, with `stores`, the full-size outputs at each element.
+  void EmitPass(int width, int slots, const PassReuse& reuse, size_t pass, const std::string& fold, bool stores) {
+    if (width > 1) {
+      out_ += "    if (vector_rows) {\n";
+      addressing_ = Addressing::kRowSlotVector;
+      EmitSlotLoop(width, slots / width, reuse, pass, fold, stores, "      ");
+      out_ += "    } else ";
+    } else {
+      out_ += "    ";
+    }
+    out_ += "if (cached_rows) {\n";
+    addressing_ = Addressing::kRowSlotScalar;
+    EmitSlotLoop(1, slots, reuse, pass, fold, stores, "      ");
+    out_ += "    } else {\n";
+    addressing_ = Addressing::kAnyStride;
+    out_ += "      for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {\n";
+    EmitStatements(FullCone(reuse.roots[pass]), "j", "        ");
+    if (!fold.empty()) absl::StrAppend(&out_, "        ", fold, "\n");
+    if (stores) EmitFullStores("j", "        ");
+    out_ += "      }\n    }\n";
   }
 
   static std::string SlotStart(int width) {
@@ -497,7 +514,9 @@ class CudaKernelEmitter : public KernelPrinter {
       absl::StrAppendFormat(&out_, "%s}\n%s}\n", in, indent);
       return;
     }
-    absl::StrAppendFormat(&out_, "%sconst int64_t j0 = %s;\n", in, SlotStart(width));
+    // The row is whole vectors: a slot is all inside the row or all past its end.
+    absl::StrAppendFormat(&out_, "%sconst int64_t j0 = %s;\n%sif (j0 < n) {\n", in, SlotStart(width), in);
+    const std::string body = in + "  ";
     std::set<int> loaded;
     for (int i : cone) {
       const KernelValue& v = k_.values[i];
@@ -508,8 +527,8 @@ class CudaKernelEmitter : public KernelPrinter {
     }
     for (int o : loaded) {
       const char* type = CppType(k_.operands[o].dtype);
-      absl::StrAppendFormat(&out_, "%sconst DtVec<%s, %d> in%d = dt_load_vec<%s, %d>(p%d, j0, n);\n", in, type, width, o,
-                            type, width, o);
+      absl::StrAppendFormat(&out_, "%sconst DtVec<%s, %d> in%d = *reinterpret_cast<const DtVec<%s, %d>*>(p%d + j0);\n",
+                            body, type, width, o, type, width, o);
     }
     std::vector<int> stored;
     if (stores) {
@@ -517,34 +536,22 @@ class CudaKernelEmitter : public KernelPrinter {
         const KernelOperand& op = k_.operands[o];
         if (op.is_output && FullTensor(static_cast<int>(o)) && op.predicted_inner_stride != 0) {
           stored.push_back(static_cast<int>(o));
-          absl::StrAppendFormat(&out_, "%sDtVec<%s, %d> out%d;\n", in, CppType(op.dtype), width, o);
+          absl::StrAppendFormat(&out_, "%sDtVec<%s, %d> out%d;\n", body, CppType(op.dtype), width, o);
         }
       }
     }
-    // A slot wholly inside the row (all but the row's last) runs its lanes unguarded: the
-    // per-lane bound test cost as much as the arithmetic of a cheap pass.
     const std::string slot = absl::StrCat("k * ", width, " + l");
-    auto lanes = [&](bool guarded) {
-      absl::StrAppendFormat(&out_, "%s  #pragma unroll\n%s  for (int l = 0; l < %d; ++l) {\n", in, in, width);
-      absl::StrAppendFormat(&out_, "%s    const int64_t j = j0 + l;\n", in);
-      const std::string body = in + (guarded ? "      " : "    ");
-      if (guarded) absl::StrAppendFormat(&out_, "%s    if (j < n) {\n", in);
-      EmitPassStatements(reuse, pass, slot, body);
-      if (!fold.empty()) absl::StrAppend(&out_, body, fold, "\n");
-      if (stores) EmitFullStores("j", body);
-      if (guarded) absl::StrAppendFormat(&out_, "%s    }\n", in);
-      absl::StrAppendFormat(&out_, "%s  }\n", in);
-    };
-    absl::StrAppendFormat(&out_, "%sif (j0 + %d <= n) {\n", in, width);
-    lanes(false);
-    absl::StrAppendFormat(&out_, "%s} else {\n", in);
-    lanes(true);
-    absl::StrAppendFormat(&out_, "%s}\n", in);
+    absl::StrAppendFormat(&out_, "%s#pragma unroll\n%sfor (int l = 0; l < %d; ++l) {\n", body, body, width);
+    absl::StrAppendFormat(&out_, "%s  const int64_t j = j0 + l;\n", body);
+    EmitPassStatements(reuse, pass, slot, body + "  ");
+    if (!fold.empty()) absl::StrAppend(&out_, body, "  ", fold, "\n");
+    if (stores) EmitFullStores("j", body + "  ");
+    absl::StrAppendFormat(&out_, "%s}\n", body);
     for (int o : stored) {
-      absl::StrAppendFormat(&out_, "%sdt_store_vec<%s, %d>(p%d, j0, n, out%d);\n", in, CppType(k_.operands[o].dtype), width,
-                            o, o);
+      const char* type = CppType(k_.operands[o].dtype);
+      absl::StrAppendFormat(&out_, "%s*reinterpret_cast<DtVec<%s, %d>*>(p%d + j0) = out%d;\n", body, type, width, o, o);
     }
-    absl::StrAppendFormat(&out_, "%s}\n", indent);
+    absl::StrAppendFormat(&out_, "%s}\n%s}\n", in, indent);
   }
 
   // The partial of reduction ordinal `q` for (row, part) in the workspace.
@@ -606,6 +613,7 @@ class CudaKernelEmitter : public KernelPrinter {
 
   Addressing addressing_ = Addressing::kAnyStride;
   std::set<int> cached_;  // the cached row path's register-held operands
+  int row_vector_width_ = 1;  // elements per slot on a row kernel's vector path
 };
 
 constexpr char kCudaHelpers[] = R"(
@@ -630,28 +638,12 @@ __device__ __forceinline__ bool dt_vector_ready(const dt::CudaKernelArgs& args, 
   return true;
 }
 
-// Elements j0 .. j0 + N - 1 of a unit-stride row of n elements; those past n read as T().
-// REQUIRES: p + j0 aligned to the vector when all N are in the row.
+// Elements j0 .. j0 + N - 1 of a unit-stride row whose length is a multiple of N: the vector,
+// or T()s when it starts past the row's end. REQUIRES: p + j0 aligned to the vector.
 template <typename T, int N>
-__device__ __forceinline__ DtVec<T, N> dt_load_vec(const T* p, int64_t j0, int64_t n) {
-  if (j0 + N <= n) return *reinterpret_cast<const DtVec<T, N>*>(p + j0);
-  DtVec<T, N> v;
-#pragma unroll
-  for (int l = 0; l < N; ++l) v.v[l] = j0 + l < n ? p[j0 + l] : T();
-  return v;
-}
-
-// Stores the lanes of `v` that fall below n at p + j0 ...
-template <typename T, int N>
-__device__ __forceinline__ void dt_store_vec(T* p, int64_t j0, int64_t n, const DtVec<T, N>& v) {
-  if (j0 + N <= n) {
-    *reinterpret_cast<DtVec<T, N>*>(p + j0) = v;
-    return;
-  }
-#pragma unroll
-  for (int l = 0; l < N; ++l) {
-    if (j0 + l < n) p[j0 + l] = v.v[l];
-  }
+__device__ __forceinline__ DtVec<T, N> dt_load_whole_vec(const T* p, int64_t j0, int64_t n) {
+  if (j0 < n) return *reinterpret_cast<const DtVec<T, N>*>(p + j0);
+  return DtVec<T, N>{};
 }
 
 template <typename T>
