@@ -47,7 +47,20 @@ class CudaKernelEmitter : public KernelPrinter {
  public:
   explicit CudaKernelEmitter(const Kernel& k) : KernelPrinter(k) {}
 
-  std::string Emit(CudaKernelInfo* info) {
+  // The kernel's functions, in order: (name, code).
+  std::vector<std::pair<std::string, std::string>> Emit(CudaKernelInfo* info) {
+    EmitAll(info);
+    std::vector<std::pair<std::string, std::string>> functions;
+    for (size_t i = 0; i < function_starts_.size(); ++i) {
+      const size_t end = i + 1 < function_starts_.size() ? function_starts_[i + 1].second : out_.size();
+      functions.emplace_back(function_starts_[i].first, out_.substr(function_starts_[i].second, end - function_starts_[i].second));
+      info->functions.push_back(function_starts_[i].first);
+    }
+    return functions;
+  }
+
+ private:
+  void EmitAll(CudaKernelInfo* info) {
     info->name = k_.name;
     info->is_row_kernel = k_.is_row_kernel();
     if (info->is_row_kernel) {
@@ -55,6 +68,7 @@ class CudaKernelEmitter : public KernelPrinter {
       for (int r : Reductions()) info->static_shared_bytes += kMaxWarps * static_cast<int>(ItemSize(k_.values[r].accumulator_dtype));
       info->vector_width = VectorWidth(kVectorBytes);
       info->row_slots = RowSlots(info->vector_width);
+      if (info->vector_width > 1) info->vector_checks = HostVectorChecks(info->vector_width);
       EmitRowKernel(info->vector_width, info->row_slots);
       info->has_split = Splittable();
       if (info->has_split) {
@@ -65,10 +79,8 @@ class CudaKernelEmitter : public KernelPrinter {
       info->vector_width = VectorWidth(kPointwiseThreadBytes);
       EmitPointwiseKernel(info->vector_width);
     }
-    return out_;
   }
 
- private:
   bool FullTensor(int operand) const {
     const KernelOperand& op = k_.operands[operand];
     return op.mapping == Mapping::kFull && op.scalar_slot < 0;
@@ -124,6 +136,7 @@ class CudaKernelEmitter : public KernelPrinter {
   }
 
   void OpenKernel(const std::string& suffix) {
+    function_starts_.emplace_back(absl::StrCat(k_.name, suffix), out_.size());
     absl::StrAppendFormat(&out_, "extern \"C\" __global__ void __launch_bounds__(1024) %s%s(const dt::CudaKernelArgs args) {\n",
                           k_.name, suffix);
     out_ += "  const int64_t n = args.n;\n";
@@ -335,28 +348,32 @@ class CudaKernelEmitter : public KernelPrinter {
   }
 
   // Rows of at most `slots` * blockDim.x elements: each thread loads its slots of the multi-pass
-  // operands once, 16 bytes at a time where every operand's layout allows and the row is whole
-  // vectors (else element by element, any stride), and every pass (each reduction, then the
-  // outputs) reads the registers. Longer rows take the general path, which reads memory in each
-  // pass. The three paths share the row loop, each reduction's block combine and the row-level
-  // values between passes: only the passes themselves branch. NVRTC's time follows the length
-  // of the code, and a row kernel's three paths each carrying their own copies of those took
-  // most of a transformer layer's compile.
+  // operands once, and every pass (each reduction, then the outputs) reads the registers:
+  // `k_vector` 16 bytes at a time (every operand aligned, rows of whole vectors), `k_cached`
+  // element by element at any stride. Longer rows take `k`, which reads memory in each pass.
+  // The launcher picks one (cuda_launch.h), so each function is short and compiles on its own:
+  // NVRTC's time follows the length of the code, and one function holding all three paths
+  // took most of a transformer layer's compile (1.0 s for a layer norm).
   void EmitRowKernel(int width, int slots) {
-    addressing_ = Addressing::kAnyStride;
-    OpenKernel("");
-    DeclareScratch();
     cached_ = MultiPassOperands();
     row_vector_width_ = width;
-    absl::StrAppendFormat(&out_, "  const bool cached_rows = n <= %d * static_cast<int64_t>(blockDim.x);\n", slots);
-    if (width > 1) {
-      absl::StrAppendFormat(&out_, "  const bool vector_rows = cached_rows && n %% %d == 0 &&\n      %s;\n", width,
-                            absl::StrJoin(VectorChecks(width), " &&\n      "));
-    }
+    if (width > 1) EmitRowPath(RowPath::kVector, width, slots);
+    EmitRowPath(RowPath::kCached, width, slots);
+    cached_.clear();
+    EmitRowPath(RowPath::kUncached, width, slots);
+    addressing_ = Addressing::kAnyStride;
+  }
+
+  enum class RowPath { kVector, kCached, kUncached };
+
+  void EmitRowPath(RowPath path, int width, int slots) {
+    addressing_ = Addressing::kAnyStride;
+    OpenKernel(path == RowPath::kVector ? "_vector" : path == RowPath::kCached ? "_cached" : "");
+    DeclareScratch();
     out_ += "  for (int64_t row = blockIdx.x; row < args.rows; row += gridDim.x) {\n";
     EmitPointers("row", "    ");
-    const PassReuse reuse = PlanPassReuse(slots);
-    EmitCachedLoads(width, slots, reuse);
+    const PassReuse reuse = path == RowPath::kUncached ? NoReuse() : PlanPassReuse(slots);
+    if (path != RowPath::kUncached) EmitCachedLoads(path, width, slots, reuse);
     std::vector<bool> defined(k_.values.size(), false);
     const std::vector<int> reductions = Reductions();
     for (size_t q = 0; q < reductions.size(); ++q) {
@@ -365,17 +382,28 @@ class CudaKernelEmitter : public KernelPrinter {
       const ReductionSpelling s = SpellReduction(r);
       absl::StrAppendFormat(&out_, "    %s acc%d = %s;\n", s.accumulator_type, r, s.identity);
       const std::string acc = absl::StrCat("acc", r);
-      EmitPass(width, slots, reuse, q, absl::StrCat(acc, " = ", s.Combine(acc, s.input), ";"), false);
+      EmitPass(path, width, slots, reuse, q, absl::StrCat(acc, " = ", s.Combine(acc, s.input), ";"), false);
       EmitBlockCombine(r, s, "    ");
       absl::StrAppend(&out_, "    ", ReductionResult(r, acc, "n"), "\n");
       defined[r] = true;
     }
     EmitReadyRowValues(k_.values.size(), defined, "    ");
-    if (!FullOutputs().empty()) EmitPass(width, slots, reuse, reductions.size(), "", true);
+    if (!FullOutputs().empty()) EmitPass(path, width, slots, reuse, reductions.size(), "", true);
     EmitRowOutputs("    ");
     out_ += "  }\n}\n\n";
-    cached_.clear();
-    addressing_ = Addressing::kAnyStride;
+  }
+
+  // What the host checks before choosing `k_vector` (dt_vector_ready's test, operand by operand).
+  std::vector<CudaVectorCheck> HostVectorChecks(int width) const {
+    std::vector<CudaVectorCheck> checks;
+    for (size_t i = 0; i < k_.operands.size(); ++i) {
+      if (!FullTensor(static_cast<int>(i))) continue;
+      const int64_t item = ItemSize(k_.operands[i].dtype);
+      const int64_t access = std::min<int64_t>(kVectorBytes, width * item);
+      checks.push_back(CudaVectorCheck{static_cast<int>(i), access / item, access,
+                                       k_.operands[i].predicted_inner_stride == 0});
+    }
+    return checks;
   }
 
   // Which full-size values a pass of the cached path takes from registers another pass filled:
@@ -388,6 +416,15 @@ class CudaKernelEmitter : public KernelPrinter {
     std::vector<std::set<int>> writes;         // per pass: values stored to s<i>[slot]
     std::set<int> stored;                      // every value with an s<i> array
   };
+
+  // The uncached path's passes: each computes its whole cone from memory.
+  PassReuse NoReuse() const {
+    PassReuse plan;
+    plan.roots = PassRoots();
+    plan.reads.resize(plan.roots.size());
+    plan.writes.resize(plan.roots.size());
+    return plan;
+  }
 
   PassReuse PlanPassReuse(int slots) const {
     PassReuse plan;
@@ -425,9 +462,9 @@ class CudaKernelEmitter : public KernelPrinter {
     return plan;
   }
 
-  // The cached paths' registers: each multi-pass operand's slots (filled here, a vector at a
-  // time on the vector path) and the values a pass keeps for later ones.
-  void EmitCachedLoads(int width, int slots, const PassReuse& reuse) {
+  // A cached path's registers: each multi-pass operand's slots (filled here, a vector at a time
+  // on the vector path) and the values a pass keeps for later ones.
+  void EmitCachedLoads(RowPath path, int width, int slots, const PassReuse& reuse) {
     for (int o : cached_) {
       absl::StrAppendFormat(&out_, "    %s c%d[%d];\n", CppType(k_.operands[o].dtype), o, slots);
     }
@@ -435,49 +472,46 @@ class CudaKernelEmitter : public KernelPrinter {
       absl::StrAppendFormat(&out_, "    %s s%d[%d];\n", CppType(k_.values[c].dtype), c, slots);
     }
     if (cached_.empty()) return;
-    if (width > 1) {
-      out_ += "    if (vector_rows) {\n";
-      absl::StrAppendFormat(&out_, "      #pragma unroll\n      for (int k = 0; k < %d; ++k) {\n", slots / width);
+    if (path == RowPath::kVector) {
+      absl::StrAppendFormat(&out_, "    #pragma unroll\n    for (int k = 0; k < %d; ++k) {\n", slots / width);
       for (int o : cached_) {
         const char* type = CppType(k_.operands[o].dtype);
-        absl::StrAppendFormat(&out_, "        const DtVec<%s, %d> v%d = dt_load_whole_vec<%s, %d>(p%d, %s, n);\n", type,
+        absl::StrAppendFormat(&out_, "      const DtVec<%s, %d> v%d = dt_load_whole_vec<%s, %d>(p%d, %s, n);\n", type,
                               width, o, type, width, o, SlotStart(width));
-        absl::StrAppendFormat(&out_, "        #pragma unroll\n        for (int l = 0; l < %d; ++l) c%d[k * %d + l] = v%d.v[l];\n",
+        absl::StrAppendFormat(&out_, "      #pragma unroll\n      for (int l = 0; l < %d; ++l) c%d[k * %d + l] = v%d.v[l];\n",
                               width, o, width, o);
       }
-      out_ += "      }\n    } else ";
-    } else {
-      out_ += "    ";
+      out_ += "    }\n";
+      return;
     }
-    absl::StrAppendFormat(&out_, "if (cached_rows) {\n      #pragma unroll\n      for (int k = 0; k < %d; ++k) {\n", slots);
-    absl::StrAppendFormat(&out_, "        const int64_t j = %s;\n", SlotStart(1));
+    absl::StrAppendFormat(&out_, "    #pragma unroll\n    for (int k = 0; k < %d; ++k) {\n", slots);
+    absl::StrAppendFormat(&out_, "      const int64_t j = %s;\n", SlotStart(1));
     for (int o : cached_) {
-      absl::StrAppendFormat(&out_, "        c%d[k] = j < n ? p%d[j * is%d] : %s();\n", o, o, o, CppType(k_.operands[o].dtype));
+      absl::StrAppendFormat(&out_, "      c%d[k] = j < n ? p%d[j * is%d] : %s();\n", o, o, o, CppType(k_.operands[o].dtype));
     }
-    out_ += "      }\n    }\n";
+    out_ += "    }\n";
   }
 
-  // Pass `pass` over the row's elements on whichever path the row takes: `fold` (a reduction's
-  // combine) or, with `stores`, the full-size outputs at each element.
-  void EmitPass(int width, int slots, const PassReuse& reuse, size_t pass, const std::string& fold, bool stores) {
-    if (width > 1) {
-      out_ += "    if (vector_rows) {\n";
+  // Pass `pass` over the row's elements on `path`: `fold` (a reduction's combine) or, with
+  // `stores`, the full-size outputs at each element.
+  void EmitPass(RowPath path, int width, int slots, const PassReuse& reuse, size_t pass, const std::string& fold,
+                bool stores) {
+    if (path == RowPath::kVector) {
       addressing_ = Addressing::kRowSlotVector;
-      EmitSlotLoop(width, slots / width, reuse, pass, fold, stores, "      ");
-      out_ += "    } else ";
-    } else {
-      out_ += "    ";
+      EmitSlotLoop(width, slots / width, reuse, pass, fold, stores, "    ");
+      return;
     }
-    out_ += "if (cached_rows) {\n";
-    addressing_ = Addressing::kRowSlotScalar;
-    EmitSlotLoop(1, slots, reuse, pass, fold, stores, "      ");
-    out_ += "    } else {\n";
+    if (path == RowPath::kCached) {
+      addressing_ = Addressing::kRowSlotScalar;
+      EmitSlotLoop(1, slots, reuse, pass, fold, stores, "    ");
+      return;
+    }
     addressing_ = Addressing::kAnyStride;
-    out_ += "      for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {\n";
-    EmitStatements(FullCone(reuse.roots[pass]), "j", "        ");
-    if (!fold.empty()) absl::StrAppend(&out_, "        ", fold, "\n");
-    if (stores) EmitFullStores("j", "        ");
-    out_ += "      }\n    }\n";
+    out_ += "    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {\n";
+    EmitStatements(FullCone(reuse.roots[pass]), "j", "      ");
+    if (!fold.empty()) absl::StrAppend(&out_, "      ", fold, "\n");
+    if (stores) EmitFullStores("j", "      ");
+    out_ += "    }\n";
   }
 
   static std::string SlotStart(int width) {
@@ -614,6 +648,7 @@ class CudaKernelEmitter : public KernelPrinter {
   Addressing addressing_ = Addressing::kAnyStride;
   std::set<int> cached_;  // the cached row path's register-held operands
   int row_vector_width_ = 1;  // elements per slot on a row kernel's vector path
+  std::vector<std::pair<std::string, size_t>> function_starts_;  // each function's name and offset in out_
 };
 
 constexpr char kCudaHelpers[] = R"(
@@ -675,8 +710,8 @@ const std::string& UnitHeader() {
   return *header;
 }
 
-// Spreads kernels over units, longest first onto the least loaded (text length stands in for
-// NVRTC's time), in as many units as `max_units` and kMinUnitKernelBytes allow.
+// Spreads kernel functions over units, longest first onto the least loaded (text length stands
+// in for NVRTC's time), in as many units as `max_units` and kMinUnitKernelBytes allow.
 std::vector<int> AssignUnits(const std::vector<std::string>& texts, int max_units) {
   size_t total = 0;
   for (const std::string& t : texts) total += t.size();
@@ -699,9 +734,7 @@ std::vector<int> AssignUnits(const std::vector<std::string>& texts, int max_unit
 
 absl::StatusOr<CudaProgram> EmitCuda(const Program& program, int max_units) {
   CudaProgram out;
-  std::vector<std::string> texts;   // the distinct kernels' code
-  std::vector<size_t> distinct;     // by text: the kernel it came from
-  std::vector<int> same_as;         // by kernel: the earlier kernel with its code, or -1
+  std::vector<std::pair<std::string, std::string>> functions;  // the distinct kernels' functions
   absl::flat_hash_map<std::string, size_t> first_with_code;
   for (const Kernel& k : program.kernels) {
     for (const KernelValue& v : k.values) {
@@ -719,32 +752,29 @@ absl::StatusOr<CudaProgram> EmitCuda(const Program& program, int max_units) {
                                                       k.name, rank, kCudaMaxOuterRank + 1));
     }
     CudaKernelInfo info;
-    std::string text = CudaKernelEmitter(k).Emit(&info);
+    const std::vector<std::pair<std::string, std::string>> kernel_functions = CudaKernelEmitter(k).Emit(&info);
+    std::string text;
+    for (const auto& [name, code] : kernel_functions) text += code;
     // A kernel whose code another one already has (an optimizer's update of each parameter of
     // one shape) launches that one's functions: NVRTC's time follows the text it parses.
     auto [first, added] = first_with_code.try_emplace(WithoutKernelName(text, k.name), out.kernels.size());
     if (!added) {
       out.readable += absl::StrFormat("// %s: the code of %s\n", k.name, out.kernels[first->second].name);
-      same_as.push_back(static_cast<int>(first->second));
       out.kernels.push_back(out.kernels[first->second]);
       continue;
     }
     out.readable += text;
-    same_as.push_back(-1);
-    distinct.push_back(out.kernels.size());
-    texts.push_back(std::move(text));
+    functions.insert(functions.end(), kernel_functions.begin(), kernel_functions.end());
     out.kernels.push_back(std::move(info));
   }
+  std::vector<std::string> texts;
+  for (const auto& [name, code] : functions) texts.push_back(code);
   const std::vector<int> unit_of_text = AssignUnits(texts, max_units);
   const int units = unit_of_text.empty() ? 0 : *std::max_element(unit_of_text.begin(), unit_of_text.end()) + 1;
   out.sources.assign(units, UnitHeader());
-  out.unit_of_kernel.assign(out.kernels.size(), 0);
-  for (size_t i = 0; i < texts.size(); ++i) {
-    out.sources[unit_of_text[i]] += texts[i];
-    out.unit_of_kernel[distinct[i]] = unit_of_text[i];
-  }
-  for (size_t k = 0; k < same_as.size(); ++k) {
-    if (same_as[k] >= 0) out.unit_of_kernel[k] = out.unit_of_kernel[same_as[k]];
+  for (size_t i = 0; i < functions.size(); ++i) {
+    out.sources[unit_of_text[i]] += functions[i].second;
+    out.unit_of_function[functions[i].first] = unit_of_text[i];
   }
   return out;
 }

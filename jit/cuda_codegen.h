@@ -1,4 +1,4 @@
-// jit/cuda_codegen.h: prints a Program's kernels as one CUDA C++ translation unit for NVRTC.
+// jit/cuda_codegen.h: prints a Program's kernels as CUDA C++ translation units for NVRTC.
 //
 // The same kernel IR the C++ generator prints (jit/kernel_ir.h), through the same KernelPrinter
 // and the same pasted runtime headers, so element results match eager and the CPU backend.
@@ -22,7 +22,11 @@
 //    more than one pass reads (softmax's and layer_norm's input) into registers, 16 bytes at a
 //    time when every operand's layout allows (the vector test above), and the passes read the
 //    registers, so the row comes from memory once with all its loads in flight together.
-//    Longer rows take the general path, which reads the row again in each pass (from L2).
+//    Longer rows take the general path, which reads the row again in each pass (from L2). Each
+//    path is a function of its own, chosen by the launcher (cuda_launch.h): `k` the general
+//    one, `k_cached` the cached one with element-by-element loads at any stride, and, when the
+//    trace saw unit strides, `k_vector` the cached one with 16-byte loads, for rows of whole
+//    vectors whose operands are all aligned (CudaKernelInfo::vector_checks).
 //  - row kernels whose reductions all read only the row's elements (no pass depends on another
 //    reduction, nor does a full-size output): also `k_split_partial` and `k_split_finish`, which
 //    spread a few long rows (a reduction to a scalar) over many blocks. See cuda_launch.h.
@@ -32,11 +36,22 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "jit/kernel_ir.h"
 #include "jit/schedule.h"
 
 namespace dt::jit {
+
+// One full-size operand's part of the vector row path's precondition (dt_vector_ready's test):
+// inner stride 1, a base aligned to `bytes`, outer strides multiples of `elements`; or, for an
+// operand the trace saw broadcast along the row, inner stride 0.
+struct CudaVectorCheck {
+  int operand = 0;
+  int64_t elements = 1;
+  int64_t bytes = 1;
+  bool broadcast = false;
+};
 
 // What a launcher needs to know about one generated kernel, besides its run-time geometry.
 struct CudaKernelInfo {
@@ -48,14 +63,19 @@ struct CudaKernelInfo {
   // Row kernels: rows of at most row_slots * blockDim.x elements take the cached path, which
   // reads each operand from memory once (PlanCudaLaunch sizes the block for it).
   int row_slots = 0;
+  // Row kernels with vector_width > 1: what `name`_vector requires of every full-size operand.
+  std::vector<CudaVectorCheck> vector_checks;
   int static_shared_bytes = 0;      // declared __shared__ memory (no dynamic shared memory is used)
+  std::vector<std::string> functions;  // every __global__ function the kernel defines
 };
 
 struct CudaProgram {
   // Translation units ready for NVRTC, each with the pasted headers and some of the kernels:
   // separate units compile in parallel and are cached one by one (KernelCache::LoadCubins).
   std::vector<std::string> sources;
-  std::vector<int> unit_of_kernel;  // by kernel: the index in `sources` defining its functions
+  // By __global__ function name: the index in `sources` defining it (a kernel's functions may
+  // sit in different units, which compile side by side).
+  absl::flat_hash_map<std::string, int> unit_of_function;
   std::string readable;  // the kernels without the pasted headers (logs, dyntrace.kernels())
   // One per Program kernel, in order. A kernel with the same code as an earlier one is emitted
   // once: its entry is a copy of that one's, naming that one's functions.
@@ -64,11 +84,13 @@ struct CudaProgram {
 
 // Fails (kUnimplemented) for a kernel beyond the launch ABI's limits (more than
 // kCudaMaxOperands operands, or a domain of rank above kCudaMaxOuterRank + 1).
-// `max_units`: how many translation units the kernels may be spread over (the threads that will
-// compile them). Each unit pays for parsing the headers again (about 0.15 s of NVRTC's time), so
-// a unit gets at least kMinUnitKernelBytes of kernel text unless a kernel alone is larger: a
-// small graph stays one unit, a large one is spread so that its units take similar times.
-inline constexpr size_t kMinUnitKernelBytes = 8192;
+// `max_units`: how many translation units the kernels' functions may be spread over (the threads
+// that will compile them). Each unit pays for parsing the headers again (about 0.05-0.09 s of
+// NVRTC's time, beside 0.15-0.3 s for a row kernel's function), so a unit gets at least
+// kMinUnitKernelBytes of kernel text unless a function alone is larger: a small graph stays one
+// unit, a large one is spread so that its units take similar times, one function each when
+// there are threads enough.
+inline constexpr size_t kMinUnitKernelBytes = 2048;
 [[nodiscard]] absl::StatusOr<CudaProgram> EmitCuda(const Program& program, int max_units = 1);
 
 // How the cuda backend schedules a graph: fused in-place writes, a write no kernel takes as a

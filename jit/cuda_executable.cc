@@ -245,12 +245,7 @@ absl::Status CudaExecutable::LoadModules(absl::string_view name) {
     DT_RETURN_IF_ERROR(CudaCall(d.cuModuleLoadData(&module, cubins_[i]->data()), "cuModuleLoadData"));
     modules_.push_back(module);
   }
-  for (size_t k = 0; k < cuda_.kernels.size(); ++k) {
-    const std::string& kernel = cuda_.kernels[k].name;
-    for (const std::string& function : {kernel, kernel + "_split_partial", kernel + "_split_finish"}) {
-      module_of_function_[function] = modules_[cuda_.unit_of_kernel[k]];
-    }
-  }
+  for (const auto& [function, unit] : cuda_.unit_of_function) module_of_function_[function] = modules_[unit];
   return absl::OkStatus();
 }
 
@@ -341,8 +336,7 @@ absl::Status CudaExecutable::RunKernel(Walk& walk, int index, const ShapePlans::
   }
   int64_t rows = 1;
   for (int64_t s : geometry->outer_sizes) rows *= s;
-  const CudaLaunchPlan launch = PlanCudaLaunch(cuda_.kernels[index], rows, geometry->inner_size,
-                                               device_->multiprocessors());
+  CudaLaunchPlan launch = PlanCudaLaunch(cuda_.kernels[index], rows, geometry->inner_size, device_->multiprocessors());
   Tensor workspace;
   if (launch.workspace_bytes > 0) {
     if (walk.mode == Mode::kReplay) {
@@ -366,6 +360,7 @@ absl::Status CudaExecutable::RunKernel(Walk& walk, int index, const ShapePlans::
   DT_ASSIGN_OR_RETURN(CudaKernelArgs args,
                       PackCudaArgs(*geometry, data, launch, workspace.defined() ? static_cast<char*>(workspace.data()) : nullptr,
                                    itemsizes));
+  ChooseRowPath(cuda_.kernels[index], args, &launch);
   DT_RETURN_IF_ERROR(device_->Activate());
   const CudaDriver& d = device_->driver();
   for (const CudaLaunch& l : launch.launches) {

@@ -1,6 +1,7 @@
 #include "jit/cuda_launch.h"
 
 #include <algorithm>
+#include <cstdint>
 
 #include "absl/strings/str_format.h"
 
@@ -49,11 +50,33 @@ CudaLaunchPlan PlanCudaLaunch(const CudaKernelInfo& kernel, int64_t rows, int64_
   // over many threads.
   if (kernel.row_slots > 0 && n <= kernel.row_slots * int64_t{kMaxCachedRowBlock}) {
     const int64_t per_thread = rows >= wanted_blocks ? kernel.row_slots : std::max(1, kernel.vector_width);
-    plan.launches.push_back({kernel.name, std::min(max_grid, rows), RowBlock(CeilDiv(n, per_thread), kMaxCachedRowBlock), 0});
+    plan.launches.push_back(
+        {kernel.name + "_cached", std::min(max_grid, rows), RowBlock(CeilDiv(n, per_thread), kMaxCachedRowBlock), 0});
     return plan;
   }
   plan.launches.push_back({kernel.name, std::min(max_grid, rows), RowBlock(n, kMaxRowBlock), 0});
   return plan;
+}
+
+bool VectorRowsReady(const CudaKernelInfo& kernel, const CudaKernelArgs& args) {
+  if (kernel.vector_width <= 1 || args.n % kernel.vector_width != 0) return false;
+  for (const CudaVectorCheck& check : kernel.vector_checks) {
+    const int k = check.operand;
+    if (check.broadcast) {
+      if (args.inner_strides[k] != 0) return false;
+      continue;
+    }
+    if (args.inner_strides[k] != 1 || reinterpret_cast<uintptr_t>(args.data[k]) % check.bytes != 0) return false;
+    for (int64_t d = 0; d < args.outer_rank; ++d) {
+      if (args.outer_strides[k][d] % check.elements != 0) return false;
+    }
+  }
+  return true;
+}
+
+void ChooseRowPath(const CudaKernelInfo& kernel, const CudaKernelArgs& args, CudaLaunchPlan* plan) {
+  if (plan->launches.size() != 1 || plan->launches[0].function != kernel.name + "_cached") return;
+  if (VectorRowsReady(kernel, args)) plan->launches[0].function = kernel.name + "_vector";
 }
 
 absl::StatusOr<CudaKernelArgs> PackCudaArgs(const LaunchGeometry& geometry, absl::Span<char* const> data,

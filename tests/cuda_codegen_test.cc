@@ -121,6 +121,60 @@ TEST(CudaCodegen, RowReductionsShuffleAcrossTheBlock) {
   EXPECT_TRUE(Has(cuda.readable, "dt_block_reduce(")) << cuda.readable;
   EXPECT_TRUE(Has(cuda.readable, "row += gridDim.x")) << cuda.readable;
   EXPECT_FALSE(Has(cuda.readable, "row_buffer")) << "rows are re-read, not buffered";
+  // One function per path, the launcher choosing: general, cached (strided), cached (vector).
+  EXPECT_EQ(k.functions, (std::vector<std::string>{k.name + "_vector", k.name + "_cached", k.name}));
+  for (const std::string& f : k.functions) {
+    EXPECT_TRUE(Has(cuda.readable, "void __launch_bounds__(1024) " + f + "(const dt::CudaKernelArgs args)")) << f;
+  }
+  ASSERT_EQ(k.vector_checks.size(), 2u);  // the input and the output, 4 floats (16 bytes) each
+  EXPECT_EQ(k.vector_checks[0].elements, 4);
+  EXPECT_EQ(k.vector_checks[0].bytes, 16);
+  EXPECT_FALSE(k.vector_checks[0].broadcast);
+}
+
+// The host's choice of the vector row path mirrors dt_vector_ready: whole vectors per row, unit
+// inner strides (zero for an operand the trace saw broadcast), aligned bases and row strides.
+TEST(CudaLaunch, VectorRowPathOnlyForAlignedRowsOfWholeVectors) {
+  CudaKernelInfo k;
+  k.name = "r";
+  k.is_row_kernel = true;
+  k.vector_width = 4;
+  k.row_slots = 16;
+  k.vector_checks = {{0, 4, 16, false}, {1, 4, 16, true}, {2, 4, 16, false}};
+  CudaKernelArgs args{};
+  args.outer_rank = 1;
+  args.outer_sizes[0] = args.rows = 10;
+  args.n = 768;
+  alignas(16) static char memory[64];
+  for (int i = 0; i < 3; ++i) {
+    args.data[i] = memory;
+    args.outer_strides[i][0] = i == 1 ? 0 : 768;
+    args.inner_strides[i] = i == 1 ? 0 : 1;
+  }
+  auto chosen = [&](const CudaKernelArgs& a) {
+    CudaLaunchPlan plan = PlanCudaLaunch(k, a.rows, a.n, 132);
+    ChooseRowPath(k, a, &plan);
+    return plan.launches.at(0).function;
+  };
+  EXPECT_EQ(chosen(args), "r_vector");
+  CudaKernelArgs odd = args;
+  odd.n = 766;
+  EXPECT_EQ(chosen(odd), "r_cached") << "rows that end inside a vector";
+  CudaKernelArgs shifted = args;
+  shifted.data[2] = memory + 4;
+  EXPECT_EQ(chosen(shifted), "r_cached") << "a base 4 bytes past alignment";
+  CudaKernelArgs row_stride = args;
+  row_stride.outer_strides[0][0] = 770;
+  EXPECT_EQ(chosen(row_stride), "r_cached") << "rows 770 floats apart";
+  CudaKernelArgs strided = args;
+  strided.inner_strides[0] = 2;
+  EXPECT_EQ(chosen(strided), "r_cached");
+  CudaKernelArgs unbroadcast = args;
+  unbroadcast.inner_strides[1] = 1;
+  EXPECT_EQ(chosen(unbroadcast), "r_cached") << "the broadcast operand's vector path reads p[0]";
+  CudaKernelArgs long_rows = args;
+  long_rows.n = 16 * 1024 + 4;
+  EXPECT_EQ(chosen(long_rows), "r") << "rows longer than the cache: the general path";
 }
 
 TEST(CudaCodegen, FullReductionIsSplit) {
@@ -287,13 +341,17 @@ TEST(CudaCodegen, KernelsWithTheSameCodeAreEmittedOnce) {
   auto cuda = EmitCuda(*program, 16);
   ASSERT_TRUE(cuda.ok()) << cuda.status();
   ASSERT_EQ(cuda->kernels.size(), 4u);
-  ASSERT_EQ(cuda->sources.size(), 1u);
+  // Only the first kernel's functions are defined (one unit each: 16 threads may compile).
+  EXPECT_EQ(cuda->unit_of_function.size(), cuda->kernels[0].functions.size());
+  EXPECT_EQ(cuda->sources.size(), cuda->kernels[0].functions.size());
+  std::string all_sources;
+  for (const std::string& source : cuda->sources) all_sources += source;
   const std::string& first = program->kernels[0].name;
-  EXPECT_TRUE(Has(cuda->sources[0], "void __launch_bounds__(1024) " + first + "("));
+  EXPECT_TRUE(Has(all_sources, "void __launch_bounds__(1024) " + first + "("));
   for (size_t k = 1; k < 4; ++k) {
     EXPECT_EQ(cuda->kernels[k].name, first) << k;
-    EXPECT_EQ(cuda->unit_of_kernel[k], 0) << k;
-    EXPECT_FALSE(Has(cuda->sources[0], program->kernels[k].name + "(")) << k;
+    EXPECT_EQ(cuda->kernels[k].functions, cuda->kernels[0].functions) << k;
+    EXPECT_FALSE(Has(all_sources, program->kernels[k].name + "(")) << k;
     EXPECT_TRUE(Has(cuda->readable, "// " + program->kernels[k].name + ": the code of " + first)) << k;
   }
   // The scaled chain's kernels differ in a constant: four definitions.
@@ -314,17 +372,24 @@ TEST(CudaCodegen, KernelsSpreadOverUnitsWhenThereIsEnoughToCompile) {
   auto spread = EmitCuda(*program, 16);
   ASSERT_TRUE(spread.ok()) << spread.status();
   const size_t text = spread->readable.size();
-  const size_t expected = std::min<size_t>(4, std::max<size_t>(1, text / kMinUnitKernelBytes));
+  size_t function_count = 0;
+  for (const CudaKernelInfo& k : spread->kernels) function_count += k.functions.size();
+  const size_t expected = std::min<size_t>(function_count, std::max<size_t>(1, text / kMinUnitKernelBytes));
   ASSERT_GE(expected, 2u) << "four row kernels should be worth more than one unit: " << text << " bytes";
   EXPECT_EQ(spread->sources.size(), expected) << text << " bytes of kernels";
-  ASSERT_EQ(spread->unit_of_kernel.size(), 4u);
+  size_t functions = 0;
   for (size_t k = 0; k < 4; ++k) {
-    // Each kernel is defined in its own unit and in no other.
-    const std::string signature = "void __launch_bounds__(1024) " + spread->kernels[k].name + "(";
-    for (size_t u = 0; u < spread->sources.size(); ++u) {
-      EXPECT_EQ(Has(spread->sources[u], signature), static_cast<int>(u) == spread->unit_of_kernel[k]) << k << " " << u;
+    // Each function is defined in its unit and in no other.
+    for (const std::string& f : spread->kernels[k].functions) {
+      ++functions;
+      ASSERT_TRUE(spread->unit_of_function.contains(f)) << f;
+      const std::string signature = "void __launch_bounds__(1024) " + f + "(";
+      for (size_t u = 0; u < spread->sources.size(); ++u) {
+        EXPECT_EQ(Has(spread->sources[u], signature), static_cast<int>(u) == spread->unit_of_function.at(f)) << f << " " << u;
+      }
     }
   }
+  EXPECT_EQ(spread->unit_of_function.size(), functions);
   if (ProbeNvrtc().available) {
     for (const std::string& source : spread->sources) {
       auto cubin = CompileCudaToCubin(source, "units", 90);

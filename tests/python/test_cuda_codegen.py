@@ -57,19 +57,22 @@ def test_row_kernels_reduce_with_warp_shuffles_per_block():
     seed(7004)
     g = check(_softmax_rows, lambda i: (rand_tensor((6, 300 + i)),))
     (source,) = _cuda_sources(g)
-    # The max, then the sum: one block combine each, shared by the three paths (cached with
-    # vector loads, cached with strided loads, and the general one for rows longer than the
-    # cache), whose passes branch inside one row loop.
-    assert source.count("dt_block_reduce(") == 2, source
-    assert source.count("dt::RowOffsets(") == 1, source
-    assert source.count("if (vector_rows) {") == 4 and source.count("} else if (cached_rows) {") == 4, source
+    # The max, then the sum, in each of three functions the launcher chooses between (cached
+    # with vector loads, cached with strided loads, and the general one for rows longer than
+    # the cache): each compiles on its own.
+    name = source.split("void __launch_bounds__(1024) ")[1].split("(")[0]
+    for suffix in ("_vector", "_cached", ""):
+        assert "void __launch_bounds__(1024) %s%s(const dt::CudaKernelArgs args)" % (name.replace("_vector", ""), suffix) \
+            in source, source
+    assert source.count("dt_block_reduce(") == 6 and source.count("dt::RowOffsets(") == 3, source
+    assert "vector_rows" not in source and "cached_rows" not in source, "the host chooses the path:\n" + source
     # The cached paths read the input once, before the max's pass; the sum and the outputs
     # read the registers. The vector path takes rows of whole vectors only, so a slot is inside
     # the row or past its end: one unguarded spelling of each pass.
     assert source.count("dt_load_whole_vec<float, 4>(p0,") == 1, source
     assert source.count("c0[k] = j < n ? p0[j * is0]") == 1, source
     assert source.count("= c0[k * 4 + l];") == 2 and source.count("= c0[k];") == 2, source
-    assert "n % 4 == 0" in source and "if (j0 < n) {" in source and "j0 + 4 <= n" not in source, source
+    assert "if (j0 < n) {" in source and "j0 + 4 <= n" not in source, source
     # The outputs read the exps the sum's pass kept in registers (cached paths) instead of
     # computing them again; the general path computes them in both passes.
     assert source.count("dt::scalar::exp_(") == 4, source
