@@ -77,6 +77,7 @@ class CudaKernelEmitter : public KernelPrinter {
       }
     } else {
       info->vector_width = VectorWidth(kPointwiseThreadBytes);
+      if (info->vector_width > 1) info->vector_checks = HostVectorChecks(info->vector_width);
       EmitPointwiseKernel(info->vector_width);
     }
   }
@@ -183,11 +184,19 @@ class CudaKernelEmitter : public KernelPrinter {
     EmitFullStores(j, indent);
   }
 
+  // `k`: the general grid-stride loop; with `width` > 1 also `k_vector`, `width` elements per
+  // thread, which the launcher picks when every full-size operand's layout allows it.
   void EmitPointwiseKernel(int width) {
+    if (width > 1) {
+      OpenKernel("_vector");
+      out_ += "  const int64_t start = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;\n";
+      out_ += "  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;\n";
+      EmitVectorPath(width);
+      out_ += "}\n\n";
+    }
     OpenKernel("");
     out_ += "  const int64_t start = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;\n";
     out_ += "  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;\n";
-    if (width > 1) EmitVectorPath(width);
     addressing_ = Addressing::kAnyStride;
     out_ += "  const int64_t total = args.rows * n;\n";
     out_ += "  if (total == 0) return;\n";
@@ -200,10 +209,10 @@ class CudaKernelEmitter : public KernelPrinter {
     out_ += "  }\n}\n\n";
   }
 
+  // The vector path's body: every full-size operand unit-stride (or broadcast) and aligned, as
+  // CudaKernelInfo::vector_checks states for the launcher.
   void EmitVectorPath(int width) {
-    const std::vector<std::string> checks = VectorChecks(width);
-    absl::StrAppendFormat(&out_, "  // Vector path: %d elements per thread, when every full-size operand's layout allows it.\n", width);
-    absl::StrAppendFormat(&out_, "  if (%s) {\n", absl::StrJoin(checks, " &&\n      "));
+    absl::StrAppendFormat(&out_, "  // %d elements per thread.\n  {\n", width);
     absl::StrAppendFormat(&out_, "    const int64_t groups_per_row = (n + %d) / %d;\n", width - 1, width);
     out_ += "    const int64_t groups = args.rows * groups_per_row;\n";
     out_ += "    if (groups == 0) return;\n";
@@ -325,28 +334,6 @@ class CudaKernelEmitter : public KernelPrinter {
     return static_cast<int>(std::max<int64_t>(width, slots));
   }
 
-  // The run-time test that operand `operand` can be accessed `width` elements at a time: in
-  // accesses of at most 16 bytes, each aligned to its size.
-  std::string VectorReady(int operand, int width) const {
-    const int64_t item = ItemSize(k_.operands[operand].dtype);
-    const int64_t access = std::min<int64_t>(kVectorBytes, width * item);
-    return absl::StrFormat("dt_vector_ready(args, %d, %d, %d)", operand, access / item, access);
-  }
-
-  std::vector<std::string> VectorChecks(int width) const {
-    std::vector<std::string> checks;
-    for (size_t i = 0; i < k_.operands.size(); ++i) {
-      if (!FullTensor(static_cast<int>(i))) continue;
-      const KernelOperand& op = k_.operands[i];
-      if (op.predicted_inner_stride == 0) {
-        checks.push_back(absl::StrFormat("is%d == 0", i));
-      } else {
-        checks.push_back(VectorReady(static_cast<int>(i), width));
-      }
-    }
-    return checks;
-  }
-
   // Rows of at most `slots` * blockDim.x elements: each thread loads its slots of the multi-pass
   // operands once, and every pass (each reduction, then the outputs) reads the registers:
   // `k_vector` 16 bytes at a time (every operand aligned, rows of whole vectors), `k_cached`
@@ -393,7 +380,7 @@ class CudaKernelEmitter : public KernelPrinter {
     out_ += "  }\n}\n\n";
   }
 
-  // What the host checks before choosing `k_vector` (dt_vector_ready's test, operand by operand).
+  // What the host checks before choosing `k_vector`, operand by operand (VectorPathReady).
   std::vector<CudaVectorCheck> HostVectorChecks(int width) const {
     std::vector<CudaVectorCheck> checks;
     for (size_t i = 0; i < k_.operands.size(); ++i) {
@@ -659,19 +646,6 @@ template <typename T, int N>
 struct alignas(sizeof(T) * N < 16 ? sizeof(T) * N : 16) DtVec {
   T v[N];
 };
-
-// Whether operand `operand` can be read or written in aligned accesses of `elements` elements
-// (`bytes` bytes) from every row's element 0 on: unit inner stride, a base aligned to the access,
-// rows starting on access bounds. A thread's vector is a whole number of such accesses.
-__device__ __forceinline__ bool dt_vector_ready(const dt::CudaKernelArgs& args, int operand, int64_t elements,
-                                                int64_t bytes) {
-  if (args.inner_strides[operand] != 1) return false;
-  if (reinterpret_cast<uint64_t>(args.data[operand]) % bytes != 0) return false;
-  for (int64_t d = 0; d < args.outer_rank; ++d) {
-    if (args.outer_strides[operand][d] % elements != 0) return false;
-  }
-  return true;
-}
 
 // Elements j0 .. j0 + N - 1 of a unit-stride row whose length is a multiple of N: the vector,
 // or T()s when it starts past the row's end. REQUIRES: p + j0 aligned to the vector.

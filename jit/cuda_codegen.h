@@ -7,20 +7,21 @@
 // the launches. Per Kernel `k` of the IR the translation unit holds:
 //
 //  - pointwise kernels: `k`, a grid-stride loop over the rows x n domain. When the trace saw unit
-//    (or zero) innermost strides for every full-size operand, `k` also holds a vector path
-//    that the kernel itself selects at run time, uniformly for all threads, when the actual
-//    inner strides match, the stride-1 operands' base addresses are aligned to 16 bytes (or
-//    their whole vector, when smaller) and their outer strides keep every row aligned; each
-//    thread then handles `vector_width` consecutive elements of a row, 32 bytes of the widest
-//    operand as two 16-byte accesses (the row's ragged end element by element). The launcher
-//    never chooses between the paths.
+//    (or zero) innermost strides for every full-size operand, also `k_vector`, which the
+//    launcher picks (cuda_launch.h's VectorPathReady) when the actual inner strides match, the
+//    stride-1 operands' base addresses are aligned to 16 bytes (or their whole vector, when
+//    smaller) and their outer strides keep every row aligned (CudaKernelInfo::vector_checks);
+//    each thread then handles `vector_width` consecutive elements of a row, 32 bytes of the
+//    widest operand as two 16-byte accesses (the row's ragged end element by element). One
+//    function per path: NVRTC's time follows the length of a function, and the units compile
+//    side by side.
 //  - row kernels (with reductions): `k`, one block per row (grid-stride over rows). Each
 //    reduction is a pass over the row: per-thread partials in the accumulator dtype, then warp
 //    shuffles and one shared-memory exchange across warps, so every thread ends with the row's
 //    value; the full-size outputs are the last pass. A row of at most row_slots * blockDim.x
 //    elements takes the cached path: each thread first loads its slots of every operand that
 //    more than one pass reads (softmax's and layer_norm's input) into registers, 16 bytes at a
-//    time when every operand's layout allows (the vector test above), and the passes read the
+//    time when every operand's layout allows (as for pointwise kernels), and the passes read the
 //    registers, so the row comes from memory once with all its loads in flight together.
 //    Longer rows take the general path, which reads the row again in each pass (from L2). Each
 //    path is a function of its own, chosen by the launcher (cuda_launch.h): `k` the general
@@ -43,7 +44,7 @@
 
 namespace dt::jit {
 
-// One full-size operand's part of the vector row path's precondition (dt_vector_ready's test):
+// One full-size operand's part of a vector path's precondition (VectorPathReady checks it):
 // inner stride 1, a base aligned to `bytes`, outer strides multiples of `elements`; or, for an
 // operand the trace saw broadcast along the row, inner stride 0.
 struct CudaVectorCheck {

@@ -360,7 +360,7 @@ absl::Status CudaExecutable::RunKernel(Walk& walk, int index, const ShapePlans::
   DT_ASSIGN_OR_RETURN(CudaKernelArgs args,
                       PackCudaArgs(*geometry, data, launch, workspace.defined() ? static_cast<char*>(workspace.data()) : nullptr,
                                    itemsizes));
-  ChooseRowPath(cuda_.kernels[index], args, &launch);
+  ChooseLaunchPath(cuda_.kernels[index], args, device_->multiprocessors(), &launch);
   DT_RETURN_IF_ERROR(device_->Activate());
   const CudaDriver& d = device_->driver();
   for (const CudaLaunch& l : launch.launches) {

@@ -24,6 +24,11 @@ int RowBlock(int64_t n, int max_block) {
   return block;
 }
 
+// Blocks of kPointwiseBlock threads for `threads` threads of a grid-stride loop.
+int64_t PointwiseGrid(int64_t threads, int sm_count) {
+  return std::min(std::max<int64_t>(1, sm_count) * kBlocksPerSm, CeilDiv(threads, kPointwiseBlock));
+}
+
 }  // namespace
 
 CudaLaunchPlan PlanCudaLaunch(const CudaKernelInfo& kernel, int64_t rows, int64_t n, int sm_count) {
@@ -31,8 +36,7 @@ CudaLaunchPlan PlanCudaLaunch(const CudaKernelInfo& kernel, int64_t rows, int64_
   const int64_t max_grid = std::max<int64_t>(1, sm_count) * kBlocksPerSm;
   if (rows <= 0 || (!kernel.is_row_kernel && n <= 0)) return plan;
   if (!kernel.is_row_kernel) {
-    const int64_t threads = rows * CeilDiv(n, kernel.vector_width);
-    plan.launches.push_back({kernel.name, std::min(max_grid, CeilDiv(threads, kPointwiseBlock)), kPointwiseBlock, 0});
+    plan.launches.push_back({kernel.name, PointwiseGrid(rows * n, sm_count), kPointwiseBlock, 0});
     return plan;
   }
   // Split when the rows alone would leave most SMs idle and each is long enough to share.
@@ -58,8 +62,9 @@ CudaLaunchPlan PlanCudaLaunch(const CudaKernelInfo& kernel, int64_t rows, int64_
   return plan;
 }
 
-bool VectorRowsReady(const CudaKernelInfo& kernel, const CudaKernelArgs& args) {
-  if (kernel.vector_width <= 1 || args.n % kernel.vector_width != 0) return false;
+bool VectorPathReady(const CudaKernelInfo& kernel, const CudaKernelArgs& args) {
+  if (kernel.vector_width <= 1) return false;
+  if (kernel.is_row_kernel && args.n % kernel.vector_width != 0) return false;
   for (const CudaVectorCheck& check : kernel.vector_checks) {
     const int k = check.operand;
     if (check.broadcast) {
@@ -74,9 +79,15 @@ bool VectorRowsReady(const CudaKernelInfo& kernel, const CudaKernelArgs& args) {
   return true;
 }
 
-void ChooseRowPath(const CudaKernelInfo& kernel, const CudaKernelArgs& args, CudaLaunchPlan* plan) {
-  if (plan->launches.size() != 1 || plan->launches[0].function != kernel.name + "_cached") return;
-  if (VectorRowsReady(kernel, args)) plan->launches[0].function = kernel.name + "_vector";
+void ChooseLaunchPath(const CudaKernelInfo& kernel, const CudaKernelArgs& args, int sm_count, CudaLaunchPlan* plan) {
+  if (plan->launches.size() != 1 || !VectorPathReady(kernel, args)) return;
+  CudaLaunch& launch = plan->launches[0];
+  if (kernel.is_row_kernel && launch.function == kernel.name + "_cached") {
+    launch.function = kernel.name + "_vector";
+  } else if (!kernel.is_row_kernel) {
+    launch.function = kernel.name + "_vector";
+    launch.grid = PointwiseGrid(args.rows * CeilDiv(args.n, kernel.vector_width), sm_count);
+  }
 }
 
 absl::StatusOr<CudaKernelArgs> PackCudaArgs(const LaunchGeometry& geometry, absl::Span<char* const> data,

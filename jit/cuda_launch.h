@@ -6,15 +6,16 @@
 //
 // The rules (what PlanCudaLaunch encodes):
 //  - Pointwise kernel `k`: 1-D grid, kPointwiseBlock threads, grid = enough blocks for the
-//    work (rows * n / vector_width threads), capped at 32 blocks per SM (the loop is
-//    grid-stride, so any grid is correct). No dynamic shared memory.
+//    work (rows * n threads), capped at 32 blocks per SM (the loop is grid-stride, so any grid
+//    is correct). No dynamic shared memory. ChooseLaunchPath makes it `k_vector`, with a thread
+//    per vector_width elements, when the arguments allow (VectorPathReady).
 //  - Row kernel `k`: 1-D grid of min(rows, 32 per SM) blocks (grid-stride over rows), a block
 //    of 32..kMaxRowBlock threads, always a multiple of 32 (the shuffle reduction requires it).
 //    A row that fits the cached path (n <= row_slots * kMaxCachedRowBlock) launches `k_cached`
 //    with the smallest power-of-two block with n <= row_slots * block when rows fill the GPU
 //    (2 per SM), else one thread per vector_width elements (up to kMaxCachedRowBlock); then
-//    ChooseRowPath makes it `k_vector` when the arguments allow (VectorRowsReady). Longer rows
-//    launch `k`.
+//    ChooseLaunchPath makes it `k_vector` when the arguments allow (VectorPathReady). Longer
+//    rows launch `k`.
 //    Shared memory is static only (CudaKernelInfo::static_shared_bytes).
 //  - Split row kernel (has_split, few rows, long rows): two launches on one stream, both with
 //    the same CudaKernelArgs whose `split` is set and whose `workspace` points to
@@ -61,12 +62,15 @@ struct CudaLaunchPlan {
 // `rows` and `n` from the kernel's LaunchGeometry; `sm_count` of the device.
 CudaLaunchPlan PlanCudaLaunch(const CudaKernelInfo& kernel, int64_t rows, int64_t n, int sm_count);
 
-// Whether `args` meet `kernel`'s vector row path's precondition: rows of whole vectors
-// (n % vector_width == 0) and every full-size operand as CudaKernelInfo::vector_checks asks.
-bool VectorRowsReady(const CudaKernelInfo& kernel, const CudaKernelArgs& args);
+// Whether `args` meet `kernel`'s vector path's precondition: every full-size operand as
+// CudaKernelInfo::vector_checks asks (unit inner stride, or zero for one the trace saw
+// broadcast; a base aligned to the access; outer strides keeping each row aligned), and for a
+// row kernel rows of whole vectors (n % vector_width == 0).
+bool VectorPathReady(const CudaKernelInfo& kernel, const CudaKernelArgs& args);
 
-// Turns a plan's `k_cached` launch into `k_vector` when VectorRowsReady(kernel, args).
-void ChooseRowPath(const CudaKernelInfo& kernel, const CudaKernelArgs& args, CudaLaunchPlan* plan);
+// Turns a plan's `k_cached` (row kernel) or `k` (pointwise kernel, with its grid for a thread
+// per vector) launch into `k_vector` when VectorPathReady(kernel, args).
+void ChooseLaunchPath(const CudaKernelInfo& kernel, const CudaKernelArgs& args, int sm_count, CudaLaunchPlan* plan);
 
 // The kernel's argument struct for `geometry` and one device address per operand, with each
 // operand's bytes per element where known (`itemsizes` empty or data.size() long).

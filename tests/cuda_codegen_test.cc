@@ -98,7 +98,10 @@ TEST(CudaCodegen, ContiguousPointwiseHasAVectorPath) {
   EXPECT_EQ(k.vector_width, 8);  // two 16-byte accesses of float per thread
   EXPECT_TRUE(Has(cuda.readable, "extern \"C\" __global__ void __launch_bounds__(1024) " + k.name +
                                      "(const dt::CudaKernelArgs args)")) << cuda.readable;
-  EXPECT_TRUE(Has(cuda.readable, "dt_vector_ready(args, 0, 4, 16)")) << cuda.readable;
+  EXPECT_EQ(k.functions, (std::vector<std::string>{k.name + "_vector", k.name}));
+  ASSERT_EQ(k.vector_checks.size(), 3u);  // the two inputs and the output
+  EXPECT_EQ(k.vector_checks[0].elements, 4);  // 16-byte accesses: two per thread's 8 floats
+  EXPECT_EQ(k.vector_checks[0].bytes, 16);
   EXPECT_TRUE(Has(cuda.readable, "DtVec<float, 8>")) << cuda.readable;
   EXPECT_TRUE(Has(cuda.readable, "dt::scalar::exp_(")) << cuda.readable;  // through the op registry
   EXPECT_TRUE(Has(cuda.readable, "e += step")) << "a grid-stride general path:\n" << cuda.readable;
@@ -132,8 +135,8 @@ TEST(CudaCodegen, RowReductionsShuffleAcrossTheBlock) {
   EXPECT_FALSE(k.vector_checks[0].broadcast);
 }
 
-// The host's choice of the vector row path mirrors dt_vector_ready: whole vectors per row, unit
-// inner strides (zero for an operand the trace saw broadcast), aligned bases and row strides.
+// The host's choice of the vector row path: whole vectors per row, unit inner strides (zero for
+// an operand the trace saw broadcast), aligned bases and row strides.
 TEST(CudaLaunch, VectorRowPathOnlyForAlignedRowsOfWholeVectors) {
   CudaKernelInfo k;
   k.name = "r";
@@ -153,7 +156,7 @@ TEST(CudaLaunch, VectorRowPathOnlyForAlignedRowsOfWholeVectors) {
   }
   auto chosen = [&](const CudaKernelArgs& a) {
     CudaLaunchPlan plan = PlanCudaLaunch(k, a.rows, a.n, 132);
-    ChooseRowPath(k, a, &plan);
+    ChooseLaunchPath(k, a, 132, &plan);
     return plan.launches.at(0).function;
   };
   EXPECT_EQ(chosen(args), "r_vector");
@@ -282,7 +285,25 @@ TEST(CudaLaunch, RowAndPointwiseRules) {
   pointwise.vector_width = 4;
   plan = PlanCudaLaunch(pointwise, 3, 1000, 132);
   ASSERT_EQ(plan.launches.size(), 1u);
+  EXPECT_EQ(plan.launches[0].function, "p");  // the general path: a thread per element
+  EXPECT_EQ(plan.launches[0].grid, (3 * 1000 + kPointwiseBlock - 1) / kPointwiseBlock);
+  // Aligned unit-stride operands: the vector path, a thread per 4 elements (ragged rows too).
+  pointwise.vector_checks = {{0, 4, 16, false}};
+  alignas(16) static char memory[16];
+  CudaKernelArgs args{};
+  args.outer_rank = 1;
+  args.outer_sizes[0] = args.rows = 3;
+  args.n = 1000;
+  args.data[0] = memory;
+  args.outer_strides[0][0] = 1000;
+  args.inner_strides[0] = 1;
+  ChooseLaunchPath(pointwise, args, 132, &plan);
+  EXPECT_EQ(plan.launches[0].function, "p_vector");
   EXPECT_EQ(plan.launches[0].grid, (3 * 250 + kPointwiseBlock - 1) / kPointwiseBlock);
+  args.n = args.outer_strides[0][0] = 1001;
+  plan = PlanCudaLaunch(pointwise, 3, 1001, 132);
+  ChooseLaunchPath(pointwise, args, 132, &plan);
+  EXPECT_EQ(plan.launches[0].function, "p") << "rows 1001 floats apart leave rows unaligned";
   EXPECT_TRUE(PlanCudaLaunch(pointwise, 3, 0, 132).launches.empty());
 }
 

@@ -37,9 +37,11 @@ def test_pointwise_kernel_has_vector_and_general_paths():
     seed(7001)
     g = check(_pointwise, lambda i: (rand_tensor((5, 64 + i)), rand_tensor((64 + i,))))
     (source,) = _cuda_sources(g)
-    assert source.count('extern "C" __global__') == dt.kernels(g)[0].count("_fixed("), source
+    # One CUDA kernel per C++ kernel, each as two functions: the vector path and the general one.
+    assert source.count('extern "C" __global__') == 2 * dt.kernels(g)[0].count("_fixed("), source
     assert "(const dt::CudaKernelArgs args)" in source, source
-    assert "dt_vector_ready(" in source and "DtVec<float, 8>" in source, source
+    name = source.split("void __launch_bounds__(1024) ")[1].split("(")[0].replace("_vector", "")
+    assert "void __launch_bounds__(1024) %s_vector(" % name in source and "DtVec<float, 8>" in source, source
     assert "dt::scalar::exp_(" in source, source  # through the op registry, as the C++ is
     assert "e += step" in source, "a grid-stride general path:\n" + source
 
@@ -47,10 +49,10 @@ def test_pointwise_kernel_has_vector_and_general_paths():
 def test_broadcast_operand_keeps_the_vector_path_noncontiguous_has_none():
     seed(7002)
     g = check(_pointwise, lambda i: (rand_tensor((4, 32)), rand_tensor((1, 32))))
-    assert "dt_vector_ready(" in _cuda_sources(g)[0]
+    assert "_vector(" in _cuda_sources(g)[0]
     seed(7003)
     g = check(_pointwise, lambda i: (noncontig((6, 32), kind="strided"), rand_tensor((32,))))
-    assert "dt_vector_ready(" not in _cuda_sources(g)[0], "a general inner stride rules the vector path out"
+    assert "_vector(" not in _cuda_sources(g)[0], "a general inner stride rules the vector path out"
 
 
 def test_row_kernels_reduce_with_warp_shuffles_per_block():
