@@ -136,10 +136,12 @@ class CudaKernelEmitter : public KernelPrinter {
     return true;
   }
 
-  void OpenKernel(const std::string& suffix) {
+  // `max_block`: the most threads the launcher gives the function (its __launch_bounds__, which
+  // caps its registers at 65536 / max_block).
+  void OpenKernel(const std::string& suffix, int max_block = 1024) {
     function_starts_.emplace_back(absl::StrCat(k_.name, suffix), out_.size());
-    absl::StrAppendFormat(&out_, "extern \"C\" __global__ void __launch_bounds__(1024) %s%s(const dt::CudaKernelArgs args) {\n",
-                          k_.name, suffix);
+    absl::StrAppendFormat(&out_, "extern \"C\" __global__ void __launch_bounds__(%d) %s%s(const dt::CudaKernelArgs args) {\n",
+                          max_block, k_.name, suffix);
     out_ += "  const int64_t n = args.n;\n";
     for (size_t i = 0; i < k_.operands.size(); ++i) {
       if (FullTensor(static_cast<int>(i))) {
@@ -355,7 +357,13 @@ class CudaKernelEmitter : public KernelPrinter {
 
   void EmitRowPath(RowPath path, int width, int slots) {
     addressing_ = Addressing::kAnyStride;
-    OpenKernel(path == RowPath::kVector ? "_vector" : path == RowPath::kCached ? "_cached" : "");
+    // The strided cached path holds its slots, 64-bit strides and pointers at once: at 64
+    // registers (1024 threads) it spilled; it is launched with at most kStridedRowBlockBound.
+    if (path == RowPath::kCached) {
+      OpenKernel("_cached", kStridedRowBlockBound);
+    } else {
+      OpenKernel(path == RowPath::kVector ? "_vector" : "");
+    }
     DeclareScratch();
     out_ += "  for (int64_t row = blockIdx.x; row < args.rows; row += gridDim.x) {\n";
     EmitPointers("row", "    ");

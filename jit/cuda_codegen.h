@@ -70,6 +70,10 @@ struct CudaKernelInfo {
   std::vector<std::string> functions;  // every __global__ function the kernel defines
 };
 
+// The most threads a row kernel's strided cached function (`k_cached`) is launched with: its
+// __launch_bounds__, which leaves it 128 registers (the other functions are bound to 1024).
+inline constexpr int kStridedRowBlockBound = 512;
+
 struct CudaProgram {
   // Translation units ready for NVRTC, each with the pasted headers and some of the kernels:
   // separate units compile in parallel and are cached one by one (KernelCache::LoadCubins).

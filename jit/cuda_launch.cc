@@ -80,14 +80,30 @@ bool VectorPathReady(const CudaKernelInfo& kernel, const CudaKernelArgs& args) {
 }
 
 void ChooseLaunchPath(const CudaKernelInfo& kernel, const CudaKernelArgs& args, int sm_count, CudaLaunchPlan* plan) {
-  if (plan->launches.size() != 1 || !VectorPathReady(kernel, args)) return;
+  if (plan->launches.size() != 1) return;
   CudaLaunch& launch = plan->launches[0];
-  if (kernel.is_row_kernel && launch.function == kernel.name + "_cached") {
-    launch.function = kernel.name + "_vector";
-  } else if (!kernel.is_row_kernel) {
+  const bool vector = VectorPathReady(kernel, args);
+  if (!kernel.is_row_kernel) {
+    if (!vector) return;
     launch.function = kernel.name + "_vector";
     launch.grid = PointwiseGrid(args.rows * CeilDiv(args.n, kernel.vector_width), sm_count);
+    return;
   }
+  if (launch.function != kernel.name + "_cached") return;
+  if (vector) {
+    launch.function = kernel.name + "_vector";
+    return;
+  }
+  // The strided cached function takes at most kStridedRowBlockBound threads: its slots must
+  // still hold the row, else the row takes the general path.
+  const int64_t n = args.n;
+  if (n > kernel.row_slots * int64_t{kStridedRowBlockBound}) {
+    launch.function = kernel.name;
+    launch.block = RowBlock(n, kMaxRowBlock);
+    return;
+  }
+  if (launch.block > kStridedRowBlockBound) launch.block = kStridedRowBlockBound;
+  if (n > kernel.row_slots * int64_t{launch.block}) launch.block = RowBlock(CeilDiv(n, kernel.row_slots), kStridedRowBlockBound);
 }
 
 absl::StatusOr<CudaKernelArgs> PackCudaArgs(const LaunchGeometry& geometry, absl::Span<char* const> data,

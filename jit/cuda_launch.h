@@ -14,8 +14,9 @@
 //    A row that fits the cached path (n <= row_slots * kMaxCachedRowBlock) launches `k_cached`
 //    with the smallest power-of-two block with n <= row_slots * block when rows fill the GPU
 //    (2 per SM), else one thread per vector_width elements (up to kMaxCachedRowBlock); then
-//    ChooseLaunchPath makes it `k_vector` when the arguments allow (VectorPathReady). Longer
-//    rows launch `k`.
+//    ChooseLaunchPath makes it `k_vector` when the arguments allow (VectorPathReady), else
+//    keeps `k_cached` within kStridedRowBlockBound threads (its launch bound: a row longer than
+//    row_slots * kStridedRowBlockBound takes `k`). Longer rows launch `k`.
 //    Shared memory is static only (CudaKernelInfo::static_shared_bytes).
 //  - Split row kernel (has_split, few rows, long rows): two launches on one stream, both with
 //    the same CudaKernelArgs whose `split` is set and whose `workspace` points to

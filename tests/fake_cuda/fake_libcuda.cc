@@ -94,6 +94,7 @@ struct FakeFunction {
   // its IxArgs by address (fake_nvrtc.cc's dt_emu_ix_ entries).
   void* entry = nullptr;
   const fake_cuda::EmulatedLibrary* library = nullptr;
+  int max_threads = 1024;  // its __launch_bounds__ (emulated modules; the device limit otherwise)
 };
 
 // A captured operation: a kernel launch, or (when kernels run) host work a replay redoes.
@@ -201,6 +202,7 @@ bool IndexArgsInsideDevice(const dt::IxArgs& args, dt::IxArgs* on_host = nullptr
 }
 
 constexpr int kLaunchFailed = 719;
+constexpr int kLaunchOutOfResources = 701;
 
 // Runs an emulated kernel on the arena's host bytes: one call of its host function per thread.
 int RunEmulated(const FakeFunction& fn, unsigned grid, unsigned block, const dt::CudaKernelArgs& args,
@@ -269,6 +271,7 @@ int cuGetErrorName(int e, const char** s) {
     case kNotFound: *s = "CUDA_ERROR_NOT_FOUND"; break;
     case kInvalidImage: *s = "CUDA_ERROR_INVALID_IMAGE"; break;
     case kLaunchFailed: *s = "CUDA_ERROR_LAUNCH_FAILED"; break;
+    case kLaunchOutOfResources: *s = "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES"; break;
     default: *s = "CUDA_ERROR_UNKNOWN"; break;
   }
   return kSuccess;
@@ -282,6 +285,7 @@ int cuGetErrorString(int e, const char** s) {
     case kNotFound: *s = "named symbol not found"; break;
     case kInvalidImage: *s = "device kernel image is invalid"; break;
     case kLaunchFailed: *s = "unspecified launch failure (fake driver: see its message on stderr)"; break;
+    case kLaunchOutOfResources: *s = "too many resources requested for launch"; break;
     default: *s = "unknown error"; break;
   }
   return kSuccess;
@@ -445,7 +449,11 @@ int cuModuleGetFunction(void** fn, void* module, const char* name) {
                                : fake_cuda::FindEmulatedKernel(*loaded.emulated, name);
   if (loaded.emulated != nullptr && entry == nullptr) return kNotFound;
   auto& slot = loaded.functions[name];
-  if (slot == nullptr) slot = std::make_unique<FakeFunction>(FakeFunction{name, 0, entry, loaded.emulated});
+  if (slot == nullptr) {
+    const int bound = loaded.emulated != nullptr ? fake_cuda::EmulatedLaunchBound(*loaded.emulated, name)
+                                                 : kMaxThreadsPerBlock;
+    slot = std::make_unique<FakeFunction>(FakeFunction{name, 0, entry, loaded.emulated, bound});
+  }
   *fn = slot.get();
   return kSuccess;
 }
@@ -467,6 +475,11 @@ int cuLaunchKernel(void* fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
   if (gx == 0 || gy == 0 || gz == 0 || gx > kMaxGridX || bx == 0 || by == 0 || bz == 0 ||
       static_cast<long>(bx) * by * bz > kMaxThreadsPerBlock) {
     return kInvalidValue;
+  }
+  if (static_cast<long>(bx) * by * bz > function.max_threads) {
+    std::fprintf(stderr, "fake CUDA: %s launched with %u threads, beyond its __launch_bounds__(%d)\n",
+                 function.name.c_str(), bx * by * bz, function.max_threads);
+    return kLaunchOutOfResources;
   }
   const int shared_limit = std::max(kDefaultSharedBytes, function.max_dynamic_shared);
   if (static_cast<int>(shared) > shared_limit) return kInvalidValue;

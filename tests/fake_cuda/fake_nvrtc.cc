@@ -5,7 +5,8 @@
 // the host compiler ($CXX, else c++) into a shared library. The "CUBIN" it hands back is that
 // library behind a small header (kEmulatedImageMagic, then its size), which the stand-in driver
 // recognises in cuModuleLoadData (index kernels also get entries taking their arguments by
-// address, which the driver calls instead). A compile error is a failed compilation with the compiler's
+// address, which the driver calls instead, and each function's __launch_bounds__ is listed in
+// `dt_emu_launch_bounds` for the driver to enforce). A compile error is a failed compilation with the compiler's
 // messages as the program log, as NVRTC reports its own. The version it reports (99.0) keeps
 // these images apart from real CUBINs in dyntrace's disk cache.
 //
@@ -13,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -44,6 +46,28 @@ DT_IX_UNTYPED_KERNELS(DT_EMU_IX_ENTRY)
 DT_IX_TYPED_KERNELS(DT_EMU_IX_TYPED_ENTRY)
 #endif
 )";
+
+// Each `__launch_bounds__(N) name(` of the source as "name=N;": the driver refuses a launch of
+// more threads than the function's bound, as a real device does (its CUBIN records it).
+std::string LaunchBounds(const std::string& source) {
+  std::string table;
+  const std::string marker = "__launch_bounds__(";
+  for (size_t at = source.find(marker); at != std::string::npos; at = source.find(marker, at + 1)) {
+    const size_t number = at + marker.size();
+    const size_t close = source.find(')', number);
+    const size_t open = close == std::string::npos ? close : source.find('(', close);
+    if (open == std::string::npos) break;
+    size_t name_end = open;
+    while (name_end > close && source[name_end - 1] == ' ') --name_end;
+    size_t name_start = name_end;
+    while (name_start > close && (std::isalnum(static_cast<unsigned char>(source[name_start - 1])) ||
+                                  source[name_start - 1] == '_')) {
+      --name_start;
+    }
+    table += source.substr(name_start, name_end - name_start) + "=" + source.substr(number, close - number) + ";";
+  }
+  return table;
+}
 
 struct Program {
   std::string source;
@@ -129,7 +153,8 @@ int nvrtcCompileProgram(void* handle, int, const char* const*) {
   if (handle == nullptr) return kInvalidProgram;
   auto& program = *static_cast<Program*>(handle);
   const std::string text = std::string(fake_cuda::EmulationShim()) + "\n#line 1 \"" + program.name + "\"\n" + program.source +
-                           kIndexEntriesByAddress;
+                           kIndexEntriesByAddress + "\nextern \"C\" __attribute__((visibility(\"default\"))) const char "
+                           "dt_emu_launch_bounds[] = \"" + LaunchBounds(program.source) + "\";\n";
   const std::string library = BuildLibrary(text, &program.log);
   if (library.empty()) return kCompilation;
   program.image = fake_cuda::WrapEmulatedImage(library);

@@ -269,6 +269,16 @@ EmulatedLibrary* LoadEmulatedLibrary(const std::string& bytes, std::string* erro
 
 void* FindEmulatedKernel(const EmulatedLibrary& library, const char* name) { return dlsym(library.handle, name); }
 
+int EmulatedLaunchBound(const EmulatedLibrary& library, const char* name) {
+  const auto* table = static_cast<const char*>(dlsym(library.handle, "dt_emu_launch_bounds"));
+  if (table == nullptr) return 1024;
+  const std::string entries(table), key = std::string(name) + "=";
+  for (size_t at = entries.find(key); at != std::string::npos; at = entries.find(key, at + 1)) {
+    if (at == 0 || entries[at - 1] == ';') return std::atoi(entries.c_str() + at + key.size());
+  }
+  return 1024;
+}
+
 bool RunGrid(const EmulatedLibrary& library, Dim3 grid, Dim3 block, bool waits,
              const std::function<void()>& thread_body, std::string* error) {
   *library.grid_dim = grid;

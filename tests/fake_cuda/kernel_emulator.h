@@ -34,6 +34,10 @@ EmulatedLibrary* LoadEmulatedLibrary(const std::string& bytes, std::string* erro
 // A kernel entry point of `library`, or null.
 void* FindEmulatedKernel(const EmulatedLibrary& library, const char* name);
 
+// The most threads per block kernel `name` of `library` may be launched with: its
+// __launch_bounds__, else 1024.
+int EmulatedLaunchBound(const EmulatedLibrary& library, const char* name);
+
 // Runs `thread_body` (one CUDA thread's call of the kernel) for every thread of the grid: as
 // fibers when the kernel `waits` (may call __syncthreads or shuffle), else one after another.
 // Returns false with `error` set when threads of a block deadlock at mismatched barriers.

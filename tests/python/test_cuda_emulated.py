@@ -148,3 +148,37 @@ def test_index_checks_inside_a_cuda_graph_see_this_calls_values():
     assert "PASSED index 11 is out of bounds for dimension 0 with size 10" in out, out
     captures, replays, refusals = (int(v) for v in out.split("GRAPHS")[1].split())
     assert captures >= 2 and replays >= 6 and refusals == 0, out
+
+
+def test_row_kernels_take_every_path_and_match_the_cpu():
+    # Each path of a row kernel is its own function (jit/cuda_codegen.h) that the launcher picks:
+    # rows of whole aligned vectors (vector), odd or misaligned rows (strided, within its
+    # 512-thread launch bound even for a few long rows), rows past the register cache
+    # (general), and a few very long rows (split). The stand-in driver refuses a launch beyond a
+    # function's __launch_bounds__, so a wrong block size fails here too.
+    out = run_emulated("""
+        def norm_softmax(x, w, b):
+            return dt.softmax(dt.layer_norm(x, (x.shape[-1],), w, b), -1)
+
+        worst = 0.0
+        for rows, n, sliced in ((64, 768, False), (3, 4001, False), (64, 769, True), (2, 20000, False),
+                                (1, 300000, False), (300, 33, False)):
+            x = dt.randn(rows, n + 1 if sliced else n) * 3
+            x = x[:, 1:] if sliced else x
+            w, b = dt.randn(n), dt.randn(n)
+            want = norm_softmax(x, w, b)
+            f = dt.jit(norm_softmax, backend="cuda")
+            gx = dt.randn(rows, n + 1).cuda()[:, 1:] if sliced else None
+            if sliced:
+                gx.copy_(x.cuda())
+            got = f(gx if sliced else x.cuda(), w.cuda(), b.cuda()).cpu()
+            # Same element functions and the same double accumulators on both sides: only the
+            # order of the float64 partial sums differs, far below float32's last bit.
+            err = (got - want).abs().amax().item()
+            worst = max(worst, err)
+            assert err <= 1e-6 * want.abs().amax().item() + 1e-9, (rows, n, sliced, err)
+            total = dt.jit(lambda v: v.sum(-1), backend="cuda")(x.cuda()).cpu()
+            assert ((total - x.sum(-1)).abs() <= 1e-6 * x.abs().sum(-1) + 1e-6).all(), (rows, n, sliced)
+        print("WORST", worst)
+    """)
+    assert "WORST" in out, out
