@@ -25,8 +25,10 @@ import argparse
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import traceback
 
@@ -123,7 +125,7 @@ def torch_child(spec):
     deadline = time.monotonic() + spec["budget_s"]
     B, T, D = spec["gpt2"]
     mask = torch.ones(T, T, device=dev).tril().bool()
-    for dtype, label in ((torch.float32, "gpt2_f32"), (torch.float16, "gpt2_f16")):
+    for dtype, label in ((torch.float32, "gpt2_f32"), (torch.float16, "gpt2_f16"), (torch.bfloat16, "gpt2_bf16")):
         gargs = w["gpt2_params"](B, T, D, lambda *s: torch.randn(*s, device=dev),
                                  lambda *s: torch.ones(*s, device=dev), mask, dtype)
         for mode in ("eager", "default", "reduce-overhead"):
@@ -142,6 +144,10 @@ def torch_child(spec):
                 emit(workload=label, mode=mode, ms=seconds * 1e3, first_call_s=first)
             except Exception as e:  # noqa: BLE001 - n/a in the table
                 emit(workload=label, mode=mode, error=first_line(e))
+    g = spec["gemm"]
+    a, b = (torch.randn(g, g, device=dev, dtype=torch.bfloat16) for _ in range(2))
+    seconds = time_per_call(torch.matmul, (a, b), max(2, spec["iters"] // 5), torch.cuda.synchronize)
+    emit(workload="gemm_bf16", mode="eager", ms=seconds * 1e3)
     for mode in ("default", "reduce-overhead"):
         for name, (fn, args) in cases.items():
             if time.monotonic() > deadline:
@@ -645,6 +651,7 @@ class Mode:
         self.rows = 64 if small else 4096
         self.small = 1024
         self.gpt2 = (2, 16, 96) if small else (4, 128, 768)  # (B, T, D): GPT-2 small's width on the GPU
+        self.gemm = 128 if small else 8192  # the bfloat16 GEMM's side
 
     def to_device(self, value):
         return value.to(self.device) if isinstance(value, dt.Tensor) else value
@@ -692,7 +699,7 @@ def chain_with_about_50_launches(mode, w, log):
     return steps, n
 
 
-GPT2_ROWS = ("gpt2_f32", "gpt2_f16")
+GPT2_ROWS = ("gpt2_f32", "gpt2_f16", "gpt2_bf16")
 
 
 def gpt2_inputs(mode, w, dtype):
@@ -705,7 +712,7 @@ def time_gpt2(mode, w, log):
     """The GPT-2 layer compiled for the device: first call (trace + compile), per-call time, and
     what stayed on the device. Its correctness is a corpus case."""
     rows = {}
-    for dtype, name in ((dt.float32, "gpt2_f32"), (dt.float16, "gpt2_f16")):
+    for dtype, name in ((dt.float32, "gpt2_f32"), (dt.float16, "gpt2_f16"), (dt.bfloat16, "gpt2_bf16")):
         args = [mode.to_device(a) for a in gpt2_inputs(mode, w, dtype)]
         fn = dt.jit(fresh_copy(w["gpt2_layer"]), backend=mode.backend)
         host_before = dt.stats().get("cuda_host_ops", 0)
@@ -723,6 +730,56 @@ def time_gpt2(mode, w, log):
         if host_ops and not mode.dry:
             raise AssertionError("%s ran %d ops through the host: %s" % (name, host_ops, stats["cuda_host_ops_by_op"]))
     return rows
+
+
+def time_bf16_gemm(mode, log):
+    """A bfloat16 mode.gemm-cubed product through dyntrace's matmul: ms and TFLOP/s."""
+    g = mode.gemm
+    a, b = (dt.randn(g, g).to(dt.bfloat16).to(mode.device) for _ in range(2))
+    seconds = time_per_call(dt.matmul, (a, b), max(2, mode.iters // 5), mode.sync)
+    row = {"ms": seconds * 1e3, "tflops": 2.0 * g ** 3 / seconds / 1e12}
+    log("  gemm_bf16 %d^3: %.3f ms, %.1f TFLOP/s" % (g, row["ms"], row["tflops"]))
+    return row
+
+
+def cold_layer_compile(mode, log):
+    """The GPT-2 layer's first call (trace, compile, NVRTC, first launch) in a fresh process with
+    an empty kernel cache: {"first_s", "nvrtc_s"}, or {"error"}."""
+    if mode.dry:
+        return {"error": "n/a: --cpu-dry-run"}
+    env = dict(os.environ)
+    env["DYNTRACE_CACHE_DIR"] = tempfile.mkdtemp(prefix="gpu_check_cold_")
+    cmd = [sys.executable, os.path.abspath(__file__), "--cold-layer-child", json.dumps({"gpt2": list(mode.gpt2)})]
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
+        row = json.loads(p.stdout.strip().splitlines()[-1]) if p.returncode == 0 else {
+            "error": "child exited %d: %s" % (p.returncode, (p.stderr.strip().splitlines() or ["?"])[-1][:200])}
+    except (subprocess.TimeoutExpired, ValueError, IndexError) as e:
+        row = {"error": first_line(e)}
+    finally:
+        shutil.rmtree(env["DYNTRACE_CACHE_DIR"], ignore_errors=True)
+    if "error" in row:
+        log("  cold compile of gpt2_f32: %s" % row["error"])
+    else:
+        log("  cold compile of gpt2_f32 (empty kernel cache, fresh process): first call %.2f s, NVRTC waited %.2f s"
+            % (row["first_s"], row["nvrtc_s"]))
+    return row
+
+
+def cold_layer_child(spec):
+    """In the child: the GPT-2 layer's first call, printed as one JSON line."""
+    mode = Mode(False, True)
+    mode.gpt2 = tuple(spec["gpt2"])
+    w = workloads(dt, dt.layer_norm, dt.gelu)
+    args = [mode.to_device(a) for a in gpt2_inputs(mode, w, dt.float32)]
+    mode.sync()
+    fn = dt.jit(w["gpt2_layer"], backend="cuda")
+    start = time.perf_counter()
+    fn(*args)
+    mode.sync()
+    first = time.perf_counter() - start
+    print(json.dumps({"first_s": first, "nvrtc_s": dt.stats().get("nvrtc_seconds", 0.0)}), flush=True)
+    return 0
 
 
 def run_timings(mode, log):
@@ -751,6 +808,8 @@ def run_timings(mode, log):
         log("  %-10s %.3f ms, %.1f GB/s%s" % (name, row["ms"], row["gbps"],
                                                 ", %.2f of copy" % row["vs_copy"] if "vs_copy" in row else ""))
     table.update(time_gpt2(mode, w, log))
+    table["gemm_bf16"] = time_bf16_gemm(mode, log)
+    table["cold"] = cold_layer_compile(mode, log)
     steps, launches = chain_with_about_50_launches(mode, w, log)
     small = dt.randn(mode.small).to(mode.device)
     per_call = {}
@@ -777,13 +836,14 @@ def run_torch(mode, steps, budget_s, log):
     for name in GPT2_ROWS:
         for m in ("eager",) + modes:
             result[(name, m)] = None
+    result[("gemm_bf16", "eager")] = None
     training = {}
     if mode.dry:
         return {k: "n/a: --cpu-dry-run" for k in result}, {m: {"error": "--cpu-dry-run"} for m in ("eager", "reduce-overhead")}
     if budget_s < 10:
         return {k: "n/a: no time left (--time-limit)" for k in result}, training
     spec = {"elements": mode.elements, "rows": mode.rows, "small": mode.small, "steps": steps,
-            "iters": mode.iters, "budget_s": max(10, budget_s - 20), "gpt2": list(mode.gpt2)}
+            "iters": mode.iters, "budget_s": max(10, budget_s - 20), "gpt2": list(mode.gpt2), "gemm": mode.gemm}
     cmd = [sys.executable, os.path.abspath(__file__), "--torch-child", json.dumps(spec)]
     env = dict(os.environ)
     if "GPU_CHECK_TORCH_LD_LIBRARY_PATH" in env:  # set by run_gpu_checks.sh: the caller's own
@@ -810,6 +870,7 @@ def run_torch(mode, steps, budget_s, log):
         if key in result:
             result[key] = row["ms"] if "ms" in row else "n/a: " + row["error"]
             if "first_call_s" in row:
+                result[key + ("first_call_s",)] = row["first_call_s"]
                 log("  torch %s %s: first call (compile) %.2f s, %.3f ms per call"
                     % (key[0], key[1], row["first_call_s"], row["ms"]))
     for k, v in result.items():
@@ -848,6 +909,19 @@ def table_lines(table, torch_ms, launches):
             else:
                 cells += ["%.3f" % t, "%.2f" % (row["ms"] / t)]
         lines.append(tuple(cells))
+    gemm, torch_gemm = table.get("gemm_bf16"), torch_ms.get(("gemm_bf16", "eager"))
+    if gemm is not None:
+        rate = ("%.2f of torch's rate (goal >= 0.80)" % (torch_gemm / gemm["ms"])
+                if isinstance(torch_gemm, float) else str(torch_gemm)[:40])
+        lines.append(("gemm_bf16", "%.3f" % gemm["ms"], "%.1f TFLOP/s" % gemm["tflops"],
+                      "torch matmul %s" % (("%.3f" % torch_gemm) if isinstance(torch_gemm, float) else "-"), rate,
+                      "", ""))
+    cold, torch_cold = table.get("cold"), torch_ms.get(("gpt2_f32", "default", "first_call_s"))
+    if cold is not None and "error" not in cold:
+        versus = ("%.2fx torch.compile's %.1f s (goal <= 0.5x)" % (cold["first_s"] / torch_cold, torch_cold)
+                  if isinstance(torch_cold, float) else "torch.compile n/a")
+        lines.append(("gpt2_f32 cold compile", "%.2f s" % cold["first_s"], "NVRTC %.2f s (goal <= 1 s)" % cold["nvrtc_s"],
+                      versus, "", "", ""))
     widths = [max(len(r[i]) for r in lines) for i in range(len(head))]
     return ["  ".join(c.ljust(wd) for c, wd in zip(r, widths)).rstrip() for r in lines]
 
@@ -949,5 +1023,7 @@ def main(argv):
     return EXIT_FAILED if failures else EXIT_OK
 
 
+if __name__ == "__main__" and len(sys.argv) == 3 and sys.argv[1] == "--cold-layer-child":
+    sys.exit(cold_layer_child(json.loads(sys.argv[2])))
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
