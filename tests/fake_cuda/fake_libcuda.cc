@@ -559,10 +559,9 @@ int cuGraphLaunch(void* exec, void*) {
   if (ForbiddenDuringCapture()) return kCaptureUnsupported;
   const FakeExec& graph = *static_cast<FakeExec*>(exec);
   for (const FakeNode& node : graph.nodes) {
-    if (!node.host_work && static_cast<FakeFunction*>(node.function)->name.rfind("dt_ix_", 0) != 0 &&
-        !ArgsInsideDevice(node.args)) {
-      return kInvalidValue;
-    }
+    if (node.host_work) continue;
+    const bool index_kernel = static_cast<FakeFunction*>(node.function)->name.rfind("dt_ix_", 0) == 0;
+    if (index_kernel ? !IndexArgsInsideDevice(node.index_args) : !ArgsInsideDevice(node.args)) return kInvalidValue;
   }
   {
     Capture& c = capture();
