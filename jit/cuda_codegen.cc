@@ -186,19 +186,22 @@ class CudaKernelEmitter : public KernelPrinter {
     EmitFullStores(j, indent);
   }
 
+  // A pointwise function's opening: this thread's first index and the grid's stride.
+  void OpenGridStrideKernel(const std::string& suffix) {
+    OpenKernel(suffix);
+    out_ += "  const int64_t start = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;\n";
+    out_ += "  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;\n";
+  }
+
   // `k`: the general grid-stride loop; with `width` > 1 also `k_vector`, `width` elements per
   // thread, which the launcher picks when every full-size operand's layout allows it.
   void EmitPointwiseKernel(int width) {
     if (width > 1) {
-      OpenKernel("_vector");
-      out_ += "  const int64_t start = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;\n";
-      out_ += "  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;\n";
+      OpenGridStrideKernel("_vector");
       EmitVectorPath(width);
       out_ += "}\n\n";
     }
-    OpenKernel("");
-    out_ += "  const int64_t start = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;\n";
-    out_ += "  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;\n";
+    OpenGridStrideKernel("");
     addressing_ = Addressing::kAnyStride;
     out_ += "  const int64_t total = args.rows * n;\n";
     out_ += "  if (total == 0) return;\n";
