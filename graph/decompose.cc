@@ -110,12 +110,7 @@ absl::StatusOr<Graph> Decompose(const Graph& graph, ExpandComposites which, std:
         continue;
       }
     }
-    std::vector<GraphArg> args;
-    for (const GraphArg& a : node.args) args.push_back(RemapValues(a, map));
-    std::vector<Tensor> metas;
-    for (ValueId v : node.outputs) metas.push_back(graph.value(v).meta);
-    std::vector<ValueId> ids = out.AddNode(node.op, std::move(args), metas, node.inplace, node.location);
-    for (size_t i = 0; i < ids.size(); ++i) map[node.outputs[i]] = ids[i];
+    CopyNode(graph, node, map, out);
   }
   std::vector<ValueId> outputs;
   for (ValueId v : graph.outputs()) outputs.push_back(map[v]);

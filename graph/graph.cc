@@ -91,6 +91,15 @@ GraphArg RemapValues(const GraphArg& a, const std::vector<ValueId>& map) {
   return a;
 }
 
+void CopyNode(const Graph& from, const Node& node, std::vector<ValueId>& map, Graph& to) {
+  std::vector<GraphArg> args;
+  for (const GraphArg& a : node.args) args.push_back(RemapValues(a, map));
+  std::vector<Tensor> metas;
+  for (ValueId v : node.outputs) metas.push_back(from.value(v).meta);
+  std::vector<ValueId> ids = to.AddNode(node.op, std::move(args), metas, node.inplace, node.location);
+  for (size_t i = 0; i < ids.size(); ++i) map[node.outputs[i]] = ids[i];
+}
+
 Dims ResolveDims(const DimsRef& dims, const std::vector<Scalar>& scalars) {
   Dims out = dims.sizes;
   for (size_t i = 0; i < out.size(); ++i) {

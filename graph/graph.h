@@ -53,6 +53,12 @@ struct GraphArg {
 // `a` with every value v it names replaced by map[v] (copying a graph node into another graph).
 GraphArg RemapValues(const GraphArg& a, const std::vector<ValueId>& map);
 
+class Graph;
+struct Node;
+// Appends `node` of `from` to `to` with every value it names renamed through `map`, and maps
+// its results to the new node's (rewriting a graph node by node).
+void CopyNode(const Graph& from, const Node& node, std::vector<ValueId>& map, Graph& to);
+
 // A DimsRef's sizes for one run. REQUIRES: every slot indexes `scalars`.
 Dims ResolveDims(const DimsRef& dims, const std::vector<Scalar>& scalars);
 

@@ -24,6 +24,7 @@ const OpRegistry& OpRegistry::Get() {
     RegisterDataOps(*r);
     RegisterLossOps(*r);
     RegisterNNOps(*r);
+    RegisterAttentionOps(*r);
     RegisterNormOps(*r);
     RegisterIm2colOp(*r);
     RegisterConvOps(*r);

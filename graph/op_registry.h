@@ -234,6 +234,7 @@ void RegisterReductionDerivatives(OpRegistry& registry);
 void RegisterIndexingDerivatives(OpRegistry& registry);
 void RegisterLossOps(OpRegistry& registry);
 void RegisterNNOps(OpRegistry& registry);
+void RegisterAttentionOps(OpRegistry& registry);
 void RegisterNormOps(OpRegistry& registry);
 void RegisterIm2colOp(OpRegistry& registry);
 void RegisterConvOps(OpRegistry& registry);

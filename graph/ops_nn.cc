@@ -1,5 +1,5 @@
 // Neural-network functions of torch.nn.functional that are not losses, normalisations or
-// convolutions: dropout, linear, scaled_dot_product_attention, and the activations softplus, elu,
+// convolutions: dropout, linear and the activations softplus, elu,
 // leaky_relu, hardswish, mish, glu, hardtanh, relu6 (and relu/silu with `inplace=`). Each is a
 // composite of registry ops; those whose body bakes no size into a constant are decomposable
 // (the fuser sees their primitives).
@@ -86,57 +86,6 @@ absl::StatusOr<OpResult> LinearEager(const OpDef&, const OpArgs& args) {
     DT_ASSIGN_OR_RETURN(y, Call("add", {y, args.tensor(2)}));
   }
   return OneResult(y);
-}
-
-absl::Status CheckAttentionShapes(const Tensor& q, const Tensor& k, const Tensor& v) {
-  const bool ok = q.ndim() >= 2 && k.ndim() == q.ndim() && v.ndim() == q.ndim() &&
-                  q.size(q.ndim() - 1) == k.size(k.ndim() - 1) && k.size(k.ndim() - 2) == v.size(v.ndim() - 2);
-  if (ok) return absl::OkStatus();
-  return Error(ErrorKind::kShape,
-               absl::StrFormat("scaled_dot_product_attention(): expected query [..., L, E], key "
-                               "[..., S, E] and value [..., S, Ev] of one rank, got %s, %s and %s",
-                               q.ShapeString(), k.ShapeString(), v.ShapeString()));
-}
-
-// Scores masked: a bool mask keeps True positions (the others become -inf), a float mask adds.
-absl::StatusOr<Tensor> MaskScores(Tensor scores, const OpArgs& args) {
-  const int64_t l = scores.size(scores.ndim() - 2), s = scores.size(scores.ndim() - 1);
-  if (args.bool_(5)) {
-    DT_ASSIGN_OR_RETURN(Tensor ones, Call("ones", {Dims{l, s}, DType::kBool, scores.device()}));
-    DT_ASSIGN_OR_RETURN(Tensor future, Call("triu", {ones, Scalar::Int(1)}));
-    DT_ASSIGN_OR_RETURN(scores, Call("masked_fill", {scores, future, Scalar::Float(-INFINITY)}));
-  }
-  if (args.is_none(3)) return scores;
-  const Tensor& mask = args.tensor(3);
-  if (mask.dtype() == DType::kBool) {
-    DT_ASSIGN_OR_RETURN(Tensor dropped, Call("logical_not", {mask}));
-    return Call("masked_fill", {scores, dropped, Scalar::Float(-INFINITY)});
-  }
-  return Call("add", {scores, mask});
-}
-
-// softmax(q k^T * scale + mask) v, with dropout on the weights when dropout_p > 0.
-absl::StatusOr<OpResult> AttentionEager(const OpDef&, const OpArgs& args) {
-  const Tensor& q = args.tensor(0);
-  const Tensor& k = args.tensor(1);
-  const Tensor& v = args.tensor(2);
-  DT_RETURN_IF_ERROR(RequireFloatingInput(q, "scaled_dot_product_attention"));
-  DT_RETURN_IF_ERROR(CheckAttentionShapes(q, k, v));
-  if (args.bool_(5) && !args.is_none(3)) {
-    return Error(ErrorKind::kValue,
-                 "scaled_dot_product_attention(): explicit attn_mask should not be set when is_causal=True");
-  }
-  const double scale = args.is_none(6) ? 1.0 / std::sqrt(static_cast<double>(q.size(q.ndim() - 1))) : args.float_(6);
-  DT_ASSIGN_OR_RETURN(Tensor kt, Call("transpose", {k, Scalar::Int(-2), Scalar::Int(-1)}));
-  DT_ASSIGN_OR_RETURN(Tensor scores, Call("matmul", {q, kt}));
-  DT_ASSIGN_OR_RETURN(scores, Call("mul", {scores, Scalar::Float(scale)}));
-  DT_ASSIGN_OR_RETURN(scores, MaskScores(scores, args));
-  DT_ASSIGN_OR_RETURN(Tensor weights, Call("softmax", {scores, Scalar::Int(-1)}));
-  if (args.float_(4) > 0.0) {
-    DT_ASSIGN_OR_RETURN(weights, Call("dropout", {weights, args[4], Scalar::Bool(true)}));
-  }
-  DT_ASSIGN_OR_RETURN(Tensor out, Call("matmul", {weights, v}));
-  return OneResult(out);
 }
 
 // ---- activations ----
@@ -238,10 +187,6 @@ void RegisterNNOps(OpRegistry& registry) {
       .data_dependent_shape = &InplaceBreaks<3>;
   registry.Add("linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor", OpKind::kComposite, kNN,
                &LinearEager);
-  // The default scale and the causal mask bake sizes (E, and L x S): the op stays whole.
-  registry.Add("scaled_dot_product_attention(Tensor query, Tensor key, Tensor value, Tensor? attn_mask=None, "
-               "float dropout_p=0.0, bool is_causal=False, *, float? scale=None) -> Tensor",
-               OpKind::kComposite, kNNFunctional | kRandom, &AttentionEager);
   registry.Add("softplus(Tensor input, Scalar beta=1, Scalar threshold=20) -> Tensor", OpKind::kComposite, kNN,
                &SoftplusEager).shape_rule = ShapeRule::kSameAsFirst;
   registry.Add("elu(Tensor input, Scalar alpha=1.0, bool inplace=False) -> Tensor", OpKind::kComposite, kNN,

@@ -17,6 +17,7 @@
 #include "interpreter/cpython_frame.h"
 #include "interpreter/py_str.h"
 #include "jit/kernel_cache.h"
+#include "runtime/cuda_attention.h"
 #include "runtime/cuda_index_kernels.h"
 #include "runtime/cuda_tensor.h"
 
@@ -244,9 +245,10 @@ void ResetAll() {
   global_stats.cuda_graph_baseline[1] = graphs.replays;
   global_stats.cuda_graph_baseline[2] = graphs.patches;
   global_stats.cuda_graph_baseline[3] = graphs.refusals;
-  global_stats.cuda_graph_baseline[4] = graphs.kernel_launches + CudaIndexKernelLaunches();
+  global_stats.cuda_graph_baseline[4] = graphs.kernel_launches + CudaIndexKernelLaunches() + FusedAttentionLaunches();
   global_stats.cuda_graph_baseline[5] = graphs.shape_limit;
   global_stats.cuda_host_ops_baseline = CudaHostOps();
+  global_stats.fused_attention_baseline = FusedAttentionLaunches();
 }
 
 namespace {

@@ -199,6 +199,7 @@ struct Stats {
   // CUDA graph counters at the last reset(): captures, replays, patches, refusals, kernel launches.
   int64_t cuda_graph_baseline[6] = {0, 0, 0, 0, 0, 0};
   int64_t cuda_host_ops_baseline = 0;
+  int64_t fused_attention_baseline = 0;
 };
 
 // Frames dyntrace could have run but left to CPython (every reason but kGenerator and kExcluded).

@@ -17,6 +17,7 @@
 #include "jit/cuda_codegen.h"
 #include "jit/cuda_graph.h"
 #include "jit/nvrtc_check.h"
+#include "runtime/cuda_attention.h"
 #include "runtime/cuda_index_kernels.h"
 #include "runtime/cuda_tensor.h"
 #include "runtime/log.h"
@@ -467,13 +468,17 @@ PyObject* FnStats(PyObject*, PyObject*) {
   put("cuda_graph_refusals", PyLong_FromLongLong(graphs.refusals - s.cuda_graph_baseline[3]));
   // Kernels launched one at a time (those a capture records, or a replay runs, are not).
   put("cuda_kernel_launches",
-      PyLong_FromLongLong(graphs.kernel_launches + CudaIndexKernelLaunches() - s.cuda_graph_baseline[4]));
+      PyLong_FromLongLong(graphs.kernel_launches + CudaIndexKernelLaunches() + FusedAttentionLaunches() -
+                          s.cuda_graph_baseline[4]));
   // Calls that ran without a graph because their executable held graphs for 8 shape sets
   // already (CUDA graphs are per concrete shape set, dynamic sizes included).
   put("cuda_graph_shape_limit", PyLong_FromLongLong(graphs.shape_limit - s.cuda_graph_baseline[5]));
   // Operations on CUDA tensors that went through host mirrors (graph/cuda_eager.h): 0 for a
   // program that stays on the device. Per op name since the process started.
   put("cuda_host_ops", PyLong_FromLongLong(CudaHostOps() - s.cuda_host_ops_baseline));
+  // Attention computed by the fused kernel (runtime/cuda_attention.h) rather than as two GEMMs
+  // and a softmax: scaled_dot_product_attention, and the written-out pattern in a cuda graph.
+  put("fused_attention_launches", PyLong_FromLongLong(FusedAttentionLaunches() - s.fused_attention_baseline));
   PyObject* by_name = PyDict_New();
   for (const auto& [name, count] : CudaHostOpsByName()) {
     PyRef n = PyRef::Steal(PyLong_FromLongLong(count));

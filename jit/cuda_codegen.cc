@@ -765,7 +765,10 @@ absl::StatusOr<CudaProgram> EmitCuda(const Program& program, int max_units) {
 }
 
 ScheduleOptions CudaScheduleOptions() {
-  return ScheduleOptions{.fuse_in_place_writes = true, .in_place_writes_alone = true, .max_operands = kCudaMaxOperands};
+  return ScheduleOptions{.fuse_in_place_writes = true,
+                         .in_place_writes_alone = true,
+                         .max_operands = kCudaMaxOperands,
+                         .fuse_attention = true};
 }
 
 absl::StatusOr<CudaProgram> EmitCudaFor(const Graph& graph, int max_units) {

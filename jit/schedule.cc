@@ -10,6 +10,7 @@
 #include "graph/graph_recorder.h"
 #include "graph/pointwise.h"
 #include "graph/reduction.h"
+#include "jit/attention_pattern.h"
 #include "jit/launch_geometry.h"
 
 namespace dt::jit {
@@ -662,7 +663,11 @@ class Scheduler {
 }  // namespace
 
 absl::StatusOr<Program> Schedule(const Graph& graph, ScheduleOptions options) {
-  DT_ASSIGN_OR_RETURN(Graph decomposed, Decompose(graph));
+  std::optional<Graph> with_fused_attention;
+  if (options.fuse_attention) {
+    DT_ASSIGN_OR_RETURN(with_fused_attention, FuseAttention(graph));
+  }
+  DT_ASSIGN_OR_RETURN(Graph decomposed, Decompose(with_fused_attention ? *with_fused_attention : graph));
   decomposed.MergeCommonSubexpressions();
   decomposed.EliminateDeadCode();
   Program program = Scheduler(decomposed, options).Run();

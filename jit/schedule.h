@@ -37,6 +37,9 @@ struct ScheduleOptions {
   // outside, run-time numbers, values stored for later readers) stay within this many: the CUDA
   // launch ABI's limit.
   int max_operands = 0;
+  // Attention written out op by op (matmul, scale, mask, softmax, matmul) becomes one
+  // `_fused_attention` node, run by the fused kernel (jit/attention_pattern.h): on CUDA.
+  bool fuse_attention = false;
 };
 
 [[nodiscard]] absl::StatusOr<Program> Schedule(const Graph& graph, ScheduleOptions options = {});

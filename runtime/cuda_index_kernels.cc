@@ -269,6 +269,9 @@ absl::StatusOr<std::optional<int64_t>> LaunchChecked(IndexKernelRunner* runner, 
 int64_t CudaIndexKernelLaunches() { return cuda_launches.load(); }
 
 void SetIndexKernelCompiler(CubinCompiler compiler) { cubin_compiler.store(compiler); }
+absl::StatusOr<std::string> CompileRuntimeModule(const std::string& source, const std::string& name, int sm_arch) {
+  return cubin_compiler.load()(source, name, sm_arch);
+}
 void SetHostIndexKernelRunnerForTesting(IndexKernelRunner* runner) { host_runner.store(runner); }
 
 std::string IndexKernelSource(DType dtype) {

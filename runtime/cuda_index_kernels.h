@@ -231,6 +231,10 @@ enum class DeviceIntegerOp : uint8_t { kFloorDivide, kRemainder, kPower };
 using CubinCompiler = absl::StatusOr<std::string> (*)(const std::string& source, const std::string& name,
                                                      int sm_arch);
 void SetIndexKernelCompiler(CubinCompiler compiler);
+// Compiles one of the runtime's hand-written modules (these kernels', runtime/cuda_attention.h's)
+// through the installed compiler.
+[[nodiscard]] absl::StatusOr<std::string> CompileRuntimeModule(const std::string& source, const std::string& name,
+                                                               int sm_arch);
 
 // The module's CUDA source for element type `dtype` (what NVRTC compiles; tests compile each).
 std::string IndexKernelSource(DType dtype);

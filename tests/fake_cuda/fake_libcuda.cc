@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "jit/cuda_launch_abi.h"
+#include "runtime/attention_abi.h"
 #include "runtime/index_kernel_abi.h"
 #include "tests/fake_cuda/emulated_image.h"
 #include "tests/fake_cuda/kernel_emulator.h"
@@ -87,8 +88,25 @@ bool accept_modules() {
   return v != nullptr && v[0] == '1';
 }
 
+// The three argument structs dyntrace's kernels take, told apart by the function's name.
+enum class KernelAbi { kGenerated, kIndex, kAttention };
+
+KernelAbi AbiOf(const std::string& name) {
+  if (name.rfind("dt_ix_", 0) == 0) return KernelAbi::kIndex;
+  if (name.rfind("dt_att_", 0) == 0) return KernelAbi::kAttention;
+  return KernelAbi::kGenerated;
+}
+
+// One launch's argument, copied: the struct of the function's ABI is the one set.
+struct LaunchArgs {
+  dt::CudaKernelArgs generated{};
+  dt::IxArgs index{};
+  dt::CudaAttentionArgs attention{};
+};
+
 struct FakeFunction {
   std::string name;
+  KernelAbi abi = KernelAbi::kGenerated;
   int max_dynamic_shared = 0;  // raised above 48 KiB only by cuFuncSetAttribute
   // Emulated modules only: the host function and its library. An index kernel's entry takes
   // its IxArgs by address (fake_nvrtc.cc's dt_emu_ix_ entries).
@@ -101,8 +119,7 @@ struct FakeFunction {
 struct FakeNode {
   void* function;
   unsigned grid, block, shared;
-  dt::CudaKernelArgs args;
-  dt::IxArgs index_args;
+  LaunchArgs args;
   std::function<int()> host_work;  // set for copies, memsets and GEMMs captured
 };
 
@@ -201,24 +218,75 @@ bool IndexArgsInsideDevice(const dt::IxArgs& args, dt::IxArgs* on_host = nullptr
   return error != nullptr;
 }
 
+// The fused attention kernel (runtime/attention_kernel.cuh) states each operand's byte range, as
+// the index kernels do; with `on_host`, also `args` with host addresses.
+bool AttentionArgsInsideDevice(const dt::CudaAttentionArgs& args, dt::CudaAttentionArgs* on_host = nullptr) {
+  if (on_host != nullptr) *on_host = args;
+  dt::AttentionOperand dt::CudaAttentionArgs::*const operands[] = {
+      &dt::CudaAttentionArgs::query, &dt::CudaAttentionArgs::key, &dt::CudaAttentionArgs::value,
+      &dt::CudaAttentionArgs::mask, &dt::CudaAttentionArgs::out};
+  for (auto member : operands) {
+    const dt::AttentionOperand& o = args.*member;
+    if (o.data == nullptr) continue;
+    if (o.high_bytes <= o.low_bytes) return false;
+    const uint64_t first = reinterpret_cast<uint64_t>(o.data) + static_cast<uint64_t>(o.low_bytes);
+    char* host = Translate(first, static_cast<size_t>(o.high_bytes - o.low_bytes));
+    if (host == nullptr) return false;
+    if (on_host != nullptr) (on_host->*member).data = host - o.low_bytes;
+  }
+  return true;
+}
+
+// Whether every operand of a launch of `fn` lies in device memory; with `on_host`, the args with
+// host addresses.
+bool LaunchInsideDevice(const FakeFunction& fn, const LaunchArgs& args, LaunchArgs* on_host = nullptr) {
+  switch (fn.abi) {
+    case KernelAbi::kIndex:
+      return IndexArgsInsideDevice(args.index, on_host ? &on_host->index : nullptr);
+    case KernelAbi::kAttention:
+      return AttentionArgsInsideDevice(args.attention, on_host ? &on_host->attention : nullptr);
+    case KernelAbi::kGenerated:
+      break;
+  }
+  return ArgsInsideDevice(args.generated, on_host ? &on_host->generated : nullptr);
+}
+
+// The launch's argument struct, read from the kernel's parameters as its ABI lays it out.
+void ReadParams(const FakeFunction& fn, void* const* params, LaunchArgs& args) {
+  switch (fn.abi) {
+    case KernelAbi::kIndex:
+      args.index = *static_cast<const dt::IxArgs*>(params[0]);
+      return;
+    case KernelAbi::kAttention:
+      args.attention = *static_cast<const dt::CudaAttentionArgs*>(params[0]);
+      return;
+    case KernelAbi::kGenerated:
+      args.generated = *static_cast<const dt::CudaKernelArgs*>(params[0]);
+      return;
+  }
+}
+
 constexpr int kLaunchFailed = 719;
 constexpr int kLaunchOutOfResources = 701;
 
 // Runs an emulated kernel on the arena's host bytes: one call of its host function per thread.
-int RunEmulated(const FakeFunction& fn, unsigned grid, unsigned block, const dt::CudaKernelArgs& args,
-                const dt::IxArgs& index_args) {
+int RunEmulated(const FakeFunction& fn, unsigned grid, unsigned block, const LaunchArgs& args) {
+  LaunchArgs host;
+  if (!LaunchInsideDevice(fn, args, &host)) return kInvalidValue;
   std::function<void()> body;
-  dt::CudaKernelArgs host_args;
-  dt::IxArgs host_index_args;
-  // The index kernels never wait for each other (runtime/index_kernels.cuh): no fibers needed.
-  const bool index_kernel = fn.name.rfind("dt_ix_", 0) == 0;
-  if (index_kernel) {
-    if (!IndexArgsInsideDevice(index_args, &host_index_args)) return kInvalidValue;
-    body = [&] { reinterpret_cast<void (*)(const dt::IxArgs*)>(fn.entry)(&host_index_args); };
-  } else {
-    if (!ArgsInsideDevice(args, &host_args)) return kInvalidValue;
-    body = [&] { reinterpret_cast<void (*)(dt::CudaKernelArgs)>(fn.entry)(host_args); };
+  switch (fn.abi) {
+    case KernelAbi::kIndex:  // takes its IxArgs by address (fake_nvrtc.cc's entries)
+      body = [&] { reinterpret_cast<void (*)(const dt::IxArgs*)>(fn.entry)(&host.index); };
+      break;
+    case KernelAbi::kAttention:
+      body = [&] { reinterpret_cast<void (*)(dt::CudaAttentionArgs)>(fn.entry)(host.attention); };
+      break;
+    case KernelAbi::kGenerated:
+      body = [&] { reinterpret_cast<void (*)(dt::CudaKernelArgs)>(fn.entry)(host.generated); };
+      break;
   }
+  // The index kernels never wait for each other (runtime/index_kernels.cuh): no fibers needed.
+  const bool index_kernel = fn.abi == KernelAbi::kIndex;
   std::string error;
   if (!fake_cuda::RunGrid(*fn.library, fake_cuda::Dim3{grid, 1, 1}, fake_cuda::Dim3{block, 1, 1}, !index_kernel, body,
                           &error)) {
@@ -452,7 +520,7 @@ int cuModuleGetFunction(void** fn, void* module, const char* name) {
   if (slot == nullptr) {
     const int bound = loaded.emulated != nullptr ? fake_cuda::EmulatedLaunchBound(*loaded.emulated, name)
                                                  : kMaxThreadsPerBlock;
-    slot = std::make_unique<FakeFunction>(FakeFunction{name, 0, entry, loaded.emulated, bound});
+    slot = std::make_unique<FakeFunction>(FakeFunction{name, AbiOf(name), 0, entry, loaded.emulated, bound});
   }
   *fn = slot.get();
   return kSuccess;
@@ -483,26 +551,20 @@ int cuLaunchKernel(void* fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
   }
   const int shared_limit = std::max(kDefaultSharedBytes, function.max_dynamic_shared);
   if (static_cast<int>(shared) > shared_limit) return kInvalidValue;
-  dt::CudaKernelArgs args{};
-  dt::IxArgs index_args{};
-  if (function.name.rfind("dt_ix_", 0) == 0) {
-    index_args = *static_cast<const dt::IxArgs*>(params[0]);
-    if (!IndexArgsInsideDevice(index_args)) return kInvalidValue;
-  } else {
-    args = *static_cast<const dt::CudaKernelArgs*>(params[0]);
-    if (!ArgsInsideDevice(args)) return kInvalidValue;
-  }
+  LaunchArgs args;
+  ReadParams(function, params, args);
+  if (!LaunchInsideDevice(function, args)) return kInvalidValue;
   if (function.entry != nullptr && (gy != 1 || gz != 1 || by != 1 || bz != 1)) return kNotSupported;
   {
     Capture& c = capture();
     std::lock_guard<std::mutex> lock(c.mu);
     if (c.active) {
-      c.graph->nodes.push_back(std::make_unique<FakeNode>(FakeNode{fn, gx, bx, shared, args, index_args, {}}));
+      c.graph->nodes.push_back(std::make_unique<FakeNode>(FakeNode{fn, gx, bx, shared, args, {}}));
       return kSuccess;
     }
     ++c.launches;
   }
-  return function.entry != nullptr ? RunEmulated(function, gx, bx, args, index_args) : kSuccess;
+  return function.entry != nullptr ? RunEmulated(function, gx, bx, args) : kSuccess;
 }
 int cuStreamBeginCapture_v2(void*, int mode) {
   if (!accept_modules() || std::getenv("FAKE_CUDA_CAPTURE_FAILS") != nullptr) return kNotSupported;
@@ -560,8 +622,7 @@ int cuGraphLaunch(void* exec, void*) {
   const FakeExec& graph = *static_cast<FakeExec*>(exec);
   for (const FakeNode& node : graph.nodes) {
     if (node.host_work) continue;
-    const bool index_kernel = static_cast<FakeFunction*>(node.function)->name.rfind("dt_ix_", 0) == 0;
-    if (index_kernel ? !IndexArgsInsideDevice(node.index_args) : !ArgsInsideDevice(node.args)) return kInvalidValue;
+    if (!LaunchInsideDevice(*static_cast<FakeFunction*>(node.function), node.args)) return kInvalidValue;
   }
   {
     Capture& c = capture();
@@ -573,7 +634,7 @@ int cuGraphLaunch(void* exec, void*) {
     if (node.host_work) {
       result = node.host_work();
     } else if (const auto& fn = *static_cast<FakeFunction*>(node.function); fn.entry != nullptr) {
-      result = RunEmulated(fn, node.grid, node.block, node.args, node.index_args);
+      result = RunEmulated(fn, node.grid, node.block, node.args);
     }
     if (result != kSuccess) return result;
   }
@@ -589,11 +650,7 @@ int cuGraphExecKernelNodeSetParams_v2(void* exec, void* node, const void* raw) {
   FakeNode& copy = graph.nodes[it->second];
   const auto& p = *static_cast<const KernelNodeParams*>(raw);
   if (copy.host_work || p.func != copy.function || p.kernel_params == nullptr) return kInvalidValue;
-  if (static_cast<FakeFunction*>(copy.function)->name.rfind("dt_ix_", 0) == 0) {
-    copy.index_args = *static_cast<const dt::IxArgs*>(p.kernel_params[0]);
-  } else {
-    copy.args = *static_cast<const dt::CudaKernelArgs*>(p.kernel_params[0]);
-  }
+  ReadParams(*static_cast<FakeFunction*>(copy.function), p.kernel_params, copy.args);
   copy.grid = p.grid_x;
   copy.block = p.block_x;
   Capture& c = capture();

@@ -217,6 +217,14 @@ CASES = {
     "dropout": [(lambda a: F.dropout(a, 0.5, training=False), lambda: [rnd(3)])],
     "scaled_dot_product_attention": [(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
                                       lambda: [rnd(1, 3, 2), rnd(1, 3, 2), rnd(1, 3, 2)])],
+    # scaled_dot_product_attention without dropout runs through it (its body on the CPU): a
+    # bool mask that keeps, a float mask that adds (its gradient too), an explicit scale.
+    "_fused_attention": [
+        (lambda q, k, v: F.scaled_dot_product_attention(
+            q, k, v, attn_mask=dt.tensor([[True, False, True], [False, True, True]]), scale=0.7),
+         lambda: [rnd(1, 2, 2), rnd(1, 3, 2), rnd(1, 3, 2)]),
+        (lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m),
+         lambda: [rnd(1, 2, 2), rnd(1, 3, 2), rnd(1, 3, 2), rnd(2, 3)])],
     "softplus": [(F.softplus, lambda: [rnd(4)])],
     "elu": [(F.elu, lambda: [rnd(4)])],
     "leaky_relu": [(lambda a: F.leaky_relu(a, 0.1), lambda: [rnd(4)])],

@@ -196,3 +196,208 @@ def test_row_kernels_take_every_path_and_match_the_cpu():
         print("WORST", worst)
     """)
     assert "WORST" in out, out
+
+
+# Run in the children below: float64 attention and the bound on a float32 computation's error.
+ATTENTION_REFERENCE = r'''
+import math
+import numpy as np
+
+UNIT = {"float32": 2.0 ** -24, "float16": 2.0 ** -11, "bfloat16": 2.0 ** -8}
+
+
+def attention_reference(q, k, v, scale, out_dtype, keep=None, add=None, causal=False, post=1.0):
+    """softmax(mask(q k^T * scale) * post) v in float64 from the (rounded) operands, and per output
+    element a bound on a float32 computation's error. Error model (u = 2^-24): a score is a dot of
+    E products, off by <= (E + 2) u scale sum|q k| (+ u |mask| + u |s| for the add and scale);
+    softmax is shift-invariant, so a weight's relative error is <= 2 max_j ds_j plus the
+    exponentials, the per-tile rescalings of an online softmax (tiles of 32 keys) and the sum of S
+    weights (2u each, S terms), and the output, a sum of S terms p_j v_j, is off by that times
+    sum_j p_j |v_j|, plus one rounding into the output dtype (u_out |out|). Rows whose every key
+    is masked are NaN, as softmax over -inf gives."""
+    q, k, v = (np.asarray(t, dtype=np.float64) for t in (q, k, v))
+    u = 2.0 ** -24
+    kt = np.swapaxes(k, -1, -2)
+    s = q @ kt * scale
+    ds = (q.shape[-1] + 2) * u * (np.abs(q) @ np.abs(kt)) * abs(scale)
+    if add is not None:
+        s = s + add
+        ds = ds + u * np.abs(add)
+    s, ds = s * post, (ds + u * np.abs(s)) * post
+    kept = np.ones(s.shape, bool)
+    if keep is not None:
+        kept = kept & keep
+    if causal:
+        kept = kept & np.tril(np.ones(s.shape[-2:], bool))
+    s = np.where(kept, s, -np.inf)
+    with np.errstate(invalid="ignore"):
+        p = np.exp(s - s.max(-1, keepdims=True))
+        p = p / p.sum(-1, keepdims=True)
+    out = p @ v
+    keys = s.shape[-1]
+    worst = np.where(kept, ds, 0).max(-1, keepdims=True)
+    relative = 2 * worst + (2 * math.ceil(keys / 32) + 2 * keys + 8) * u
+    tol = relative * (np.nan_to_num(p) @ np.abs(v)) + UNIT[out_dtype] * np.abs(np.nan_to_num(out)) + 1e-30
+    return out, tol
+
+
+def check_attention(got, want, tol, what):
+    got = got.cpu().float().numpy().astype(np.float64)
+    nan = np.isnan(want)
+    assert got.shape == want.shape, (what, got.shape, want.shape)
+    assert (np.isnan(got) == nan).all(), (what, "NaN rows differ")
+    err = np.abs(got - want)[~nan]
+    assert (err <= tol[~nan]).all(), (what, err.max(), tol[~nan][err.argmax()])
+    return err.max() if err.size else 0.0
+'''
+
+
+def test_fused_attention_kernel_matches_float64_on_the_emulated_device():
+    # scaled_dot_product_attention on CUDA tensors runs the fused kernel (one launch, counted)
+    # for every element type, mask kind, causal or not, head dims that leave partial float4
+    # chunks, broadcast and strided operands (heads split from [B, T, H, E] by a transpose), rows
+    # whose every key is masked (NaN, as softmax gives), and more keys than one tile holds.
+    out = run_emulated(ATTENTION_REFERENCE + textwrap.dedent("""
+        F = dt.nn.functional
+        rng = np.random.default_rng(7)
+        cases = [  # batch dims, L, S, E, Ev, dtype, mask, strided
+            ((2, 3), 37, 45, 64, 64, "float32", "keep", False),
+            ((1, 2), 70, 70, 128, 128, "float32", "causal", False),
+            ((2,), 9, 33, 16, 8, "float16", "add", False),
+            ((1, 4), 65, 40, 80, 97, "bfloat16", "none", False),
+            ((), 33, 31, 32, 32, "float32", "keep rows empty", False),
+            ((2, 3), 20, 20, 24, 24, "float32", "causal", True),
+        ]
+        for batch, L, S, E, Ev, dtype, mask, strided in cases:
+            def make(rows, width):
+                if strided:  # [B, T, H, E] -> [B, H, T, E]: batch strides and a row stride of H * E
+                    x = rng.standard_normal((batch[0], rows, batch[1], width))
+                    return dt.tensor(x.astype(np.float32)).to(getattr(dt, dtype)).cuda().transpose(1, 2)
+                return dt.tensor(rng.standard_normal(batch + (rows, width)).astype(np.float32)).to(getattr(dt, dtype)).cuda()
+            q, k, v = make(L, E), make(S, E), make(S, Ev)
+            if len(batch) == 2 and not strided:
+                k = k[:1].expand(*k.shape) if batch[0] == 2 else k  # a broadcast batch dim
+            qn, kn, vn = (t.cpu().float().numpy() for t in (q, k, v))
+            kwargs, ref = {}, {}
+            if mask.startswith("keep"):
+                keep = rng.random((L, S)) > 0.3
+                if mask == "keep rows empty":
+                    keep[::4] = False
+                kwargs["attn_mask"], ref["keep"] = dt.tensor(keep).cuda(), keep
+            elif mask == "add":
+                add = dt.tensor(rng.standard_normal((L, S)).astype(np.float32)).to(getattr(dt, dtype))
+                kwargs["attn_mask"], ref["add"] = add.cuda(), add.float().numpy()
+            elif mask == "causal":
+                kwargs["is_causal"], ref["causal"] = True, True
+            before = dt.stats()["fused_attention_launches"]
+            got = F.scaled_dot_product_attention(q, k, v, **kwargs)
+            assert dt.stats()["fused_attention_launches"] == before + 1, (batch, L, S, E, dtype, mask)
+            assert got.dtype == q.dtype and got.is_contiguous()
+            want, tol = attention_reference(qn, kn, vn, 1 / math.sqrt(E), dtype, **ref)
+            err = check_attention(got, want, tol, (batch, L, S, E, Ev, dtype, mask, strided))
+            print("CASE", batch, L, S, E, Ev, dtype, mask, strided, "err %.2e" % err)
+        assert dt.stats()["cuda_host_ops"] == 0, dt.stats()["cuda_host_ops_by_op"]
+        # What the kernel does not take runs the unfused ops on the device: head dim 160.
+        q, k, v = (dt.randn(2, 5, 160).cuda() for _ in range(3))
+        before = dt.stats()["fused_attention_launches"]
+        got = F.scaled_dot_product_attention(q, k, v)
+        assert dt.stats()["fused_attention_launches"] == before
+        want, tol = attention_reference(q.cpu().numpy(), k.cpu().numpy(), v.cpu().numpy(), 160 ** -0.5, "float32")
+        check_attention(got, want, tol, "head dim 160, unfused")
+        # Inputs requiring grad take the unfused ops too, so autograd sees them.
+        q.requires_grad_(True)
+        F.scaled_dot_product_attention(q, k, v).sum().backward()
+        assert dt.stats()["fused_attention_launches"] == before and q.grad is not None
+        print("DONE")
+    """))
+    assert "DONE" in out and out.count("CASE") == 6, out
+
+
+def test_attention_written_out_compiles_to_the_fused_kernel():
+    # The forms people write (jit/attention_pattern.h) become one fused launch in a cuda graph;
+    # chains the kernel must not take (scores returned too, a head dim of 160) stay unfused; and a
+    # graph holding the fused kernel replays as a CUDA graph with fresh inputs every call.
+    out = run_emulated(ATTENTION_REFERENCE + textwrap.dedent("""
+        def keep(q, k, v, m):
+            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(q.shape[-1]))
+            return dt.softmax(dt.where(m, att, float("-inf")), -1) @ v
+
+        def drop_then_scale(q, k, v, m):
+            s = (q @ k.transpose(-2, -1)).masked_fill(m, float("-inf")) / 4.0
+            return s.softmax(-1) @ v
+
+        def where_drops(q, k, v, m):
+            return dt.softmax(dt.where(m, float("-inf"), q @ k.mT * 0.3), dim=-1) @ v
+
+        def additive(q, k, v, m):
+            return dt.softmax((q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1]) + m, dim=-1) @ v
+
+        def unmasked(q, k, v, m):
+            return dt.softmax(q @ k.transpose(-1, -2) * 0.5, -1) @ v
+
+        def scores_kept(q, k, v, m):
+            s = q @ k.transpose(-2, -1)
+            return dt.softmax(s, -1) @ v, s
+
+        rng = np.random.default_rng(3)
+        f32 = lambda *s: dt.tensor(rng.standard_normal(s).astype(np.float32))
+        q, k, v = f32(2, 3, 40, 16), f32(2, 3, 50, 16), f32(2, 3, 50, 8)
+        keep_mask = rng.random((40, 50)) > 0.25
+        add_mask = rng.standard_normal((40, 50)).astype(np.float32)
+        forms = [  # function, mask tensor, reference arguments, fused launches expected per call
+            (keep, dt.tensor(keep_mask), dict(scale=0.25, keep=keep_mask), 1),
+            (drop_then_scale, dt.tensor(~keep_mask), dict(scale=1.0, post=0.25, keep=keep_mask), 1),
+            (where_drops, dt.tensor(~keep_mask), dict(scale=0.3, keep=keep_mask), 1),
+            (additive, dt.tensor(add_mask), dict(scale=0.25, add=add_mask), 1),
+            (unmasked, dt.tensor(keep_mask), dict(scale=0.5), 1),
+            (scores_kept, dt.tensor(keep_mask), dict(scale=1.0), 0),
+        ]
+        for fn, m, ref, fused in forms:
+            compiled = dt.jit(fresh_copy(fn), backend="cuda")
+            dt.reset()
+            got = compiled(q.cuda(), k.cuda(), v.cuda(), m.cuda())
+            s = dt.stats()
+            assert s["fused_attention_launches"] == fused, (fn.__name__, s["fused_attention_launches"])
+            assert s["graph_breaks"] == 0 and s["cuda_host_ops"] == 0, (fn.__name__, s)
+            if isinstance(got, tuple):
+                assert ((got[1].cpu() - q @ k.transpose(-2, -1)).abs().amax().item() <= 1e-4), fn.__name__
+                got = got[0]
+            want, tol = attention_reference(q.numpy(), k.numpy(), v.numpy(), out_dtype="float32", **ref)
+            print("FORM", fn.__name__, "err %.2e" % check_attention(got, want, tol, fn.__name__))
+
+        # Head dim 160: the kernel does not take it, the chain stays two GEMMs and a softmax.
+        wq, wk, wv = f32(1, 6, 160), f32(1, 9, 160), f32(1, 9, 4)
+        got = dt.jit(fresh_copy(unmasked), backend="cuda")(wq.cuda(), wk.cuda(), wv.cuda(), None)
+        assert dt.stats()["fused_attention_launches"] == 0
+        want, tol = attention_reference(wq.numpy(), wk.numpy(), wv.numpy(), 0.5, "float32")
+        check_attention(got, want, tol, "head dim 160")
+
+        # A GPT-style block: heads split by view/transpose, the result merged back and projected.
+        # Two launches at least, so its calls replay one CUDA graph; fresh inputs every call.
+        def block(x, w, mask):
+            B, T, D = x.shape
+            h = (x @ w).view(B, T, 3, 4, D // 4)
+            q, k, v = h[:, :, 0].transpose(1, 2), h[:, :, 1].transpose(1, 2), h[:, :, 2].transpose(1, 2)
+            att = dt.softmax(dt.where(mask, q @ k.transpose(-2, -1) * 0.25, float("-inf")), -1)
+            return (att @ v).transpose(1, 2).reshape(B, T, D) + x
+
+        compiled = dt.jit(fresh_copy(block), backend="cuda")
+        causal = np.tril(np.ones((12, 12), bool))
+        dt.reset()
+        for call in range(4):
+            x, w = f32(2, 12, 64), f32(64, 192) * 0.1
+            got = compiled(x.cuda(), w.cuda(), dt.tensor(causal).cuda())
+            # The projection as the device computes it (the same cuBLAS call as the graph's), so
+            # the bound covers the attention and the residual add's one rounding alone.
+            h = (x.cuda() @ w.cuda()).cpu().view(2, 12, 3, 4, 16).numpy().astype(np.float64)
+            hq, hk, hv = (np.swapaxes(h[:, :, i], 1, 2) for i in range(3))
+            want, tol = attention_reference(hq, hk, hv, 0.25, "float32", keep=causal)
+            merged = np.swapaxes(want, 1, 2).reshape(2, 12, 64) + x.numpy()
+            merged_tol = np.swapaxes(tol, 1, 2).reshape(2, 12, 64) + 2.0 ** -24 * np.abs(merged)
+            check_attention(got, merged, merged_tol, ("block", call))
+        s = dt.stats()
+        assert s["fused_attention_launches"] >= 2 and s["cuda_graph_replays"] >= 2, s
+        assert s["cuda_host_ops"] == 0, s["cuda_host_ops_by_op"]
+        print("DONE")
+    """))
+    assert "DONE" in out and out.count("FORM") == 6, out

@@ -91,6 +91,9 @@ INTERNAL = {
     "_gelu_tanh": {"code": [("gelu",)], "readme": ["gelu"]},
     # Convolutions unfold their input into columns, then one GEMM per image.
     "_im2col": {"code": [("conv1d",), ("conv2d",)], "readme": ["conv1d", "conv2d"]},
+    # scaled_dot_product_attention without dropout calls it; compiled CUDA graphs also make it
+    # from attention written out op by op (jit/attention_pattern.h).
+    "_fused_attention": {"code": [("scaled_dot_product_attention",)], "readme": ["scaled_dot_product_attention"]},
     # batch_norm with training=True updates running_mean / running_var through it.
     "_batch_norm_update_stats": {"code": [("batch_norm",)], "readme": ["batch_norm"]},
     # The optimizers' step() runs one multi-tensor update per param group.

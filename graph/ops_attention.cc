@@ -1,0 +1,141 @@
+// Attention: scaled_dot_product_attention, and `_fused_attention`, the one-kernel form that
+// scaled_dot_product_attention without dropout and the written-out pattern
+// `softmax(mask(q @ k^T * scale)) @ v` (jit/attention_pattern.h) reach.
+//
+// `_fused_attention(q, k, v, mask, scale, mask_kind, post_scale, causal)` is
+// softmax(mask(q k^T * scale) * post_scale) v, where mask_kind (runtime/attention_abi.h) says
+// whether a bool mask keeps or drops its true positions, or a float mask is added, and causal
+// masks every key after the query's position. On CUDA operands that need no gradient it is the
+// fused kernel (runtime/cuda_attention.h); otherwise (the CPU, meta tensors, a shape the kernel
+// does not take, autograd recording, no NVRTC) it runs its body: the two matmuls and the softmax
+// between them, exactly the ops scaled_dot_product_attention ran before it existed, so autograd
+// differentiates through them and CPU results are unchanged.
+#include <cmath>
+#include <optional>
+
+#include "absl/strings/str_format.h"
+#include "graph/nn_common.h"
+#include "graph/op_registry.h"
+#include "runtime/autograd_meta.h"
+#include "runtime/cuda_attention.h"
+#include "runtime/errors.h"
+
+namespace dt {
+namespace {
+
+absl::Status CheckAttentionShapes(const Tensor& q, const Tensor& k, const Tensor& v) {
+  const bool ok = q.ndim() >= 2 && k.ndim() == q.ndim() && v.ndim() == q.ndim() &&
+                  q.size(q.ndim() - 1) == k.size(k.ndim() - 1) && k.size(k.ndim() - 2) == v.size(v.ndim() - 2);
+  if (ok) return absl::OkStatus();
+  return Error(ErrorKind::kShape,
+               absl::StrFormat("scaled_dot_product_attention(): expected query [..., L, E], key "
+                               "[..., S, E] and value [..., S, Ev] of one rank, got %s, %s and %s",
+                               q.ShapeString(), k.ShapeString(), v.ShapeString()));
+}
+
+// Scores masked as `spec` says: the causal mask and a bool mask's dropped positions become -inf,
+// a float mask adds.
+absl::StatusOr<Tensor> MaskScores(Tensor scores, const Tensor* mask, const AttentionSpec& spec) {
+  const int64_t l = scores.size(scores.ndim() - 2), s = scores.size(scores.ndim() - 1);
+  if (spec.causal) {
+    DT_ASSIGN_OR_RETURN(Tensor ones, Call("ones", {Dims{l, s}, DType::kBool, scores.device()}));
+    DT_ASSIGN_OR_RETURN(Tensor future, Call("triu", {ones, Scalar::Int(1)}));
+    DT_ASSIGN_OR_RETURN(scores, Call("masked_fill", {scores, future, Scalar::Float(-INFINITY)}));
+  }
+  switch (spec.mask_kind) {
+    case kAttentionNoMask:
+      return scores;
+    case kAttentionKeepWhereTrue: {
+      DT_ASSIGN_OR_RETURN(Tensor dropped, Call("logical_not", {*mask}));
+      return Call("masked_fill", {scores, dropped, Scalar::Float(-INFINITY)});
+    }
+    case kAttentionDropWhereTrue:
+      return Call("masked_fill", {scores, *mask, Scalar::Float(-INFINITY)});
+    case kAttentionAddMask:
+      return Call("add", {scores, *mask});
+  }
+  return absl::InternalError("unknown attention mask kind");
+}
+
+// softmax(mask(q k^T * scale) * post_scale), one op at a time.
+absl::StatusOr<Tensor> AttentionWeights(const Tensor& q, const Tensor& k, const Tensor* mask,
+                                        const AttentionSpec& spec) {
+  DT_ASSIGN_OR_RETURN(Tensor kt, Call("transpose", {k, Scalar::Int(-2), Scalar::Int(-1)}));
+  DT_ASSIGN_OR_RETURN(Tensor scores, Call("matmul", {q, kt}));
+  if (spec.scale != 1.0) {
+    DT_ASSIGN_OR_RETURN(scores, Call("mul", {scores, Scalar::Float(spec.scale)}));
+  }
+  DT_ASSIGN_OR_RETURN(scores, MaskScores(scores, mask, spec));
+  if (spec.post_scale != 1.0) {
+    DT_ASSIGN_OR_RETURN(scores, Call("mul", {scores, Scalar::Float(spec.post_scale)}));
+  }
+  return Call("softmax", {scores, Scalar::Int(-1)});
+}
+
+bool NeedsGrad(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor* mask) {
+  return TracksGrad(q) || TracksGrad(k) || TracksGrad(v) || (mask != nullptr && TracksGrad(*mask));
+}
+
+absl::StatusOr<OpResult> FusedAttentionEager(const OpDef&, const OpArgs& args) {
+  const Tensor& q = args.tensor(0);
+  const Tensor& k = args.tensor(1);
+  const Tensor& v = args.tensor(2);
+  const Tensor* mask = args.is_none(3) ? nullptr : &args.tensor(3);
+  const int64_t kind = args.int_(5);
+  if (kind < kAttentionNoMask || kind > kAttentionAddMask || (mask != nullptr) != (kind != kAttentionNoMask)) {
+    return Error(ErrorKind::kValue, absl::StrFormat("_fused_attention(): mask_kind %d with %s mask", kind,
+                                                    mask != nullptr ? "a" : "no"));
+  }
+  const AttentionSpec spec{.mask_kind = static_cast<AttentionMask>(kind), .scale = args.float_(4),
+                           .post_scale = args.float_(6), .causal = args.bool_(7)};
+  if (q.device().type == DeviceType::kCuda && !NeedsGrad(q, k, v, mask)) {
+    DT_ASSIGN_OR_RETURN(std::optional<Tensor> fused, FusedAttentionOnDevice(q, k, v, mask, spec));
+    if (fused.has_value()) return OneResult(*std::move(fused));
+  }
+  DT_ASSIGN_OR_RETURN(Tensor weights, AttentionWeights(q, k, mask, spec));
+  DT_ASSIGN_OR_RETURN(Tensor out, Call("matmul", {weights, v}));
+  return OneResult(out);
+}
+
+// softmax(q k^T * scale + mask) v, with dropout on the weights when dropout_p > 0.
+absl::StatusOr<OpResult> AttentionEager(const OpDef&, const OpArgs& args) {
+  const Tensor& q = args.tensor(0);
+  const Tensor& k = args.tensor(1);
+  const Tensor& v = args.tensor(2);
+  DT_RETURN_IF_ERROR(RequireFloatingInput(q, "scaled_dot_product_attention"));
+  DT_RETURN_IF_ERROR(CheckAttentionShapes(q, k, v));
+  if (args.bool_(5) && !args.is_none(3)) {
+    return Error(ErrorKind::kValue,
+                 "scaled_dot_product_attention(): explicit attn_mask should not be set when is_causal=True");
+  }
+  const Tensor* mask = args.is_none(3) ? nullptr : &args.tensor(3);
+  AttentionSpec spec;
+  spec.scale = args.is_none(6) ? 1.0 / std::sqrt(static_cast<double>(q.size(q.ndim() - 1))) : args.float_(6);
+  spec.causal = args.bool_(5);
+  if (mask != nullptr) spec.mask_kind = mask->dtype() == DType::kBool ? kAttentionKeepWhereTrue : kAttentionAddMask;
+  if (args.float_(4) <= 0.0) {
+    DT_ASSIGN_OR_RETURN(Tensor out, Call("_fused_attention", {q, k, v, args[3], Scalar::Float(spec.scale),
+                                                              Scalar::Int(spec.mask_kind), Scalar::Float(1.0),
+                                                              Scalar::Bool(spec.causal)}));
+    return OneResult(out);
+  }
+  DT_ASSIGN_OR_RETURN(Tensor weights, AttentionWeights(q, k, mask, spec));
+  DT_ASSIGN_OR_RETURN(weights, Call("dropout", {weights, args[4], Scalar::Bool(true)}));
+  DT_ASSIGN_OR_RETURN(Tensor out, Call("matmul", {weights, v}));
+  return OneResult(out);
+}
+
+}  // namespace
+
+void RegisterAttentionOps(OpRegistry& registry) {
+  // The default scale and the causal mask bake sizes (E, and L x S): the op stays whole. Its
+  // body's ops each run on the device, so a CUDA graph may hold it.
+  registry.Add("scaled_dot_product_attention(Tensor query, Tensor key, Tensor value, Tensor? attn_mask=None, "
+               "float dropout_p=0.0, bool is_causal=False, *, float? scale=None) -> Tensor",
+               OpKind::kComposite, kNNFunctional | kRandom | kCudaNative, &AttentionEager);
+  registry.Add("_fused_attention(Tensor query, Tensor key, Tensor value, Tensor? mask=None, float scale=1.0, "
+               "int mask_kind=0, float post_scale=1.0, bool causal=False) -> Tensor",
+               OpKind::kComposite, kCudaNative, &FusedAttentionEager);
+}
+
+}  // namespace dt
