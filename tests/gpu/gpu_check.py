@@ -148,6 +148,11 @@ def torch_child(spec):
     a, b = (torch.randn(g, g, device=dev, dtype=torch.bfloat16) for _ in range(2))
     seconds = time_per_call(torch.matmul, (a, b), max(2, spec["iters"] // 5), torch.cuda.synchronize)
     emit(workload="gemm_bf16", mode="eager", ms=seconds * 1e3)
+    q, k, v = attention_inputs(torch, spec["attention"], dev, torch.bfloat16)
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    seconds = time_per_call(lambda q, k, v: sdpa(q, k, v, is_causal=True), (q, k, v), spec["iters"],
+                            torch.cuda.synchronize)
+    emit(workload="attention_bf16", mode="eager", ms=seconds * 1e3)
     for mode in ("default", "reduce-overhead"):
         for name, (fn, args) in cases.items():
             if time.monotonic() > deadline:
@@ -182,6 +187,12 @@ def time_per_call(fn, args, iters, sync, warmup=3, repeats=3):
         sync()
         best = min(best, (time.perf_counter() - start) / iters)
     return best
+
+
+def attention_inputs(lib, shape, device, dtype):
+    """q, k, v of shape (B, H, T, E) from `lib` (dyntrace or torch)."""
+    B, H, T, E = shape
+    return tuple(lib.randn(B, H, T, E, device=device).to(dtype) for _ in range(3))
 
 
 if __name__ == "__main__" and len(sys.argv) == 3 and sys.argv[1] == "--torch-child":
@@ -652,6 +663,7 @@ class Mode:
         self.small = 1024
         self.gpt2 = (2, 16, 96) if small else (4, 128, 768)  # (B, T, D): GPT-2 small's width on the GPU
         self.gemm = 128 if small else 8192  # the bfloat16 GEMM's side
+        self.attention = (1, 2, 64, 64) if small else (4, 12, 1024, 64)  # causal bf16 (B, H, T, E)
 
     def to_device(self, value):
         return value.to(self.device) if isinstance(value, dt.Tensor) else value
@@ -716,10 +728,13 @@ def time_gpt2(mode, w, log):
         args = [mode.to_device(a) for a in gpt2_inputs(mode, w, dtype)]
         fn = dt.jit(fresh_copy(w["gpt2_layer"]), backend=mode.backend)
         host_before = dt.stats().get("cuda_host_ops", 0)
+        fused_before = dt.stats().get("fused_attention_launches", 0)
         start = time.perf_counter()
         fn(*args)
         mode.sync()
         first = time.perf_counter() - start
+        if not mode.dry and dt.stats().get("fused_attention_launches", 0) == fused_before:
+            raise AssertionError("%s: the layer's attention did not run the fused kernel" % name)
         seconds = time_per_call(fn, args, mode.iters, mode.sync)
         stats = dt.stats()
         host_ops = stats.get("cuda_host_ops", 0) - host_before
@@ -739,6 +754,28 @@ def time_bf16_gemm(mode, log):
     seconds = time_per_call(dt.matmul, (a, b), max(2, mode.iters // 5), mode.sync)
     row = {"ms": seconds * 1e3, "tflops": 2.0 * g ** 3 / seconds / 1e12}
     log("  gemm_bf16 %d^3: %.3f ms, %.1f TFLOP/s" % (g, row["ms"], row["tflops"]))
+    return row
+
+
+def time_attention(mode, log):
+    """Causal bfloat16 attention of mode.attention's shape: the fused kernel (scaled_dot_product_
+    attention) against the same attention as separate eager ops (two GEMMs, mask, softmax)."""
+    q, k, v = attention_inputs(dt, mode.attention, mode.device, dt.bfloat16)
+    T, scale = mode.attention[2], mode.attention[3] ** -0.5
+    mask = (dt.arange(T).reshape(T, 1) >= dt.arange(T).reshape(1, T)).to(mode.device)
+    sdpa = dt.nn.functional.scaled_dot_product_attention
+
+    def unfused(q, k, v):
+        return dt.softmax(dt.where(mask, q @ k.transpose(-2, -1) * scale, float("-inf")), -1) @ v
+
+    before = dt.stats().get("fused_attention_launches", 0)
+    fused_s = time_per_call(lambda q, k, v: sdpa(q, k, v, is_causal=True), (q, k, v), mode.iters, mode.sync)
+    if not mode.dry and dt.stats().get("fused_attention_launches", 0) == before:
+        raise AssertionError("scaled_dot_product_attention did not run the fused kernel")
+    unfused_s = time_per_call(unfused, (q, k, v), mode.iters, mode.sync)
+    row = {"ms": fused_s * 1e3, "unfused_ms": unfused_s * 1e3}
+    log("  attention_bf16 %s causal: fused %.3f ms, unfused ops %.3f ms" % (mode.attention, row["ms"],
+                                                                          row["unfused_ms"]))
     return row
 
 
@@ -809,6 +846,7 @@ def run_timings(mode, log):
                                                 ", %.2f of copy" % row["vs_copy"] if "vs_copy" in row else ""))
     table.update(time_gpt2(mode, w, log))
     table["gemm_bf16"] = time_bf16_gemm(mode, log)
+    table["attention_bf16"] = time_attention(mode, log)
     table["cold"] = cold_layer_compile(mode, log)
     steps, launches = chain_with_about_50_launches(mode, w, log)
     small = dt.randn(mode.small).to(mode.device)
@@ -837,13 +875,15 @@ def run_torch(mode, steps, budget_s, log):
         for m in ("eager",) + modes:
             result[(name, m)] = None
     result[("gemm_bf16", "eager")] = None
+    result[("attention_bf16", "eager")] = None
     training = {}
     if mode.dry:
         return {k: "n/a: --cpu-dry-run" for k in result}, {m: {"error": "--cpu-dry-run"} for m in ("eager", "reduce-overhead")}
     if budget_s < 10:
         return {k: "n/a: no time left (--time-limit)" for k in result}, training
     spec = {"elements": mode.elements, "rows": mode.rows, "small": mode.small, "steps": steps,
-            "iters": mode.iters, "budget_s": max(10, budget_s - 20), "gpt2": list(mode.gpt2), "gemm": mode.gemm}
+            "iters": mode.iters, "budget_s": max(10, budget_s - 20), "gpt2": list(mode.gpt2), "gemm": mode.gemm,
+            "attention": list(mode.attention)}
     cmd = [sys.executable, os.path.abspath(__file__), "--torch-child", json.dumps(spec)]
     env = dict(os.environ)
     if "GPU_CHECK_TORCH_LD_LIBRARY_PATH" in env:  # set by run_gpu_checks.sh: the caller's own
@@ -915,6 +955,12 @@ def table_lines(table, torch_ms, launches):
                 if isinstance(torch_gemm, float) else str(torch_gemm)[:40])
         lines.append(("gemm_bf16", "%.3f" % gemm["ms"], "%.1f TFLOP/s" % gemm["tflops"],
                       "torch matmul %s" % (("%.3f" % torch_gemm) if isinstance(torch_gemm, float) else "-"), rate,
+                      "", ""))
+    att, torch_att = table.get("attention_bf16"), torch_ms.get(("attention_bf16", "eager"))
+    if att is not None:
+        versus = ("%.2fx torch's" % (att["ms"] / torch_att)) if isinstance(torch_att, float) else str(torch_att)[:40]
+        lines.append(("attention_bf16 causal", "%.3f" % att["ms"], "%.2fx unfused ops" % (att["ms"] / att["unfused_ms"]),
+                      "torch SDPA %s" % (("%.3f" % torch_att) if isinstance(torch_att, float) else "-"), versus,
                       "", ""))
     cold, torch_cold = table.get("cold"), torch_ms.get(("gpt2_f32", "default", "first_call_s"))
     if cold is not None and "error" not in cold:
