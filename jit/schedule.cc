@@ -130,6 +130,8 @@ struct Group {
 
 Dims ShapeOf(const Graph& g, ValueId v) { return Dims(g.value(v).meta.sizes()); }
 
+constexpr int64_t kSmallWholeFold = int64_t{1} << 16;
+
 // The shape of a row-level value of `group` with `mapping`.
 Dims RowShape(const Group& group, Mapping mapping) {
   Dims shape;
@@ -425,11 +427,25 @@ class Scheduler {
       Add(group_index, node, c, Level{true, *row_mapping});
       return true;
     }
-    // Row values meet full ones only keepdim-shaped, so broadcasting lines them up by row.
-    if (row_mapping.has_value() && *row_mapping != Mapping::kRowKeepdim) return false;
+    // Row values meet full ones only keepdim-shaped, so broadcasting lines them up by row; or
+    // squeezed, when the group folds its whole domain into one 0-d row value.
+    if (row_mapping.has_value() && *row_mapping != Mapping::kRowKeepdim && !SmallWholeFold(group)) return false;
     if (out_shape != group.domain_shape) return false;
     Add(group_index, node, c, Level{false, Mapping::kFull});
     return true;
+  }
+
+  // Whether `group` folds every dim of a static domain of at most kSmallWholeFold elements. Its
+  // one row's squeezed (0-d) values then broadcast over the domain as keepdim ones would, so a
+  // chain of dependent full reductions (`x * (x * x).mean().rsqrt()`, repeated) stays one
+  // kernel instead of a launch per reduction. Such a kernel runs its row in one CUDA block
+  // (passes after a reduction can't be split across blocks), which a small domain's launches
+  // outweigh and a large one's would not.
+  bool SmallWholeFold(const Group& group) const {
+    if (group.reduced_dims.size() != group.domain_shape.size() || g_.HasSymbolicInputSizes()) return false;
+    int64_t elements = 1;
+    for (int64_t size : group.domain_shape) elements *= size;
+    return elements <= kSmallWholeFold;
   }
 
   void StartGroup(int node, const Classified& c) {

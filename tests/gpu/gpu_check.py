@@ -9,7 +9,9 @@ CUDA-graph replay and, where PyTorch works, torch.compile side by side.
    tolerance scaled by dtype (and by the reduction length where one sums); then dt.stats() must
    show compiled kernels and no compile_failures.
 2. Bandwidth: compiled bytes/s as a fraction of a device-to-device copy of the same bytes.
-3. Replay: a function of about 50 kernel launches on small tensors, cuda_graphs=True vs False.
+3. A chain of 25 dependent full reductions on 1024 elements (one kernel since dependent small
+   reductions fuse), and CUDA-graph replay: the same chain on 2^17 elements, about 50 launches,
+   cuda_graphs=True vs False.
 4. Training (gpu_training.py): a GPT-mini's whole training step compiled as one program against
    the same steps run eagerly (losses within 1e-3), timed, with its peak memory.
 5. torch.compile (default and mode="reduce-overhead") on the same workloads, in a child process
@@ -661,6 +663,7 @@ class Mode:
         self.elements = (1 << 14) if small else (1 << 24)
         self.rows = 64 if small else 4096
         self.small = 1024
+        self.replay_elements = 1 << 17  # above the scheduler's small whole-fold: a launch per reduction
         self.gpt2 = (2, 16, 96) if small else (4, 128, 768)  # (B, T, D): GPT-2 small's width on the GPU
         self.gemm = 128 if small else 8192  # the bfloat16 GEMM's side
         self.attention = (1, 2, 64, 64) if small else (4, 12, 1024, 64)  # causal bf16 (B, H, T, E)
@@ -698,10 +701,10 @@ def launches_per_call(mode, fn, args):
 def chain_with_about_50_launches(mode, w, log):
     """make_chain(steps) with steps chosen so that one call launches about 50 kernels on this
     build (cuda_graphs=False); returns (steps, launches per call)."""
-    steps = 25
+    steps = CHAIN_STEPS
     for _ in range(3):
         fn = dt.jit(fresh_copy(w["make_chain"](steps)), backend=mode.backend, cuda_graphs=False)
-        x = mode.to_device(dt.randn(mode.small))
+        x = mode.to_device(dt.randn(mode.replay_elements))
         fn(x)  # compiles
         n = launches_per_call(mode, fn, (x,))
         if 45 <= n <= 55 or n == 0:
@@ -712,6 +715,7 @@ def chain_with_about_50_launches(mode, w, log):
 
 
 GPT2_ROWS = ("gpt2_f32", "gpt2_f16", "gpt2_bf16")
+CHAIN_STEPS = 25  # the chain row's dependent reductions (torch.compile runs the same function)
 
 
 def gpt2_inputs(mode, w, dtype):
@@ -849,13 +853,20 @@ def run_timings(mode, log):
     table["attention_bf16"] = time_attention(mode, log)
     table["cold"] = cold_layer_compile(mode, log)
     steps, launches = chain_with_about_50_launches(mode, w, log)
-    small = dt.randn(mode.small).to(mode.device)
+    big = dt.randn(mode.replay_elements).to(mode.device)
     per_call = {}
     for graphs in (False, True):
         fn = dt.jit(fresh_copy(w["make_chain"](steps)), backend=mode.backend, cuda_graphs=graphs)
-        per_call[graphs] = time_per_call(fn, (small,), mode.iters * 4, mode.sync)
-    table["replay"] = {"ms": per_call[True] * 1e3, "plain_ms": per_call[False] * 1e3,
-                       "ratio": per_call[True] / per_call[False]}
+        per_call[graphs] = time_per_call(fn, (big,), mode.iters * 4, mode.sync)
+    small = dt.randn(mode.small).to(mode.device)
+    chain = dt.jit(fresh_copy(w["make_chain"](CHAIN_STEPS)), backend=mode.backend)
+    chain_s = time_per_call(chain, (small,), mode.iters * 4, mode.sync)
+    chain_launches = launches_per_call(mode, dt.jit(fresh_copy(w["make_chain"](CHAIN_STEPS)), backend=mode.backend,
+                                                    cuda_graphs=False), (small,))
+    table["replay"] = {"ms": chain_s * 1e3, "launches": chain_launches, "ratio": per_call[True] / per_call[False],
+                       "replay_launches": launches}
+    log("  chain of %d reductions on %d elements: %.3f ms, %d launch(es) without a graph"
+        % (CHAIN_STEPS, mode.small, chain_s * 1e3, chain_launches))
     log("  replay: %.3f ms with cuda_graphs=True, %.3f ms with cuda_graphs=False (%d launches), ratio %.2f"
         % (per_call[True] * 1e3, per_call[False] * 1e3, launches, table["replay"]["ratio"]))
     stats = dt.stats()
@@ -863,7 +874,7 @@ def run_timings(mode, log):
             if k in stats]
     log("  " + (", ".join("%s %s" % (k, stats[k]) for k in keys) if keys else
                 "dt.stats() has no cuda_graph_* keys in this build"))
-    return table, (steps, launches)
+    return table, (CHAIN_STEPS, launches)
 
 
 def run_torch(mode, steps, budget_s, log):
@@ -936,9 +947,9 @@ def table_lines(table, torch_ms, launches):
         lines.append(tuple(cells))
     for name in ("gelu_bias", "softmax", "layer_norm", "replay"):
         row = table[name]
-        label = name if name != "replay" else "replay (%d launches)" % launches
+        label = name if name != "replay" else "chain of %d reductions (%d launch)" % (CHAIN_STEPS, row["launches"])
         if name == "replay":
-            rel = "%.2fx of plain" % row["ratio"]
+            rel = "graphs %.2fx of %d launches" % (row["ratio"], row["replay_launches"])
         else:
             rel = "%.2f of copy" % row["vs_copy"] if "vs_copy" in row else "n/a"
         cells = [label, "%.3f" % row["ms"], rel]

@@ -401,3 +401,33 @@ def test_attention_written_out_compiles_to_the_fused_kernel():
         print("DONE")
     """))
     assert "DONE" in out and out.count("FORM") == 6, out
+
+
+def test_dependent_full_reductions_of_a_small_tensor_are_one_kernel():
+    # x * rsqrt(mean(x * x)) repeated: each reduction feeds the next step. On a small tensor
+    # (at most 2^16 elements, static sizes) the chain is one kernel run by one block; on a larger
+    # one every reduction keeps its own (split) launches, which use the whole device.
+    out = run_emulated("""
+        def chain(x):
+            for _ in range(25):
+                s = (x * x).mean()
+                x = x * (s + 1e-3).rsqrt() + 0.01
+            return x
+
+        u = 2.0 ** -24
+        for n, most in ((1024, 1), (1 << 16, 1), ((1 << 16) + 1, 60)):
+            f = dt.jit(fresh_copy(chain), backend="cuda", cuda_graphs=False)
+            x = dt.randn(n)
+            f(x.cuda())
+            before = dt.stats()["cuda_kernel_launches"]
+            got = f(x.cuda()).cpu()
+            launches = dt.stats()["cuda_kernel_launches"] - before
+            assert (launches == 1) if most == 1 else (launches > 25), (n, launches)
+            # Both sides fold each mean in float64, in different orders: its float32 rounding may
+            # differ (2u relative), moving that step's scale by <= 2u; 25 steps add up to <= 50u
+            # of the values' size, plus each side's own last roundings.
+            want = chain(x)
+            assert (got - want).abs().amax().item() <= 60 * u * want.abs().amax().item(), n
+            print("N", n, launches)
+    """)
+    assert out.count("N ") == 3, out
