@@ -10,6 +10,7 @@ import sys
 import textwrap
 
 from cpulib import module_dir, run_child
+from testlib import require_numpy
 from test_cuda_runtime import fake_library
 
 
@@ -257,6 +258,7 @@ def test_fused_attention_kernel_matches_float64_on_the_emulated_device():
     # for every element type, mask kind, causal or not, head dims that leave partial float4
     # chunks, broadcast and strided operands (heads split from [B, T, H, E] by a transpose), rows
     # whose every key is masked (NaN, as softmax gives), and more keys than one tile holds.
+    require_numpy()  # the reference (a loud skip under pyenv's interpreters, which lack it)
     out = run_emulated(ATTENTION_REFERENCE + textwrap.dedent("""
         F = dt.nn.functional
         rng = np.random.default_rng(7)
@@ -317,6 +319,7 @@ def test_attention_written_out_compiles_to_the_fused_kernel():
     # The forms people write (jit/attention_pattern.h) become one fused launch in a cuda graph;
     # chains the kernel must not take (scores returned too, a head dim of 160) stay unfused; and a
     # graph holding the fused kernel replays as a CUDA graph with fresh inputs every call.
+    require_numpy()  # the reference (a loud skip under pyenv's interpreters, which lack it)
     out = run_emulated(ATTENTION_REFERENCE + textwrap.dedent("""
         def keep(q, k, v, m):
             att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(q.shape[-1]))
