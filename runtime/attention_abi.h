@@ -24,6 +24,7 @@ enum AttentionMask : int32_t {
 
 // The widest head dim (query/key and value) one kernel holds in registers.
 inline constexpr int kAttentionMaxHeadDim = 128;
+// The most threads per block (the kernel's __launch_bounds__); a launch uses 32, 64 or 128.
 inline constexpr int kAttentionThreads = 128;
 
 struct AttentionOperand {
@@ -42,7 +43,7 @@ struct CudaAttentionArgs {
   AttentionOperand out;    // [B0, B1, L, Ev]
   int64_t batch[2];        // B0, B1
   int64_t queries, keys;   // L, S
-  int64_t query_blocks;    // blocks per batch element: ceil(L / rows per block)
+  int64_t query_blocks;    // blocks per batch element: ceil(L / (block threads / threads per row))
   float scale, post_scale;
 };
 

@@ -6,7 +6,8 @@
 // DT_ATT_EV (head dims), DT_ATT_MASK (an AttentionMask) and DT_ATT_CAUSAL), after
 // kernel_portability.h, half.h, convert.h and attention_abi.h.
 //
-// One block of kAttentionThreads threads per (batch element, kRows query rows). A query row
+// One block per (batch element, blockDim.x / kGroup query rows); the launcher picks 32, 64 or
+// 128 threads (kAttentionThreads), fewer when larger blocks would leave SMs idle. A query row
 // belongs to kGroup adjacent threads, each holding a slice of the row's query and of its output
 // accumulator in registers, in float4 chunks (chunk c of a row goes to thread c % kGroup), so a
 // head dim of 128 needs 32 floats of each per thread. The block walks the keys in tiles of kKeys:
@@ -30,7 +31,6 @@ constexpr int kE = DT_ATT_E;
 constexpr int kEv = DT_ATT_EV;
 constexpr int kWidest = kE > kEv ? kE : kEv;
 constexpr int kGroup = kWidest <= 32 ? 1 : kWidest <= 64 ? 2 : 4;
-constexpr int kRows = kAttentionThreads / kGroup;
 constexpr int kKeys = 32;
 // Chunks of four floats per thread, and per tile row (a multiple of kGroup: zero padding).
 constexpr int kLaneChunksE = ((kE + 3) / 4 + kGroup - 1) / kGroup;
@@ -53,7 +53,7 @@ template <int kChunks>
 __device__ __forceinline__ void LoadTile(Float4 (&tile)[kKeys][kChunks], const AttentionOperand& o, int64_t base,
                                          int64_t first, int64_t keys, int width) {
   float* flat = reinterpret_cast<float*>(&tile[0][0]);
-  for (int e = threadIdx.x; e < kKeys * kChunks * 4; e += kAttentionThreads) {
+  for (int e = threadIdx.x; e < kKeys * kChunks * 4; e += blockDim.x) {
     const int j = e / (kChunks * 4), d = e % (kChunks * 4);
     const int64_t key = first + j;
     flat[e] = key < keys && d < width ? Read(o.data, base + key * o.strides[2] + d * o.strides[3]) : 0.0f;
@@ -83,7 +83,8 @@ extern "C" __global__ void __launch_bounds__(128) dt_att_forward(const dt::CudaA
   __shared__ Float4 key_tile[kKeys][kTileChunksE];
   __shared__ Float4 value_tile[kKeys][kTileChunksV];
   const int64_t batch = blockIdx.x / a.query_blocks;
-  const int64_t first_row = (blockIdx.x % a.query_blocks) * kRows;
+  const int64_t rows = blockDim.x / kGroup;
+  const int64_t first_row = (blockIdx.x % a.query_blocks) * rows;
   const int64_t b0 = batch / a.batch[1], b1 = batch % a.batch[1];
   const int lane = threadIdx.x % kGroup;
   const int64_t row = first_row + threadIdx.x / kGroup;
@@ -111,7 +112,7 @@ extern "C" __global__ void __launch_bounds__(128) dt_att_forward(const dt::CudaA
   const int64_t mask_row = b0 * a.mask.strides[0] + b1 * a.mask.strides[1] + row * a.mask.strides[2];
   int64_t end = a.keys;
   if (DT_ATT_CAUSAL) {
-    const int64_t last_row = first_row + kRows < a.queries ? first_row + kRows : a.queries;
+    const int64_t last_row = first_row + rows < a.queries ? first_row + rows : a.queries;
     end = end < last_row ? end : last_row;
   }
   for (int64_t first = 0; first < end; first += kKeys) {

@@ -89,11 +89,20 @@ AttentionOperand Operand(const Tensor& t, const std::array<int64_t, 4>& sizes) {
   return o;
 }
 
-// Query rows per block (runtime/attention_kernel.cuh's kRows).
-int RowsPerBlock(int64_t head, int64_t value_head) {
+// Threads sharing one query row (runtime/attention_kernel.cuh's kGroup).
+int ThreadsPerRow(int64_t head, int64_t value_head) {
   const int64_t widest = std::max(head, value_head);
-  const int group = widest <= 32 ? 1 : widest <= 64 ? 2 : 4;
-  return kAttentionThreads / group;
+  return widest <= 32 ? 1 : widest <= 64 ? 2 : 4;
+}
+
+// Threads per block: kAttentionThreads, halved (down to one warp) while the launch would give
+// fewer than two blocks per SM, so that a small problem (GPT-2's 48 heads of 128 tokens) still
+// spreads over the device. Smaller blocks load each key tile more often, from L2.
+int BlockThreads(int64_t batch, int64_t queries, int group, int sm_count) {
+  int threads = kAttentionThreads;
+  auto blocks = [&](int t) { return batch * ((queries + t / group - 1) / (t / group)); };
+  while (threads > 32 && blocks(threads) < 2 * int64_t{sm_count}) threads /= 2;
+  return threads;
 }
 
 // One device's compiled variants, each loaded once; failures are remembered.
@@ -133,7 +142,7 @@ AttentionModules& Modules() {
 bool OnDevice(const Tensor& t, Device device) { return t.device() == device; }
 
 CudaAttentionArgs LaunchArgs(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor* mask,
-                             const Tensor& out, const Geometry& g, const AttentionSpec& spec) {
+                             const Tensor& out, const Geometry& g, const AttentionSpec& spec, int threads) {
   const int64_t b0 = g.batch.size() == 2 ? g.batch[0] : 1;
   const int64_t b1 = g.batch.empty() ? 1 : g.batch.back();
   CudaAttentionArgs a{};
@@ -146,7 +155,7 @@ CudaAttentionArgs LaunchArgs(const Tensor& q, const Tensor& k, const Tensor& v, 
   a.batch[1] = b1;
   a.queries = g.queries;
   a.keys = g.keys;
-  const int rows = RowsPerBlock(g.head, g.value_head);
+  const int rows = threads / ThreadsPerRow(g.head, g.value_head);
   a.query_blocks = (g.queries + rows - 1) / rows;
   a.scale = static_cast<float>(spec.scale);
   a.post_scale = static_cast<float>(spec.post_scale);
@@ -206,13 +215,16 @@ absl::StatusOr<std::optional<Tensor>> FusedAttentionOnDevice(const Tensor& q, co
     return std::nullopt;
   }
   Tensor out = Tensor::Empty(out_sizes, q.dtype(), device);
-  CudaAttentionArgs args = LaunchArgs(q, k, v, mask, out, g, spec);
+  int64_t batch = 1;
+  for (int64_t b : g.batch) batch *= b;
+  const int threads = BlockThreads(batch, g.queries, ThreadsPerRow(g.head, g.value_head), cuda->multiprocessors());
+  CudaAttentionArgs args = LaunchArgs(q, k, v, mask, out, g, spec, threads);
   const int64_t blocks = args.batch[0] * args.batch[1] * args.query_blocks;
   if (blocks > std::numeric_limits<int32_t>::max()) return std::nullopt;
   void* params[] = {&args};
   DT_RETURN_IF_ERROR(cuda->Activate());
   DT_RETURN_IF_ERROR(CudaCall(cuda->driver().cuLaunchKernel(*fn, static_cast<unsigned>(blocks), 1, 1,
-                                                            kAttentionThreads, 1, 1, 0, cuda->stream(), params,
+                                                            static_cast<unsigned>(threads), 1, 1, 0, cuda->stream(), params,
                                                             nullptr),
                               "cuLaunchKernel"));
   ++launches;

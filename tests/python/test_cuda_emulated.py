@@ -257,7 +257,8 @@ def test_fused_attention_kernel_matches_float64_on_the_emulated_device():
     # scaled_dot_product_attention on CUDA tensors runs the fused kernel (one launch, counted)
     # for every element type, mask kind, causal or not, head dims that leave partial float4
     # chunks, broadcast and strided operands (heads split from [B, T, H, E] by a transpose), rows
-    # whose every key is masked (NaN, as softmax gives), and more keys than one tile holds.
+    # whose every key is masked (NaN, as softmax gives), more keys than one tile holds, and each
+    # block size the launcher picks.
     require_numpy()  # the reference (a loud skip under pyenv's interpreters, which lack it)
     out = run_emulated(ATTENTION_REFERENCE + textwrap.dedent("""
         F = dt.nn.functional
@@ -269,6 +270,10 @@ def test_fused_attention_kernel_matches_float64_on_the_emulated_device():
             ((1, 4), 65, 40, 80, 97, "bfloat16", "none", False),
             ((), 33, 31, 32, 32, "float32", "keep rows empty", False),
             ((2, 3), 20, 20, 24, 24, "float32", "causal", True),
+            # Enough blocks for the launcher's larger blocks on the stand-in's 132 SMs: 128 threads
+            # (128 rows of one thread each), then 64 (32 rows of two threads).
+            ((12, 12), 200, 40, 16, 16, "float32", "keep", False),
+            ((3, 4), 700, 40, 64, 64, "float32", "causal", False),
         ]
         for batch, L, S, E, Ev, dtype, mask, strided in cases:
             def make(rows, width):
@@ -312,7 +317,7 @@ def test_fused_attention_kernel_matches_float64_on_the_emulated_device():
         assert dt.stats()["fused_attention_launches"] == before and q.grad is not None
         print("DONE")
     """))
-    assert "DONE" in out and out.count("CASE") == 6, out
+    assert "DONE" in out and out.count("CASE") == 8, out
 
 
 def test_attention_written_out_compiles_to_the_fused_kernel():
