@@ -947,7 +947,7 @@ def table_lines(table, torch_ms, launches):
         lines.append(tuple(cells))
     for name in ("gelu_bias", "softmax", "layer_norm", "replay"):
         row = table[name]
-        label = name if name != "replay" else "chain of %d reductions (%d launch)" % (CHAIN_STEPS, row["launches"])
+        label = name if name != "replay" else "chain of %d reductions (%d launch(es))" % (CHAIN_STEPS, row["launches"])
         if name == "replay":
             rel = "graphs %.2fx of %d launches" % (row["ratio"], row["replay_launches"])
         else:
