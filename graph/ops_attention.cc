@@ -14,6 +14,7 @@
 #include <optional>
 
 #include "absl/strings/str_format.h"
+#include "graph/derivative.h"
 #include "graph/nn_common.h"
 #include "graph/op_registry.h"
 #include "runtime/autograd_meta.h"
@@ -76,18 +77,23 @@ bool NeedsGrad(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor* 
   return TracksGrad(q) || TracksGrad(k) || TracksGrad(v) || (mask != nullptr && TracksGrad(*mask));
 }
 
+// `_fused_attention`'s scalar arguments; an error for a mask kind its mask contradicts.
+absl::StatusOr<AttentionSpec> SpecOf(const OpArgs& args) {
+  const int64_t kind = args.int_(5);
+  if (kind < kAttentionNoMask || kind > kAttentionAddMask || args.is_none(3) != (kind == kAttentionNoMask)) {
+    return Error(ErrorKind::kValue, absl::StrFormat("_fused_attention(): mask_kind %d with %s mask", kind,
+                                                    args.is_none(3) ? "no" : "a"));
+  }
+  return AttentionSpec{.mask_kind = static_cast<AttentionMask>(kind), .scale = args.float_(4),
+                       .post_scale = args.float_(6), .causal = args.bool_(7)};
+}
+
 absl::StatusOr<OpResult> FusedAttentionEager(const OpDef&, const OpArgs& args) {
   const Tensor& q = args.tensor(0);
   const Tensor& k = args.tensor(1);
   const Tensor& v = args.tensor(2);
   const Tensor* mask = args.is_none(3) ? nullptr : &args.tensor(3);
-  const int64_t kind = args.int_(5);
-  if (kind < kAttentionNoMask || kind > kAttentionAddMask || (mask != nullptr) != (kind != kAttentionNoMask)) {
-    return Error(ErrorKind::kValue, absl::StrFormat("_fused_attention(): mask_kind %d with %s mask", kind,
-                                                    mask != nullptr ? "a" : "no"));
-  }
-  const AttentionSpec spec{.mask_kind = static_cast<AttentionMask>(kind), .scale = args.float_(4),
-                           .post_scale = args.float_(6), .causal = args.bool_(7)};
+  DT_ASSIGN_OR_RETURN(const AttentionSpec spec, SpecOf(args));
   if (q.device().type == DeviceType::kCuda && !NeedsGrad(q, k, v, mask)) {
     DT_ASSIGN_OR_RETURN(std::optional<Tensor> fused, FusedAttentionOnDevice(q, k, v, mask, spec));
     if (fused.has_value()) return OneResult(*std::move(fused));
@@ -95,6 +101,49 @@ absl::StatusOr<OpResult> FusedAttentionEager(const OpDef&, const OpArgs& args) {
   DT_ASSIGN_OR_RETURN(Tensor weights, AttentionWeights(q, k, mask, spec));
   DT_ASSIGN_OR_RETURN(Tensor out, Call("matmul", {weights, v}));
   return OneResult(out);
+}
+
+// The gradients of softmax(mask(q k^T * scale) * post_scale) v. The weights P are recomputed
+// from q and k, as flash attention's backward does: the fused forward never stores the [L, S]
+// scores, so what a training step keeps for backward is q, k, v and the mask. With dO the
+// output's gradient: dV = P^T dO; the masked scores' gradient is P (dO V^T - rowsum(P dO V^T))
+// (softmax's), times post_scale; an additive mask gets that, q k^T that times scale, so
+// dQ = dZ K and dK = dZ^T Q.
+absl::StatusOr<ArgGrads> FusedAttentionGrad(const GradContext& c) {
+  const Tensor& q = c.input(0);
+  const Tensor& k = c.input(1);
+  const Tensor& v = c.input(2);
+  const Tensor* mask = c.args.is_none(3) ? nullptr : &c.input(3);
+  DT_ASSIGN_OR_RETURN(const AttentionSpec spec, SpecOf(c.args));
+  ArgGrads grads(c.args.size());
+  DT_ASSIGN_OR_RETURN(Tensor p, AttentionWeights(q, k, mask, spec));
+  DT_ASSIGN_OR_RETURN(Tensor pt, Call("transpose", {p, Scalar::Int(-2), Scalar::Int(-1)}));
+  if (c.needs(2)) {
+    DT_ASSIGN_OR_RETURN(grads[2], Call("matmul", {pt, c.grad()}));
+  }
+  const bool mask_grad = c.needs(3) && spec.mask_kind == kAttentionAddMask;
+  if (!c.needs(0) && !c.needs(1) && !mask_grad) return grads;
+  DT_ASSIGN_OR_RETURN(Tensor vt, Call("transpose", {v, Scalar::Int(-2), Scalar::Int(-1)}));
+  DT_ASSIGN_OR_RETURN(Tensor dp, Call("matmul", {c.grad(), vt}));
+  DT_ASSIGN_OR_RETURN(Tensor weighted, Call("mul", {dp, p}));
+  DT_ASSIGN_OR_RETURN(Tensor total, Call("sum", {weighted, Dims{-1}, Scalar::Bool(true), None{}}));
+  DT_ASSIGN_OR_RETURN(Tensor centred, Call("sub", {dp, total}));
+  DT_ASSIGN_OR_RETURN(Tensor ds, Call("mul", {p, centred}));
+  if (spec.post_scale != 1.0) {
+    DT_ASSIGN_OR_RETURN(ds, Call("mul", {ds, Scalar::Float(spec.post_scale)}));
+  }
+  if (mask_grad) grads[3] = ds;
+  if (spec.scale != 1.0) {
+    DT_ASSIGN_OR_RETURN(ds, Call("mul", {ds, Scalar::Float(spec.scale)}));
+  }
+  if (c.needs(0)) {
+    DT_ASSIGN_OR_RETURN(grads[0], Call("matmul", {ds, k}));
+  }
+  if (c.needs(1)) {
+    DT_ASSIGN_OR_RETURN(Tensor dst, Call("transpose", {ds, Scalar::Int(-2), Scalar::Int(-1)}));
+    DT_ASSIGN_OR_RETURN(grads[1], Call("matmul", {dst, q}));
+  }
+  return grads;
 }
 
 // softmax(q k^T * scale + mask) v, with dropout on the weights when dropout_p > 0.
@@ -133,9 +182,11 @@ void RegisterAttentionOps(OpRegistry& registry) {
   registry.Add("scaled_dot_product_attention(Tensor query, Tensor key, Tensor value, Tensor? attn_mask=None, "
                "float dropout_p=0.0, bool is_causal=False, *, float? scale=None) -> Tensor",
                OpKind::kComposite, kNNFunctional | kRandom | kCudaNative, &AttentionEager);
+  // Its derivative is declared here, beside the body it shares with its forward.
   registry.Add("_fused_attention(Tensor query, Tensor key, Tensor value, Tensor? mask=None, float scale=1.0, "
                "int mask_kind=0, float post_scale=1.0, bool causal=False) -> Tensor",
-               OpKind::kComposite, kCudaNative, &FusedAttentionEager);
+               OpKind::kComposite, kCudaNative, &FusedAttentionEager)
+      .derivative = {&FusedAttentionGrad, true, false};
 }
 
 }  // namespace dt

@@ -311,7 +311,7 @@ def test_fused_attention_kernel_matches_float64_on_the_emulated_device():
         assert dt.stats()["fused_attention_launches"] == before
         want, tol = attention_reference(q.cpu().numpy(), k.cpu().numpy(), v.cpu().numpy(), 160 ** -0.5, "float32")
         check_attention(got, want, tol, "head dim 160, unfused")
-        # Inputs requiring grad take the unfused ops too, so autograd sees them.
+        # Its gradient flows through the same formula as the kernel's (the weights recomputed).
         q.requires_grad_(True)
         F.scaled_dot_product_attention(q, k, v).sum().backward()
         assert dt.stats()["fused_attention_launches"] == before and q.grad is not None
@@ -439,3 +439,89 @@ def test_dependent_full_reductions_of_a_small_tensor_are_one_kernel():
             print("N", n, launches)
     """)
     assert out.count("N ") == 3, out
+
+
+# float64 gradients of attention and bounds on a float32 computation's error (children below).
+ATTENTION_GRAD_REFERENCE = r'''
+def attention_grads(q, k, v, d_out, scale, keep=None, add=None, causal=False):
+    """(dq, dk, dv, d_add) of sum(d_out * softmax(mask(q k^T * scale)) v) in float64, and a bound
+    for each on a float32 computation's error (u = 2^-24). The weights P are off by a relative
+    rel_p (the forward's score error twice, the exponentials and an S-term sum); dV = P^T dO sums
+    L terms; dP = dO V^T sums Ev terms; dS = P (dP - rowsum(dP P)) is off by rel_p and dP's error
+    relative to P (|dP| + rowsum(P |dP|)); dQ and dK sum S and L terms of dS with K and Q."""
+    q, k, v, d_out = (np.asarray(t, dtype=np.float64) for t in (q, k, v, d_out))
+    u = 2.0 ** -24
+    L, S, E, Ev = q.shape[-2], k.shape[-2], q.shape[-1], v.shape[-1]
+    kt = np.swapaxes(k, -1, -2)
+    s = q @ kt * scale
+    if add is not None:
+        s = s + add
+    kept = np.ones(s.shape, bool)
+    if keep is not None:
+        kept = kept & keep
+    if causal:
+        kept = kept & np.tril(np.ones((L, S), bool))
+    s = np.where(kept, s, -np.inf)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    p = p / p.sum(-1, keepdims=True)
+    t = lambda x: np.swapaxes(x, -1, -2)
+    dv = t(p) @ d_out
+    dp = d_out @ t(v)
+    ds = p * (dp - (dp * p).sum(-1, keepdims=True))
+    dq, dk = ds @ k * scale, t(ds) @ q * scale
+    score_err = (E + 2) * u * np.abs(q) @ np.abs(kt) * abs(scale) + (u * np.abs(add) if add is not None else 0)
+    rel_p = 2 * np.where(kept, score_err, 0).max(-1, keepdims=True) + (S + 8) * u
+    tol_dv = t(rel_p * p) @ np.abs(d_out) + (L + 2) * u * (t(p) @ np.abs(d_out))
+    abs_dp = np.abs(d_out) @ np.abs(t(v))
+    spread = p * (np.abs(dp) + (p * np.abs(dp)).sum(-1, keepdims=True))
+    tol_ds = (rel_p + (Ev + S + 8) * u) * spread + p * (Ev * u * abs_dp + (p * Ev * u * abs_dp).sum(-1, keepdims=True))
+    tol_dq = (tol_ds @ np.abs(k) + (S + 2) * u * np.abs(ds) @ np.abs(k)) * abs(scale)
+    tol_dk = (t(tol_ds) @ np.abs(q) + (L + 2) * u * t(np.abs(ds)) @ np.abs(q)) * abs(scale)
+    return (dq, tol_dq), (dk, tol_dk), (dv, tol_dv), (ds, tol_ds)
+'''
+
+
+def test_attention_gradients_on_the_device_run_the_fused_forward():
+    # scaled_dot_product_attention under autograd on CUDA: the forward is the fused kernel, the
+    # backward recomputes the weights with the unfused ops (`_fused_attention`'s formula). Eagerly
+    # and compiled (the joint graph keeps `_fused_attention` whole), against float64 numpy.
+    require_numpy()
+    out = run_emulated(ATTENTION_REFERENCE + ATTENTION_GRAD_REFERENCE + textwrap.dedent("""
+        F = dt.nn.functional
+        rng = np.random.default_rng(11)
+        f32 = lambda *s: dt.tensor(rng.standard_normal(s).astype(np.float32))
+
+        def loss_of(q, k, v, w, mask=None, causal=False):
+            return (F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal) * w).sum()
+
+        cases = [((2, 3), 37, 45, 64, 64, "keep"), ((1, 2), 40, 40, 32, 16, "causal"), ((2, 2), 20, 33, 16, 16, "add")]
+        for compiled in (False, True):
+            for batch, L, S, E, Ev, mask_kind in cases:
+                q, k, v, w = f32(*batch, L, E), f32(*batch, S, E), f32(*batch, S, Ev), f32(*batch, L, Ev)
+                leaves = [t.cuda().requires_grad_(True) for t in (q, k, v)]
+                kwargs, ref = {}, {}
+                if mask_kind == "keep":
+                    keep = rng.random((L, S)) > 0.3
+                    kwargs["mask"], ref["keep"] = dt.tensor(keep).cuda(), keep
+                elif mask_kind == "add":
+                    add = f32(L, S)
+                    kwargs["mask"] = add.cuda().requires_grad_(True)
+                    leaves.append(kwargs["mask"])
+                    ref["add"] = add.numpy()
+                else:
+                    kwargs["causal"], ref["causal"] = True, True
+                fn = dt.jit(fresh_copy(loss_of), backend="cuda") if compiled else loss_of
+                before = dt.stats()["fused_attention_launches"]
+                fn(leaves[0], leaves[1], leaves[2], w.cuda(), **kwargs).backward()
+                assert dt.stats()["fused_attention_launches"] > before, (compiled, mask_kind)
+                grads = attention_grads(q.numpy(), k.numpy(), v.numpy(), w.numpy(), 1 / math.sqrt(E), **ref)
+                for leaf, (want, tol), name in zip(leaves, grads, "qkvm"):
+                    if name == "m":  # the additive mask's gradient: dS summed over the batch dims
+                        want, tol = want.sum(axis=(0, 1)), tol.sum(axis=(0, 1))
+                    got = leaf.grad.cpu().numpy().astype(np.float64)
+                    err = np.abs(got - want)
+                    assert (err <= tol + 1e-30).all(), (compiled, mask_kind, name, err.max(), tol.flat[err.argmax()])
+                print("GRADS", compiled, mask_kind)
+        print("DONE")
+    """))
+    assert "DONE" in out and out.count("GRADS") == 6, out
