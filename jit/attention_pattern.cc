@@ -1,5 +1,6 @@
 #include "jit/attention_pattern.h"
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <vector>
@@ -235,6 +236,29 @@ absl::StatusOr<Graph> FuseAttention(const Graph& graph, int* fused) {
   out.EliminateDeadCode();
   if (fused != nullptr) *fused = count;
   return out;
+}
+
+std::vector<std::string> FusedAttentionSources(const Graph& graph) {
+  std::vector<std::string> sources;
+  for (const Node& n : graph.nodes()) {
+    if (n.op->name() != "_fused_attention") continue;
+    const std::optional<ValueId> q = ValueArg(n, 0), k = ValueArg(n, 1), v = ValueArg(n, 2);
+    const std::optional<ValueId> mask = ValueArg(n, 3);
+    const std::optional<double> scale = NumberArg(n, 4), kind = NumberArg(n, 5), post = NumberArg(n, 6);
+    const std::optional<double> causal = NumberArg(n, 7);
+    if (!q || !k || !v || !scale || !kind || !post || !causal) continue;
+    const AttentionSpec spec{.mask_kind = static_cast<AttentionMask>(*kind), .scale = *scale, .post_scale = *post,
+                             .causal = *causal != 0};
+    const Tensor& qm = graph.value(*q).meta;
+    const Tensor& vm = graph.value(*v).meta;
+    if (!AttentionKernelMisfit(qm, graph.value(*k).meta, vm, mask ? &graph.value(*mask).meta : nullptr, spec).empty()) {
+      continue;
+    }
+    std::string source = AttentionKernelSource(qm.dtype(), static_cast<int>(qm.size(qm.ndim() - 1)),
+                                               static_cast<int>(vm.size(vm.ndim() - 1)), spec.mask_kind, spec.causal);
+    if (std::find(sources.begin(), sources.end(), source) == sources.end()) sources.push_back(std::move(source));
+  }
+  return sources;
 }
 
 }  // namespace dt::jit

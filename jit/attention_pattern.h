@@ -19,6 +19,9 @@
 #ifndef DYNTRACE_JIT_ATTENTION_PATTERN_H_
 #define DYNTRACE_JIT_ATTENTION_PATTERN_H_
 
+#include <string>
+#include <vector>
+
 #include "absl/status/statusor.h"
 #include "graph/graph.h"
 
@@ -26,6 +29,10 @@ namespace dt::jit {
 
 // `graph` with each attention chain replaced as above; `*fused` (when given) receives how many.
 [[nodiscard]] absl::StatusOr<Graph> FuseAttention(const Graph& graph, int* fused = nullptr);
+
+// The CUDA sources of the attention kernels `graph`'s `_fused_attention` nodes will load (one per
+// variant the kernel takes), so that an executable compiles them beside its own kernels.
+std::vector<std::string> FusedAttentionSources(const Graph& graph);
 
 }  // namespace dt::jit
 

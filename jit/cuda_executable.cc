@@ -3,18 +3,21 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <future>
 #include <new>
 #include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_format.h"
+#include "jit/attention_pattern.h"
 #include "jit/capture_copies.h"
 #include "jit/cuda_launch.h"
 #include "jit/launch_geometry.h"
 #include "jit/schedule.h"
 #include "runtime/copy.h"
 #include "runtime/cuda_allocator.h"
+#include "runtime/cuda_index_kernels.h"
 #include "runtime/errors.h"
 #include "runtime/log.h"
 #include "runtime/random.h"
@@ -235,9 +238,20 @@ void CudaExecutable::DecideGraphUse(CudaGraphMode mode) {
 }
 
 absl::Status CudaExecutable::LoadModules(absl::string_view name) {
+  // The fused attention kernels the program's eager `_fused_attention` nodes will load compile
+  // beside its own units (into the kernel cache, where the runtime finds them), not after them
+  // at the first call. Best effort: a failure shows when the node runs, which then falls back.
+  std::vector<std::future<void>> attention;
+  for (std::string& source : FusedAttentionSources(program_.graph)) {
+    attention.push_back(std::async(std::launch::async, [source = std::move(source), sm = device_->sm_arch()] {
+      (void)CompileRuntimeModule(source, "attention", sm);
+    }));
+  }
   CacheSource source_kind;
-  DT_ASSIGN_OR_RETURN(cubins_, KernelCache::Global().LoadCubins(cuda_.sources, std::string(name),
-                                                                device_->sm_arch(), &source_kind));
+  absl::StatusOr<std::vector<std::shared_ptr<const std::string>>> cubins =
+      KernelCache::Global().LoadCubins(cuda_.sources, std::string(name), device_->sm_arch(), &source_kind);
+  for (std::future<void>& f : attention) f.wait();
+  DT_ASSIGN_OR_RETURN(cubins_, std::move(cubins));
   DT_RETURN_IF_ERROR(device_->Activate());
   const CudaDriver& d = device_->driver();
   for (size_t i = 0; i < cubins_.size(); ++i) {
