@@ -18,6 +18,7 @@
 #include "graph/nn_common.h"
 #include "graph/op_registry.h"
 #include "runtime/autograd_meta.h"
+#include "runtime/cpu_attention.h"
 #include "runtime/cuda_attention.h"
 #include "runtime/errors.h"
 
@@ -94,8 +95,10 @@ absl::StatusOr<OpResult> FusedAttentionEager(const OpDef&, const OpArgs& args) {
   const Tensor& v = args.tensor(2);
   const Tensor* mask = args.is_none(3) ? nullptr : &args.tensor(3);
   DT_ASSIGN_OR_RETURN(const AttentionSpec spec, SpecOf(args));
-  if (q.device().type == DeviceType::kCuda && !NeedsGrad(q, k, v, mask)) {
-    DT_ASSIGN_OR_RETURN(std::optional<Tensor> fused, FusedAttentionOnDevice(q, k, v, mask, spec));
+  if (!NeedsGrad(q, k, v, mask) && (q.device().type == DeviceType::kCuda || q.device().is_cpu())) {
+    DT_ASSIGN_OR_RETURN(std::optional<Tensor> fused, q.device().is_cpu()
+                                                         ? FusedAttentionOnHost(q, k, v, mask, spec)
+                                                         : FusedAttentionOnDevice(q, k, v, mask, spec));
     if (fused.has_value()) return OneResult(*std::move(fused));
   }
   DT_ASSIGN_OR_RETURN(Tensor weights, AttentionWeights(q, k, mask, spec));

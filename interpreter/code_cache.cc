@@ -248,7 +248,7 @@ void ResetAll() {
   global_stats.cuda_graph_baseline[4] = graphs.kernel_launches + CudaIndexKernelLaunches() + FusedAttentionLaunches();
   global_stats.cuda_graph_baseline[5] = graphs.shape_limit;
   global_stats.cuda_host_ops_baseline = CudaHostOps();
-  global_stats.fused_attention_baseline = FusedAttentionLaunches();
+  global_stats.fused_attention_baseline = FusedAttentionRuns();
 }
 
 namespace {

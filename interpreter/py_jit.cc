@@ -476,9 +476,10 @@ PyObject* FnStats(PyObject*, PyObject*) {
   // Operations on CUDA tensors that went through host mirrors (graph/cuda_eager.h): 0 for a
   // program that stays on the device. Per op name since the process started.
   put("cuda_host_ops", PyLong_FromLongLong(CudaHostOps() - s.cuda_host_ops_baseline));
-  // Attention computed by the fused kernel (runtime/cuda_attention.h) rather than as two GEMMs
-  // and a softmax: scaled_dot_product_attention, and the written-out pattern in a cuda graph.
-  put("fused_attention_launches", PyLong_FromLongLong(FusedAttentionLaunches() - s.fused_attention_baseline));
+  // Attention computed by a fused kernel (runtime/cuda_attention.h, runtime/cpu_attention.h)
+  // rather than as two GEMMs and a softmax: scaled_dot_product_attention, and the written-out
+  // pattern in compiled graphs.
+  put("fused_attention_runs", PyLong_FromLongLong(FusedAttentionRuns() - s.fused_attention_baseline));
   PyObject* by_name = PyDict_New();
   for (const auto& [name, count] : CudaHostOpsByName()) {
     PyRef n = PyRef::Steal(PyLong_FromLongLong(count));

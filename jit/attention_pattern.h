@@ -28,6 +28,8 @@
 namespace dt::jit {
 
 // `graph` with each attention chain replaced as above; `*fused` (when given) receives how many.
+// For the cuda backend: the cpu backend keeps the chain, whose kernels compute exactly what eager
+// ops do (the host's fused loop, runtime/cpu_attention.h, rounds differently).
 [[nodiscard]] absl::StatusOr<Graph> FuseAttention(const Graph& graph, int* fused = nullptr);
 
 // The CUDA sources of the attention kernels `graph`'s `_fused_attention` nodes will load (one per

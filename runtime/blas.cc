@@ -12,8 +12,6 @@
 #include "runtime/sgemm_avx512.h"
 
 namespace dt {
-namespace {
-
 bool Avx512SgemmEnabled() {
   static const bool enabled = [] {
     const char* choice = std::getenv("DYNTRACE_CPU_GEMM");
@@ -21,6 +19,8 @@ bool Avx512SgemmEnabled() {
   }();
   return enabled;
 }
+
+namespace {
 
 bool UseAvx512Sgemm(int64_t m, int64_t n) { return Avx512SgemmEnabled() && std::min(m, n) >= kMinAvx512GemmSide; }
 

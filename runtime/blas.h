@@ -27,6 +27,10 @@ std::optional<GemmOperandLayout> GemmLayoutOf(int64_t rows, int64_t cols, int64_
 // fresh contiguous [B, M, N] tensor; all three have the same dtype and are on the CPU.
 void BatchedGemm(const Tensor& a, const Tensor& b, const Tensor& out);
 
+// Whether float32 products go to dyntrace's own AVX-512 kernel: this CPU has AVX-512 and
+// DYNTRACE_CPU_GEMM is not "openblas".
+bool Avx512SgemmEnabled();
+
 // "avx512" when float32 products go to dyntrace's own kernel (this CPU has AVX-512 and
 // DYNTRACE_CPU_GEMM is not "openblas"), else "openblas".
 const char* CpuFloat32GemmName();

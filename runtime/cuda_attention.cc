@@ -20,63 +20,9 @@ namespace {
 
 std::atomic<int64_t> launches{0};
 
-bool KernelDType(DType dtype) {
-  return dtype == DType::kFloat32 || dtype == DType::kFloat16 || dtype == DType::kBFloat16;
-}
-
-Dims LeadingDims(const Tensor& t, int trailing) {
-  const int keep = std::max(0, static_cast<int>(t.ndim()) - trailing);
-  return Dims(t.sizes().begin(), t.sizes().begin() + keep);
-}
-
-// Sizes every operand broadcasts into: (batch dims, L, S, E, Ev).
-struct Geometry {
-  Dims batch;
-  int64_t queries = 0, keys = 0, head = 0, value_head = 0;
-};
-
-absl::StatusOr<Geometry> GeometryOf(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor* mask) {
-  Geometry g;
-  g.queries = q.size(q.ndim() - 2);
-  g.keys = k.size(k.ndim() - 2);
-  g.head = q.size(q.ndim() - 1);
-  g.value_head = v.size(v.ndim() - 1);
-  DT_ASSIGN_OR_RETURN(g.batch, BroadcastShapes(LeadingDims(q, 2), LeadingDims(k, 2)));
-  DT_ASSIGN_OR_RETURN(g.batch, BroadcastShapes(g.batch, LeadingDims(v, 2)));
-  if (mask != nullptr) {
-    DT_ASSIGN_OR_RETURN(g.batch, BroadcastShapes(g.batch, LeadingDims(*mask, 2)));
-  }
-  return g;
-}
-
-std::string MaskMisfit(const Tensor& q, const Tensor* mask, const AttentionSpec& spec, const Geometry& g) {
-  if ((mask != nullptr) != (spec.mask_kind != kAttentionNoMask)) return "mask and mask kind disagree";
-  if (mask == nullptr) return "";
-  const bool boolean = spec.mask_kind != kAttentionAddMask;
-  if (boolean ? mask->dtype() != DType::kBool : mask->dtype() != q.dtype()) {
-    return absl::StrCat("a ", DTypeName(mask->dtype()), " mask for ", DTypeName(q.dtype()), " scores");
-  }
-  const int64_t r = mask->ndim();
-  const bool fits = (r < 1 || mask->size(r - 1) == 1 || mask->size(r - 1) == g.keys) &&
-                    (r < 2 || mask->size(r - 2) == 1 || mask->size(r - 2) == g.queries);
-  return fits ? "" : absl::StrCat("mask ", mask->ShapeString(), " does not broadcast to the scores");
-}
-
-// Operand `t`'s strides over (batch 0, batch 1, rows, columns), right-aligned to `sizes`, 0
-// along every dim it broadcasts.
-std::array<int64_t, 4> StridesOver(const Tensor& t, const std::array<int64_t, 4>& sizes) {
-  std::array<int64_t, 4> strides{};
-  for (int d = 0; d < 4; ++d) {
-    const int64_t own = static_cast<int64_t>(t.ndim()) - 4 + d;
-    if (own >= 0 && sizes[d] > 1 && t.size(own) == sizes[d]) strides[d] = t.stride(own);
-  }
-  return strides;
-}
-
-AttentionOperand Operand(const Tensor& t, const std::array<int64_t, 4>& sizes) {
+AttentionOperand Operand(const Tensor& t, const std::array<int64_t, 4>& strides, const std::array<int64_t, 4>& sizes) {
   AttentionOperand o{};
   o.data = static_cast<char*>(t.data());
-  const std::array<int64_t, 4> strides = StridesOver(t, sizes);
   int64_t low = 0, high = 0;
   for (int d = 0; d < 4; ++d) {
     o.strides[d] = strides[d];
@@ -142,49 +88,25 @@ AttentionModules& Modules() {
 bool OnDevice(const Tensor& t, Device device) { return t.device() == device; }
 
 CudaAttentionArgs LaunchArgs(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor* mask,
-                             const Tensor& out, const Geometry& g, const AttentionSpec& spec, int threads) {
-  const int64_t b0 = g.batch.size() == 2 ? g.batch[0] : 1;
-  const int64_t b1 = g.batch.empty() ? 1 : g.batch.back();
+                             const Tensor& out, const AttentionLayout& l, const AttentionSpec& spec, int threads) {
   CudaAttentionArgs a{};
-  a.query = Operand(q, {b0, b1, g.queries, g.head});
-  a.key = Operand(k, {b0, b1, g.keys, g.head});
-  a.value = Operand(v, {b0, b1, g.keys, g.value_head});
-  if (mask != nullptr) a.mask = Operand(*mask, {b0, b1, g.queries, g.keys});
-  a.out = Operand(out, {b0, b1, g.queries, g.value_head});
-  a.batch[0] = b0;
-  a.batch[1] = b1;
-  a.queries = g.queries;
-  a.keys = g.keys;
-  const int rows = threads / ThreadsPerRow(g.head, g.value_head);
-  a.query_blocks = (g.queries + rows - 1) / rows;
+  a.query = Operand(q, l.q, l.QuerySizes());
+  a.key = Operand(k, l.k, l.KeySizes());
+  a.value = Operand(v, l.v, l.ValueSizes());
+  if (mask != nullptr) a.mask = Operand(*mask, l.mask, l.MaskSizes());
+  a.out = Operand(out, StridesOver(out, l.OutSizes()), l.OutSizes());
+  a.batch[0] = l.batch[0];
+  a.batch[1] = l.batch[1];
+  a.queries = l.queries;
+  a.keys = l.keys;
+  const int rows = threads / ThreadsPerRow(l.head, l.value_head);
+  a.query_blocks = (l.queries + rows - 1) / rows;
   a.scale = static_cast<float>(spec.scale);
   a.post_scale = static_cast<float>(spec.post_scale);
   return a;
 }
 
 }  // namespace
-
-std::string AttentionKernelMisfit(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor* mask,
-                                  const AttentionSpec& spec) {
-  if (!KernelDType(q.dtype()) || k.dtype() != q.dtype() || v.dtype() != q.dtype()) {
-    return absl::StrCat("query, key, value are ", DTypeName(q.dtype()), ", ", DTypeName(k.dtype()), ", ",
-                        DTypeName(v.dtype()), " (the kernel takes one of float32, float16, bfloat16)");
-  }
-  if (q.ndim() < 2 || k.ndim() < 2 || v.ndim() < 2 || q.size(q.ndim() - 1) != k.size(k.ndim() - 1) ||
-      k.size(k.ndim() - 2) != v.size(v.ndim() - 2)) {
-    return absl::StrCat("shapes ", q.ShapeString(), ", ", k.ShapeString(), ", ", v.ShapeString(),
-                        " are not [..., L, E], [..., S, E], [..., S, Ev]");
-  }
-  absl::StatusOr<Geometry> g = GeometryOf(q, k, v, mask);
-  if (!g.ok()) return std::string(g.status().message());
-  if (g->batch.size() > 2) return absl::StrCat(g->batch.size(), " batch dims (the kernel takes two)");
-  if (g->head < 1 || g->head > kAttentionMaxHeadDim || g->value_head < 1 || g->value_head > kAttentionMaxHeadDim) {
-    return absl::StrFormat("head dims %d and %d (the kernel takes 1 to %d)", g->head, g->value_head,
-                           kAttentionMaxHeadDim);
-  }
-  if (g->keys == 0) return "no keys";
-  return MaskMisfit(q, mask, spec, *g);
-}
 
 absl::StatusOr<std::optional<Tensor>> FusedAttentionOnDevice(const Tensor& q, const Tensor& k, const Tensor& v,
                                                              const Tensor* mask, const AttentionSpec& spec) {
@@ -194,17 +116,12 @@ absl::StatusOr<std::optional<Tensor>> FusedAttentionOnDevice(const Tensor& q, co
     return std::nullopt;
   }
   if (std::string misfit = AttentionKernelMisfit(q, k, v, mask, spec); !misfit.empty()) return std::nullopt;
-  DT_ASSIGN_OR_RETURN(Geometry g, GeometryOf(q, k, v, mask));
-  Dims out_sizes = g.batch;
-  out_sizes.push_back(g.queries);
-  out_sizes.push_back(g.value_head);
-  int64_t elements = g.queries * g.value_head;
-  for (int64_t b : g.batch) elements *= b;
-  if (elements == 0) return Tensor::Empty(out_sizes, q.dtype(), device);
+  DT_ASSIGN_OR_RETURN(const AttentionLayout l, AttentionLayoutOf(q, k, v, mask));
+  if (l.batch_count() * l.queries * l.value_head == 0) return Tensor::Empty(l.out_sizes, q.dtype(), device);
   DT_ASSIGN_OR_RETURN(CudaDevice * cuda, CudaDevice::Get(device.index));
-  const std::string source = AttentionKernelSource(q.dtype(), static_cast<int>(g.head),
-                                                   static_cast<int>(g.value_head), spec.mask_kind, spec.causal);
-  const std::string name = absl::StrFormat("attention_%s_%d_%d_%d%s", DTypeName(q.dtype()), g.head, g.value_head,
+  const std::string source = AttentionKernelSource(q.dtype(), static_cast<int>(l.head),
+                                                   static_cast<int>(l.value_head), spec.mask_kind, spec.causal);
+  const std::string name = absl::StrFormat("attention_%s_%d_%d_%d%s", DTypeName(q.dtype()), l.head, l.value_head,
                                            static_cast<int>(spec.mask_kind), spec.causal ? "_causal" : "");
   absl::StatusOr<CUfunction> fn = Modules().Function(cuda, source, name);
   if (!fn.ok()) {
@@ -214,11 +131,10 @@ absl::StatusOr<std::optional<Tensor>> FusedAttentionOnDevice(const Tensor& q, co
     }
     return std::nullopt;
   }
-  Tensor out = Tensor::Empty(out_sizes, q.dtype(), device);
-  int64_t batch = 1;
-  for (int64_t b : g.batch) batch *= b;
-  const int threads = BlockThreads(batch, g.queries, ThreadsPerRow(g.head, g.value_head), cuda->multiprocessors());
-  CudaAttentionArgs args = LaunchArgs(q, k, v, mask, out, g, spec, threads);
+  Tensor out = Tensor::Empty(l.out_sizes, q.dtype(), device);
+  const int threads =
+      BlockThreads(l.batch_count(), l.queries, ThreadsPerRow(l.head, l.value_head), cuda->multiprocessors());
+  CudaAttentionArgs args = LaunchArgs(q, k, v, mask, out, l, spec, threads);
   const int64_t blocks = args.batch[0] * args.batch[1] * args.query_blocks;
   if (blocks > std::numeric_limits<int32_t>::max()) return std::nullopt;
   void* params[] = {&args};
@@ -228,6 +144,7 @@ absl::StatusOr<std::optional<Tensor>> FusedAttentionOnDevice(const Tensor& q, co
                                                             nullptr),
                               "cuLaunchKernel"));
   ++launches;
+  CountFusedAttentionRun();
   return out;
 }
 

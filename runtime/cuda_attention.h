@@ -24,24 +24,10 @@
 
 #include "absl/status/statusor.h"
 #include "runtime/attention_abi.h"
+#include "runtime/attention_layout.h"
 #include "runtime/tensor.h"
 
 namespace dt {
-
-struct AttentionSpec {
-  AttentionMask mask_kind = kAttentionNoMask;
-  double scale = 1.0;       // multiplies q k^T, before the mask
-  double post_scale = 1.0;  // multiplies the masked scores (a pattern that scales after masking)
-  bool causal = false;      // key j > query i is masked (top-left aligned, as SDPA's is_causal)
-};
-
-// Why the fused kernel does not take these operands, from dtypes, ranks and sizes alone (meta
-// tensors are fine; devices are not looked at); empty when it does. q [..., L, E], k [..., S, E],
-// v [..., S, Ev] and the mask [..., L, S] broadcast over at most two batch dims; E and Ev at most
-// kAttentionMaxHeadDim; q, k, v (and an additive mask) one of float32, float16, bfloat16; a
-// keep/drop mask bool.
-std::string AttentionKernelMisfit(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor* mask,
-                                  const AttentionSpec& spec);
 
 // The attention's result ([batch..., L, Ev], contiguous, q's dtype) computed by the fused kernel
 // on the operands' CUDA device. nullopt when it does not fit (AttentionKernelMisfit), when the
@@ -51,7 +37,7 @@ std::string AttentionKernelMisfit(const Tensor& q, const Tensor& k, const Tensor
                                                                          const Tensor& v, const Tensor* mask,
                                                                          const AttentionSpec& spec);
 
-// Launches of the fused kernel in this process (stats()["fused_attention_launches"]).
+// Launches of the fused kernel in this process (part of stats()["cuda_kernel_launches"]).
 int64_t FusedAttentionLaunches();
 
 // The module's CUDA source for one variant (what NVRTC compiles; tests compile each).

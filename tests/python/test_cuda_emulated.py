@@ -199,58 +199,10 @@ def test_row_kernels_take_every_path_and_match_the_cpu():
     assert "WORST" in out, out
 
 
-# Run in the children below: float64 attention and the bound on a float32 computation's error.
-ATTENTION_REFERENCE = r'''
-import math
-import numpy as np
-
-UNIT = {"float32": 2.0 ** -24, "float16": 2.0 ** -11, "bfloat16": 2.0 ** -8}
 
 
-def attention_reference(q, k, v, scale, out_dtype, keep=None, add=None, causal=False, post=1.0):
-    """softmax(mask(q k^T * scale) * post) v in float64 from the (rounded) operands, and per output
-    element a bound on a float32 computation's error. Error model (u = 2^-24): a score is a dot of
-    E products, off by <= (E + 2) u scale sum|q k| (+ u |mask| + u |s| for the add and scale);
-    softmax is shift-invariant, so a weight's relative error is <= 2 max_j ds_j plus the
-    exponentials, the per-tile rescalings of an online softmax (tiles of 32 keys) and the sum of S
-    weights (2u each, S terms), and the output, a sum of S terms p_j v_j, is off by that times
-    sum_j p_j |v_j|, plus one rounding into the output dtype (u_out |out|). Rows whose every key
-    is masked are NaN, as softmax over -inf gives."""
-    q, k, v = (np.asarray(t, dtype=np.float64) for t in (q, k, v))
-    u = 2.0 ** -24
-    kt = np.swapaxes(k, -1, -2)
-    s = q @ kt * scale
-    ds = (q.shape[-1] + 2) * u * (np.abs(q) @ np.abs(kt)) * abs(scale)
-    if add is not None:
-        s = s + add
-        ds = ds + u * np.abs(add)
-    s, ds = s * post, (ds + u * np.abs(s)) * post
-    kept = np.ones(s.shape, bool)
-    if keep is not None:
-        kept = kept & keep
-    if causal:
-        kept = kept & np.tril(np.ones(s.shape[-2:], bool))
-    s = np.where(kept, s, -np.inf)
-    with np.errstate(invalid="ignore"):
-        p = np.exp(s - s.max(-1, keepdims=True))
-        p = p / p.sum(-1, keepdims=True)
-    out = p @ v
-    keys = s.shape[-1]
-    worst = np.where(kept, ds, 0).max(-1, keepdims=True)
-    relative = 2 * worst + (2 * math.ceil(keys / 32) + 2 * keys + 8) * u
-    tol = relative * (np.nan_to_num(p) @ np.abs(v)) + UNIT[out_dtype] * np.abs(np.nan_to_num(out)) + 1e-30
-    return out, tol
-
-
-def check_attention(got, want, tol, what):
-    got = got.cpu().float().numpy().astype(np.float64)
-    nan = np.isnan(want)
-    assert got.shape == want.shape, (what, got.shape, want.shape)
-    assert (np.isnan(got) == nan).all(), (what, "NaN rows differ")
-    err = np.abs(got - want)[~nan]
-    assert (err <= tol[~nan]).all(), (what, err.max(), tol[~nan][err.argmax()])
-    return err.max() if err.size else 0.0
-'''
+# The children's float64 references (tests/python/attnlib.py, beside this file).
+ATTENTION_IMPORTS = "import math\nimport numpy as np\nfrom attnlib import attention_reference, attention_grads, check_attention\n"
 
 
 def test_fused_attention_kernel_matches_float64_on_the_emulated_device():
@@ -260,7 +212,7 @@ def test_fused_attention_kernel_matches_float64_on_the_emulated_device():
     # whose every key is masked (NaN, as softmax gives), more keys than one tile holds, and each
     # block size the launcher picks.
     require_numpy()  # the reference (a loud skip under pyenv's interpreters, which lack it)
-    out = run_emulated(ATTENTION_REFERENCE + textwrap.dedent("""
+    out = run_emulated(ATTENTION_IMPORTS + textwrap.dedent("""
         F = dt.nn.functional
         rng = np.random.default_rng(7)
         cases = [  # batch dims, L, S, E, Ev, dtype, mask, strided
@@ -296,9 +248,9 @@ def test_fused_attention_kernel_matches_float64_on_the_emulated_device():
                 kwargs["attn_mask"], ref["add"] = add.cuda(), add.float().numpy()
             elif mask == "causal":
                 kwargs["is_causal"], ref["causal"] = True, True
-            before = dt.stats()["fused_attention_launches"]
+            before = dt.stats()["fused_attention_runs"]
             got = F.scaled_dot_product_attention(q, k, v, **kwargs)
-            assert dt.stats()["fused_attention_launches"] == before + 1, (batch, L, S, E, dtype, mask)
+            assert dt.stats()["fused_attention_runs"] == before + 1, (batch, L, S, E, dtype, mask)
             assert got.dtype == q.dtype and got.is_contiguous()
             want, tol = attention_reference(qn, kn, vn, 1 / math.sqrt(E), dtype, **ref)
             err = check_attention(got, want, tol, (batch, L, S, E, Ev, dtype, mask, strided))
@@ -306,15 +258,15 @@ def test_fused_attention_kernel_matches_float64_on_the_emulated_device():
         assert dt.stats()["cuda_host_ops"] == 0, dt.stats()["cuda_host_ops_by_op"]
         # What the kernel does not take runs the unfused ops on the device: head dim 160.
         q, k, v = (dt.randn(2, 5, 160).cuda() for _ in range(3))
-        before = dt.stats()["fused_attention_launches"]
+        before = dt.stats()["fused_attention_runs"]
         got = F.scaled_dot_product_attention(q, k, v)
-        assert dt.stats()["fused_attention_launches"] == before
+        assert dt.stats()["fused_attention_runs"] == before
         want, tol = attention_reference(q.cpu().numpy(), k.cpu().numpy(), v.cpu().numpy(), 160 ** -0.5, "float32")
         check_attention(got, want, tol, "head dim 160, unfused")
         # Its gradient flows through the same formula as the kernel's (the weights recomputed).
         q.requires_grad_(True)
         F.scaled_dot_product_attention(q, k, v).sum().backward()
-        assert dt.stats()["fused_attention_launches"] == before and q.grad is not None
+        assert dt.stats()["fused_attention_runs"] == before and q.grad is not None
         print("DONE")
     """))
     assert "DONE" in out and out.count("CASE") == 8, out
@@ -325,7 +277,7 @@ def test_attention_written_out_compiles_to_the_fused_kernel():
     # chains the kernel must not take (scores returned too, a head dim of 160) stay unfused; and a
     # graph holding the fused kernel replays as a CUDA graph with fresh inputs every call.
     require_numpy()  # the reference (a loud skip under pyenv's interpreters, which lack it)
-    out = run_emulated(ATTENTION_REFERENCE + textwrap.dedent("""
+    out = run_emulated(ATTENTION_IMPORTS + textwrap.dedent("""
         def keep(q, k, v, m):
             att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(q.shape[-1]))
             return dt.softmax(dt.where(m, att, float("-inf")), -1) @ v
@@ -365,7 +317,7 @@ def test_attention_written_out_compiles_to_the_fused_kernel():
             dt.reset()
             got = compiled(q.cuda(), k.cuda(), v.cuda(), m.cuda())
             s = dt.stats()
-            assert s["fused_attention_launches"] == fused, (fn.__name__, s["fused_attention_launches"])
+            assert s["fused_attention_runs"] == fused, (fn.__name__, s["fused_attention_runs"])
             assert s["graph_breaks"] == 0 and s["cuda_host_ops"] == 0, (fn.__name__, s)
             if isinstance(got, tuple):
                 assert ((got[1].cpu() - q @ k.transpose(-2, -1)).abs().amax().item() <= 1e-4), fn.__name__
@@ -376,7 +328,7 @@ def test_attention_written_out_compiles_to_the_fused_kernel():
         # Head dim 160: the kernel does not take it, the chain stays two GEMMs and a softmax.
         wq, wk, wv = f32(1, 6, 160), f32(1, 9, 160), f32(1, 9, 4)
         got = dt.jit(fresh_copy(unmasked), backend="cuda")(wq.cuda(), wk.cuda(), wv.cuda(), None)
-        assert dt.stats()["fused_attention_launches"] == 0
+        assert dt.stats()["fused_attention_runs"] == 0
         want, tol = attention_reference(wq.numpy(), wk.numpy(), wv.numpy(), 0.5, "float32")
         check_attention(got, want, tol, "head dim 160")
 
@@ -404,7 +356,7 @@ def test_attention_written_out_compiles_to_the_fused_kernel():
             merged_tol = np.swapaxes(tol, 1, 2).reshape(2, 12, 64) + 2.0 ** -24 * np.abs(merged)
             check_attention(got, merged, merged_tol, ("block", call))
         s = dt.stats()
-        assert s["fused_attention_launches"] >= 2 and s["cuda_graph_replays"] >= 2, s
+        assert s["fused_attention_runs"] >= 2 and s["cuda_graph_replays"] >= 2, s
         assert s["cuda_host_ops"] == 0, s["cuda_host_ops_by_op"]
         print("DONE")
     """))
@@ -441,44 +393,6 @@ def test_dependent_full_reductions_of_a_small_tensor_are_one_kernel():
     assert out.count("N ") == 3, out
 
 
-# float64 gradients of attention and bounds on a float32 computation's error (children below).
-ATTENTION_GRAD_REFERENCE = r'''
-def attention_grads(q, k, v, d_out, scale, keep=None, add=None, causal=False):
-    """(dq, dk, dv, d_add) of sum(d_out * softmax(mask(q k^T * scale)) v) in float64, and a bound
-    for each on a float32 computation's error (u = 2^-24). The weights P are off by a relative
-    rel_p (the forward's score error twice, the exponentials and an S-term sum); dV = P^T dO sums
-    L terms; dP = dO V^T sums Ev terms; dS = P (dP - rowsum(dP P)) is off by rel_p and dP's error
-    relative to P (|dP| + rowsum(P |dP|)); dQ and dK sum S and L terms of dS with K and Q."""
-    q, k, v, d_out = (np.asarray(t, dtype=np.float64) for t in (q, k, v, d_out))
-    u = 2.0 ** -24
-    L, S, E, Ev = q.shape[-2], k.shape[-2], q.shape[-1], v.shape[-1]
-    kt = np.swapaxes(k, -1, -2)
-    s = q @ kt * scale
-    if add is not None:
-        s = s + add
-    kept = np.ones(s.shape, bool)
-    if keep is not None:
-        kept = kept & keep
-    if causal:
-        kept = kept & np.tril(np.ones((L, S), bool))
-    s = np.where(kept, s, -np.inf)
-    p = np.exp(s - s.max(-1, keepdims=True))
-    p = p / p.sum(-1, keepdims=True)
-    t = lambda x: np.swapaxes(x, -1, -2)
-    dv = t(p) @ d_out
-    dp = d_out @ t(v)
-    ds = p * (dp - (dp * p).sum(-1, keepdims=True))
-    dq, dk = ds @ k * scale, t(ds) @ q * scale
-    score_err = (E + 2) * u * np.abs(q) @ np.abs(kt) * abs(scale) + (u * np.abs(add) if add is not None else 0)
-    rel_p = 2 * np.where(kept, score_err, 0).max(-1, keepdims=True) + (S + 8) * u
-    tol_dv = t(rel_p * p) @ np.abs(d_out) + (L + 2) * u * (t(p) @ np.abs(d_out))
-    abs_dp = np.abs(d_out) @ np.abs(t(v))
-    spread = p * (np.abs(dp) + (p * np.abs(dp)).sum(-1, keepdims=True))
-    tol_ds = (rel_p + (Ev + S + 8) * u) * spread + p * (Ev * u * abs_dp + (p * Ev * u * abs_dp).sum(-1, keepdims=True))
-    tol_dq = (tol_ds @ np.abs(k) + (S + 2) * u * np.abs(ds) @ np.abs(k)) * abs(scale)
-    tol_dk = (t(tol_ds) @ np.abs(q) + (L + 2) * u * t(np.abs(ds)) @ np.abs(q)) * abs(scale)
-    return (dq, tol_dq), (dk, tol_dk), (dv, tol_dv), (ds, tol_ds)
-'''
 
 
 def test_attention_gradients_on_the_device_run_the_fused_forward():
@@ -486,7 +400,7 @@ def test_attention_gradients_on_the_device_run_the_fused_forward():
     # backward recomputes the weights with the unfused ops (`_fused_attention`'s formula). Eagerly
     # and compiled (the joint graph keeps `_fused_attention` whole), against float64 numpy.
     require_numpy()
-    out = run_emulated(ATTENTION_REFERENCE + ATTENTION_GRAD_REFERENCE + textwrap.dedent("""
+    out = run_emulated(ATTENTION_IMPORTS + textwrap.dedent("""
         F = dt.nn.functional
         rng = np.random.default_rng(11)
         f32 = lambda *s: dt.tensor(rng.standard_normal(s).astype(np.float32))
@@ -511,9 +425,9 @@ def test_attention_gradients_on_the_device_run_the_fused_forward():
                 else:
                     kwargs["causal"], ref["causal"] = True, True
                 fn = dt.jit(fresh_copy(loss_of), backend="cuda") if compiled else loss_of
-                before = dt.stats()["fused_attention_launches"]
+                before = dt.stats()["fused_attention_runs"]
                 fn(leaves[0], leaves[1], leaves[2], w.cuda(), **kwargs).backward()
-                assert dt.stats()["fused_attention_launches"] > before, (compiled, mask_kind)
+                assert dt.stats()["fused_attention_runs"] > before, (compiled, mask_kind)
                 grads = attention_grads(q.numpy(), k.numpy(), v.numpy(), w.numpy(), 1 / math.sqrt(E), **ref)
                 for leaf, (want, tol), name in zip(leaves, grads, "qkvm"):
                     if name == "m":  # the additive mask's gradient: dS summed over the batch dims

@@ -1,0 +1,116 @@
+#include "runtime/attention_layout.h"
+
+#include <algorithm>
+#include <atomic>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "runtime/errors.h"
+
+namespace dt {
+namespace {
+
+bool KernelDType(DType dtype) {
+  return dtype == DType::kFloat32 || dtype == DType::kFloat16 || dtype == DType::kBFloat16;
+}
+
+Dims LeadingDims(const Tensor& t, int trailing) {
+  const int keep = std::max(0, static_cast<int>(t.ndim()) - trailing);
+  return Dims(t.sizes().begin(), t.sizes().begin() + keep);
+}
+
+// Sizes every operand broadcasts into: (batch dims, L, S, E, Ev).
+struct Geometry {
+  Dims batch;
+  int64_t queries = 0, keys = 0, head = 0, value_head = 0;
+};
+
+absl::StatusOr<Geometry> GeometryOf(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor* mask) {
+  Geometry g;
+  g.queries = q.size(q.ndim() - 2);
+  g.keys = k.size(k.ndim() - 2);
+  g.head = q.size(q.ndim() - 1);
+  g.value_head = v.size(v.ndim() - 1);
+  DT_ASSIGN_OR_RETURN(g.batch, BroadcastShapes(LeadingDims(q, 2), LeadingDims(k, 2)));
+  DT_ASSIGN_OR_RETURN(g.batch, BroadcastShapes(g.batch, LeadingDims(v, 2)));
+  if (mask != nullptr) {
+    DT_ASSIGN_OR_RETURN(g.batch, BroadcastShapes(g.batch, LeadingDims(*mask, 2)));
+  }
+  return g;
+}
+
+std::string MaskMisfit(const Tensor& q, const Tensor* mask, const AttentionSpec& spec, const Geometry& g) {
+  if ((mask != nullptr) != (spec.mask_kind != kAttentionNoMask)) return "mask and mask kind disagree";
+  if (mask == nullptr) return "";
+  const bool boolean = spec.mask_kind != kAttentionAddMask;
+  if (boolean ? mask->dtype() != DType::kBool : mask->dtype() != q.dtype()) {
+    return absl::StrCat("a ", DTypeName(mask->dtype()), " mask for ", DTypeName(q.dtype()), " scores");
+  }
+  const int64_t r = mask->ndim();
+  const bool fits = (r < 1 || mask->size(r - 1) == 1 || mask->size(r - 1) == g.keys) &&
+                    (r < 2 || mask->size(r - 2) == 1 || mask->size(r - 2) == g.queries);
+  return fits ? "" : absl::StrCat("mask ", mask->ShapeString(), " does not broadcast to the scores");
+}
+
+}  // namespace
+
+std::array<int64_t, 4> StridesOver(const Tensor& t, const std::array<int64_t, 4>& sizes) {
+  std::array<int64_t, 4> strides{};
+  for (int d = 0; d < 4; ++d) {
+    const int64_t own = static_cast<int64_t>(t.ndim()) - 4 + d;
+    if (own >= 0 && sizes[d] > 1 && t.size(own) == sizes[d]) strides[d] = t.stride(own);
+  }
+  return strides;
+}
+
+std::string AttentionKernelMisfit(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor* mask,
+                                  const AttentionSpec& spec) {
+  if (!KernelDType(q.dtype()) || k.dtype() != q.dtype() || v.dtype() != q.dtype()) {
+    return absl::StrCat("query, key, value are ", DTypeName(q.dtype()), ", ", DTypeName(k.dtype()), ", ",
+                        DTypeName(v.dtype()), " (the kernel takes one of float32, float16, bfloat16)");
+  }
+  if (q.ndim() < 2 || k.ndim() < 2 || v.ndim() < 2 || q.size(q.ndim() - 1) != k.size(k.ndim() - 1) ||
+      k.size(k.ndim() - 2) != v.size(v.ndim() - 2)) {
+    return absl::StrCat("shapes ", q.ShapeString(), ", ", k.ShapeString(), ", ", v.ShapeString(),
+                        " are not [..., L, E], [..., S, E], [..., S, Ev]");
+  }
+  absl::StatusOr<Geometry> g = GeometryOf(q, k, v, mask);
+  if (!g.ok()) return std::string(g.status().message());
+  if (g->batch.size() > 2) return absl::StrCat(g->batch.size(), " batch dims (the kernel takes two)");
+  if (g->head < 1 || g->head > kAttentionMaxHeadDim || g->value_head < 1 || g->value_head > kAttentionMaxHeadDim) {
+    return absl::StrFormat("head dims %d and %d (the kernel takes 1 to %d)", g->head, g->value_head,
+                           kAttentionMaxHeadDim);
+  }
+  if (g->keys == 0) return "no keys";
+  return MaskMisfit(q, mask, spec, *g);
+}
+
+namespace {
+std::atomic<int64_t> fused_runs{0};
+}  // namespace
+
+int64_t FusedAttentionRuns() { return fused_runs.load(); }
+void CountFusedAttentionRun() { ++fused_runs; }
+
+absl::StatusOr<AttentionLayout> AttentionLayoutOf(const Tensor& q, const Tensor& k, const Tensor& v,
+                                                  const Tensor* mask) {
+  DT_ASSIGN_OR_RETURN(Geometry g, GeometryOf(q, k, v, mask));
+  if (g.batch.size() > 2) return absl::InternalError("attention layout: more than two batch dims");
+  AttentionLayout l;
+  if (g.batch.size() == 2) l.batch[0] = g.batch[0];
+  if (!g.batch.empty()) l.batch[1] = g.batch.back();
+  l.queries = g.queries;
+  l.keys = g.keys;
+  l.head = g.head;
+  l.value_head = g.value_head;
+  l.out_sizes = g.batch;
+  l.out_sizes.push_back(g.queries);
+  l.out_sizes.push_back(g.value_head);
+  l.q = StridesOver(q, l.QuerySizes());
+  l.k = StridesOver(k, l.KeySizes());
+  l.v = StridesOver(v, l.ValueSizes());
+  if (mask != nullptr) l.mask = StridesOver(*mask, l.MaskSizes());
+  return l;
+}
+
+}  // namespace dt
