@@ -5,11 +5,12 @@
 // `_fused_attention(q, k, v, mask, scale, mask_kind, post_scale, causal)` is
 // softmax(mask(q k^T * scale) * post_scale) v, where mask_kind (runtime/attention_abi.h) says
 // whether a bool mask keeps or drops its true positions, or a float mask is added, and causal
-// masks every key after the query's position. On CUDA operands that need no gradient it is the
-// fused kernel (runtime/cuda_attention.h); otherwise (the CPU, meta tensors, a shape the kernel
-// does not take, autograd recording, no NVRTC) it runs its body: the two matmuls and the softmax
-// between them, exactly the ops scaled_dot_product_attention ran before it existed, so autograd
-// differentiates through them and CPU results are unchanged.
+// masks every key after the query's position. On CUDA operands it is the fused kernel
+// (runtime/cuda_attention.h), on float32 CPU tensors the fused loop (runtime/cpu_attention.h);
+// otherwise (meta tensors, float64, a shape the kernels do not take, no NVRTC) it runs its body:
+// the two matmuls and the softmax between them, the ops scaled_dot_product_attention always ran.
+// It declares flash attention's derivative (FusedAttentionGrad), so autograd records it as one
+// node whose forward is the fused kernel and whose backward recomputes the weights.
 #include <cmath>
 #include <optional>
 
@@ -74,6 +75,8 @@ absl::StatusOr<Tensor> AttentionWeights(const Tensor& q, const Tensor& k, const 
   return Call("softmax", {scores, Scalar::Int(-1)});
 }
 
+// Autograd runs the op with grad mode off (it has a formula); a call that reaches the body while
+// grad is recorded (differentiating through bodies) must record the ops, not a kernel.
 bool NeedsGrad(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor* mask) {
   return TracksGrad(q) || TracksGrad(k) || TracksGrad(v) || (mask != nullptr && TracksGrad(*mask));
 }

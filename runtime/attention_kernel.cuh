@@ -15,8 +15,9 @@
 // to whole chunks), every thread dots its query slice with each key (one 16-byte shared load per
 // four multiply-adds; the group's threads read adjacent chunks, the other rows the same ones, so
 // there are no bank conflicts), the group sums its partial dots with butterfly shuffles (every
-// thread of the group then holds the same score, bit for bit), and each row updates its running
-// maximum m, its sum l of exp(s - m) and its accumulator (rescaled by exp(m_old - m_new)). The
+// thread of the group then holds the same score, bit for bit) and keeps the tile's scores in
+// shared memory ([key][thread]), and each row updates its running maximum m, its sum l of
+// exp(s - m) and its accumulator (rescaled by exp(m_old - m_new)). The
 // result is acc / l, rounded once into the element type. Causal blocks stop at the last key their
 // last row sees.
 //
