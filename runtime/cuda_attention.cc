@@ -51,22 +51,37 @@ int BlockThreads(int64_t batch, int64_t queries, int group, int sm_count) {
   return threads;
 }
 
-// One device's compiled variants, each loaded once; failures are remembered.
+// One kernel variant: what its source's defines fix.
+struct Variant {
+  DType dtype;
+  int head, value_head;
+  AttentionMask mask_kind;
+  bool causal;
+
+  std::string Name() const {
+    return absl::StrFormat("attention_%s_%d_%d_%d%s", DTypeName(dtype), head, value_head,
+                           static_cast<int>(mask_kind), causal ? "_causal" : "");
+  }
+};
+
+// One device's compiled variants, each loaded once; failures are remembered. Looked up by the
+// variant's name, so a cached call builds no source text.
 class AttentionModules {
  public:
-  absl::StatusOr<CUfunction> Function(CudaDevice* device, const std::string& source, const std::string& name) {
+  absl::StatusOr<CUfunction> Function(CudaDevice* device, const Variant& variant) {
     std::lock_guard<std::mutex> lock(mu_);
-    const std::string key = absl::StrCat(device->index(), "|", source);
+    std::string key = absl::StrCat(device->index(), "|", variant.Name());
     if (auto it = functions_.find(key); it != functions_.end()) return it->second;
-    absl::StatusOr<CUfunction> loaded = Load(device, source, name);
-    functions_.emplace(key, loaded);
+    absl::StatusOr<CUfunction> loaded = Load(device, variant);
+    functions_.emplace(std::move(key), loaded);
     return loaded;
   }
 
  private:
-  static absl::StatusOr<CUfunction> Load(CudaDevice* device, const std::string& source, const std::string& name) {
+  static absl::StatusOr<CUfunction> Load(CudaDevice* device, const Variant& v) {
     if (!ProbeNvrtc().available) return absl::UnavailableError(ProbeNvrtc().reason);
-    DT_ASSIGN_OR_RETURN(std::string cubin, CompileRuntimeModule(source, name, device->sm_arch()));
+    const std::string source = AttentionKernelSource(v.dtype, v.head, v.value_head, v.mask_kind, v.causal);
+    DT_ASSIGN_OR_RETURN(std::string cubin, CompileRuntimeModule(source, v.Name(), device->sm_arch()));
     DT_RETURN_IF_ERROR(device->Activate());
     CUmodule module = nullptr;  // lives for the process: captured graphs may name its kernel
     DT_RETURN_IF_ERROR(CudaCall(device->driver().cuModuleLoadData(&module, cubin.data()), "cuModuleLoadData"));
@@ -115,15 +130,13 @@ absl::StatusOr<std::optional<Tensor>> FusedAttentionOnDevice(const Tensor& q, co
       (mask != nullptr && !OnDevice(*mask, device))) {
     return std::nullopt;
   }
-  if (std::string misfit = AttentionKernelMisfit(q, k, v, mask, spec); !misfit.empty()) return std::nullopt;
+  if (!AttentionKernelMisfit(q, k, v, mask, spec).empty()) return std::nullopt;
   DT_ASSIGN_OR_RETURN(const AttentionLayout l, AttentionLayoutOf(q, k, v, mask));
   if (l.batch_count() * l.queries * l.value_head == 0) return Tensor::Empty(l.out_sizes, q.dtype(), device);
   DT_ASSIGN_OR_RETURN(CudaDevice * cuda, CudaDevice::Get(device.index));
-  const std::string source = AttentionKernelSource(q.dtype(), static_cast<int>(l.head),
-                                                   static_cast<int>(l.value_head), spec.mask_kind, spec.causal);
-  const std::string name = absl::StrFormat("attention_%s_%d_%d_%d%s", DTypeName(q.dtype()), l.head, l.value_head,
-                                           static_cast<int>(spec.mask_kind), spec.causal ? "_causal" : "");
-  absl::StatusOr<CUfunction> fn = Modules().Function(cuda, source, name);
+  const Variant variant{q.dtype(), static_cast<int>(l.head), static_cast<int>(l.value_head), spec.mask_kind,
+                        spec.causal};
+  absl::StatusOr<CUfunction> fn = Modules().Function(cuda, variant);
   if (!fn.ok()) {
     if (log::Enabled(log::Kind::kKernels)) {
       log::Write(log::Kind::kKernels, absl::StrCat("fused attention on ", device.ToString(),
