@@ -2,17 +2,22 @@
 // scaled_dot_product_attention without dropout and the written-out pattern
 // `softmax(mask(q @ k^T * scale)) @ v` (jit/attention_pattern.h) reach.
 //
-// `_fused_attention(q, k, v, mask, scale, mask_kind, post_scale, causal)` is
-// softmax(mask(q k^T * scale) * post_scale) v, where mask_kind (runtime/attention_abi.h) says
-// whether a bool mask keeps or drops its true positions, or a float mask is added, and causal
-// masks every key after the query's position. On CUDA operands it is the fused kernel
+// `_fused_attention(q, k, v, mask, scale, mask_kind, post_scale, causal, keep, keep_scale)` is
+// dropout(softmax(mask(q k^T * scale) * post_scale)) v, where mask_kind (runtime/attention_abi.h)
+// says whether a bool mask keeps or drops its true positions, or a float mask is added, causal
+// masks every key after the query's position, and a bool `keep` (dropout's draw, made outside the
+// op so the op itself is deterministic) zeroes the weights where it is false and multiplies the
+// rest by keep_scale. On CUDA operands it is the fused kernel
 // (runtime/cuda_attention.h), on float32 CPU tensors the fused loop (runtime/cpu_attention.h);
 // otherwise (meta tensors, float64, a shape the kernels do not take, no NVRTC) it runs its body:
-// the two matmuls and the softmax between them, the ops scaled_dot_product_attention always ran.
+// the two matmuls, the softmax and dropout's two products, the ops scaled_dot_product_attention
+// always ran.
 // It declares flash attention's derivative (FusedAttentionGrad), so autograd records it as one
 // node whose forward is the fused kernel and whose backward recomputes the weights.
+#include <algorithm>
 #include <cmath>
 #include <optional>
+#include <variant>
 
 #include "absl/strings/str_format.h"
 #include "graph/derivative.h"
@@ -81,15 +86,28 @@ bool NeedsGrad(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor* 
   return TracksGrad(q) || TracksGrad(k) || TracksGrad(v) || (mask != nullptr && TracksGrad(*mask));
 }
 
-// `_fused_attention`'s scalar arguments; an error for a mask kind its mask contradicts.
+// `_fused_attention`'s scalar arguments; an error for a mask kind its mask contradicts, or a
+// dropout keep mask that is not bool.
 absl::StatusOr<AttentionSpec> SpecOf(const OpArgs& args) {
   const int64_t kind = args.int_(5);
   if (kind < kAttentionNoMask || kind > kAttentionAddMask || args.is_none(3) != (kind == kAttentionNoMask)) {
     return Error(ErrorKind::kValue, absl::StrFormat("_fused_attention(): mask_kind %d with %s mask", kind,
                                                     args.is_none(3) ? "no" : "a"));
   }
+  if (!args.is_none(8) && args.tensor(8).dtype() != DType::kBool) {
+    return Error(ErrorKind::kType, absl::StrFormat("_fused_attention(): the dropout keep mask must be bool, not %s",
+                                                   DTypeName(args.tensor(8).dtype())));
+  }
   return AttentionSpec{.mask_kind = static_cast<AttentionMask>(kind), .scale = args.float_(4),
-                       .post_scale = args.float_(6), .causal = args.bool_(7)};
+                       .post_scale = args.float_(6), .causal = args.bool_(7), .keep_scale = args.float_(9)};
+}
+
+// Dropout's product, as graph/ops_nn.cc's dropout computes it: the weights times keep, then times
+// keep_scale.
+absl::StatusOr<Tensor> Dropped(const Tensor& weights, const Tensor* keep, const AttentionSpec& spec) {
+  if (keep == nullptr) return weights;
+  DT_ASSIGN_OR_RETURN(Tensor kept, Call("mul", {weights, *keep}));
+  return Call("mul", {kept, Scalar::Float(spec.keep_scale)});
 }
 
 absl::StatusOr<OpResult> FusedAttentionEager(const OpDef&, const OpArgs& args) {
@@ -97,40 +115,46 @@ absl::StatusOr<OpResult> FusedAttentionEager(const OpDef&, const OpArgs& args) {
   const Tensor& k = args.tensor(1);
   const Tensor& v = args.tensor(2);
   const Tensor* mask = args.is_none(3) ? nullptr : &args.tensor(3);
+  const Tensor* keep = args.is_none(8) ? nullptr : &args.tensor(8);
   DT_ASSIGN_OR_RETURN(const AttentionSpec spec, SpecOf(args));
   if (!NeedsGrad(q, k, v, mask) && (q.device().type == DeviceType::kCuda || q.device().is_cpu())) {
     DT_ASSIGN_OR_RETURN(std::optional<Tensor> fused, q.device().is_cpu()
-                                                         ? FusedAttentionOnHost(q, k, v, mask, spec)
-                                                         : FusedAttentionOnDevice(q, k, v, mask, spec));
+                                                         ? FusedAttentionOnHost(q, k, v, mask, keep, spec)
+                                                         : FusedAttentionOnDevice(q, k, v, mask, keep, spec));
     if (fused.has_value()) return OneResult(*std::move(fused));
   }
   DT_ASSIGN_OR_RETURN(Tensor weights, AttentionWeights(q, k, mask, spec));
+  DT_ASSIGN_OR_RETURN(weights, Dropped(weights, keep, spec));
   DT_ASSIGN_OR_RETURN(Tensor out, Call("matmul", {weights, v}));
   return OneResult(out);
 }
 
-// The gradients of softmax(mask(q k^T * scale) * post_scale) v. The weights P are recomputed
-// from q and k, as flash attention's backward does: the fused forward never stores the [L, S]
-// scores, so what a training step keeps for backward is q, k, v and the mask. With dO the
-// output's gradient: dV = P^T dO; the masked scores' gradient is P (dO V^T - rowsum(P dO V^T))
-// (softmax's), times post_scale; an additive mask gets that, q k^T that times scale, so
-// dQ = dZ K and dK = dZ^T Q.
+// The gradients of dropout(softmax(mask(q k^T * scale) * post_scale)) v. The weights P are
+// recomputed from q and k, as flash attention's backward does: the fused forward never stores the
+// [L, S] scores, so what a training step keeps for backward is q, k, v, the mask and dropout's
+// bool keep. With dO the output's gradient and D = keep * keep_scale (1 without dropout):
+// dV = (P D)^T dO; the weights' gradient is dP = (dO V^T) D; the masked scores' gradient is
+// P (dP - rowsum(P dP)) (softmax's), times post_scale; an additive mask gets that, q k^T that
+// times scale, so dQ = dZ K and dK = dZ^T Q.
 absl::StatusOr<ArgGrads> FusedAttentionGrad(const GradContext& c) {
   const Tensor& q = c.input(0);
   const Tensor& k = c.input(1);
   const Tensor& v = c.input(2);
   const Tensor* mask = c.args.is_none(3) ? nullptr : &c.input(3);
+  const Tensor* keep = c.args.is_none(8) ? nullptr : &c.input(8);
   DT_ASSIGN_OR_RETURN(const AttentionSpec spec, SpecOf(c.args));
   ArgGrads grads(c.args.size());
   DT_ASSIGN_OR_RETURN(Tensor p, AttentionWeights(q, k, mask, spec));
-  DT_ASSIGN_OR_RETURN(Tensor pt, Call("transpose", {p, Scalar::Int(-2), Scalar::Int(-1)}));
   if (c.needs(2)) {
-    DT_ASSIGN_OR_RETURN(grads[2], Call("matmul", {pt, c.grad()}));
+    DT_ASSIGN_OR_RETURN(Tensor dropped, Dropped(p, keep, spec));
+    DT_ASSIGN_OR_RETURN(Tensor dropped_t, Call("transpose", {dropped, Scalar::Int(-2), Scalar::Int(-1)}));
+    DT_ASSIGN_OR_RETURN(grads[2], Call("matmul", {dropped_t, c.grad()}));
   }
   const bool mask_grad = c.needs(3) && spec.mask_kind == kAttentionAddMask;
   if (!c.needs(0) && !c.needs(1) && !mask_grad) return grads;
   DT_ASSIGN_OR_RETURN(Tensor vt, Call("transpose", {v, Scalar::Int(-2), Scalar::Int(-1)}));
   DT_ASSIGN_OR_RETURN(Tensor dp, Call("matmul", {c.grad(), vt}));
+  DT_ASSIGN_OR_RETURN(dp, Dropped(dp, keep, spec));
   DT_ASSIGN_OR_RETURN(Tensor weighted, Call("mul", {dp, p}));
   DT_ASSIGN_OR_RETURN(Tensor total, Call("sum", {weighted, Dims{-1}, Scalar::Bool(true), None{}}));
   DT_ASSIGN_OR_RETURN(Tensor centred, Call("sub", {dp, total}));
@@ -150,6 +174,31 @@ absl::StatusOr<ArgGrads> FusedAttentionGrad(const GradContext& c) {
     DT_ASSIGN_OR_RETURN(grads[1], Call("matmul", {dst, q}));
   }
   return grads;
+}
+
+// Attention whose weights go through dropout with probability p (0 < p < 1) as `_fused_attention`
+// with a keep mask: drawn as dropout draws it (rand of the weights' shape and dtype, kept where
+// >= p), so the same seed drops the same weights as the unfused ops, which run where the fused
+// kernels would not take the operands anyway (then the weights' shape or dtype may differ).
+// REQUIRES: AttentionKernelMisfit(q, k, v, mask, nullptr, spec) is empty.
+absl::StatusOr<Tensor> DroppedAttention(const Tensor& q, const Tensor& k, const Tensor& v, const ArgValue& mask,
+                                        const AttentionSpec& spec, double p) {
+  // The weights' shape: the scores' (q k^T broadcast with the mask), not the result's (v's batch
+  // dims do not reach the weights).
+  auto batch_dims = [](const Tensor& t) {
+    return Dims(t.sizes().begin(), t.sizes().begin() + std::max<int64_t>(0, t.ndim() - 2));
+  };
+  DT_ASSIGN_OR_RETURN(Dims weights_shape, BroadcastShapes(batch_dims(q), batch_dims(k)));
+  if (const Tensor* m = std::get_if<Tensor>(&mask)) {
+    DT_ASSIGN_OR_RETURN(weights_shape, BroadcastShapes(weights_shape, batch_dims(*m)));
+  }
+  weights_shape.push_back(q.size(q.ndim() - 2));
+  weights_shape.push_back(k.size(k.ndim() - 2));
+  DT_ASSIGN_OR_RETURN(Tensor u, Call("rand", {weights_shape, q.dtype(), q.device()}));
+  DT_ASSIGN_OR_RETURN(Tensor keep, Call("ge", {u, Scalar::Float(p)}));
+  return Call("_fused_attention", {q, k, v, mask, Scalar::Float(spec.scale), Scalar::Int(spec.mask_kind),
+                                   Scalar::Float(1.0), Scalar::Bool(spec.causal), keep,
+                                   Scalar::Float(1.0 / (1.0 - p))});
 }
 
 // softmax(q k^T * scale + mask) v, with dropout on the weights when dropout_p > 0.
@@ -174,6 +223,11 @@ absl::StatusOr<OpResult> AttentionEager(const OpDef&, const OpArgs& args) {
                                                               Scalar::Bool(spec.causal)}));
     return OneResult(out);
   }
+  const double p = args.float_(4);
+  if (p < 1.0 && AttentionKernelMisfit(q, k, v, mask, nullptr, spec).empty()) {
+    DT_ASSIGN_OR_RETURN(Tensor out, DroppedAttention(q, k, v, args[3], spec, p));
+    return OneResult(out);
+  }
   DT_ASSIGN_OR_RETURN(Tensor weights, AttentionWeights(q, k, mask, spec));
   DT_ASSIGN_OR_RETURN(weights, Call("dropout", {weights, args[4], Scalar::Bool(true)}));
   DT_ASSIGN_OR_RETURN(Tensor out, Call("matmul", {weights, v}));
@@ -190,7 +244,8 @@ void RegisterAttentionOps(OpRegistry& registry) {
                OpKind::kComposite, kNNFunctional | kRandom | kCudaNative, &AttentionEager);
   // Its derivative is declared here, beside the body it shares with its forward.
   registry.Add("_fused_attention(Tensor query, Tensor key, Tensor value, Tensor? mask=None, float scale=1.0, "
-               "int mask_kind=0, float post_scale=1.0, bool causal=False) -> Tensor",
+               "int mask_kind=0, float post_scale=1.0, bool causal=False, Tensor? keep=None, "
+               "float keep_scale=1.0) -> Tensor",
                OpKind::kComposite, kCudaNative, &FusedAttentionEager)
       .derivative = {&FusedAttentionGrad, true, false};
 }

@@ -62,9 +62,10 @@ const Node* Producer(const Graph& g, ValueId v) {
   return p >= 0 ? &g.nodes()[p] : nullptr;
 }
 
-// The chain between the first matmul and the softmax, as read backwards from the softmax.
+// The chain between the first matmul and the softmax (and dropout after it), as read backwards.
 struct Match {
   ValueId q = -1, kt = -1, v = -1, mask = -1;
+  ValueId keep = -1;  // dropout's bool keep mask, -1 without dropout
   AttentionSpec spec;
 };
 
@@ -125,11 +126,41 @@ bool MatchScores(const Graph& g, const Uses& u, ValueId scores, bool mask_seen, 
 
 int LastDim(const Graph& g, ValueId v) { return static_cast<int>(g.value(v).meta.ndim()) - 1; }
 
+// Dropout of the weights as a graph records it (graph/ops_nn.cc's decomposition of dropout):
+// mul(mul(weights, keep), 1 / (1 - p)) with a bool keep. Returns the weights below it and sets
+// `start`'s keep and keep_scale; nullopt when `dropped` is not that.
+std::optional<ValueId> BelowDropout(const Graph& g, const Uses& u, ValueId dropped, Match& start) {
+  const Node* scaled = Producer(g, dropped);
+  if (scaled == nullptr || scaled->op->name() != "mul" || scaled->inplace) return std::nullopt;
+  const std::optional<ValueId> kept = ValueArg(*scaled, 0);
+  const std::optional<double> factor = NumberArg(*scaled, 1);
+  if (!kept.has_value() || !factor.has_value() || !std::isfinite(*factor) || *factor <= 0 || !u.Private(*kept)) {
+    return std::nullopt;
+  }
+  const Node* masked = Producer(g, *kept);
+  if (masked == nullptr || masked->op->name() != "mul" || masked->inplace) return std::nullopt;
+  for (size_t i : {0, 1}) {
+    const std::optional<ValueId> weights = ValueArg(*masked, i), keep = ValueArg(*masked, 1 - i);
+    if (!weights.has_value() || !keep.has_value() || g.value(*keep).meta.dtype() != DType::kBool ||
+        g.value(*weights).meta.dtype() == DType::kBool) {
+      continue;
+    }
+    start.keep = *keep;
+    start.spec.keep_scale = *factor;
+    return weights;
+  }
+  return std::nullopt;
+}
+
 // The whole chain ending at node `final` (matmul(weights, v)), or nullopt.
 std::optional<Match> MatchAttention(const Graph& g, const Uses& u, const Node& final) {
   if (final.op->name() != "matmul" || final.inplace) return std::nullopt;
-  const std::optional<ValueId> weights = ValueArg(final, 0), v = ValueArg(final, 1);
+  std::optional<ValueId> weights = ValueArg(final, 0);
+  const std::optional<ValueId> v = ValueArg(final, 1);
   if (!weights.has_value() || !v.has_value() || !u.Private(*weights)) return std::nullopt;
+  Match start;
+  if (std::optional<ValueId> undropped = BelowDropout(g, u, *weights, start)) weights = undropped;
+  if (!u.Private(*weights)) return std::nullopt;
   const Node* softmax = Producer(g, *weights);
   if (softmax == nullptr || softmax->op->name() != "softmax" || softmax->inplace) return std::nullopt;
   const std::optional<double> dim = NumberArg(*softmax, 1);
@@ -140,7 +171,7 @@ std::optional<Match> MatchAttention(const Graph& g, const Uses& u, const Node& f
   }
   Match m;
   const std::optional<ValueId> scores = ValueArg(*softmax, 0);
-  if (!scores.has_value() || !MatchScores(g, u, *scores, false, Match{}, m)) return std::nullopt;
+  if (!scores.has_value() || !MatchScores(g, u, *scores, false, start, m)) return std::nullopt;
   if (m.spec.mask_kind != kAttentionNoMask && m.spec.mask_kind != kAttentionAddMask && m.spec.post_scale <= 0) {
     return std::nullopt;  // a negative factor after -inf gives +inf
   }
@@ -182,10 +213,15 @@ absl::StatusOr<std::optional<ValueId>> AddFused(const Graph& g, const Match& m, 
   }
   const Tensor& q_meta = g.value(m.q).meta;
   const Tensor* mask_meta = m.mask >= 0 ? &g.value(m.mask).meta : nullptr;
-  if (!AttentionKernelMisfit(q_meta, k_meta, g.value(m.v).meta, mask_meta, m.spec).empty()) return std::nullopt;
+  const Tensor* keep_meta = m.keep >= 0 ? &g.value(m.keep).meta : nullptr;
+  if (!AttentionKernelMisfit(q_meta, k_meta, g.value(m.v).meta, mask_meta, keep_meta, m.spec).empty()) {
+    return std::nullopt;
+  }
   const ArgValue mask_arg = mask_meta != nullptr ? ArgValue(*mask_meta) : ArgValue(None{});
+  const ArgValue keep_arg = keep_meta != nullptr ? ArgValue(*keep_meta) : ArgValue(None{});
   std::vector<ArgValue> metas{q_meta, k_meta, g.value(m.v).meta, mask_arg, Scalar::Float(m.spec.scale),
-                              Scalar::Int(m.spec.mask_kind), Scalar::Float(m.spec.post_scale), Scalar::Bool(false)};
+                              Scalar::Int(m.spec.mask_kind), Scalar::Float(m.spec.post_scale), Scalar::Bool(false),
+                              keep_arg, Scalar::Float(m.spec.keep_scale)};
   DT_ASSIGN_OR_RETURN(OpResult result, CallOp(*fused, OpArgs(metas)));
   const Tensor& expected = g.value(final.outputs[0]).meta;
   if (result.at(0).sizes() != expected.sizes() || result.at(0).dtype() != expected.dtype()) return std::nullopt;
@@ -198,7 +234,9 @@ absl::StatusOr<std::optional<ValueId>> AddFused(const Graph& g, const Match& m, 
   }
   std::vector<GraphArg> args{GraphArg::Value(map[m.q]), GraphArg::Value(k), GraphArg::Value(map[m.v])};
   args.push_back(m.mask >= 0 ? GraphArg::Value(map[m.mask]) : GraphArg{ArgValue(None{})});
-  for (size_t i = 4; i < metas.size(); ++i) args.push_back(GraphArg{metas[i]});
+  for (size_t i = 4; i < 8; ++i) args.push_back(GraphArg{metas[i]});
+  args.push_back(m.keep >= 0 ? GraphArg::Value(map[m.keep]) : GraphArg{ArgValue(None{})});
+  args.push_back(GraphArg{metas[9]});
   return out.AddNode(fused, std::move(args), {result.at(0)}, false, final.location)[0];
 }
 
@@ -243,7 +281,7 @@ std::vector<std::string> FusedAttentionSources(const Graph& graph) {
   for (const Node& n : graph.nodes()) {
     if (n.op->name() != "_fused_attention") continue;
     const std::optional<ValueId> q = ValueArg(n, 0), k = ValueArg(n, 1), v = ValueArg(n, 2);
-    const std::optional<ValueId> mask = ValueArg(n, 3);
+    const std::optional<ValueId> mask = ValueArg(n, 3), keep = ValueArg(n, 8);
     const std::optional<double> scale = NumberArg(n, 4), kind = NumberArg(n, 5), post = NumberArg(n, 6);
     const std::optional<double> causal = NumberArg(n, 7);
     if (!q || !k || !v || !scale || !kind || !post || !causal) continue;
@@ -251,11 +289,14 @@ std::vector<std::string> FusedAttentionSources(const Graph& graph) {
                              .causal = *causal != 0};
     const Tensor& qm = graph.value(*q).meta;
     const Tensor& vm = graph.value(*v).meta;
-    if (!AttentionKernelMisfit(qm, graph.value(*k).meta, vm, mask ? &graph.value(*mask).meta : nullptr, spec).empty()) {
+    if (!AttentionKernelMisfit(qm, graph.value(*k).meta, vm, mask ? &graph.value(*mask).meta : nullptr,
+                               keep ? &graph.value(*keep).meta : nullptr, spec)
+             .empty()) {
       continue;
     }
-    std::string source = AttentionKernelSource(qm.dtype(), static_cast<int>(qm.size(qm.ndim() - 1)),
-                                               static_cast<int>(vm.size(vm.ndim() - 1)), spec.mask_kind, spec.causal);
+    std::string source =
+        AttentionKernelSource(qm.dtype(), static_cast<int>(qm.size(qm.ndim() - 1)),
+                              static_cast<int>(vm.size(vm.ndim() - 1)), spec.mask_kind, spec.causal, keep.has_value());
     if (std::find(sources.begin(), sources.end(), source) == sources.end()) sources.push_back(std::move(source));
   }
   return sources;

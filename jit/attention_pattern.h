@@ -8,9 +8,11 @@
 //   y = att @ v                                                   # matmul
 //
 // A chain matmul(q, kT) -> scales by constants, at most one mask -> softmax over the last dim ->
-// matmul(., v) becomes `_fused_attention(q, k, v, mask, scale, mask_kind, post_scale)`. The masks
+// matmul(., v) becomes `_fused_attention(q, k, v, mask, scale, mask_kind, post_scale, ...)`. The masks
 // recognised: where(mask, s, -inf) (keeps true positions), where(mask, -inf, s) and
-// s.masked_fill(mask, -inf) (drop them), s + float_mask (adds). Scales are mul or div by a
+// s.masked_fill(mask, -inf) (drop them), s + float_mask (adds). Dropout of the weights
+// (F.dropout, as its decomposition mul(mul(w, keep), 1 / (1 - p)) records it) between the softmax
+// and the last matmul becomes the node's `keep` and `keep_scale`. Scales are mul or div by a
 // Python number, before the mask (`scale`) or after it (`post_scale`, positive for a bool mask,
 // which then keeps -inf). Every intermediate must be read by the next op only (not returned, not
 // read again, not written), so nothing needs the [L, S] scores; and the kernel must take the

@@ -2,10 +2,12 @@
 //
 // Compiled by the host build (runtime/cuda_attention.cc fills the struct), by NVRTC (pasted ahead
 // of runtime/attention_kernel.cuh) and by the stand-in driver (tests/fake_cuda), so every side
-// has one layout; the static_assert pins it (every field is 8 bytes but the two trailing floats).
+// has one layout; the static_assert pins it (every field is 8 bytes but the four trailing floats).
 //
 // The kernel computes softmax(mask(q k^T * scale) * post_scale) v over up to two batch dims
-// (broadcast dims have stride 0), one CUDA block per (batch element, block of query rows).
+// (broadcast dims have stride 0), one CUDA block per (batch element, block of query rows); with
+// dropout (DT_ATT_DROPOUT), each weight is multiplied by keep_scale where the bool `keep` operand
+// is true and by 0 where it is false, after the softmax's sum (dropout of the weights).
 #ifndef DYNTRACE_RUNTIME_ATTENTION_ABI_H_
 #define DYNTRACE_RUNTIME_ATTENTION_ABI_H_
 
@@ -40,14 +42,17 @@ struct CudaAttentionArgs {
   AttentionOperand key;    // [B0, B1, S, E]
   AttentionOperand value;  // [B0, B1, S, Ev]
   AttentionOperand mask;   // [B0, B1, L, S]; data null without a mask
+  AttentionOperand keep;   // [B0, B1, L, S] bool; data null without dropout
   AttentionOperand out;    // [B0, B1, L, Ev]
   int64_t batch[2];        // B0, B1
   int64_t queries, keys;   // L, S
   int64_t query_blocks;    // blocks per batch element: ceil(L / (block threads / threads per row))
   float scale, post_scale;
+  float keep_scale;  // 1 / (1 - p) for dropout with probability p
+  float unused;      // keeps the size a multiple of 8 without implicit padding
 };
 
-static_assert(sizeof(CudaAttentionArgs) == 5 * 56 + 5 * 8 + 8,
+static_assert(sizeof(CudaAttentionArgs) == 6 * 56 + 5 * 8 + 16,
               "CudaAttentionArgs must have no padding: host and NVRTC must agree on every offset");
 
 }  // namespace dt

@@ -3,7 +3,7 @@
 //
 // NVRTC only (runtime/cuda_attention.cc prepends the defines and compiles one module per
 // DT_ATT_SCALAR (the element type of q, k, v, an additive mask and the result), DT_ATT_E and
-// DT_ATT_EV (head dims), DT_ATT_MASK (an AttentionMask) and DT_ATT_CAUSAL), after
+// DT_ATT_EV (head dims), DT_ATT_MASK (an AttentionMask), DT_ATT_CAUSAL and DT_ATT_DROPOUT), after
 // kernel_portability.h, half.h, convert.h and attention_abi.h.
 //
 // One block per (batch element, blockDim.x / kGroup query rows); the launcher picks 32, 64 or
@@ -19,7 +19,8 @@
 // shared memory ([key][thread]), and each row updates its running maximum m, its sum l of
 // exp(s - m) and its accumulator (rescaled by exp(m_old - m_new)). The
 // result is acc / l, rounded once into the element type. Causal blocks stop at the last key their
-// last row sees.
+// last row sees. With dropout, l sums every weight but the accumulator adds each weight times
+// keep_scale where the keep mask is set and 0 elsewhere: dropout applied after the softmax.
 //
 // A row whose every score is -inf ends with l = 0 and acc = 0: 0/0 is NaN, as the unfused
 // softmax (exp(-inf - -inf)) gives. Until a row sees a finite score its accumulator is not
@@ -74,6 +75,15 @@ __device__ __forceinline__ float Masked(const CudaAttentionArgs& a, int64_t mask
   return score * a.post_scale;
 }
 
+// Dropout of weight p of (row, key): times keep_scale where the keep mask is set, else 0. Rows
+// and keys past the end (whose p is 0) read nothing.
+__device__ __forceinline__ float Dropped(const CudaAttentionArgs& a, int64_t keep_row, bool live, int64_t key,
+                                         float p) {
+  if (!live || key >= a.keys) return 0.0f;
+  const bool kept = reinterpret_cast<const uint8_t*>(a.keep.data)[keep_row + key * a.keep.strides[3]] != 0;
+  return kept ? p * a.keep_scale : 0.0f;
+}
+
 }  // namespace dt::att
 
 // A literal bound: the stand-in NVRTC reads it as written.
@@ -115,6 +125,7 @@ extern "C" __global__ void __launch_bounds__(128) dt_att_forward(const dt::CudaA
   const int64_t k_base = b0 * a.key.strides[0] + b1 * a.key.strides[1];
   const int64_t v_base = b0 * a.value.strides[0] + b1 * a.value.strides[1];
   const int64_t mask_row = b0 * a.mask.strides[0] + b1 * a.mask.strides[1] + row * a.mask.strides[2];
+  const int64_t keep_row = b0 * a.keep.strides[0] + b1 * a.keep.strides[1] + row * a.keep.strides[2];
   int64_t end = a.keys;
   if (DT_ATT_CAUSAL) {
     const int64_t last_row = first_row + rows < a.queries ? first_row + rows : a.queries;
@@ -159,13 +170,14 @@ extern "C" __global__ void __launch_bounds__(128) dt_att_forward(const dt::CudaA
     for (int j = 0; j < kKeys; ++j) {
       const float p = expf(scores[j][threadIdx.x] - m_new);
       l += p;
+      const float w = DT_ATT_DROPOUT ? Dropped(a, keep_row, live, first + j, p) : p;
       DT_UNROLL
       for (int c = 0; c < kLaneChunksV; ++c) {
         const Float4 v = value_tile[j][lane + kGroup * c];
-        acc[c].x = fmaf(p, v.x, acc[c].x);
-        acc[c].y = fmaf(p, v.y, acc[c].y);
-        acc[c].z = fmaf(p, v.z, acc[c].z);
-        acc[c].w = fmaf(p, v.w, acc[c].w);
+        acc[c].x = fmaf(w, v.x, acc[c].x);
+        acc[c].y = fmaf(w, v.y, acc[c].y);
+        acc[c].z = fmaf(w, v.z, acc[c].z);
+        acc[c].w = fmaf(w, v.w, acc[c].w);
       }
     }
     m = m_new;

@@ -2,7 +2,8 @@
 // runtime/cpu_attention.h) take, and how their operands lie over the computation.
 //
 // softmax(mask(q k^T * scale) * post_scale) v with q [..., L, E], k [..., S, E], v [..., S, Ev]
-// and the mask [..., L, S], all broadcast over at most two batch dims. A layout gives every
+// and the mask [..., L, S], all broadcast over at most two batch dims; with dropout, a bool
+// `keep` [..., L, S] zeroes the weights where it is false and scales the rest by keep_scale. A layout gives every
 // operand's strides over (batch dim 0, batch dim 1, row, column), 0 along a dim it broadcasts,
 // so the kernels read views (heads split by a transpose, a [L, S] mask for every head) in place.
 #ifndef DYNTRACE_RUNTIME_ATTENTION_LAYOUT_H_
@@ -22,20 +23,21 @@ struct AttentionSpec {
   double scale = 1.0;       // multiplies q k^T, before the mask
   double post_scale = 1.0;  // multiplies the masked scores (a pattern that scales after masking)
   bool causal = false;      // key j > query i is masked (top-left aligned, as SDPA's is_causal)
+  double keep_scale = 1.0;  // with a `keep` operand (dropout): what a kept weight is multiplied by
 };
 
 // Why the fused kernels do not take these operands, from dtypes, ranks and sizes alone (meta
 // tensors are fine; devices are not looked at); empty when they do. E and Ev at most
 // kAttentionMaxHeadDim; q, k, v (and an additive mask) one of float32, float16, bfloat16; a
-// keep/drop mask bool; at least one key.
+// keep/drop mask and dropout's `keep` bool; at least one key.
 std::string AttentionKernelMisfit(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor* mask,
-                                  const AttentionSpec& spec);
+                                  const Tensor* keep, const AttentionSpec& spec);
 
 struct AttentionLayout {
   std::array<int64_t, 2> batch{1, 1};  // B0, B1 (1 where there are fewer batch dims)
   int64_t queries = 0, keys = 0, head = 0, value_head = 0;  // L, S, E, Ev
   Dims out_sizes;                      // [batch..., L, Ev]
-  std::array<int64_t, 4> q{}, k{}, v{}, mask{};  // strides over (B0, B1, row, column)
+  std::array<int64_t, 4> q{}, k{}, v{}, mask{}, keep{};  // strides over (B0, B1, row, column)
 
   int64_t batch_count() const { return batch[0] * batch[1]; }
   std::array<int64_t, 4> QuerySizes() const { return {batch[0], batch[1], queries, head}; }
@@ -45,9 +47,9 @@ struct AttentionLayout {
   std::array<int64_t, 4> OutSizes() const { return {batch[0], batch[1], queries, value_head}; }
 };
 
-// REQUIRES: AttentionKernelMisfit(q, k, v, mask, spec) is empty.
+// REQUIRES: AttentionKernelMisfit(q, k, v, mask, keep, spec) is empty.
 absl::StatusOr<AttentionLayout> AttentionLayoutOf(const Tensor& q, const Tensor& k, const Tensor& v,
-                                                  const Tensor* mask);
+                                                  const Tensor* mask, const Tensor* keep);
 
 // Runs of a fused attention kernel (CUDA launches and host loops) in this process
 // (stats()["fused_attention_runs"]); each kernel counts its own.

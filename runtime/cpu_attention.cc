@@ -40,6 +40,7 @@ struct HostOperands {
   const float* k;
   const float* v;
   const void* mask;
+  const uint8_t* keep;  // dropout's keep mask (bool), null without dropout
   float* out;
 };
 
@@ -87,6 +88,13 @@ DT_AVX512 float ExpRow(float* s, int64_t n, float m) {
   return sum;
 }
 
+// Dropout of a row of weights: times keep_scale where `keep` is set, else 0 (after their sum went
+// into the softmax's denominator).
+DT_AVX512 void DropRow(float* p, int64_t n, const uint8_t* keep, int64_t keep_stride, float keep_scale) {
+#pragma omp simd
+  for (int64_t j = 0; j < n; ++j) p[j] = keep[j * keep_stride] != 0 ? p[j] * keep_scale : 0.0f;
+}
+
 DT_AVX512 void ScaleRow(float* x, int64_t n, float factor) {
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) x[i] *= factor;
@@ -113,7 +121,8 @@ float MaskRowOfKind(AttentionMask kind, float* s, int64_t n, float scale, float 
 }
 
 // Masks, scales and folds tile `scores` ([rows, tile] of q k^T) into the block's running maximum
-// and sum; leaves the tile's weights exp(s - m_new) in `scores` and rescales the output rows.
+// and sum; leaves the tile's weights exp(s - m_new) (dropped out where dropout's keep is false)
+// in `scores` and rescales the output rows.
 void FoldTile(const AttentionLayout& l, const AttentionSpec& spec, const HostOperands& o, int64_t b0, int64_t b1,
               int64_t first_row, int64_t rows, int64_t first_key, int64_t tile, float* scores, BlockState& st) {
   const float minus_inf = -std::numeric_limits<float>::infinity();
@@ -134,6 +143,10 @@ void FoldTile(const AttentionLayout& l, const AttentionSpec& spec, const HostOpe
     }
     const float correction = scalar::exp_f32(st.m[r] - m_new);
     st.l[r] = st.l[r] * correction + ExpRow(s, tile, m_new);
+    if (o.keep != nullptr) {
+      DropRow(s, tile, o.keep + b0 * l.keep[0] + b1 * l.keep[1] + row * l.keep[2] + first_key * l.keep[3], l.keep[3],
+              static_cast<float>(spec.keep_scale));
+    }
     ScaleRow(st.acc.data() + r * l.value_head, l.value_head, correction);
     st.m[r] = m_new;
   }
@@ -170,17 +183,19 @@ void RunBlock(const AttentionLayout& l, const AttentionSpec& spec, const HostOpe
 }  // namespace
 
 absl::StatusOr<std::optional<Tensor>> FusedAttentionOnHost(const Tensor& q, const Tensor& k, const Tensor& v,
-                                                           const Tensor* mask, const AttentionSpec& spec) {
-  const auto on_cpu = [](const Tensor& t) { return t.device().is_cpu(); };
-  if (!on_cpu(q) || !on_cpu(k) || !on_cpu(v) || (mask != nullptr && !on_cpu(*mask)) ||
-      q.dtype() != DType::kFloat32 || !Avx512SgemmEnabled() || !AttentionKernelMisfit(q, k, v, mask, spec).empty()) {
+                                                           const Tensor* mask, const Tensor* keep,
+                                                           const AttentionSpec& spec) {
+  const auto on_cpu = [](const Tensor* t) { return t == nullptr || t->device().is_cpu(); };
+  if (!on_cpu(&q) || !on_cpu(&k) || !on_cpu(&v) || !on_cpu(mask) || !on_cpu(keep) || q.dtype() != DType::kFloat32 ||
+      !Avx512SgemmEnabled() || !AttentionKernelMisfit(q, k, v, mask, keep, spec).empty()) {
     return std::nullopt;
   }
-  DT_ASSIGN_OR_RETURN(const AttentionLayout l, AttentionLayoutOf(q, k, v, mask));
+  DT_ASSIGN_OR_RETURN(const AttentionLayout l, AttentionLayoutOf(q, k, v, mask, keep));
   Tensor out = Tensor::Empty(l.out_sizes, DType::kFloat32, q.device());
   if (out.numel() == 0) return out;
   const HostOperands o{static_cast<const float*>(q.data()), static_cast<const float*>(k.data()),
                        static_cast<const float*>(v.data()), mask != nullptr ? mask->data() : nullptr,
+                       keep != nullptr ? static_cast<const uint8_t*>(keep->data()) : nullptr,
                        static_cast<float*>(out.data())};
   const int64_t blocks_per_batch = (l.queries + kQueryBlock - 1) / kQueryBlock;
   // Each block costs about rows * S * (E + Ev) multiply-adds: ParallelFor splits once that

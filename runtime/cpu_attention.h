@@ -23,8 +23,10 @@ namespace dt {
 
 // The attention's result ([batch..., L, Ev], contiguous float32), or nullopt where the fused
 // loop does not apply (see above, and AttentionKernelMisfit).
+// With `keep` (dropout), kept weights are scaled by spec.keep_scale and the rest dropped.
 [[nodiscard]] absl::StatusOr<std::optional<Tensor>> FusedAttentionOnHost(const Tensor& q, const Tensor& k,
                                                                        const Tensor& v, const Tensor* mask,
+                                                                       const Tensor* keep,
                                                                        const AttentionSpec& spec);
 
 }  // namespace dt

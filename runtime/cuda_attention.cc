@@ -57,10 +57,11 @@ struct Variant {
   int head, value_head;
   AttentionMask mask_kind;
   bool causal;
+  bool dropout;
 
   std::string Name() const {
-    return absl::StrFormat("attention_%s_%d_%d_%d%s", DTypeName(dtype), head, value_head,
-                           static_cast<int>(mask_kind), causal ? "_causal" : "");
+    return absl::StrFormat("attention_%s_%d_%d_%d%s%s", DTypeName(dtype), head, value_head,
+                           static_cast<int>(mask_kind), causal ? "_causal" : "", dropout ? "_dropout" : "");
   }
 };
 
@@ -80,7 +81,7 @@ class AttentionModules {
  private:
   static absl::StatusOr<CUfunction> Load(CudaDevice* device, const Variant& v) {
     if (!ProbeNvrtc().available) return absl::UnavailableError(ProbeNvrtc().reason);
-    const std::string source = AttentionKernelSource(v.dtype, v.head, v.value_head, v.mask_kind, v.causal);
+    const std::string source = AttentionKernelSource(v.dtype, v.head, v.value_head, v.mask_kind, v.causal, v.dropout);
     DT_ASSIGN_OR_RETURN(std::string cubin, CompileRuntimeModule(source, v.Name(), device->sm_arch()));
     DT_RETURN_IF_ERROR(device->Activate());
     CUmodule module = nullptr;  // lives for the process: captured graphs may name its kernel
@@ -103,12 +104,14 @@ AttentionModules& Modules() {
 bool OnDevice(const Tensor& t, Device device) { return t.device() == device; }
 
 CudaAttentionArgs LaunchArgs(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor* mask,
-                             const Tensor& out, const AttentionLayout& l, const AttentionSpec& spec, int threads) {
+                             const Tensor* keep, const Tensor& out, const AttentionLayout& l,
+                             const AttentionSpec& spec, int threads) {
   CudaAttentionArgs a{};
   a.query = Operand(q, l.q, l.QuerySizes());
   a.key = Operand(k, l.k, l.KeySizes());
   a.value = Operand(v, l.v, l.ValueSizes());
   if (mask != nullptr) a.mask = Operand(*mask, l.mask, l.MaskSizes());
+  if (keep != nullptr) a.keep = Operand(*keep, l.keep, l.MaskSizes());
   a.out = Operand(out, StridesOver(out, l.OutSizes()), l.OutSizes());
   a.batch[0] = l.batch[0];
   a.batch[1] = l.batch[1];
@@ -118,24 +121,26 @@ CudaAttentionArgs LaunchArgs(const Tensor& q, const Tensor& k, const Tensor& v, 
   a.query_blocks = (l.queries + rows - 1) / rows;
   a.scale = static_cast<float>(spec.scale);
   a.post_scale = static_cast<float>(spec.post_scale);
+  a.keep_scale = static_cast<float>(spec.keep_scale);
   return a;
 }
 
 }  // namespace
 
 absl::StatusOr<std::optional<Tensor>> FusedAttentionOnDevice(const Tensor& q, const Tensor& k, const Tensor& v,
-                                                             const Tensor* mask, const AttentionSpec& spec) {
+                                                             const Tensor* mask, const Tensor* keep,
+                                                             const AttentionSpec& spec) {
   const Device device = q.device();
   if (device.type != DeviceType::kCuda || !OnDevice(k, device) || !OnDevice(v, device) ||
-      (mask != nullptr && !OnDevice(*mask, device))) {
+      (mask != nullptr && !OnDevice(*mask, device)) || (keep != nullptr && !OnDevice(*keep, device))) {
     return std::nullopt;
   }
-  if (!AttentionKernelMisfit(q, k, v, mask, spec).empty()) return std::nullopt;
-  DT_ASSIGN_OR_RETURN(const AttentionLayout l, AttentionLayoutOf(q, k, v, mask));
+  if (!AttentionKernelMisfit(q, k, v, mask, keep, spec).empty()) return std::nullopt;
+  DT_ASSIGN_OR_RETURN(const AttentionLayout l, AttentionLayoutOf(q, k, v, mask, keep));
   if (l.batch_count() * l.queries * l.value_head == 0) return Tensor::Empty(l.out_sizes, q.dtype(), device);
   DT_ASSIGN_OR_RETURN(CudaDevice * cuda, CudaDevice::Get(device.index));
   const Variant variant{q.dtype(), static_cast<int>(l.head), static_cast<int>(l.value_head), spec.mask_kind,
-                        spec.causal};
+                        spec.causal, keep != nullptr};
   absl::StatusOr<CUfunction> fn = Modules().Function(cuda, variant);
   if (!fn.ok()) {
     if (log::Enabled(log::Kind::kKernels)) {
@@ -147,7 +152,7 @@ absl::StatusOr<std::optional<Tensor>> FusedAttentionOnDevice(const Tensor& q, co
   Tensor out = Tensor::Empty(l.out_sizes, q.dtype(), device);
   const int threads =
       BlockThreads(l.batch_count(), l.queries, ThreadsPerRow(l.head, l.value_head), cuda->multiprocessors());
-  CudaAttentionArgs args = LaunchArgs(q, k, v, mask, out, l, spec, threads);
+  CudaAttentionArgs args = LaunchArgs(q, k, v, mask, keep, out, l, spec, threads);
   const int64_t blocks = args.batch[0] * args.batch[1] * args.query_blocks;
   if (blocks > std::numeric_limits<int32_t>::max()) return std::nullopt;
   void* params[] = {&args};
@@ -163,11 +168,12 @@ absl::StatusOr<std::optional<Tensor>> FusedAttentionOnDevice(const Tensor& q, co
 
 int64_t FusedAttentionLaunches() { return launches.load(); }
 
-std::string AttentionKernelSource(DType dtype, int head_dim, int value_dim, AttentionMask mask_kind, bool causal) {
+std::string AttentionKernelSource(DType dtype, int head_dim, int value_dim, AttentionMask mask_kind, bool causal,
+                                  bool dropout) {
   return absl::StrFormat("#define DT_ATT_SCALAR %s\n#define DT_ATT_E %d\n#define DT_ATT_EV %d\n"
-                         "#define DT_ATT_MASK %d\n#define DT_ATT_CAUSAL %d\n%s",
+                         "#define DT_ATT_MASK %d\n#define DT_ATT_CAUSAL %d\n#define DT_ATT_DROPOUT %d\n%s",
                          CppType(dtype), head_dim, value_dim, static_cast<int>(mask_kind), causal ? 1 : 0,
-                         AttentionKernelModuleText());
+                         dropout ? 1 : 0, AttentionKernelModuleText());
 }
 
 }  // namespace dt

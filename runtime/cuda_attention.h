@@ -6,7 +6,7 @@
 // definition (graph/ops_nn.cc) calls it for CUDA operands that need no gradient, and runs the
 // unfused ops otherwise; scaled_dot_product_attention without dropout and the written-out pattern
 // (jit/attention_pattern.h) both reach it. The kernel is hand-written CUDA C++, compiled by
-// NVRTC once per (dtype, head dims, mask kind, causal) through the runtime's module compiler (the
+// NVRTC once per (dtype, head dims, mask kind, causal, dropout) through the runtime's module compiler (the
 // kernel cache, in memory and on disk, once jit/ installs it) and loaded once per device.
 //
 // It computes in float whatever the element type (float16 and bfloat16 operands are widened as
@@ -33,15 +33,18 @@ namespace dt {
 // on the operands' CUDA device. nullopt when it does not fit (AttentionKernelMisfit), when the
 // operands are not all on one CUDA device, or when the kernel can't run there (no NVRTC, a driver
 // refusing modules: the kernels log says why); the caller then runs the unfused ops.
+// With `keep` (dropout), kept weights are scaled by spec.keep_scale and the rest dropped.
 [[nodiscard]] absl::StatusOr<std::optional<Tensor>> FusedAttentionOnDevice(const Tensor& q, const Tensor& k,
                                                                          const Tensor& v, const Tensor* mask,
+                                                                         const Tensor* keep,
                                                                          const AttentionSpec& spec);
 
 // Launches of the fused kernel in this process (part of stats()["cuda_kernel_launches"]).
 int64_t FusedAttentionLaunches();
 
 // The module's CUDA source for one variant (what NVRTC compiles; tests compile each).
-std::string AttentionKernelSource(DType dtype, int head_dim, int value_dim, AttentionMask mask_kind, bool causal);
+std::string AttentionKernelSource(DType dtype, int head_dim, int value_dim, AttentionMask mask_kind, bool causal,
+                                  bool dropout = false);
 
 // ---- internal ----
 

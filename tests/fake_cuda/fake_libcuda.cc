@@ -224,7 +224,7 @@ bool AttentionArgsInsideDevice(const dt::CudaAttentionArgs& args, dt::CudaAttent
   if (on_host != nullptr) *on_host = args;
   dt::AttentionOperand dt::CudaAttentionArgs::*const operands[] = {
       &dt::CudaAttentionArgs::query, &dt::CudaAttentionArgs::key, &dt::CudaAttentionArgs::value,
-      &dt::CudaAttentionArgs::mask, &dt::CudaAttentionArgs::out};
+      &dt::CudaAttentionArgs::mask, &dt::CudaAttentionArgs::keep, &dt::CudaAttentionArgs::out};
   for (auto member : operands) {
     const dt::AttentionOperand& o = args.*member;
     if (o.data == nullptr) continue;
