@@ -178,9 +178,8 @@ absl::StatusOr<ArgGrads> FusedAttentionGrad(const GradContext& c) {
 
 // Attention whose weights go through dropout with probability p (0 < p < 1) as `_fused_attention`
 // with a keep mask: drawn as dropout draws it (rand of the weights' shape and dtype, kept where
-// >= p), so the same seed drops the same weights as the unfused ops, which run where the fused
-// kernels would not take the operands anyway (then the weights' shape or dtype may differ).
-// REQUIRES: AttentionKernelMisfit(q, k, v, mask, nullptr, spec) is empty.
+// >= p), so the same seed drops the same weights as the unfused ops did. REQUIRES: q, k, v and an
+// additive mask of one dtype (the weights' dtype; with mixed dtypes the unfused ops run).
 absl::StatusOr<Tensor> DroppedAttention(const Tensor& q, const Tensor& k, const Tensor& v, const ArgValue& mask,
                                         const AttentionSpec& spec, double p) {
   // The weights' shape: the scores' (q k^T broadcast with the mask), not the result's (v's batch
@@ -224,7 +223,9 @@ absl::StatusOr<OpResult> AttentionEager(const OpDef&, const OpArgs& args) {
     return OneResult(out);
   }
   const double p = args.float_(4);
-  if (p < 1.0 && AttentionKernelMisfit(q, k, v, mask, nullptr, spec).empty()) {
+  const bool one_dtype = k.dtype() == q.dtype() && v.dtype() == q.dtype() &&
+                         (mask == nullptr || mask->dtype() == DType::kBool || mask->dtype() == q.dtype());
+  if (p < 1.0 && one_dtype) {
     DT_ASSIGN_OR_RETURN(Tensor out, DroppedAttention(q, k, v, args[3], spec, p));
     return OneResult(out);
   }

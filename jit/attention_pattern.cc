@@ -65,7 +65,9 @@ const Node* Producer(const Graph& g, ValueId v) {
 // The chain between the first matmul and the softmax (and dropout after it), as read backwards.
 struct Match {
   ValueId q = -1, kt = -1, v = -1, mask = -1;
-  ValueId keep = -1;  // dropout's bool keep mask, -1 without dropout
+  ValueId keep = -1;       // dropout's bool keep mask, when the graph has one
+  int dropout_node = -1;   // a dropout node whose draw the pass writes out (see FuseAttention)
+  ValueId drawn_keep = -1;  // that draw's keep mask, a value of the new graph
   AttentionSpec spec;
 };
 
@@ -126,12 +128,29 @@ bool MatchScores(const Graph& g, const Uses& u, ValueId scores, bool mask_seen, 
 
 int LastDim(const Graph& g, ValueId v) { return static_cast<int>(g.value(v).meta.ndim()) - 1; }
 
-// Dropout of the weights as a graph records it (graph/ops_nn.cc's decomposition of dropout):
-// mul(mul(weights, keep), 1 / (1 - p)) with a bool keep. Returns the weights below it and sets
-// `start`'s keep and keep_scale; nullopt when `dropped` is not that.
-std::optional<ValueId> BelowDropout(const Graph& g, const Uses& u, ValueId dropped, Match& start) {
+// A dropout node's probability when it drops (training, not in place, 0 < p < 1 constant).
+std::optional<double> DropoutProbability(const Node& n) {
+  if (n.op->name() != "dropout" || n.inplace) return std::nullopt;
+  const std::optional<double> p = NumberArg(n, 1), training = NumberArg(n, 2), inplace = NumberArg(n, 3);
+  if (!p.has_value() || !(*p > 0.0 && *p < 1.0) || training.value_or(0) == 0 || inplace.value_or(1) != 0) {
+    return std::nullopt;
+  }
+  return p;
+}
+
+// Dropout of the weights: a dropout node (when `can_draw`), or its decomposition
+// mul(mul(weights, keep), 1 / (1 - p)) with a bool keep (graph/ops_nn.cc). Returns the weights
+// below it and sets `start`'s keep (or dropout_node) and keep_scale; nullopt when `dropped` is
+// neither.
+std::optional<ValueId> BelowDropout(const Graph& g, const Uses& u, ValueId dropped, bool can_draw, Match& start) {
   const Node* scaled = Producer(g, dropped);
-  if (scaled == nullptr || scaled->op->name() != "mul" || scaled->inplace) return std::nullopt;
+  if (scaled == nullptr || scaled->inplace) return std::nullopt;
+  if (const std::optional<double> p = DropoutProbability(*scaled); p.has_value() && can_draw) {
+    start.dropout_node = g.value(dropped).producer;
+    start.spec.keep_scale = 1.0 / (1.0 - *p);  // as dropout computes it
+    return ValueArg(*scaled, 0);
+  }
+  if (scaled->op->name() != "mul") return std::nullopt;
   const std::optional<ValueId> kept = ValueArg(*scaled, 0);
   const std::optional<double> factor = NumberArg(*scaled, 1);
   if (!kept.has_value() || !factor.has_value() || !std::isfinite(*factor) || *factor <= 0 || !u.Private(*kept)) {
@@ -153,13 +172,13 @@ std::optional<ValueId> BelowDropout(const Graph& g, const Uses& u, ValueId dropp
 }
 
 // The whole chain ending at node `final` (matmul(weights, v)), or nullopt.
-std::optional<Match> MatchAttention(const Graph& g, const Uses& u, const Node& final) {
+std::optional<Match> MatchAttention(const Graph& g, const Uses& u, const Node& final, bool can_draw) {
   if (final.op->name() != "matmul" || final.inplace) return std::nullopt;
   std::optional<ValueId> weights = ValueArg(final, 0);
   const std::optional<ValueId> v = ValueArg(final, 1);
   if (!weights.has_value() || !v.has_value() || !u.Private(*weights)) return std::nullopt;
   Match start;
-  if (std::optional<ValueId> undropped = BelowDropout(g, u, *weights, start)) weights = undropped;
+  if (std::optional<ValueId> undropped = BelowDropout(g, u, *weights, can_draw, start)) weights = undropped;
   if (!u.Private(*weights)) return std::nullopt;
   const Node* softmax = Producer(g, *weights);
   if (softmax == nullptr || softmax->op->name() != "softmax" || softmax->inplace) return std::nullopt;
@@ -197,8 +216,41 @@ std::optional<ValueId> TransposedFrom(const Graph& g, ValueId kt) {
   return *k;
 }
 
-// Adds the fused node (and kT's transpose when kT is not a transpose of k) to `out`; nullopt
-// when the kernel does not take the operands or the result would differ in shape or dtype.
+// Dropout node `n` written out as dropout's decomposition (graph/ops_nn.cc) makes it: rand of
+// the input's shape, dtype and `device`, kept where >= p, then input * keep * 1 / (1 - p). So a
+// fused attention node can read the keep mask while the draw stays where dropout made it among
+// the graph's random nodes (the same numbers as eager). Maps n's output to the product, which is
+// dead once the fused node replaces its reader. Returns the keep mask's value.
+absl::StatusOr<ValueId> EmitDropout(const Graph& g, const Node& n, Device device, std::vector<ValueId>& map,
+                                    Graph& out) {
+  const OpDef& rand = *OpRegistry::Get().Find("rand");
+  const OpDef& ge = *OpRegistry::Get().Find("ge");
+  const OpDef& mul = *OpRegistry::Get().Find("mul");
+  const ValueId input = *ValueArg(n, 0);
+  const Tensor& weights = g.value(input).meta;
+  const Dims sizes(weights.sizes().begin(), weights.sizes().end());
+  const double p = *DropoutProbability(n);
+  std::vector<GraphArg> draw_args{GraphArg{ArgValue(sizes)}, GraphArg{ArgValue(weights.dtype())},
+                                  GraphArg{ArgValue(device)}};
+  DT_ASSIGN_OR_RETURN(OpResult u, CallOp(rand, OpArgs({sizes, weights.dtype(), Device::Meta()})));
+  const ValueId drawn = out.AddNode(&rand, std::move(draw_args), {u.at(0)}, false, n.location)[0];
+  DT_ASSIGN_OR_RETURN(OpResult keep, CallOp(ge, OpArgs({u.at(0), Scalar::Float(p)})));
+  const ValueId kept_at =
+      out.AddNode(&ge, {GraphArg::Value(drawn), GraphArg{ArgValue(Scalar::Float(p))}}, {keep.at(0)}, false,
+                  n.location)[0];
+  DT_ASSIGN_OR_RETURN(OpResult kept, CallOp(mul, OpArgs({weights, keep.at(0)})));
+  const ValueId product = out.AddNode(&mul, {GraphArg::Value(map[input]), GraphArg::Value(kept_at)}, {kept.at(0)},
+                                      false, n.location)[0];
+  const ArgValue scale = Scalar::Float(1.0 / (1.0 - p));
+  DT_ASSIGN_OR_RETURN(OpResult scaled, CallOp(mul, OpArgs({kept.at(0), scale})));
+  map[n.outputs[0]] =
+      out.AddNode(&mul, {GraphArg::Value(product), GraphArg{scale}}, {scaled.at(0)}, false, n.location)[0];
+  return kept_at;
+}
+
+// Adds the fused node (and kT's transpose when kT is not a transpose of k, and dropout's draw) to
+// `out`; nullopt when the kernel does not take the operands or the result would differ in shape
+// or dtype.
 absl::StatusOr<std::optional<ValueId>> AddFused(const Graph& g, const Match& m, const Node& final,
                                                 const std::vector<ValueId>& map, Graph& out) {
   const OpDef* transpose = OpRegistry::Get().Find("transpose");
@@ -213,7 +265,9 @@ absl::StatusOr<std::optional<ValueId>> AddFused(const Graph& g, const Match& m, 
   }
   const Tensor& q_meta = g.value(m.q).meta;
   const Tensor* mask_meta = m.mask >= 0 ? &g.value(m.mask).meta : nullptr;
-  const Tensor* keep_meta = m.keep >= 0 ? &g.value(m.keep).meta : nullptr;
+  const Tensor* keep_meta = m.keep >= 0         ? &g.value(m.keep).meta
+                            : m.drawn_keep >= 0 ? &out.value(m.drawn_keep).meta
+                                                : nullptr;
   if (!AttentionKernelMisfit(q_meta, k_meta, g.value(m.v).meta, mask_meta, keep_meta, m.spec).empty()) {
     return std::nullopt;
   }
@@ -235,19 +289,27 @@ absl::StatusOr<std::optional<ValueId>> AddFused(const Graph& g, const Match& m, 
   std::vector<GraphArg> args{GraphArg::Value(map[m.q]), GraphArg::Value(k), GraphArg::Value(map[m.v])};
   args.push_back(m.mask >= 0 ? GraphArg::Value(map[m.mask]) : GraphArg{ArgValue(None{})});
   for (size_t i = 4; i < 8; ++i) args.push_back(GraphArg{metas[i]});
-  args.push_back(m.keep >= 0 ? GraphArg::Value(map[m.keep]) : GraphArg{ArgValue(None{})});
+  args.push_back(m.keep >= 0         ? GraphArg::Value(map[m.keep])
+                 : m.drawn_keep >= 0 ? GraphArg::Value(m.drawn_keep)
+                                     : GraphArg{ArgValue(None{})});
   args.push_back(GraphArg{metas[9]});
   return out.AddNode(fused, std::move(args), {result.at(0)}, false, final.location)[0];
 }
 
 }  // namespace
 
-absl::StatusOr<Graph> FuseAttention(const Graph& graph, int* fused) {
+absl::StatusOr<Graph> FuseAttention(const Graph& graph, std::optional<Device> device, int* fused) {
   if (fused != nullptr) *fused = 0;
   const Uses uses = CountUses(graph);
+  // A dropout node's draw is written out with a baked shape on the graph's device.
+  const bool can_draw = device.has_value() && !graph.HasSymbolicInputSizes();
   absl::flat_hash_map<int, Match> matches;
+  absl::flat_hash_map<int, int> final_of_dropout;  // dropout node -> the final node of its match
   for (size_t i = 0; i < graph.nodes().size(); ++i) {
-    if (std::optional<Match> m = MatchAttention(graph, uses, graph.nodes()[i])) matches.emplace(i, *m);
+    std::optional<Match> m = MatchAttention(graph, uses, graph.nodes()[i], can_draw);
+    if (!m.has_value()) continue;
+    if (m->dropout_node >= 0) final_of_dropout[m->dropout_node] = static_cast<int>(i);
+    matches.emplace(i, *m);
   }
   if (matches.empty()) return graph;
   Graph out;
@@ -258,6 +320,10 @@ absl::StatusOr<Graph> FuseAttention(const Graph& graph, int* fused) {
   int count = 0;
   for (size_t i = 0; i < graph.nodes().size(); ++i) {
     const Node& node = graph.nodes()[i];
+    if (auto it = final_of_dropout.find(i); it != final_of_dropout.end()) {
+      DT_ASSIGN_OR_RETURN(matches[it->second].drawn_keep, EmitDropout(graph, node, *device, map, out));
+      continue;
+    }
     if (auto it = matches.find(i); it != matches.end()) {
       DT_ASSIGN_OR_RETURN(std::optional<ValueId> id, AddFused(graph, it->second, node, map, out));
       if (id.has_value()) {

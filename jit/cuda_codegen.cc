@@ -764,11 +764,12 @@ absl::StatusOr<CudaProgram> EmitCuda(const Program& program, int max_units) {
   return out;
 }
 
-ScheduleOptions CudaScheduleOptions() {
+ScheduleOptions CudaScheduleOptions(std::optional<Device> device) {
   return ScheduleOptions{.fuse_in_place_writes = true,
                          .in_place_writes_alone = true,
                          .max_operands = kCudaMaxOperands,
-                         .fuse_attention = true};
+                         .fuse_attention = true,
+                         .device = device};
 }
 
 absl::StatusOr<CudaProgram> EmitCudaFor(const Graph& graph, int max_units) {

@@ -34,6 +34,7 @@
 #ifndef DYNTRACE_JIT_CUDA_CODEGEN_H_
 #define DYNTRACE_JIT_CUDA_CODEGEN_H_
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -100,7 +101,8 @@ inline constexpr size_t kMinUnitKernelBytes = 2048;
 
 // How the cuda backend schedules a graph: fused in-place writes, a write no kernel takes as a
 // kernel of its own, kernels within the launch ABI's operands.
-ScheduleOptions CudaScheduleOptions();
+// `device`: where it runs (written-out attention with dropout draws its keep mask there).
+ScheduleOptions CudaScheduleOptions(std::optional<Device> device = std::nullopt);
 // `graph` (a cpu backend's decomposed graph too) scheduled and printed as the cuda backend
 // would compile it: what dyntrace.kernels(fn, target="cuda") shows and DYNTRACE_NVRTC_CHECK
 // compiles.

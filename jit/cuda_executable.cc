@@ -103,7 +103,7 @@ absl::StatusOr<std::shared_ptr<CudaExecutable>> CudaExecutable::Build(const Grap
   exe->device_id_ = device;
   exe->name_ = std::string(name);
   exe->graph_mode_ = graphs;
-  DT_ASSIGN_OR_RETURN(Program scheduled, Schedule(graph, CudaScheduleOptions()));
+  DT_ASSIGN_OR_RETURN(Program scheduled, Schedule(graph, CudaScheduleOptions(device)));
   exe->base_graph_ = scheduled.graph;
   {
     absl::MutexLock lock(&exe->mu_);
@@ -131,7 +131,7 @@ absl::Status CudaExecutable::Compile(Program scheduled) {
     stageable_inputs_ = copies.stageable_inputs;
     if (!copies.outputs.empty() || !staged_inputs_.empty()) {
       DT_ASSIGN_OR_RETURN(Graph copied, WithCaptureCopies(program_.graph, copies.outputs, staged_inputs_));
-      DT_ASSIGN_OR_RETURN(program_, Schedule(copied, CudaScheduleOptions()));
+      DT_ASSIGN_OR_RETURN(program_, Schedule(copied, CudaScheduleOptions(device_id_)));
       DecideGraphUse(graph_mode_);
     }
   }
@@ -170,7 +170,7 @@ absl::StatusOr<bool> CudaExecutable::StageMovedInputs(const std::vector<Tensor>&
   // The records replay the old program's kernels: they go before its modules do.
   shapes_.clear();
   graphs_held_ = 0;
-  DT_ASSIGN_OR_RETURN(Program scheduled, Schedule(base_graph_, CudaScheduleOptions()));
+  DT_ASSIGN_OR_RETURN(Program scheduled, Schedule(base_graph_, CudaScheduleOptions(device_id_)));
   DT_RETURN_IF_ERROR(Compile(std::move(scheduled)));
   return true;
 }

@@ -681,7 +681,7 @@ class Scheduler {
 absl::StatusOr<Program> Schedule(const Graph& graph, ScheduleOptions options) {
   std::optional<Graph> with_fused_attention;
   if (options.fuse_attention) {
-    DT_ASSIGN_OR_RETURN(with_fused_attention, FuseAttention(graph));
+    DT_ASSIGN_OR_RETURN(with_fused_attention, FuseAttention(graph, options.device));
   }
   DT_ASSIGN_OR_RETURN(Graph decomposed, Decompose(with_fused_attention ? *with_fused_attention : graph));
   decomposed.MergeCommonSubexpressions();

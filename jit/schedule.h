@@ -16,6 +16,8 @@
 #ifndef DYNTRACE_JIT_SCHEDULE_H_
 #define DYNTRACE_JIT_SCHEDULE_H_
 
+#include <optional>
+
 #include "absl/status/statusor.h"
 #include "jit/kernel_ir.h"
 
@@ -40,6 +42,8 @@ struct ScheduleOptions {
   // Attention written out op by op (matmul, scale, mask, softmax, matmul) becomes one
   // `_fused_attention` node, run by the fused kernel (jit/attention_pattern.h): on CUDA.
   bool fuse_attention = false;
+  // Where the graph runs: the attention pattern draws dropout's keep mask there.
+  std::optional<Device> device;
 };
 
 [[nodiscard]] absl::StatusOr<Program> Schedule(const Graph& graph, ScheduleOptions options = {});

@@ -224,7 +224,11 @@ CASES = {
             q, k, v, attn_mask=dt.tensor([[True, False, True], [False, True, True]]), scale=0.7),
          lambda: [rnd(1, 2, 2), rnd(1, 3, 2), rnd(1, 3, 2)]),
         (lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m),
-         lambda: [rnd(1, 2, 2), rnd(1, 3, 2), rnd(1, 3, 2), rnd(2, 3)])],
+         lambda: [rnd(1, 2, 2), rnd(1, 3, 2), rnd(1, 3, 2), rnd(2, 3)]),
+        # Dropout's keep mask: reseeded per call, so every evaluation drops the same weights.
+        (lambda q, k, v: (dt.manual_seed(5), F.scaled_dot_product_attention(q, k, v, dropout_p=0.4,
+                                                                             is_causal=True))[1],
+         lambda: [rnd(2, 3, 2), rnd(2, 3, 2), rnd(2, 3, 3)])],
     "softplus": [(F.softplus, lambda: [rnd(4)])],
     "elu": [(F.elu, lambda: [rnd(4)])],
     "leaky_relu": [(lambda a: F.leaky_relu(a, 0.1), lambda: [rnd(4)])],

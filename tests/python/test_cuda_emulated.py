@@ -366,6 +366,82 @@ def test_attention_written_out_compiles_to_the_fused_kernel():
     assert "DONE" in out and out.count("FORM") == 6, out
 
 
+def test_attention_dropout_on_the_emulated_device():
+    # scaled_dot_product_attention with dropout_p on CUDA tensors: one fused launch that drops
+    # what F.dropout drops from the same seed (its Philox draw of the weights' shape) and scales
+    # the rest by 1 / (1 - p), for each element type; gradients eager and compiled (the
+    # recomputed weights under the same keep mask); and attention written out with F.dropout of
+    # the weights, compiled by the cuda backend, is one fused launch too. Against float64 numpy.
+    require_numpy()
+    out = run_emulated(ATTENTION_IMPORTS + textwrap.dedent("""
+        F = dt.nn.functional
+        rng = np.random.default_rng(13)
+        f32 = lambda *s: dt.tensor(rng.standard_normal(s).astype(np.float32))
+
+        def keeps(seed, shape, p, dtype):
+            dt.manual_seed(seed)
+            return (F.dropout(dt.ones(*shape, dtype=dtype).cuda(), p) != 0).cpu().numpy()
+
+        p = 0.3
+        for seed, (dtype, batch, L, S, E, causal) in enumerate([("float32", (2, 3), 37, 45, 64, True),
+                                                               ("float16", (2,), 20, 70, 32, False),
+                                                               ("bfloat16", (1, 2), 33, 33, 128, True)]):
+            q, k, v = (f32(*batch, n, E).to(getattr(dt, dtype)).cuda() for n in (L, S, S))
+            drop = keeps(seed, batch + (L, S), p, getattr(dt, dtype))
+            dt.manual_seed(seed)
+            before = dt.stats()["fused_attention_runs"]
+            got = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=causal)
+            assert dt.stats()["fused_attention_runs"] == before + 1, dtype
+            qn, kn, vn = (t.cpu().float().numpy() for t in (q, k, v))
+            want, tol = attention_reference(qn, kn, vn, 1 / math.sqrt(E), dtype, causal=causal, drop=drop,
+                                            drop_scale=1 / (1 - p))
+            print("FORWARD", dtype, "err %.2e" % check_attention(got, want, tol, dtype))
+        assert dt.stats()["cuda_host_ops"] == 0, dt.stats()["cuda_host_ops_by_op"]
+
+        def loss_of(q, k, v, w):
+            return (F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True) * w).sum()
+
+        q, k, v, w = f32(2, 2, 30, 16), f32(2, 2, 30, 16), f32(2, 2, 30, 8), f32(2, 2, 30, 8)
+        drop = keeps(40, (2, 2, 30, 30), p, dt.float32)
+        grads = attention_grads(q.numpy(), k.numpy(), v.numpy(), w.numpy(), 0.25, causal=True, drop=drop,
+                                drop_scale=1 / (1 - p))
+        for compiled in (False, True, True):
+            fn = dt.jit(fresh_copy(loss_of), backend="cuda") if compiled else loss_of
+            leaves = [t.cuda().requires_grad_(True) for t in (q, k, v)]
+            dt.manual_seed(40)
+            fn(*leaves, w.cuda()).backward()
+            for leaf, (want, tol), name in zip(leaves, grads, "qkv"):
+                err = np.abs(leaf.grad.cpu().numpy().astype(np.float64) - want)
+                assert (err <= tol + 1e-30).all(), (compiled, name, err.max())
+            print("GRADS", compiled)
+
+        def written_out(q, k, v):
+            att = dt.softmax(q @ k.transpose(-2, -1) * 0.25, -1)
+            return F.dropout(att, p) @ v
+
+        def written_by_hand(q, k, v):  # dropout's decomposition, as a user might write it
+            att = dt.softmax(q @ k.transpose(-2, -1) * 0.25, -1)
+            keep = dt.rand(*att.shape, device=att.device) >= p  # reads att's shape, not its values
+            return ((att * keep) * (1 / (1 - p))) @ v
+
+        q, k, v = f32(2, 3, 24, 16).cuda(), f32(2, 3, 40, 16).cuda(), f32(2, 3, 40, 8).cuda()
+        drop = keeps(50, (2, 3, 24, 40), p, dt.float32)
+        want, tol = attention_reference(*(t.cpu().numpy() for t in (q, k, v)), 0.25, "float32", drop=drop,
+                                        drop_scale=1 / (1 - p))
+        for fn in (written_out, written_by_hand):
+            compiled = dt.jit(fresh_copy(fn), backend="cuda")
+            dt.reset()
+            for call in range(4):  # the third and fourth calls replay a CUDA graph
+                dt.manual_seed(50)
+                got = compiled(q, k, v)
+                print("WRITTEN", fn.__name__, call, "err %.2e" % check_attention(got, want, tol, (fn.__name__, call)))
+            s = dt.stats()
+            assert s["fused_attention_runs"] >= 2 and s["graph_breaks"] == 0 and s["cuda_graph_replays"] >= 1, s
+            assert s["cuda_host_ops"] == 0, s["cuda_host_ops_by_op"]
+        print("DONE")
+    """))
+    assert "DONE" in out and out.count("FORWARD") == 3 and out.count("GRADS") == 3 and out.count("WRITTEN") == 8, out
+
 def test_dependent_full_reductions_of_a_small_tensor_are_one_kernel():
     # x * rsqrt(mean(x * x)) repeated: each reduction feeds the next step. On a small tensor
     # (at most 2^16 elements, static sizes) the chain is one kernel run by one block; on a larger
