@@ -24,6 +24,23 @@ def make(rng, np, *shape):
     return dt.tensor(rng.standard_normal(shape).astype(np.float32))
 
 
+def mask_arguments(rng, np, mask, L, S):
+    """scaled_dot_product_attention's keyword arguments for mask kind `mask` ("keep", "keep rows
+    empty", "add", "causal", "none") and attnlib's reference arguments for the same mask."""
+    kwargs, ref = {}, {}
+    if mask.startswith("keep"):
+        keep = rng.random((L, S)) > 0.3
+        if mask == "keep rows empty":
+            keep[::4] = False
+        kwargs["attn_mask"], ref["keep"] = dt.tensor(keep), keep
+    elif mask == "add":
+        add = make(rng, np, L, S)
+        kwargs["attn_mask"], ref["add"] = add, add.numpy()
+    elif mask == "causal":
+        kwargs["is_causal"], ref["causal"] = True, True
+    return kwargs, ref
+
+
 def test_sdpa_on_the_cpu_matches_float64_for_every_mask_kind():
     # Every mask kind, causal or not, more keys than one tile (256), a head dim of 128, rows whose
     # every key is masked (NaN, as softmax gives), broadcast and strided operands.
@@ -46,17 +63,7 @@ def test_sdpa_on_the_cpu_matches_float64_for_every_mask_kind():
             q, k, v = make(rng, np, *batch, L, E), make(rng, np, *batch, S, E), make(rng, np, *batch, S, Ev)
         if len(batch) == 2 and batch[0] == 2 and not strided:
             k = k[:1].expand(*k.shape)  # a broadcast batch dim
-        kwargs, ref = {}, {}
-        if mask.startswith("keep"):
-            keep = rng.random((L, S)) > 0.3
-            if mask == "keep rows empty":
-                keep[::4] = False
-            kwargs["attn_mask"], ref["keep"] = dt.tensor(keep), keep
-        elif mask == "add":
-            add = make(rng, np, L, S)
-            kwargs["attn_mask"], ref["add"] = add, add.numpy()
-        elif mask == "causal":
-            kwargs["is_causal"], ref["causal"] = True, True
+        kwargs, ref = mask_arguments(rng, np, mask, L, S)
         before = fused_runs()
         got = F.scaled_dot_product_attention(q, k, v, **kwargs)
         assert fused_runs() == before + (1 if expect_fused() else 0), (batch, L, S, mask)
@@ -150,15 +157,7 @@ def test_sdpa_dropout_drops_what_dropout_drops_and_stays_fused():
     ]
     for i, (qb, kb, vb, L, S, E, Ev, mask) in enumerate(cases):
         q, k, v = make(rng, np, *qb, L, E), make(rng, np, *kb, S, E), make(rng, np, *vb, S, Ev)
-        kwargs, ref = {}, {}
-        if mask == "keep":
-            keep = rng.random((L, S)) > 0.3
-            kwargs["attn_mask"], ref["keep"] = dt.tensor(keep), keep
-        elif mask == "add":
-            add = make(rng, np, L, S)
-            kwargs["attn_mask"], ref["add"] = add, add.numpy()
-        elif mask == "causal":
-            kwargs["is_causal"], ref["causal"] = True, True
+        kwargs, ref = mask_arguments(rng, np, mask, L, S)
         scores_batch = np.broadcast_shapes(qb, kb)
         drop = dropout_keeps(100 + i, scores_batch + (L, S), p)
         dt.manual_seed(100 + i)
