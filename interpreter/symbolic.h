@@ -8,6 +8,8 @@
 #ifndef DYNTRACE_INTERPRETER_SYMBOLIC_H_
 #define DYNTRACE_INTERPRETER_SYMBOLIC_H_
 
+#include <atomic>
+#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -120,11 +122,18 @@ struct SymValue {
   // A kObject that is a dict of the caller keyed by tensors (trace_keyed_dict.cc): the keys the
   // trace looked up or stored (kLists of (key, value) kTuples), null until then.
   Sym keyed_entries, keyed_writes;
+  // When MakeSym made it (increasing): a generator's run tells the containers it made itself
+  // from older ones (Tracer::RunGenerator).
+  uint64_t serial = 0;
 };
+
+// The next MakeSym's serial.
+inline std::atomic<uint64_t> next_sym_serial{1};
 
 inline Sym MakeSym(SymKind kind) {
   auto s = std::make_shared<SymValue>();
   s->kind = kind;
+  s->serial = next_sym_serial.fetch_add(1, std::memory_order_relaxed);
   return s;
 }
 inline Sym ConstSym(py::PyRef obj) {

@@ -150,8 +150,38 @@ absl::StatusOr<Sym> Tracer::BuiltinLen(const Sym& a) {
   return Sym();  // not decided here: a pure call on a constant, or unsupported
 }
 
+namespace {
+
+// isinstance(it, cls) of an iterator the trace holds, whose exact type it does not keep (a
+// generator, a list or dict iterator, a dict view, zip, map ...): False when `cls` (a plain class
+// or a tuple of them) is no base of any of those types, as with `isinstance(params, Tensor)` in
+// clip_grad_norm_; nullopt when it might be.
+std::optional<bool> IteratorIsinstance(PyObject* cls) {
+  static PyTypeObject* const kIteratorTypes[] = {
+      &PyGen_Type,         &PyListIter_Type,    &PyTupleIter_Type,    &PyRangeIter_Type, &PySetIter_Type,
+      &PyDictKeys_Type,    &PyDictValues_Type,  &PyDictItems_Type,    &PyDictIterKey_Type,
+      &PyDictIterValue_Type, &PyDictIterItem_Type, &PyZip_Type,       &PyMap_Type,       &PyFilter_Type,
+      &PyEnum_Type,        &PyReversed_Type,    &PyCallIter_Type,     &PySeqIter_Type};
+  const bool tuple = PyTuple_Check(cls);
+  const Py_ssize_t n = tuple ? PyTuple_GET_SIZE(cls) : 1;
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    PyObject* c = tuple ? PyTuple_GET_ITEM(cls, i) : cls;
+    if (!PyType_Check(c) || !Py_IS_TYPE(c, &PyType_Type)) return std::nullopt;  // its own instance check
+    for (PyTypeObject* t : kIteratorTypes) {
+      if (PyType_IsSubtype(t, reinterpret_cast<PyTypeObject*>(c))) return std::nullopt;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
 absl::StatusOr<Sym> Tracer::BuiltinIsinstance(const Sym& value, const Sym& classes) {
   DT_ASSIGN_OR_RETURN(PyRef cls, ConstValue(classes));
+  if (value->kind == SymKind::kIter) {
+    if (std::optional<bool> known = IteratorIsinstance(cls.get())) return ConstSym(PyRef::Borrow(Py_False));
+    return Unsupported("isinstance() of an iterator with a class an iterator may belong to");
+  }
   PyObject* probe = nullptr;
   PyRef holder;  // an empty container of the value's exact type
   switch (value->kind) {
@@ -285,11 +315,34 @@ absl::StatusOr<Sym> Tracer::BuiltinZip(const std::vector<Sym>& args, bool enumer
   return it;
 }
 
+// id(x) of a value of the caller read from where the guards can find it again (a module, a
+// parameter reached from an argument): that object's id now, with a guard that the source still
+// gives the same object, so code keyed by ids (PyTorch's module walks dedupe by them) folds, and a
+// replaced object recompiles. A value the trace made is a new object every call, and a constant
+// guarded by value may be another object next time: their ids are unknown here.
+absl::StatusOr<Sym> Tracer::BuiltinId(const Sym& a) {
+  const bool made_here = (a->kind == SymKind::kObject && a->made_by_trace) ||
+                         (a->kind == SymKind::kTensor && a->value >= 0 && graph_->value(a->value).producer >= 0);
+  const bool caller_kind = a->kind == SymKind::kObject || a->kind == SymKind::kTensor ||
+                           a->kind == SymKind::kList || a->kind == SymKind::kDict || a->kind == SymKind::kFunction;
+  if (a->source == nullptr || made_here || !caller_kind) {
+    return Unsupported(absl::StrCat("id() of a ", Describe(a), " the trace cannot find again from its arguments"));
+  }
+  PyObject* obj = a->source->Resolve(frame_.inputs);
+  if (obj == nullptr) {
+    PyErr_Clear();
+    return Unsupported(absl::StrCat("id() of ", a->source->ToString(), ", which does not resolve"));
+  }
+  guards_.Add(LeafGuard::Identity(a->source, obj, Here()));
+  return ConstSym(PyRef::Steal(PyLong_FromVoidPtr(obj)));
+}
+
 // Builtins the trace follows on symbolic values. Null: `fn` is not one of them (for these
 // arguments).
 absl::StatusOr<Sym> Tracer::CallFollowedBuiltin(PyObject* fn, const std::vector<Sym>& args, const Kwargs& kwargs) {
   auto is = [&](const char* name) { return fn == PyDict_GetItemString(frame_.inputs.builtins, name); };
   if (is("len") && args.size() == 1) return BuiltinLen(args[0]);
+  if (is("id") && args.size() == 1 && kwargs.empty()) return BuiltinId(args[0]);
   if (is("isinstance") && args.size() == 2) return BuiltinIsinstance(args[0], args[1]);
   if ((is("tuple") || is("list")) && args.empty() && kwargs.empty()) {
     return MakeSym(is("tuple") ? SymKind::kTuple : SymKind::kList);  // a dataclass's default_factory=list

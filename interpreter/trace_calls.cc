@@ -716,14 +716,51 @@ absl::Status Tracer::PrepareFrame(const Sym& function, std::vector<Sym> args, Kw
   return BindDefaults(f, function, defaults, kwdefaults);
 }
 
+namespace {
+
+// Whether `target` is among `roots` or reachable through their items (tuples, lists, dict values,
+// an object's attributes).
+bool Reaches(const std::vector<Sym>& roots, const Sym& target) {
+  std::vector<const SymValue*> stack;
+  for (const Sym& r : roots) {
+    if (r != nullptr) stack.push_back(r.get());
+  }
+  std::vector<const SymValue*> seen;
+  while (!stack.empty()) {
+    const SymValue* s = stack.back();
+    stack.pop_back();
+    if (s == target.get()) return true;
+    if (std::find(seen.begin(), seen.end(), s) != seen.end()) continue;
+    seen.push_back(s);
+    for (const Sym& item : s->items) {
+      if (item != nullptr) stack.push_back(item.get());
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+// Whether mutating `sym` during a generator's run (which began when MakeSym's serial was
+// `first_serial`) is the run's own business: a list, dict, set or object the run made itself
+// (not the caller's, not read from the frame) that it neither yielded nor returned, so the
+// consumer can never see it (a walk's `seen` set, the list it collects into).
+bool Tracer::PrivateToGeneratorRun(const Sym& sym, uint64_t first_serial, const std::vector<Sym>& out) const {
+  const bool container = sym->kind == SymKind::kList || sym->kind == SymKind::kDict ||
+                         sym->kind == SymKind::kSet || (sym->kind == SymKind::kObject && sym->made_by_trace);
+  return container && sym->serial >= first_serial && sym->source == nullptr && !sym->from_frame &&
+         CallerObject(sym) == nullptr && !Reaches(out, sym);
+}
+
 // A generator called in the trace runs to its end at once; the consumer iterates what it
 // yielded. That keeps the program's meaning only while the body has no effects the consumer
-// could observe in between (container or attribute mutations, in-place tensor ops); such a
-// body, or one that breaks (print, .item()), leaves the call to CPython. A generator that never
-// ends hits the trace's length limit the same way.
+// could observe in between (mutations of containers or objects it did not make for itself,
+// in-place tensor ops); such a body, or one that breaks (print, .item()), leaves the call to
+// CPython. A generator that never ends hits the trace's length limit the same way.
 absl::StatusOr<Sym> Tracer::RunGenerator(TFrame& f) {
   const size_t journal_before = journal_.size();
   const size_t nodes_before = graph_->nodes().size();
+  const uint64_t first_serial = next_sym_serial.load(std::memory_order_relaxed);
   absl::StatusOr<Sym> run = RunFrame(f);
   Sym raised;
   if (!run.ok()) {
@@ -732,9 +769,16 @@ absl::StatusOr<Sym> Tracer::RunGenerator(TFrame& f) {
   }
   bool effects = false;
   for (size_t i = nodes_before; i < graph_->nodes().size(); ++i) effects |= graph_->nodes()[i].inplace;
-  // Advancing iterators (its own loops, the iterator a generator expression is given) is the
-  // generator's own business; anything else it mutates is an effect.
-  for (size_t i = journal_before; i < journal_.size(); ++i) effects |= journal_[i].sym->kind != SymKind::kIter;
+  // Advancing iterators (its own loops, the iterator a generator expression is given) and
+  // filling containers it made and keeps is the generator's own business; anything else it
+  // mutates is an effect.
+  std::vector<Sym> out = f.yields;
+  if (run.ok()) out.push_back(*run);
+  out.push_back(raised);
+  for (size_t i = journal_before; i < journal_.size(); ++i) {
+    const Sym& changed = journal_[i].sym;
+    effects |= changed->kind != SymKind::kIter && !PrivateToGeneratorRun(changed, first_serial, out);
+  }
   if (effects) {
     return Unsupported("a generator whose body mutates state, run ahead of its consumer, could reorder effects");
   }

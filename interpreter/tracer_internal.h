@@ -262,6 +262,7 @@ class Tracer {
   // Wrap's note of a list, dict or plain object of the caller it read.
   absl::Status NoteCallerValue(PyObject* obj, const Sym& sym);
   PyObject* CallerObject(const Sym& sym) const;  // borrowed; null when not the caller's
+  bool PrivateToGeneratorRun(const Sym& sym, uint64_t first_serial, const std::vector<Sym>& out) const;
   absl::StatusOr<std::vector<ContainerStore>> ContainerStores(std::vector<ValueId>& outputs);
   // Guards that each changed container, and each object with attribute stores, is reached by no
   // other source the trace read (a later call passing the other guards could alias them).
@@ -359,6 +360,7 @@ class Tracer {
   absl::StatusOr<Sym> CallTensorConstructor(PyObject* fn, const std::vector<Sym>& args, const Kwargs& kwargs);
   absl::StatusOr<Sym> CallFollowedBuiltin(PyObject* fn, const std::vector<Sym>& args, const Kwargs& kwargs);
   absl::StatusOr<Sym> BuiltinLen(const Sym& a);
+  absl::StatusOr<Sym> BuiltinId(const Sym& a);
   absl::StatusOr<Sym> BuiltinIsinstance(const Sym& value, const Sym& classes);
   absl::StatusOr<Sym> BuiltinZip(const std::vector<Sym>& args, bool enumerate, bool strict = false);
   absl::StatusOr<Sym> BuiltinGetattr(const std::vector<Sym>& args, bool has);

@@ -13,7 +13,7 @@ import time
 def run(script, module_dir, cache, *args, **env_extra):
     env = dict(os.environ, PYTHONPATH=module_dir, DYNTRACE_CACHE_DIR=cache, **env_extra)
     start = time.monotonic()
-    p = subprocess.run([sys.executable, script, *args], env=env, capture_output=True, text=True, timeout=240)
+    p = subprocess.run([sys.executable, script, *args], env=env, capture_output=True, text=True, timeout=480)
     return p.returncode, p.stdout + p.stderr, time.monotonic() - start
 
 

@@ -375,3 +375,86 @@ def test_methods_closing_over_their_functions_variables_compile_whole():
     assert compiled(other, x).tolist() == step(other, x).tolist()
     s = stats()
     assert s["graph_breaks"] == 0 and s["fallbacks"] == 0, s["break_reasons"]
+
+
+# ---------------------------------------------------------------------------------------------
+# What PyTorch's module walks do (named_parameters() dedupes by id() in a generator whose own
+# `seen` set it fills): id() of the caller's objects, isinstance() of an iterator, generators
+# that fill containers of their own.
+
+class Knob:
+    def __init__(self, scale):
+        self.scale = scale
+
+
+def sum_distinct_scales(knobs, x):
+    seen, total = set(), 0.0
+    for k in knobs:
+        if id(k) not in seen:
+            seen.add(id(k))
+            total += k.scale
+    return x * total
+
+
+def test_id_of_the_callers_objects_is_folded_under_an_identity_guard():
+    a, b, c = Knob(2.0), Knob(3.0), Knob(7.0)
+    check_whole(sum_distinct_scales, lambda i: ([a, b, a], T()))
+    # Another object where the trace saw `a` again: the identity guard fails and the call traces
+    # anew (the old graph would give x * 5).
+    dt.reset()
+    jfn = jitted_copy(sum_distinct_scales, backend="cpu", fullgraph=True)
+    x = T()
+    for knobs in ([a, b, a], [a, b, c], [a, b, a]):
+        assert jfn(knobs, x).tolist() == sum_distinct_scales(knobs, x).tolist(), [k.scale for k in knobs]
+    assert stats()["recompiles"] >= 1
+
+
+def id_of_a_new_object(x):
+    k = Knob(1.0)
+    return x * (1.0 if id(k) > 0 else 2.0)
+
+
+def test_id_of_an_object_the_trace_made_breaks_with_its_reason():
+    dt.reset()
+    run_differential(id_of_a_new_object, jitted_copy(id_of_a_new_object, backend="cpu"), lambda i: T(), 2,
+                     seed_base=31)
+    reasons = " ".join(stats()["break_reasons"])
+    assert "id() of" in reasons, reasons
+
+
+def _own_walk(keys):
+    seen, found = set(), []
+    for k in keys:
+        if k not in seen:
+            seen.add(k)
+            found.append(k)
+    yield from found
+
+
+def _hands_out_then_fills():
+    box = []
+    yield box
+    box.append(1)  # after the consumer saw it empty
+
+
+def generator_kinds(x, keys):
+    walked = sum(_own_walk(keys))
+    seen_empty = [len(b) for b in _hands_out_then_fills()]
+    gen = (k * 2 for k in keys)
+    plain = x if isinstance(gen, (dt.Tensor, list)) else x + 1
+    return plain * walked + sum(gen) + seen_empty[0]
+
+
+def test_generators_filling_their_own_containers_and_isinstance_of_iterators():
+    # _own_walk fills a set and a list of its own: nothing the consumer sees changes, so it runs
+    # in the trace; _hands_out_then_fills changes a list it yielded, so its timing matters and
+    # CPython runs it (the consumer saw the list empty). isinstance() of a generator is False for
+    # classes no iterator belongs to.
+    for backend in BACKENDS:
+        dt.reset()
+        jfn = jitted_copy(generator_kinds, backend=backend)
+        run_differential(generator_kinds, jfn, lambda i: (T(), [1, 2, 2, 3 + i]), 2, seed_base=37)
+        reasons = stats()["break_reasons"]
+        walked_line = ":%d " % (generator_kinds.__code__.co_firstlineno + 1)
+        assert any("generator whose body mutates state" in r for r in reasons), reasons
+        assert not any(walked_line in r for r in reasons), reasons

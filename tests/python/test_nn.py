@@ -176,3 +176,44 @@ def test_module_under_jit():
     assert out.requires_grad
     out.sum().backward()
     assert model[0].weight.grad is not None
+
+
+def test_clip_grad_norm_scales_gradients_as_pytorch():
+    # The joint norm of the per-tensor norms (2, 1 and inf), the factor min(1, max / (norm +
+    # 1e-6)), the gradients scaled in place and the norm returned before clipping, against a
+    # plain-Python computation from .tolist(); tied parameters count once.
+    dt.manual_seed(3)
+    layer = nn.Linear(4, 3)
+    (layer(dt.randn(5, 4)) ** 2).sum().backward()
+    params = list(layer.parameters())
+    flat = [v for p in params for v in _flat(p.grad)]
+    for norm_type, max_norm in ((2.0, 0.5), (1.0, 0.5), (float("inf"), 0.1), (2.0, 1e6)):
+        before = [p.grad.clone() for p in params]
+        if norm_type == float("inf"):
+            want = max(abs(v) for v in flat)
+        else:
+            want = sum(abs(v) ** norm_type for v in flat) ** (1 / norm_type)
+        total = nn.utils.clip_grad_norm_(layer.parameters(), max_norm, norm_type=norm_type)
+        assert isinstance(total, dt.Tensor) and abs(total.item() - want) <= 1e-5 * want, (norm_type, total, want)
+        factor = min(1.0, max_norm / (want + 1e-6))
+        for p, b in zip(params, before):
+            assert close(p.grad, [x * factor for x in _flat(b)], 1e-5), (norm_type, max_norm)
+            p.grad.copy_(b)  # the next case starts from the same gradients
+    # A single tensor, no gradients at all, and the deprecated spelling.
+    w = dt.tensor([3.0, 4.0], requires_grad=True)
+    (w * w).sum().backward()  # grad = [6, 8], norm 10
+    assert abs(nn.utils.clip_grad_norm(w, 5.0).item() - 10.0) < 1e-5 and close(w.grad, [3.0, 4.0], 1e-5)
+    assert nn.utils.clip_grad_norm_([dt.zeros(2, requires_grad=True)], 1.0).item() == 0.0
+    # A non-finite norm: an error when asked for, else the gradients scale by it (PyTorch's rule).
+    w.grad = dt.tensor([float("inf"), 1.0])
+    assert_raises(RuntimeError, nn.utils.clip_grad_norm_, w, 1.0, error_if_nonfinite=True,
+                  match="is non-finite, so it cannot be clipped")
+
+
+def test_clip_grad_value_and_parameters_to_vector():
+    w = dt.tensor([[1.0, -2.0], [0.5, 3.0]], requires_grad=True)
+    b = dt.tensor([-0.25], requires_grad=True)
+    ((w * dt.tensor([[2.0, -3.0], [0.1, 4.0]])).sum() + b.sum() * 5).backward()
+    nn.utils.clip_grad_value_([w, b], 1.5)
+    assert rows(w.grad) == [[1.5, -1.5], [0.10000000149011612, 1.5]] and rows(b.grad) == [1.5]
+    assert rows(nn.utils.parameters_to_vector([w, b])) == [1.0, -2.0, 0.5, 3.0, -0.25]

@@ -217,3 +217,29 @@ def test_missing_tensor_keys_raise_or_default_as_cpython():
     compiled = dt.jit(fresh_copy(grow), backend="eager")
     assert [grow(plain, t) for _ in range(2)] == [compiled(ours, t) for _ in range(2)] == [1, 2]
     assert [v.tolist() for v in ours[t]] == [v.tolist() for v in plain[t]] == [[2.0, 2.0]] * 2
+
+
+def clipped_step(model, opt, x, y):
+    opt.zero_grad(set_to_none=True)
+    loss = F.cross_entropy(model(x), y)
+    loss.backward()
+    nn.utils.clip_grad_norm_(model.parameters(), 0.5)
+    opt.step()
+    return loss.detach()
+
+
+def test_a_step_clipping_gradients_compiles_whole():
+    # nanoGPT's step: zero_grad(set_to_none=True), backward, clip_grad_norm_ over
+    # model.parameters() (a module walk that dedupes by id() in generators), AdamW. One program
+    # with fullgraph=True, matching the plain steps.
+    make_opt = lambda params: dt.optim.AdamW(params, lr=1e-2, weight_decay=0.05)  # noqa: E731
+    plain = run(clipped_step, make_opt)
+    dt.reset()
+    compiled = dt.jit(fresh_copy(clipped_step), backend="cpu", fullgraph=True)
+    result = run(compiled, make_opt)
+    stats = dt.stats()
+    assert stats["graph_breaks"] == 0 and stats["fallbacks"] == 0, stats["break_reasons"]
+    assert len(dt.graphs(compiled)) == 2, stats["recompile_reasons"]
+    graph = str(dt.graphs(compiled)[1])
+    assert "linalg_vector_norm(" in graph and "clamp(" in graph, graph
+    assert_same_training(plain, result, "clipped")

@@ -1,10 +1,10 @@
 """dyntrace.nn: modules, parameters, layers and initialisations, as torch.nn.
 
 dyntrace.nn.functional holds the registry's neural-network functions; this package adds the
-module system (written in Python: Module, Parameter, the layers and containers) and
-dyntrace.nn.init.
+module system (written in Python: Module, Parameter, the layers and containers),
+dyntrace.nn.init and dyntrace.nn.utils (gradient clipping).
 """
-from dyntrace.nn import init
+from dyntrace.nn import init, utils
 from dyntrace.nn.containers import ModuleDict, ModuleList, Sequential
 from dyntrace.nn.layers import (GELU, Conv2d, Dropout, Embedding, Identity, LayerNorm, Linear,
                                 MultiheadAttention, ReLU, RMSNorm, Sigmoid, SiLU, Softmax, Tanh)

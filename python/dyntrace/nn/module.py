@@ -110,43 +110,50 @@ class Module:
             raise KeyError(f'attribute name can\'t be empty or contain ".", got: {name!r}')
 
     # ---- walking the tree ----
+    # The walks below collect their results into a list and return its iterator: a generator
+    # whose body updates a `seen` set could not be traced ahead of its consumer (dt.jit of a
+    # training step calling clip_grad_norm_(model.parameters(), ...)).
     def named_modules(self, memo=None, prefix="", remove_duplicate=True):
-        if memo is None:
-            memo = set()
+        found = []
+        self._collect_modules(set() if memo is None else memo, prefix, remove_duplicate, found)
+        return iter(found)
+
+    def _collect_modules(self, memo, prefix, remove_duplicate, found):
         if remove_duplicate:
             if id(self) in memo:
                 return
             memo.add(id(self))
-        yield prefix, self
+        found.append((prefix, self))
         for name, child in self._modules.items():
-            if child is None:
-                continue
-            yield from child.named_modules(memo, prefix + ("." if prefix else "") + name, remove_duplicate)
+            if child is not None:
+                child._collect_modules(memo, prefix + ("." if prefix else "") + name, remove_duplicate, found)
 
     def modules(self):
         for _, m in self.named_modules():
             yield m
 
     def named_children(self):
-        seen = set()
+        seen, found = set(), []
         for name, child in self._modules.items():
             if child is not None and id(child) not in seen:
                 seen.add(id(child))
-                yield name, child
+                found.append((name, child))
+        return iter(found)
 
     def children(self):
         for _, child in self.named_children():
             yield child
 
     def _named_members(self, registry, prefix, recurse, remove_duplicate):
-        seen = set()
+        seen, found = set(), []
         pairs = self.named_modules(prefix=prefix, remove_duplicate=remove_duplicate) if recurse else [(prefix, self)]
         for module_prefix, module in pairs:
             for name, value in getattr(module, registry).items():
                 if value is None or (remove_duplicate and id(value) in seen):
                     continue
                 seen.add(id(value))
-                yield module_prefix + ("." if module_prefix else "") + name, value
+                found.append((module_prefix + ("." if module_prefix else "") + name, value))
+        return iter(found)
 
     def named_parameters(self, prefix="", recurse=True, remove_duplicate=True):
         yield from self._named_members("_parameters", prefix, recurse, remove_duplicate)
