@@ -92,6 +92,24 @@ PyObject* CompiledReset(PyObject* self, PyObject*) {
   Py_RETURN_NONE;
 }
 
+// What `self` was made from (functools' __wrapped__), borrowed; null when unknown.
+PyObject* WrappedOf(PyObject* self) {
+  PyObject* dict = AsCompiled(self)->dict;
+  return dict != nullptr ? PyDict_GetItemString(dict, "__wrapped__") : nullptr;
+}
+
+// An attribute a compiled model lacks is the model's, read live (as torch.compile's
+// OptimizedModule does): compiled.eval(), .parameters(), .state_dict(), .training act on the
+// model. A compiled function keeps only its own attributes (functools.wraps copied the rest).
+PyObject* CompiledGetAttr(PyObject* self, PyObject* name) {
+  PyObject* found = PyObject_GenericGetAttr(self, name);
+  if (found != nullptr || !PyErr_ExceptionMatches(PyExc_AttributeError)) return found;
+  PyObject* wrapped = WrappedOf(self);
+  if (wrapped == nullptr || PyFunction_Check(wrapped) || PyMethod_Check(wrapped)) return nullptr;
+  PyErr_Clear();
+  return PyObject_GetAttr(wrapped, name);
+}
+
 PyGetSetDef compiled_getset[] = {
     {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, nullptr, nullptr},
     {nullptr, nullptr, nullptr, nullptr, nullptr},
@@ -126,11 +144,17 @@ PyObject* NewCompiledFunction(PyObject* fn, const JitOptions& options) {
   c->weakrefs = nullptr;
   PyObject_GC_Track(reinterpret_cast<PyObject*>(c));
   PyRef compiled = PyRef::Steal(reinterpret_cast<PyObject*>(c));
-  // functools.wraps: __name__, __qualname__, __doc__, __module__, __dict__, __wrapped__.
+  // functools.wraps: __name__, __qualname__, __doc__, __module__, __dict__, __wrapped__. Of a
+  // model (not a function), its __dict__ is not copied: its attributes are read live through
+  // CompiledGetAttr, where a copy would go stale (`training` after .eval()).
   PyRef functools = PyRef::Steal(PyImport_ImportModule("functools"));
-  PyRef wrapped = functools ? PyRef::Steal(PyObject_CallMethod(functools.get(), "update_wrapper", "OO",
-                                                               compiled.get(), fn))
-                            : PyRef();
+  const bool function = PyFunction_Check(fn) || PyMethod_Check(fn);
+  PyRef assigned = functools ? PyRef::Steal(PyObject_GetAttrString(functools.get(), "WRAPPER_ASSIGNMENTS")) : PyRef();
+  PyRef wrapped = !assigned ? PyRef()
+                  : function ? PyRef::Steal(PyObject_CallMethod(functools.get(), "update_wrapper", "OO",
+                                                                compiled.get(), fn))
+                             : PyRef::Steal(PyObject_CallMethod(functools.get(), "update_wrapper", "OOO()",
+                                                                compiled.get(), fn, assigned.get()));
   if (!wrapped) return nullptr;
   return compiled.Release();
 }
@@ -148,7 +172,7 @@ bool InitCompiledFunctionType(PyObject* module) {
   CompiledType.tp_call = PyVectorcall_Call;
   CompiledType.tp_dictoffset = offsetof(PyCompiled, dict);
   CompiledType.tp_weaklistoffset = offsetof(PyCompiled, weakrefs);
-  CompiledType.tp_getattro = PyObject_GenericGetAttr;
+  CompiledType.tp_getattro = CompiledGetAttr;
   CompiledType.tp_setattro = PyObject_GenericSetAttr;
   CompiledType.tp_traverse = CompiledTraverse;
   CompiledType.tp_clear = CompiledClear;

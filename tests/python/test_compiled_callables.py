@@ -80,6 +80,27 @@ def test_model_compiles_through_call_and_reads_weights_at_call_time():
     assert len(reasons) == 1 and "scale" in reasons[0], reasons
 
 
+def test_a_compiled_model_reads_the_models_attributes_live():
+    # `model = dt.jit(model)` as with torch.compile: what the compiled callable lacks is the
+    # model's, read live (train/eval, parameters, state_dict, submodules), so the training script
+    # goes on calling model.eval() and model.parameters() on it; a function keeps its own.
+    dt.reset()
+    model = dt.nn.Sequential(dt.nn.Linear(4, 3), dt.nn.Dropout(0.5))
+    compiled = dt.jit(model, backend="cpu")
+    x = rand_tensor((2, 4))
+    assert compiled.training and [id(p) for p in compiled.parameters()] == [id(p) for p in model.parameters()]
+    compiled.eval()
+    assert not model.training and not compiled.training and not model[1].training
+    assert compiled(x).tolist() == model(x).tolist()  # eval: dropout is the identity
+    assert sorted(compiled.state_dict()) == sorted(model.state_dict())
+    compiled.train()
+    assert model.training and compiled.training
+    assert_raises(AttributeError, lambda: compiled.no_such_attribute)
+    jf = dt.jit(fresh_copy(_affine))
+    assert jf.__name__ == "_affine"
+    assert_raises(AttributeError, lambda: jf.__code__)
+
+
 def test_bound_forward_compiles_for_that_instance_only():
     dt.reset()
     seed(18003)
