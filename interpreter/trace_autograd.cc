@@ -64,17 +64,23 @@ absl::Status Tracer::SplitForAutograd(TraceResult& r) {
   return absl::OkStatus();
 }
 
-bool Tracer::ReadsGradValue(const std::vector<GraphArg>& args) const {
+namespace {
+
+bool ReadsAnyOf(const std::vector<GraphArg>& args, const absl::flat_hash_set<ValueId>& values) {
   for (const GraphArg& a : args) {
-    if (const ValueId* v = std::get_if<ValueId>(&a.content); v != nullptr && grad_values_.contains(*v)) return true;
+    if (const ValueId* v = std::get_if<ValueId>(&a.content); v != nullptr && values.contains(*v)) return true;
     if (const auto* vs = std::get_if<std::vector<ValueId>>(&a.content)) {
       for (ValueId v : *vs) {
-        if (grad_values_.contains(v)) return true;
+        if (values.contains(v)) return true;
       }
     }
   }
   return false;
 }
+
+}  // namespace
+
+bool Tracer::ReadsGradValue(const std::vector<GraphArg>& args) const { return ReadsAnyOf(args, grad_values_); }
 
 bool Tracer::ExpandsForAutograd(const OpDef& op, const std::vector<GraphArg>& args) {
   if (op.kind != OpKind::kComposite || op.derivative.fn != nullptr || !ReadsGradValue(args)) return false;
@@ -174,6 +180,11 @@ absl::StatusOr<Sym> Tracer::Detach(const Sym& tensor) {
 // a leaf, and for others it would need the graph split again).
 absl::Status Tracer::NoteGradResults(const OpDef& op, const std::vector<GraphArg>& args, const std::vector<Sym>& results,
                                      bool inplace) {
+  if (!untracked_grad_inputs_.empty() && op.kind != OpKind::kCreation && ReadsAnyOf(args, untracked_grad_inputs_) &&
+      TracedGradMode()) {
+    return Unsupported(absl::StrCat(op.name(), " with grad mode on reads a tensor that requires grad, first read "
+                                    "while grad mode was off (autograd would have to follow it from there)"));
+  }
   if (grad_values_.empty() || op.kind == OpKind::kCreation) return absl::OkStatus();
   if (!ReadsGradValue(args) || !TracedGradMode()) return absl::OkStatus();
   if (inplace && backward_at_node_.has_value()) {

@@ -133,10 +133,15 @@ absl::StatusOr<Sym> Tracer::TensorInput(PyObject* obj, SourceRef source) {
   s->meta = meta;
   value_device_[s->value] = real.device();  // guarded by TensorMatch just above
   // TensorMatch guards tracks_grad too: this entry serves only calls where autograd follows the
-  // tensor, and the trace ends in a joint forward/backward split.
+  // tensor, and the trace ends in a joint forward/backward split. Unless the traced code turned
+  // grad mode off before the tensor entered: then nothing here records for it.
   if (TracksGrad(real)) {
-    grad_inputs_.insert(s->value);
-    grad_values_.insert(s->value);
+    if (TracedGradMode()) {
+      grad_inputs_.insert(s->value);
+      grad_values_.insert(s->value);
+    } else {
+      untracked_grad_inputs_.insert(s->value);
+    }
   }
   input_objects_[s->value] = PyRef::Borrow(obj);
   s->source = source;

@@ -184,6 +184,10 @@ class Tracer {
   // Values autograd follows: grad_inputs_, and results of ops on them while grad mode is on
   // (what backward() inside the trace differentiates, trace_autograd.cc).
   absl::flat_hash_set<ValueId> grad_values_;
+  // Graph inputs that require grad but entered while the traced grad mode was off (a parameter
+  // first read inside `with no_grad():` or a @no_grad function): autograd does not follow them,
+  // so an op reading one with the mode on again is a break (NoteGradResults).
+  absl::flat_hash_set<ValueId> untracked_grad_inputs_;
   // The real tensor behind each tensor input (.grad reads the real one's).
   absl::flat_hash_map<ValueId, PyRef> input_objects_;
   // Set once backward() was traced: the graph's node count before its nodes (a rollback to

@@ -396,3 +396,46 @@ def test_parameters_entering_traces_keep_their_flag():
     finally:
         dt.disable()
     assert isinstance(layer.weight, nn.Parameter) and layer.weight.requires_grad
+
+
+class Sampler(dt.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = dt.nn.Linear(4, 6)
+
+    @dt.no_grad()
+    def generate(self, x, steps):
+        for _ in range(steps):
+            logits = self.proj(x)
+            top, _ = dt.topk(logits, 2)
+            logits[logits < top[:, [-1]]] = float("-inf")  # an in-place write no backward could take
+            x = x + dt.softmax(logits, -1)[:, :4]
+        return x
+
+
+def first_read_inside_no_grad(model, x):
+    with dt.no_grad():
+        y = model.proj(x)
+    return (model.proj.weight * 2).sum() + y.sum()  # the weight again, with grad mode on
+
+
+def test_parameters_read_inside_no_grad_are_not_followed_by_autograd():
+    # A @no_grad method of a model whose parameters require grad (a language model's generate):
+    # the parameters enter the trace with grad mode off, so no backward is built for them and
+    # the in-place masking compiles whole. A parameter first read inside no_grad and used again
+    # after it with grad mode on is a break there, and its gradient stays right.
+    dt.manual_seed(4)
+    model = Sampler()
+    x = dt.randn(3, 4)
+    want = fresh_copy(Sampler.generate.__wrapped__)(model, x, 3)
+    dt.reset()
+    got = dt.jit(model.generate, backend="cpu")(x, 3)
+    assert (got - want).abs().max().item() <= 1e-6 and not got.requires_grad
+    s = dt.stats()
+    assert s["graph_breaks"] == 0 and s["fallbacks"] == 0, s["break_reasons"]
+    dt.reset()
+    loss = dt.jit(fresh_copy(first_read_inside_no_grad), backend="cpu")(model, x)
+    loss.backward()
+    assert model.proj.weight.grad.tolist() == dt.full((6, 4), 2.0).tolist()
+    reasons = " ".join(dt.stats()["break_reasons"])
+    assert "first read while grad mode was off" in reasons, reasons
