@@ -555,3 +555,29 @@ def test_compiled_versions_of_one_function_coexist():
     assert_close(f(x), want)  # plain
     assert dt.stats()["graphs"] == 3 and dt.stats()["recompiles"] == 0, dt.stats()
     assert len(dt.guards(jf1)) == len(dt.guards(jf2)) == 1 and len(dt.guards(f)) == 3
+
+
+def _sin_plus_one(x):
+    return x.sin() + 1
+
+
+def test_compile_is_torch_compiles_spelling_of_jit():
+    # dt.compile(model) / @dt.compile(...) take torch.compile's arguments: its modes and backend
+    # names map onto dyntrace.jit's options; unknown ones raise; disable=True gives the model back.
+    dt.reset()
+    model = dt.nn.Linear(3, 2)
+    x = rand_tensor((4, 3))
+    compiled = dt.compile(model)
+    assert isinstance(compiled, dt.CompiledFunction) and compiled(x).tolist() == model(x).tolist()
+    assert "backend='auto'" in repr(compiled) and "backend='eager'" in repr(dt.compile(model, backend="aot_eager"))
+    assert "backend='cpu'" in repr(dt.compile(model, backend="cpu"))
+    for mode in ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"):
+        f = dt.compile(fullgraph=True, mode=mode)(fresh_copy(_sin_plus_one))
+        assert f(x).tolist() == _sin_plus_one(x).tolist(), mode
+    assert dt.compile(model, disable=True) is model
+    assert_raises(RuntimeError, dt.compile, model, mode="fast", match="Unrecognized mode='fast'")
+    assert_raises(ValueError, dt.compile, model, backend="tvm", match="backend='tvm'")
+    assert_raises(ValueError, dt.compile, model, options={"triton.cudagraphs": True}, match="Inductor")
+    assert dt.stats()["graphs"] >= 1
+    dt.compiler.reset()
+    assert dt.stats()["graphs"] == 0
