@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "absl/strings/str_format.h"
+#include "graph/autocast.h"
 #include "graph/cuda_eager.h"
 #include "runtime/autograd_meta.h"
 
@@ -35,7 +36,8 @@ const OpRegistry& OpRegistry::Get() {
     RegisterShapeExtraOps(*r);
     RegisterRandomOps(*r);
     RegisterOptimOps(*r);
-    RegisterDerivatives(*r);  // last: it amends ops registered above
+    RegisterDerivatives(*r);  // last: it and the autocast lists amend ops registered above
+    RegisterAutocastPolicies(*r);
     return r;
   }();
   return *registry;

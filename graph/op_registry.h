@@ -19,6 +19,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "graph/autocast.h"
 #include "graph/derivative.h"
 #include "graph/op_schema.h"
 #include "runtime/errors.h"
@@ -150,6 +151,8 @@ class OpDef {
   // is differentiated through the calls its eager body makes; other ops with floating results
   // refuse arguments that require grad.
   Derivative derivative;
+  // What autocast regions do to its arguments, per device type (graph/autocast.h).
+  AutocastPolicies autocast;
 
   const std::string& name() const { return schema.name; }
   bool has(OpProperty p) const { return (properties & p) != 0; }

@@ -5,6 +5,7 @@
 #include "autograd/node.h"
 #include "autograd/record.h"
 #include "autograd/views.h"
+#include "graph/autocast.h"
 #include "interpreter/py_ref.h"
 #include "interpreter/py_types.h"
 #include "runtime/autograd_meta.h"
@@ -394,6 +395,41 @@ PyObject* FnSetGradEnabled(PyObject*, PyObject* value) {
   Py_RETURN_NONE;
 }
 
+// This thread's autocast state for a device type named "cpu" or "cuda"; null (a RuntimeError
+// set) for another name.
+AutocastState* AutocastStateNamed(PyObject* device_type) {
+  if (PyUnicode_Check(device_type)) {
+    if (PyUnicode_CompareWithASCIIString(device_type, "cuda") == 0) return &ThreadAutocast().cuda;
+    if (PyUnicode_CompareWithASCIIString(device_type, "cpu") == 0) return &ThreadAutocast().cpu;
+  }
+  PyErr_Format(PyExc_RuntimeError, "autocast: device_type must be 'cpu' or 'cuda', not %R", device_type);
+  return nullptr;
+}
+
+// _autocast_state(device_type) -> (enabled, dtype)
+PyObject* FnAutocastState(PyObject*, PyObject* device_type) {
+  const AutocastState* state = AutocastStateNamed(device_type);
+  if (state == nullptr) return nullptr;
+  PyRef dtype = PyRef::Steal(WrapDType(state->dtype));
+  return Py_BuildValue("(OO)", state->enabled ? Py_True : Py_False, dtype.get());
+}
+
+// _set_autocast(device_type, enabled, dtype): what autocast's __enter__ and __exit__ call.
+PyObject* FnSetAutocast(PyObject*, PyObject* args) {
+  PyObject *device_type, *enabled, *dtype_obj;
+  if (!PyArg_ParseTuple(args, "OO!O:_set_autocast", &device_type, &PyBool_Type, &enabled, &dtype_obj)) return nullptr;
+  AutocastState* state = AutocastStateNamed(device_type);
+  if (state == nullptr) return nullptr;
+  absl::StatusOr<DType> dtype = ToDType(dtype_obj, "autocast dtype");
+  if (!dtype.ok()) return RaiseStatus(dtype.status());
+  if (!IsFloating(*dtype)) {
+    PyErr_Format(PyExc_RuntimeError, "autocast: dtype must be a floating dtype, not %s", DTypeName(*dtype));
+    return nullptr;
+  }
+  *state = AutocastState{enabled == Py_True, *dtype};
+  Py_RETURN_NONE;
+}
+
 // {op name: "formula" | "body" | "none"}: how autograd differentiates each registry op (a
 // declared formula, the composite's own body, or not at all), for the coverage tests.
 PyObject* FnAutogradOps(PyObject*, PyObject*) {
@@ -412,6 +448,9 @@ PyMethodDef autograd_functions[] = {
     {"_autograd_ops", FnAutogradOps, METH_NOARGS, "how autograd differentiates each registry op"},
     {"is_grad_enabled", FnIsGradEnabled, METH_NOARGS, "whether ops record gradients on this thread"},
     {"_set_grad_enabled", FnSetGradEnabled, METH_O, "turns gradient recording on or off for this thread"},
+    {"_autocast_state", FnAutocastState, METH_O, "_autocast_state(device_type) -> (enabled, dtype) of this thread"},
+    {"_set_autocast", FnSetAutocast, METH_VARARGS,
+     "_set_autocast(device_type, enabled, dtype): this thread's autocast state (dyntrace.autocast calls it)"},
     {"_autograd_grad", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(FnAutogradGrad)),
      METH_VARARGS | METH_KEYWORDS,
      "the engine behind dyntrace.autograd.grad (and, with accumulate=True, backward: into every leaf's .grad, or "

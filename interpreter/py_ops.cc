@@ -9,6 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "graph/autocast.h"
 #include "graph/pointwise.h"
 #include "interpreter/py_autograd.h"
 #include "interpreter/py_str.h"
@@ -275,6 +276,11 @@ PyObject* Dispatch(const std::vector<const OpDef*>& overloads, bool inplace, PyO
       continue;
     }
     if (inplace) return RunInplace(*op, *bound, args[0]);
+    if (ThreadAutocast().any()) {
+      absl::StatusOr<OpArgs> cast = AutocastArgs(*op, *std::move(bound));
+      if (!cast.ok()) return RaiseStatus(cast.status());
+      bound = *std::move(cast);
+    }
     absl::StatusOr<OpResult> result;
     Py_BEGIN_ALLOW_THREADS
     result = CallOp(*op, *bound);

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "graph/autocast.h"
 #include "graph/pointwise.h"
 #include "interpreter/py_autograd.h"
 #include "interpreter/py_str.h"
@@ -582,7 +583,10 @@ PyObject* BinaryOp(const char* name, PyObject* a, PyObject* b) {
       values.push_back(*std::move(v));
     }
   }
-  auto result = CallOp(*op, OpArgs(std::move(values)));
+  absl::StatusOr<OpArgs> args = OpArgs(std::move(values));
+  if (ThreadAutocast().any()) args = AutocastArgs(*op, *std::move(args));  // `x ** 2` as torch.pow
+  if (!args.ok()) return RaiseStatus(args.status());
+  auto result = CallOp(*op, *args);
   if (!result.ok()) return RaiseStatus(result.status());
   return Wrap(result->at(0));
 }
@@ -642,9 +646,7 @@ PyObject* NbInplacePow3(PyObject* a, PyObject* b, PyObject*) { return NbInplaceP
 
 PyObject* NbMatMul(PyObject* a, PyObject* b) {
   if (!IsTensor(a) || !IsTensor(b)) Py_RETURN_NOTIMPLEMENTED;
-  auto r = Call("matmul", {Unwrap(a), Unwrap(b)});
-  if (!r.ok()) return RaiseStatus(r.status());
-  return Wrap(*r);
+  return BinaryOp("matmul", a, b);  // autocast applies to `a @ b` as to torch.matmul
 }
 
 PyObject* NbNeg(PyObject* a) { return UnaryOp("neg", a); }

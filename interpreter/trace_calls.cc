@@ -70,6 +70,7 @@ absl::StatusOr<Sym> Tracer::CallOpFunction(PyObject* fn, const Sym& bound_self,
       gargs.push_back(std::move(arg));
     }
   }
+  if (!bound->inplace) DT_RETURN_IF_ERROR(AutocastArguments(*bound->op, metas, gargs));
   DT_ASSIGN_OR_RETURN(std::vector<Sym> outs, Emit(bound->op, std::move(metas), std::move(gargs), bound->inplace));
   if (bound->inplace) {
     auto it = sym_of_wrapper_.find(bound->supplied[0].get());

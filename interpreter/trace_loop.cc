@@ -67,7 +67,8 @@ absl::StatusOr<Sym> Tracer::RunFrame(TFrame& f) {
     if (f.is_root) {
       snapshot_ = RootSnapshot{true, f.pc, f.stack, f.locals, f.argument_live, f.kw_names,
                                f.kw_names_offset, graph_->nodes().size(), journal_.size(),
-                               guards_.size(), grad_mode_, grad_mode_changed_, handled_exceptions_.size()};
+                               guards_.size(), grad_mode_, grad_mode_changed_, handled_exceptions_.size(),
+                               autocast_};
     }
     absl::Status s = f.generator && !f.suspend_at_yield && f.decoded->protected_offsets.contains(in.offset)
                          ? Unsupported("a try/except/finally or with block in a generator the trace runs: CPython runs it")

@@ -25,6 +25,7 @@ void Tracer::RollBackToSnapshot() {
   guards_.RollBack(snapshot_.num_guards);
   grad_mode_ = snapshot_.grad_mode;
   grad_mode_changed_ = snapshot_.grad_mode_changed;
+  autocast_ = snapshot_.autocast;  // its guard went with the guards rolled back
   if (backward_at_node_.has_value() && snapshot_.num_nodes <= *backward_at_node_) backward_at_node_.reset();
   raising_ = nullptr;
   handled_exceptions_.resize(snapshot_.handled_exceptions);

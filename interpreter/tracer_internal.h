@@ -26,6 +26,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "graph/autocast.h"
 #include "graph/graph.h"
 #include "graph/op_registry.h"
 #include "guards/guard_set.h"
@@ -218,11 +219,15 @@ class Tracer {
     std::optional<bool> grad_mode;
     bool grad_mode_changed = false;
     size_t handled_exceptions = 0;  // inside an except or finally block: a break cannot resume there
+    std::optional<AutocastStates> autocast;
   };
   // The grad mode as the traced code has left it: unset until the trace reads or sets it (then
   // the mode at entry is guarded); `changed` when the segment must set it on the way out.
   std::optional<bool> grad_mode_;
   bool grad_mode_changed_ = false;
+  // The autocast states the trace runs under: unset until an op with an autocast policy is
+  // called (then the states at entry are guarded; trace_autocast.cc).
+  std::optional<AutocastStates> autocast_;
   RootSnapshot snapshot_;
   // Exceptions the traced code raises and may catch itself (trace_exceptions.cc): the one on its
   // way up the traced frames (`raising_`, with the serial its Raises status carries), and the
@@ -530,6 +535,10 @@ class Tracer {
   // Grad mode (trace_grad_mode.cc): dt.is_grad_enabled() and dt._set_grad_enabled() in a trace.
   bool TracedGradMode();
   absl::StatusOr<Sym> CallGradModeBuiltin(PyObject* fn, const std::vector<Sym>& args, const Kwargs& kwargs);
+  // Autocast (trace_autocast.cc): the casts a call of `op` from the traced code gets, emitted
+  // ahead of it into `metas` and `args`.
+  const AutocastStates& TracedAutocast();
+  absl::Status AutocastArguments(const OpDef& op, std::vector<ArgValue>& metas, std::vector<GraphArg>& args);
   // import and global stores (trace_imports.cc)
   absl::Status DoImportName(TFrame& f, const Instr& in);
   absl::Status DoImportFrom(TFrame& f, const Instr& in);

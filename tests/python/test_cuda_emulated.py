@@ -518,3 +518,40 @@ def test_attention_gradients_on_the_device_run_the_fused_forward():
         print("DONE")
     """))
     assert "DONE" in out and out.count("GRADS") == 6, out
+
+
+def test_autocast_on_the_emulated_device():
+    # CUDA's lists: linear, matmul and attention in float16 (CUDA's default), softmax, layer_norm,
+    # exp/log/pow and the losses in float32; a model's forward compiled by the cuda backend inside
+    # the region gives eager's values (the same casts), with no op through host memory.
+    out = run_emulated("""
+        F = dt.nn.functional
+        dt.manual_seed(3)
+        model = dt.nn.Sequential(dt.nn.Linear(16, 32), dt.nn.LayerNorm(32), dt.nn.GELU(), dt.nn.Linear(32, 4)).cuda()
+        x, y = dt.randn(8, 16).cuda(), dt.randint(0, 4, (8,)).cuda()
+        with dt.autocast("cuda"):
+            h = model[0](x)
+            n = model[1](h)
+            p = dt.softmax(h, -1)
+            e = h.exp()
+            q = (h @ h.T) ** 2
+            loss = F.cross_entropy(model(x), y)
+        assert (h.dtype, n.dtype, p.dtype, e.dtype, q.dtype, loss.dtype) == (
+            dt.float16, dt.float32, dt.float32, dt.float32, dt.float32, dt.float32), (h.dtype, n.dtype, p.dtype)
+        want = F.linear(x.half(), model[0].weight.half(), model[0].bias.half())
+        assert (h.float() - want.float()).abs().max().item() == 0.0
+        loss.backward()
+        assert all(p.grad.dtype == dt.float32 for p in model.parameters())
+        compiled = dt.jit(lambda m, x, y: F.cross_entropy(m(x), y), backend="cuda")
+        with dt.autocast("cuda"):
+            for _ in range(3):
+                got = compiled(model, x, y)
+                eager = F.cross_entropy(model(x), y)
+                # fused kernels round float16 values at the same stores as the eager ops, computing
+                # in float between: within float16's 2^-11 relative of eager's.
+                assert abs(got.item() - eager.item()) <= 2 ** -9 * abs(eager.item()), (got.item(), eager.item())
+        s = dt.stats()
+        assert s["graph_breaks"] == 0 and s["cuda_host_ops"] == 0, (s["break_reasons"], s["cuda_host_ops_by_op"])
+        print("DONE")
+    """)
+    assert "DONE" in out, out

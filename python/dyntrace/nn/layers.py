@@ -44,8 +44,8 @@ class Linear(Module):
             init.uniform_(self.bias, -bound, bound)
 
     def forward(self, x):
-        y = _dt.matmul(x, self.weight.mT)
-        return y if self.bias is None else y + self.bias
+        # F.linear, as PyTorch's: one op, so autocast runs the product and the bias on its dtype.
+        return _dt.nn.functional.linear(x, self.weight, self.bias)
 
     def extra_repr(self):
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"

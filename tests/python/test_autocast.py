@@ -1,0 +1,118 @@
+"""dyntrace.autocast (torch.amp): which ops run on the region's dtype and which on float32 (the
+CPU lists, and CUDA's on the emulated device in test_cuda_emulated.py), gradients reaching float32
+parameters as float32, nesting and enabled=False, the decorator form, bad arguments, and compiled
+functions called inside a region: the same casts, the region guarded, a region entered inside
+compiled code a break. References: the same ops with the casts written by hand."""
+import warnings
+
+import dyntrace as dt
+from jitlib import fresh_copy
+from testlib import assert_raises, rand_tensor
+
+F = dt.nn.functional
+
+
+def test_cpu_lists_cast_as_pytorchs():
+    # Lower precision (bfloat16 by default on the CPU): matmul, @, linear, bmm, conv2d, SDPA;
+    # float32: the losses; the rest keeps its input's dtype (softmax stays bfloat16 on the CPU).
+    dt.manual_seed(1)
+    x, w, b = rand_tensor((4, 8)), rand_tensor((5, 8)), rand_tensor((5,))
+    with dt.autocast("cpu"):
+        assert dt.is_autocast_enabled("cpu") and dt.get_autocast_dtype("cpu") == dt.bfloat16
+        lin = F.linear(x, w, b)
+        prod = x @ w.T
+        bmm = dt.bmm(x.unsqueeze(0), w.T.unsqueeze(0))
+        loss = F.cross_entropy(lin, dt.tensor([0, 1, 2, 3]))
+        soft = dt.softmax(lin, -1)
+        plain = x + 1
+        wide = x.double() @ w.double().T  # float64 is never cast
+    assert not dt.is_autocast_enabled("cpu")
+    assert (lin.dtype, prod.dtype, bmm.dtype) == (dt.bfloat16,) * 3
+    assert (loss.dtype, soft.dtype, plain.dtype, wide.dtype) == (dt.float32, dt.bfloat16, dt.float32, dt.float64)
+    want = F.linear(x.to(dt.bfloat16), w.to(dt.bfloat16), b.to(dt.bfloat16))
+    assert lin.tolist() == want.tolist()
+    assert loss.item() == F.cross_entropy(want.float(), dt.tensor([0, 1, 2, 3])).item()
+
+
+def test_gradients_reach_float32_parameters_through_the_casts():
+    dt.manual_seed(2)
+    model = dt.nn.Sequential(dt.nn.Linear(6, 5), dt.nn.GELU(), dt.nn.Linear(5, 3))
+    x, y = rand_tensor((8, 6)), dt.tensor([0, 1, 2, 0, 1, 2, 0, 1])
+    with dt.autocast("cpu", dtype=dt.bfloat16):
+        loss = F.cross_entropy(model(x), y)
+    loss.backward()
+    got = [p.grad.clone() for p in model.parameters()]
+    assert all(p.grad.dtype == dt.float32 for p in model.parameters())
+    # The same computation with the casts by hand.
+    for p in model.parameters():
+        p.grad = None
+    lo = dt.bfloat16
+    h = F.gelu(F.linear(x.to(lo), model[0].weight.to(lo), model[0].bias.to(lo)))
+    out = F.linear(h, model[2].weight.to(lo), model[2].bias.to(lo))
+    F.cross_entropy(out.float(), y).backward()
+    for g, p in zip(got, model.parameters()):
+        assert g.tolist() == p.grad.tolist()
+
+
+def test_nesting_disabling_and_the_decorator():
+    x = rand_tensor((3, 3))
+    with dt.autocast("cpu"):
+        with dt.autocast("cpu", enabled=False):
+            assert (x @ x).dtype == dt.float32 and not dt.is_autocast_enabled("cpu")
+        assert (x @ x).dtype == dt.bfloat16
+        with dt.amp.autocast("cpu", dtype=dt.float16):
+            assert (x @ x).dtype == dt.float16
+        assert (x @ x).dtype == dt.bfloat16
+    assert (x @ x).dtype == dt.float32 and not dt.is_autocast_enabled()  # CUDA's, never entered
+
+    @dt.autocast("cpu")
+    def product(a):
+        return a @ a
+
+    assert product(x).dtype == dt.bfloat16 and (x @ x).dtype == dt.float32
+    assert_raises(RuntimeError, dt.autocast, "tpu", match="unsupported autocast device_type 'tpu'")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with dt.autocast("cpu", dtype=dt.float64):  # not a lower precision: autocast is off
+            assert (x @ x).dtype == dt.float32
+    assert any("Disabling autocast" in str(w.message) for w in caught)
+
+
+def mlp_loss(model, x, y):
+    return F.cross_entropy(model(x), y)
+
+
+def test_compiled_code_inside_a_region_casts_as_eager_and_is_guarded():
+    dt.manual_seed(3)
+    model = dt.nn.Sequential(dt.nn.Linear(6, 5), dt.nn.GELU(), dt.nn.Linear(5, 3))
+    x, y = rand_tensor((8, 6)), dt.tensor([0, 1, 2, 0, 1, 2, 0, 1])
+    for backend in ("eager", "cpu"):
+        dt.reset()
+        compiled = dt.jit(fresh_copy(mlp_loss), backend=backend)
+        with dt.autocast("cpu"):
+            got = compiled(model, x, y)
+            want = mlp_loss(model, x, y)
+        assert got.dtype == want.dtype == dt.float32
+        assert abs(got.item() - want.item()) <= 2 ** -7 * abs(want.item()), (backend, got.item(), want.item())
+        graph = str(dt.graphs(compiled)[0])
+        assert "_to(" in graph and "bfloat16" in graph, graph
+        # Outside the region the guard fails and the call traces without casts.
+        assert compiled(model, x, y).item() == mlp_loss(model, x, y).item()
+        reasons = dt.stats()["recompile_reasons"]
+        assert len(reasons) == 1 and "autocast" in reasons[0], reasons
+        s = dt.stats()
+        assert s["graph_breaks"] == 0, s["break_reasons"]
+
+
+def region_inside(x):
+    with dt.autocast("cpu"):
+        y = x @ x
+    return y.float() + x
+
+
+def test_a_region_entered_inside_compiled_code_is_a_break_with_eagers_values():
+    x = rand_tensor((4, 4))
+    dt.reset()
+    got = dt.jit(fresh_copy(region_inside), backend="cpu")(x)
+    assert got.tolist() == region_inside(x).tolist()
+    assert dt.stats()["graph_breaks"] >= 1
