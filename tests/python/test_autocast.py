@@ -116,3 +116,44 @@ def test_a_region_entered_inside_compiled_code_is_a_break_with_eagers_values():
     got = dt.jit(fresh_copy(region_inside), backend="cpu")(x)
     assert got.tolist() == region_inside(x).tolist()
     assert dt.stats()["graph_breaks"] >= 1
+
+
+def test_grad_scaler_scales_unscales_skips_and_adapts():
+    # Against the arithmetic itself: the loss times the scale, gradients divided back, a step
+    # skipped (parameters untouched) when a gradient is not finite, the scale halved after it and
+    # doubled after growth_interval good steps; disabled, everything passes through.
+    w = dt.tensor([1.0, -2.0], requires_grad=True)
+    opt = dt.optim.SGD([w], lr=0.1)
+    scaler = dt.amp.GradScaler("cpu", init_scale=8.0, growth_interval=2)
+    loss = (w * dt.tensor([3.0, 4.0])).sum()
+    scaled = scaler.scale(loss)
+    assert scaled.item() == 8.0 * loss.item()
+    scaled.backward()
+    assert w.grad.tolist() == [24.0, 32.0]
+    scaler.unscale_(opt)
+    assert w.grad.tolist() == [3.0, 4.0]
+    assert_raises(RuntimeError, scaler.unscale_, opt, match="already been called")
+    scaler.step(opt)
+    # SGD's float32 update of values below 2.4: two roundings, within 2 * 2^-24 * 2.4 < 2^-22.
+    assert all(abs(a - b) <= 2 ** -22 for a, b in zip(w.tolist(), [1.0 - 0.3, -2.0 - 0.4])), w.tolist()
+    scaler.update()
+    assert scaler.get_scale() == 8.0  # one good step of two
+    before = w.tolist()
+    opt.zero_grad()
+    scaler.scale((w * float("inf")).sum()).backward()
+    scaler.step(opt)  # unscales, finds inf, skips
+    assert w.tolist() == before
+    scaler.update()
+    assert scaler.get_scale() == 4.0
+    for _ in range(2):
+        opt.zero_grad()
+        scaler.scale((w * 2.0).sum()).backward()
+        scaler.step(opt)
+        scaler.update()
+    assert scaler.get_scale() == 8.0  # two good steps: doubled
+    restored = dt.amp.GradScaler("cpu")
+    restored.load_state_dict(scaler.state_dict())
+    assert restored.get_scale() == 8.0
+    assert_raises(RuntimeError, dt.amp.GradScaler("cpu").update, match="No inf checks")
+    off = dt.amp.GradScaler(enabled=False)
+    assert off.scale(loss) is loss and off.get_scale() == 1.0 and off.state_dict() == {}
