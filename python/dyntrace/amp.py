@@ -69,6 +69,10 @@ _dt.get_autocast_dtype = get_autocast_dtype
 _dt.is_autocast_available = is_autocast_available
 
 
+def _any_found(found):
+    return any(count.item() != 0 for count in found.values())
+
+
 class GradScaler:
     """Loss scaling for float16 training, as torch.amp.GradScaler: scale(loss) multiplies by the
     scale; unscale_(optimizer) divides the gradients back and notes any inf or NaN among them;
@@ -125,14 +129,16 @@ class GradScaler:
         if state["stage"] == "stepped":
             raise RuntimeError("unscale_() is being called after step().")
         inverse = 1.0 / self._scale
-        found = _dt.zeros(())
+        found = {}  # per device, a count of gradients with a non-finite value: read once per step
         with _dt.no_grad():
             for group in optimizer.param_groups:
                 for p in group["params"]:
                     if p.grad is None:
                         continue
                     p.grad.mul_(inverse)
-                    found = found + (~_dt.isfinite(p.grad)).any().float().cpu()
+                    bad = (~_dt.isfinite(p.grad)).any().float()
+                    key = str(p.grad.device)
+                    found[key] = found[key] + bad if key in found else bad
         state["stage"], state["found_inf"] = "unscaled", found
 
     def step(self, optimizer, *args, **kwargs):
@@ -144,7 +150,7 @@ class GradScaler:
         if state is None or state["stage"] != "unscaled":
             self.unscale_(optimizer)
             state = self._optimizers[id(optimizer)]
-        result = optimizer.step(*args, **kwargs) if state["found_inf"].item() == 0 else None
+        result = optimizer.step(*args, **kwargs) if not _any_found(state["found_inf"]) else None
         state["stage"] = "stepped"
         return result
 
@@ -157,7 +163,7 @@ class GradScaler:
             checks = [s["found_inf"] for s in self._optimizers.values() if s["found_inf"] is not None]
             if not checks:
                 raise RuntimeError("No inf checks were recorded prior to update.")
-            if any(c.item() != 0 for c in checks):
+            if any(_any_found(c) for c in checks):
                 self._scale *= self._backoff_factor
                 self._growth_tracker = 0
             else:
