@@ -152,11 +152,11 @@ absl::StatusOr<Sym> Tracer::BuiltinLen(const Sym& a) {
 
 namespace {
 
-// isinstance(it, cls) of an iterator the trace holds, whose exact type it does not keep (a
-// generator, a list or dict iterator, a dict view, zip, map ...): False when `cls` (a plain class
+// Whether isinstance(it, cls) is False for any iterator the trace holds, whose exact type it does
+// not keep (a generator, a list or dict iterator, a dict view, zip, map ...): `cls` (a plain class
 // or a tuple of them) is no base of any of those types, as with `isinstance(params, Tensor)` in
-// clip_grad_norm_; nullopt when it might be.
-std::optional<bool> IteratorIsinstance(PyObject* cls) {
+// clip_grad_norm_.
+bool NoIteratorIsInstance(PyObject* cls) {
   static PyTypeObject* const kIteratorTypes[] = {
       &PyGen_Type,         &PyListIter_Type,    &PyTupleIter_Type,    &PyRangeIter_Type, &PySetIter_Type,
       &PyDictKeys_Type,    &PyDictValues_Type,  &PyDictItems_Type,    &PyDictIterKey_Type,
@@ -166,12 +166,12 @@ std::optional<bool> IteratorIsinstance(PyObject* cls) {
   const Py_ssize_t n = tuple ? PyTuple_GET_SIZE(cls) : 1;
   for (Py_ssize_t i = 0; i < n; ++i) {
     PyObject* c = tuple ? PyTuple_GET_ITEM(cls, i) : cls;
-    if (!PyType_Check(c) || !Py_IS_TYPE(c, &PyType_Type)) return std::nullopt;  // its own instance check
+    if (!PyType_Check(c) || !Py_IS_TYPE(c, &PyType_Type)) return false;  // its own instance check
     for (PyTypeObject* t : kIteratorTypes) {
-      if (PyType_IsSubtype(t, reinterpret_cast<PyTypeObject*>(c))) return std::nullopt;
+      if (PyType_IsSubtype(t, reinterpret_cast<PyTypeObject*>(c))) return false;
     }
   }
-  return false;
+  return true;
 }
 
 }  // namespace
@@ -179,7 +179,7 @@ std::optional<bool> IteratorIsinstance(PyObject* cls) {
 absl::StatusOr<Sym> Tracer::BuiltinIsinstance(const Sym& value, const Sym& classes) {
   DT_ASSIGN_OR_RETURN(PyRef cls, ConstValue(classes));
   if (value->kind == SymKind::kIter) {
-    if (std::optional<bool> known = IteratorIsinstance(cls.get())) return ConstSym(PyRef::Borrow(Py_False));
+    if (NoIteratorIsInstance(cls.get())) return ConstSym(PyRef::Borrow(Py_False));
     return Unsupported("isinstance() of an iterator with a class an iterator may belong to");
   }
   PyObject* probe = nullptr;
