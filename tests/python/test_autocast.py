@@ -93,7 +93,9 @@ def test_compiled_code_inside_a_region_casts_as_eager_and_is_guarded():
             got = compiled(model, x, y)
             want = mlp_loss(model, x, y)
         assert got.dtype == want.dtype == dt.float32
-        assert abs(got.item() - want.item()) <= 2 ** -7 * abs(want.item()), (backend, got.item(), want.item())
+        # Both backends promise eager's values bit for bit (the cpu backend's kernels round as
+        # the eager ops do), casts included.
+        assert got.item() == want.item(), (backend, got.item(), want.item())
         graph = str(dt.graphs(compiled)[0])
         assert "_to(" in graph and "bfloat16" in graph, graph
         # Outside the region the guard fails and the call traces without casts.
