@@ -125,6 +125,7 @@ class JointBuilder {
     for (const Node& node : forward_.nodes()) DT_RETURN_IF_ERROR(CheckDifferentiable(node));
     requires_grad_ = requires_grad;
     requires_grad_.resize(forward_.num_values(), false);
+    DT_RETURN_IF_ERROR(CheckWrites());
     const Tensor seed_meta = forward_.value(seed).meta;
     recorder_.Know(seed_meta, seed);
     grad_of_[root] = seed_meta;
@@ -145,12 +146,59 @@ class JointBuilder {
     for (const GraphArg& a : node.args) {
       if (a.ReadsNumbers()) return NotWhole(absl::StrCat(node.op->name(), " reads a run-time number"));
     }
-    // Formulas read values as they are when backward runs; a write anywhere in the graph could
-    // change one after its use (eagerly, a version check would catch that).
-    if (node.inplace || node.op->has(kEagerUpdate) || node.op->has(kWritesArguments)) {
-      return NotWhole(absl::StrCat(node.op->name(), " changes a tensor in place"));
+    return absl::OkStatus();
+  }
+
+  static bool WritesInPlace(const Node& node) {
+    return node.inplace || node.op->has(kEagerUpdate) || node.op->has(kWritesArguments);
+  }
+
+  // The tensors `node` may write: an in-place op's self, every tensor operand of an op that
+  // writes its arguments (all of them: which ones it writes is the op's business).
+  static std::vector<ValueId> WrittenBy(const Node& node) {
+    const auto* self = std::get_if<ValueId>(&node.args[0].content);
+    if (node.inplace && self != nullptr) return {*self};
+    return TensorArgs(node);
+  }
+
+  // Formulas read values as they are when backward runs, so a write may not touch anything a
+  // node autograd follows reads or makes (eagerly, a version check would catch that). Writes
+  // to bookkeeping no such node sees (batch norm's running statistics and batch count, a
+  // step counter) are fine: they happen in the forward graph, after the graph's reads, as
+  // eagerly. Needs requires_grad_ filled in.
+  absl::Status CheckWrites() {
+    const auto& nodes = forward_.nodes();
+    for (const Node& writer : nodes) {
+      if (!WritesInPlace(writer)) continue;
+      std::vector<ValueId> written;
+      for (ValueId v : WrittenBy(writer)) {
+        if (writer.inplace && requires_grad_[v]) {
+          return NotWhole(absl::StrCat(writer.op->name(), " changes a tensor autograd follows in place"));
+        }
+        if (!requires_grad_[v]) written.push_back(v);  // the others are read (batch statistics)
+      }
+      for (const Node& reader : nodes) {
+        if (&reader == &writer || !FollowedByAutograd(reader)) continue;
+        std::vector<ValueId> touched = TensorArgs(reader);
+        touched.insert(touched.end(), reader.outputs.begin(), reader.outputs.end());
+        for (ValueId w : written) {
+          for (ValueId t : touched) {
+            if (forward_.value(w).meta.SharesStorageWith(forward_.value(t).meta)) {
+              return NotWhole(absl::StrCat(writer.op->name(), " changes a tensor in place that ", reader.op->name(),
+                                           "'s derivative may read"));
+            }
+          }
+        }
+      }
     }
     return absl::OkStatus();
+  }
+
+  bool FollowedByAutograd(const Node& node) const {
+    for (ValueId v : TensorArgs(node)) {
+      if (requires_grad_[v]) return true;
+    }
+    return false;
   }
 
   absl::Status PropagateRequiresGrad() {
@@ -162,7 +210,7 @@ class JointBuilder {
       if (!any || node.op->kind == OpKind::kCreation) continue;
       for (ValueId out : node.outputs) requires_grad_[out] = IsFloating(forward_.value(out).meta.dtype());
     }
-    return absl::OkStatus();
+    return CheckWrites();
   }
 
   bool IsInput(ValueId v) const { return forward_.value(v).producer < 0; }

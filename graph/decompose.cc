@@ -11,7 +11,8 @@ namespace dt {
 namespace {
 
 bool Expandable(const Node& node, ExpandComposites which) {
-  if (node.op->kind != OpKind::kComposite || node.inplace) return false;
+  // An op that writes its arguments stays whole: on meta tensors its body computes, never writes.
+  if (node.op->kind != OpKind::kComposite || node.inplace || node.op->has(kWritesArguments)) return false;
   const bool wanted = which == ExpandComposites::kDecomposable ? node.op->has(kDecomposable)
                                                                : node.op->derivative.fn == nullptr;
   if (!wanted) return false;

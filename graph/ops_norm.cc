@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "graph/nn_common.h"
 #include "graph/op_registry.h"
+#include "runtime/autograd_meta.h"
 #include "runtime/copy.h"
 #include "runtime/errors.h"
 
@@ -108,6 +109,9 @@ absl::StatusOr<std::pair<Tensor, Tensor>> BatchStatistics(const OpArgs& args, co
   DT_ASSIGN_OR_RETURN(Tensor sq, Call("square", {centred}));
   DT_ASSIGN_OR_RETURN(Tensor var, Call("mean", {sq, dims, Scalar::Bool(true)}));
   if (!args.is_none(1) && !args.is_none(2)) {
+    // The running statistics are bookkeeping, not part of the result: autograd does not follow
+    // them (as PyTorch's update, which runs on the statistics' data).
+    GradModeGuard no_grad(false);
     DT_ASSIGN_OR_RETURN(Tensor unbiased, Call("var", {x, dims, None{}, Scalar::Bool(false)}));
     DT_ASSIGN_OR_RETURN(Tensor flat_mean, Call("squeeze", {mean, dims}));
     DT_RETURN_IF_ERROR(Call("_batch_norm_update_stats",

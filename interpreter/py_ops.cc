@@ -240,7 +240,8 @@ PyObject* RunInplaceWithGrad(const OpDef& op, OpArgs args, PyObject* self) {
   return Py_NewRef(self);
 }
 
-// Runs an in-place form: writes the op's result into argument 0 and returns it.
+}  // namespace
+
 PyObject* RunInplace(const OpDef& op, const OpArgs& args, PyObject* self) {
   if (RecordsGrad(args)) return RunInplaceWithGrad(op, args, self);
   const Tensor& target = args.tensor(0);
@@ -265,6 +266,8 @@ PyObject* RunInplace(const OpDef& op, const OpArgs& args, PyObject* self) {
   Py_INCREF(self);
   return self;
 }
+
+namespace {
 
 PyObject* Dispatch(const std::vector<const OpDef*>& overloads, bool inplace, PyObject* const* args,
                    Py_ssize_t nargs, PyObject* kwnames) {

@@ -603,10 +603,8 @@ PyObject* InplaceOp(const char* name, PyObject* a, PyObject* b) {
     if (!v.ok()) Py_RETURN_NOTIMPLEMENTED;
     other = *std::move(v);
   }
-  auto result = RunPointwise(*op, OpArgs({Unwrap(a), other}), &Unwrap(a));
-  if (!result.ok()) return RaiseStatus(result.status());
-  Py_INCREF(a);
-  return a;
+  // As x.add_(y): recorded by autograd when it follows an operand, and x's version bumped.
+  return RunInplace(*op, OpArgs({Unwrap(a), other}), a);
 }
 
 PyObject* UnaryOp(const char* name, PyObject* a) {

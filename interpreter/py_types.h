@@ -113,6 +113,10 @@ struct BoundCall {
   bool inplace;
 };
 bool IsOpFunction(PyObject* obj);
+// Runs the in-place form of `op` on `self` (args[0] is its tensor): writes the result into it,
+// bumps its version and, when autograd follows an operand, records the write as self's new
+// history. Returns a new reference to `self`, or null with a Python error set.
+PyObject* RunInplace(const OpDef& op, const OpArgs& args, PyObject* self);
 absl::StatusOr<BoundCall> BindOpCall(PyObject* op_function, PyObject* const* args,
                                      Py_ssize_t nargs, PyObject* kwnames);
 

@@ -106,6 +106,7 @@ bool ApplySideEffects(const trace::TraceResult& trace, Builder& builder, const g
     if (!Apply(change)) return false;
   }
   if (trace.grad_mode_at_exit.has_value()) SetGradEnabled(*trace.grad_mode_at_exit);
+  if (trace.autocast_at_exit.has_value()) ThreadAutocast() = *trace.autocast_at_exit;
   return true;
 }
 

@@ -98,7 +98,11 @@ class BodyRecorder final : public GraphRecorder {
  public:
   using GraphRecorder::GraphRecorder;
   absl::StatusOr<OpResult> Record(const OpDef& op, const OpArgs& args) override {
-    if (op.kind == OpKind::kComposite && op.derivative.fn == nullptr) return CallOp(op, args);
+    // A composite that writes its arguments (batch norm's running statistics) is one node: on
+    // meta tensors its body would compute the new values and never write them.
+    if (op.kind == OpKind::kComposite && op.derivative.fn == nullptr && !op.has(kWritesArguments)) {
+      return CallOp(op, args);
+    }
     return GraphRecorder::Record(op, args);
   }
 };
@@ -173,6 +177,63 @@ absl::StatusOr<Sym> Tracer::Detach(const Sym& tensor) {
                                                   {GraphArg::Value(tensor->value), GraphArg{ArgValue(sizes)}}, false));
   grad_values_.erase(outs[0]->value);
   return outs[0];
+}
+
+// Whether a derivative formula would read `v` when backward runs: the output of an op whose
+// formula uses its outputs, or an operand of one, autograd follows, whose formula uses its inputs
+// (a composite recorded whole counts as reading everything).
+bool Tracer::AutogradSaves(ValueId v) const {
+  const auto& nodes = graph_->nodes();
+  const int producer = graph_->value(v).producer;
+  if (producer >= 0 && ReadsGradValue(nodes[producer].args) && nodes[producer].op->derivative.uses_outputs) return true;
+  for (const Node& n : nodes) {
+    if (!ReadsGradValue(n.args)) continue;
+    bool reads_v = false;
+    for (const GraphArg& a : n.args) {
+      if (const auto* id = std::get_if<ValueId>(&a.content)) reads_v = reads_v || *id == v;
+      if (const auto* ids = std::get_if<std::vector<ValueId>>(&a.content)) {
+        for (ValueId id : *ids) reads_v = reads_v || id == v;
+      }
+    }
+    if (reads_v && (n.op->derivative.fn == nullptr || n.op->derivative.uses_inputs)) return true;
+  }
+  return false;
+}
+
+// An in-place change to a value autograd follows is rewritten as the op out of place, the
+// tensor's Sym rebound to the result (as AOTAutograd functionalises): the joint graph then never
+// sees a write, and formulas read the value as it was when their op ran, as eagerly. Only for a
+// tensor the graph made whose storage no other value shares (no view can see the change), before
+// backward(), and not one a formula saves (eagerly backward() would raise: the frame runs eagerly
+// and raises the same).
+bool Tracer::Functionalizes(const Sym& target) const {
+  const ValueId v = target->value;
+  if (!grad_values_.contains(v) || backward_at_node_.has_value() || graph_->value(v).producer < 0) return false;
+  const Tensor& meta = graph_->value(v).meta;
+  for (size_t other = 0; other < graph_->num_values(); ++other) {
+    if (static_cast<ValueId>(other) != v && graph_->value(static_cast<ValueId>(other)).meta.SharesStorageWith(meta)) {
+      return false;
+    }
+  }
+  return !AutogradSaves(v);
+}
+
+absl::StatusOr<Sym> Tracer::EmitInPlace(const OpDef* op, std::vector<ArgValue> metas, std::vector<GraphArg> graph_args,
+                                        const Sym& target) {
+  if (TracedGradMode() && Functionalizes(target)) {
+    // The out-of-place result must be what the write would leave: the target's sizes and dtype.
+    absl::StatusOr<OpResult> probe = CallOp(*op, OpArgs(metas));
+    const Tensor& t = target->meta;
+    if (probe.ok() && probe->size() == 1 && probe->at(0).sizes() == t.sizes() && probe->at(0).dtype() == t.dtype()) {
+      DT_ASSIGN_OR_RETURN(std::vector<Sym> outs, Emit(op, std::move(metas), std::move(graph_args), false));
+      Mutating(target);
+      target->value = outs[0]->value;
+      target->meta = outs[0]->meta;
+      return target;
+    }
+  }
+  DT_RETURN_IF_ERROR(Emit(op, std::move(metas), std::move(graph_args), true).status());
+  return target;
 }
 
 // The results of an op follow autograd when it runs with grad mode on and reads a value that

@@ -766,6 +766,8 @@ absl::StatusOr<Sym> Tracer::CallBuiltin(PyObject* fn, const std::vector<Sym>& ar
   }
   DT_ASSIGN_OR_RETURN(Sym grad_mode, CallGradModeBuiltin(fn, args, kwargs));
   if (grad_mode != nullptr) return grad_mode;
+  DT_ASSIGN_OR_RETURN(Sym autocast, CallAutocastBuiltin(fn, args, kwargs));
+  if (autocast != nullptr) return autocast;
   // finfo()/iinfo() of a dtype: constants (what they return is immutable).
   if (IsDyntraceFunction(fn, "finfo") || IsDyntraceFunction(fn, "iinfo")) return FoldPureCall(fn, args, kwargs);
   DT_ASSIGN_OR_RETURN(Sym followed, CallFollowedBuiltin(fn, args, kwargs));

@@ -70,12 +70,13 @@ absl::StatusOr<Sym> Tracer::CallOpFunction(PyObject* fn, const Sym& bound_self,
       gargs.push_back(std::move(arg));
     }
   }
-  if (!bound->inplace) DT_RETURN_IF_ERROR(AutocastArguments(*bound->op, metas, gargs));
-  DT_ASSIGN_OR_RETURN(std::vector<Sym> outs, Emit(bound->op, std::move(metas), std::move(gargs), bound->inplace));
   if (bound->inplace) {
     auto it = sym_of_wrapper_.find(bound->supplied[0].get());
-    return it->second;  // x.add_(y) returns x itself
+    if (it == sym_of_wrapper_.end()) return Unsupported(absl::StrCat(bound->op->name(), "_ on a tensor of unknown origin"));
+    return EmitInPlace(bound->op, std::move(metas), std::move(gargs), it->second);  // x.add_(y) returns x itself
   }
+  DT_RETURN_IF_ERROR(AutocastArguments(*bound->op, metas, gargs));
+  DT_ASSIGN_OR_RETURN(std::vector<Sym> outs, Emit(bound->op, std::move(metas), std::move(gargs), false));
   if (bound->op->schema.returns_list && !(bound->op->has(kOneResultBare) && outs.size() == 1)) {
     Sym tuple = MakeSym(SymKind::kTuple);
     tuple->items = outs;

@@ -68,7 +68,7 @@ absl::StatusOr<Sym> Tracer::RunFrame(TFrame& f) {
       snapshot_ = RootSnapshot{true, f.pc, f.stack, f.locals, f.argument_live, f.kw_names,
                                f.kw_names_offset, graph_->nodes().size(), journal_.size(),
                                guards_.size(), grad_mode_, grad_mode_changed_, handled_exceptions_.size(),
-                               autocast_};
+                               autocast_, autocast_changed_};
     }
     absl::Status s = f.generator && !f.suspend_at_yield && f.decoded->protected_offsets.contains(in.offset)
                          ? Unsupported("a try/except/finally or with block in a generator the trace runs: CPython runs it")

@@ -156,9 +156,9 @@ absl::StatusOr<Sym> Tracer::EmitNamed(absl::string_view name, const std::vector<
     metas.push_back(*params[i].default_value);
     gargs.push_back(GraphArg{*params[i].default_value});
   }
-  if (!inplace) DT_RETURN_IF_ERROR(AutocastArguments(*op, metas, gargs));  // `a @ b`, `x ** 2`
-  DT_ASSIGN_OR_RETURN(std::vector<Sym> outs, Emit(op, std::move(metas), std::move(gargs), inplace));
-  if (inplace) return operands[0];
+  if (inplace) return EmitInPlace(op, std::move(metas), std::move(gargs), operands[0]);
+  DT_RETURN_IF_ERROR(AutocastArguments(*op, metas, gargs));  // `a @ b`, `x ** 2`
+  DT_ASSIGN_OR_RETURN(std::vector<Sym> outs, Emit(op, std::move(metas), std::move(gargs), false));
   return outs.at(0);
 }
 

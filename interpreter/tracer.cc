@@ -26,6 +26,7 @@ void Tracer::RollBackToSnapshot() {
   grad_mode_ = snapshot_.grad_mode;
   grad_mode_changed_ = snapshot_.grad_mode_changed;
   autocast_ = snapshot_.autocast;  // its guard went with the guards rolled back
+  autocast_changed_ = snapshot_.autocast_changed;
   if (backward_at_node_.has_value() && snapshot_.num_nodes <= *backward_at_node_) backward_at_node_.reset();
   raising_ = nullptr;
   handled_exceptions_.resize(snapshot_.handled_exceptions);
@@ -37,6 +38,7 @@ void Tracer::RollBackToSnapshot() {
     undo.sym->consumed = undo.consumed;
     undo.sym->kind = undo.kind;
     undo.sym->value = undo.value;
+    undo.sym->meta = std::move(undo.meta);
     journal_.pop_back();
   }
   ForgetRolledBackChanges();
@@ -114,6 +116,7 @@ std::variant<TraceResult, TraceFailure> Tracer::Break(TFrame& root, const interp
   if (!container_stores.ok()) return Fail(container_stores.status());
   r.container_stores = *std::move(container_stores);
   if (grad_mode_changed_) r.grad_mode_at_exit = grad_mode_;
+  if (autocast_changed_) r.autocast_at_exit = autocast_;
   GuardChangedUnaliased();
   r.num_memo = num_memo_;
   r.scalars = scalar_program_;
@@ -275,6 +278,7 @@ std::variant<TraceResult, TraceFailure> Tracer::Run() {
   r.attr_stores = *std::move(stores);
   r.container_stores = *std::move(container_stores);
   if (grad_mode_changed_) r.grad_mode_at_exit = grad_mode_;
+  if (autocast_changed_) r.autocast_at_exit = autocast_;
   r.touched_tensors = touched_tensors_;
   return r;
 }

@@ -18,6 +18,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "autograd/joint_graph.h"
+#include "graph/autocast.h"
 #include "graph/graph.h"
 #include "guards/guard_set.h"
 #include "interpreter/break_reason.h"
@@ -158,6 +159,8 @@ struct TraceResult {
   std::vector<ContainerStore> container_stores;
   // Set when the traced code changed grad mode (`with dt.no_grad():`): the mode to leave behind.
   std::optional<bool> grad_mode_at_exit;
+  // Set when the traced code entered or left an autocast region: the states to leave behind.
+  std::optional<AutocastStates> autocast_at_exit;
   std::optional<BreakInfo> break_info;  // set unless the segment returns
   // Frame state at a break: one spec per local slot and per stack slot.
   std::vector<OutputSpec> locals_state;

@@ -220,14 +220,17 @@ class Tracer {
     bool grad_mode_changed = false;
     size_t handled_exceptions = 0;  // inside an except or finally block: a break cannot resume there
     std::optional<AutocastStates> autocast;
+    bool autocast_changed = false;
   };
   // The grad mode as the traced code has left it: unset until the trace reads or sets it (then
   // the mode at entry is guarded); `changed` when the segment must set it on the way out.
   std::optional<bool> grad_mode_;
   bool grad_mode_changed_ = false;
   // The autocast states the trace runs under: unset until an op with an autocast policy is
-  // called (then the states at entry are guarded; trace_autocast.cc).
+  // called or the traced code reads or sets them (then the states at entry are guarded;
+  // trace_autocast.cc); `changed` when the segment must set them on the way out.
   std::optional<AutocastStates> autocast_;
+  bool autocast_changed_ = false;
   RootSnapshot snapshot_;
   // Exceptions the traced code raises and may catch itself (trace_exceptions.cc): the one on its
   // way up the traced frames (`raising_`, with the serial its Raises status carries), and the
@@ -251,6 +254,7 @@ class Tracer {
     size_t position, consumed;  // iterators
     SymKind kind;               // a kRunSeq materialised into a kList (trace_run_sequence.cc)
     ValueId value;
+    Tensor meta;  // a tensor rebound by a functionalised in-place op
   };
   std::vector<Undo> journal_;
   // Runtime Python numbers (see ScalarInstr): the program, each slot's trace-time value, and the
@@ -262,7 +266,7 @@ class Tracer {
   absl::StatusOr<Sym> Specialize(const Sym& number);
   absl::StatusOr<Sym> NumberOp(const std::string& op, bool compare, const Sym& a, const Sym& b);
   void Mutating(const Sym& sym) {
-    journal_.push_back(Undo{sym, sym->items, sym->keys, sym->position, sym->consumed, sym->kind, sym->value});
+    journal_.push_back(Undo{sym, sym->items, sym->keys, sym->position, sym->consumed, sym->kind, sym->value, sym->meta});
   }
   // Before changing a list or dict: journals it and, for one of the caller's, records the change
   // to replay after the graph (trace_mutations.cc). Stops the trace when the caller's object was
@@ -539,6 +543,9 @@ class Tracer {
   // ahead of it into `metas` and `args`.
   const AutocastStates& TracedAutocast();
   absl::Status AutocastArguments(const OpDef& op, std::vector<ArgValue>& metas, std::vector<GraphArg>& args);
+  // dyntrace._autocast_state / _set_autocast (what dyntrace.autocast's __enter__ and __exit__
+  // call) in a trace; null when `fn` is neither.
+  absl::StatusOr<Sym> CallAutocastBuiltin(PyObject* fn, const std::vector<Sym>& args, const Kwargs& kwargs);
   // import and global stores (trace_imports.cc)
   absl::Status DoImportName(TFrame& f, const Instr& in);
   absl::Status DoImportFrom(TFrame& f, const Instr& in);
@@ -691,6 +698,12 @@ class Tracer {
   std::vector<Sym> keyed_dicts_;  // those with keyed_writes
   bool CanDetach(const Sym& tensor) const;
   absl::StatusOr<Sym> Detach(const Sym& tensor);
+  // An in-place op on `target` (x.add_(y), x += y): written in place, or, when autograd follows
+  // `target`, computed out of place with `target` rebound to the result (functionalised).
+  absl::StatusOr<Sym> EmitInPlace(const OpDef* op, std::vector<ArgValue> metas, std::vector<GraphArg> graph_args,
+                                  const Sym& target);
+  bool Functionalizes(const Sym& target) const;
+  bool AutogradSaves(ValueId v) const;
   bool ReadsGradValue(const std::vector<GraphArg>& args) const;
   bool ExpandsForAutograd(const OpDef& op, const std::vector<GraphArg>& args);
   absl::StatusOr<std::optional<std::vector<Sym>>> EmitBody(const OpDef& op, const OpArgs& args,

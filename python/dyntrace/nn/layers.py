@@ -177,20 +177,100 @@ class Softmax(Module):
         return _dt.softmax(x, self.dim)
 
 
-class Conv2d(Module):
-    """2-d convolution over (N, C, H, W); weight and bias initialised as PyTorch's."""
+class LogSoftmax(Module):
+    def __init__(self, dim=None):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x):
+        return _dt.log_softmax(x, self.dim)
+
+
+class LeakyReLU(Module):
+    def __init__(self, negative_slope=0.01, inplace=False):
+        super().__init__()
+        self.negative_slope = negative_slope
+
+    def forward(self, x):
+        return _functional().leaky_relu(x, self.negative_slope)
+
+
+class ELU(Module):
+    def __init__(self, alpha=1.0, inplace=False):
+        super().__init__()
+        self.alpha = alpha
+
+    def forward(self, x):
+        return _functional().elu(x, self.alpha)
+
+
+class Hardtanh(Module):
+    def __init__(self, min_val=-1.0, max_val=1.0, inplace=False):
+        super().__init__()
+        self.min_val, self.max_val = min_val, max_val
+
+    def forward(self, x):
+        return _functional().hardtanh(x, self.min_val, self.max_val)
+
+
+class ReLU6(Module):
+    def __init__(self, inplace=False):
+        super().__init__()
+
+    def forward(self, x):
+        return _functional().relu6(x)
+
+
+class Hardswish(Module):
+    def __init__(self, inplace=False):
+        super().__init__()
+
+    def forward(self, x):
+        return _functional().hardswish(x)
+
+
+class Mish(Module):
+    def __init__(self, inplace=False):
+        super().__init__()
+
+    def forward(self, x):
+        return _functional().mish(x)
+
+
+class Softplus(Module):
+    def __init__(self, beta=1.0, threshold=20.0):
+        super().__init__()
+        self.beta, self.threshold = beta, threshold
+
+    def forward(self, x):
+        return _functional().softplus(x, self.beta, self.threshold)
+
+
+class GLU(Module):
+    def __init__(self, dim=-1):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x):
+        return _functional().glu(x, self.dim)
+
+
+class _ConvNd(Module):
+    """Convolution over (N, C, *spatial); weight and bias initialised as PyTorch's."""
+    _rank = 0
 
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1,
                  bias=True, padding_mode="zeros", device=None, dtype=None):
         super().__init__()
+        name = type(self).__name__
         if in_channels % groups or out_channels % groups:
             raise ValueError("in_channels and out_channels must be divisible by groups")
         if padding_mode != "zeros":
-            raise NotImplementedError(f"Conv2d(padding_mode={padding_mode!r}): only 'zeros' is supported")
-        pair = lambda v: (v, v) if isinstance(v, int) else tuple(v)  # noqa: E731
+            raise NotImplementedError(f"{name}(padding_mode={padding_mode!r}): only 'zeros' is supported")
+        tuple_of = lambda v: (v,) * self._rank if isinstance(v, int) else tuple(v)  # noqa: E731
         self.in_channels, self.out_channels = in_channels, out_channels
-        self.kernel_size, self.stride, self.dilation = pair(kernel_size), pair(stride), pair(dilation)
-        self.padding = padding if isinstance(padding, str) else pair(padding)
+        self.kernel_size, self.stride, self.dilation = tuple_of(kernel_size), tuple_of(stride), tuple_of(dilation)
+        self.padding = padding if isinstance(padding, str) else tuple_of(padding)
         self.groups = groups
         self.weight = Parameter(_new((out_channels, in_channels // groups) + self.kernel_size, device, dtype))
         self.bias = Parameter(_new((out_channels,), device, dtype)) if bias else None
@@ -198,16 +278,61 @@ class Conv2d(Module):
             self.register_parameter("bias", None)
         init.kaiming_uniform_(self.weight, a=math.sqrt(5))
         if self.bias is not None:
-            fan_in = (in_channels // groups) * self.kernel_size[0] * self.kernel_size[1]
+            fan_in = (in_channels // groups) * math.prod(self.kernel_size)
             bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
             init.uniform_(self.bias, -bound, bound)
-
-    def forward(self, x):
-        return _functional().conv2d(x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
 
     def extra_repr(self):
         return (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}, "
                 f"padding={self.padding}")
+
+
+class Conv1d(_ConvNd):
+    _rank = 1
+
+    def forward(self, x):
+        return _functional().conv1d(x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+
+
+class Conv2d(_ConvNd):
+    _rank = 2
+
+    def forward(self, x):
+        return _functional().conv2d(x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+
+
+class Flatten(Module):
+    def __init__(self, start_dim=1, end_dim=-1):
+        super().__init__()
+        self.start_dim, self.end_dim = start_dim, end_dim
+
+    def forward(self, x):
+        return x.flatten(self.start_dim, self.end_dim)
+
+    def extra_repr(self):
+        return f"start_dim={self.start_dim}, end_dim={self.end_dim}"
+
+
+class Unflatten(Module):
+    def __init__(self, dim, unflattened_size):
+        super().__init__()
+        self.dim, self.unflattened_size = dim, tuple(unflattened_size)
+
+    def forward(self, x):
+        dim = self.dim + x.dim() if self.dim < 0 else self.dim
+        return x.reshape(tuple(x.shape[:dim]) + self.unflattened_size + tuple(x.shape[dim + 1:]))
+
+    def extra_repr(self):
+        return f"dim={self.dim}, unflattened_size={self.unflattened_size}"
+
+
+class Upsample(Module):
+    def __init__(self, size=None, scale_factor=None, mode="nearest", align_corners=None):
+        super().__init__()
+        self.size, self.scale_factor, self.mode, self.align_corners = size, scale_factor, mode, align_corners
+
+    def forward(self, x):
+        return _functional().interpolate(x, self.size, self.scale_factor, self.mode, self.align_corners)
 
 
 class MultiheadAttention(Module):
