@@ -350,30 +350,18 @@ absl::StatusOr<ArgGrads> CumprodGrad(const GradContext& c) {
   return FirstGrad(c, Op("stack", {std::move(grads), Scalar::Int(dim)}));
 }
 
-// _im2col copies input elements (or padding zeros) to new places: its adjoint adds each
-// gradient back at its source. The sources come from running _im2col itself on the positions
-// 1..n (in float64, exact up to 2^53; padding reads 0), so the formula follows the op's own
-// layout rules instead of restating them.
+// _im2col copies input elements (or padding values) to new places: its adjoint adds each
+// gradient back at its source (_col2im, which drops the entries read from padding).
 absl::StatusOr<ArgGrads> Im2colGrad(const GradContext& c) {
   const Tensor& input = c.input(0);
-  const int64_t n = input.numel();
-  DT_ASSIGN_OR_RETURN(Tensor positions, Op("arange", {Scalar::Int(1), Scalar::Int(n + 1), Scalar::Int(1),
-                                                      DType::kFloat64, c.grad().device()}));
-  DT_ASSIGN_OR_RETURN(positions, Op("reshape", {positions, input.sizes()}));
-  std::vector<ArgValue> args{positions};
-  for (size_t i = 1; i + 1 < c.args.size(); ++i) args.push_back(c.args[i]);
-  args.push_back(Scalar::Int(0));  // padding reads 0: no source
-  DT_ASSIGN_OR_RETURN(Tensor sources, Op("_im2col", std::move(args)));
-  DT_ASSIGN_OR_RETURN(sources, Op("reshape", {sources, Dims{-1}}));
-  DT_ASSIGN_OR_RETURN(Tensor real, Op("gt", {sources, Scalar::Int(0)}));
-  DT_ASSIGN_OR_RETURN(Tensor index, Op("sub", {sources, Scalar::Int(1)}));
-  DT_ASSIGN_OR_RETURN(index, Op("where", {real, index, Scalar::Int(0)}));
-  DT_ASSIGN_OR_RETURN(index, Op("_to", {index, DType::kInt64}));
-  DT_ASSIGN_OR_RETURN(Tensor g, Op("reshape", {c.grad(), Dims{-1}}));
-  DT_ASSIGN_OR_RETURN(g, Op("where", {real, g, Scalar::Int(0)}));
-  const Tensor flat_like = Tensor::Empty({n}, input.dtype(), Device::Meta());
-  DT_ASSIGN_OR_RETURN(Tensor flat, ScatterAddIntoZeros(flat_like, Scalar::Int(0), index, g));
-  return FirstGrad(c, Op("reshape", {flat, input.sizes()}));
+  return FirstGrad(c, Op("_col2im", {c.grad(), Dims{input.size(2), input.size(3)}, c.args[1], c.args[2], c.args[3],
+                                     c.args[4], c.args[5]}));
+}
+
+// _col2im is linear, and its adjoint is _im2col with zero padding.
+absl::StatusOr<ArgGrads> Col2imGrad(const GradContext& c) {
+  return FirstGrad(c, Op("_im2col", {c.grad(), c.args[2], c.args[3], c.args[4], c.args[5], c.args[6],
+                                     Scalar::Int(0)}));
 }
 
 }  // namespace
@@ -402,6 +390,7 @@ void RegisterIndexingDerivatives(OpRegistry& registry) {
   registry.Mutable("logcumsumexp").derivative = {&LogcumsumexpGrad, kInputs, kOutputs};
   registry.Mutable("cumprod").derivative = {&CumprodGrad, kInputs, kOutputs};
   registry.Mutable("_im2col").derivative = {&Im2colGrad, kNoInputs, kNoOutputs};
+  registry.Mutable("_col2im").derivative = {&Col2imGrad, kNoInputs, kNoOutputs};
   registry.Mutable("masked_select").derivative = {&MaskedSelectGrad, kInputs, kNoOutputs};
 }
 

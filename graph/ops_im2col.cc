@@ -2,12 +2,18 @@
 // convolution or a pooling is a matrix multiply or a reduction over them (ops_conv.cc). Padding
 // may differ before and after (padding='same' with an even kernel): the caller gives the output
 // size, and every read outside the input gives `pad_value`.
+//
+// _col2im is its adjoint (a convolution's input gradient): each column entry added back onto the
+// input element it was read from, entries read from padding dropped. Per input plane, in the
+// columns' order (kernel row, kernel column, output position), so results do not depend on the
+// thread count.
 #include <algorithm>
 #include <cstring>
 
 #include "absl/strings/str_format.h"
 #include "graph/cuda_eager.h"
 #include "graph/op_registry.h"
+#include "graph/pointwise.h"
 #include "runtime/copy.h"
 #include "runtime/cuda_index_kernels.h"
 #include "runtime/errors.h"
@@ -93,6 +99,89 @@ absl::Status Im2colOnDevice(const Tensor& x, const Tensor& out, const Geometry& 
   return GatherOnDevice(view, DomainOperand{padded, strides}, {});
 }
 
+// Plane by plane: each plane of `dst` [H, W] is the sum of its kh*kw column rows scattered back.
+template <typename T>
+void Col2im(const Tensor& columns, const Tensor& out, const Geometry& g) {
+  const T* src = columns.data_as<T>();
+  T* dst = out.data_as<T>();
+  const int64_t planes = out.size(0) * g.channels, rows_per_plane = g.kh * g.kw, row = g.oh * g.ow;
+  ParallelFor(planes, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t p = begin; p < end; ++p) {
+      T* plane = dst + p * g.height * g.width;
+      std::fill(plane, plane + g.height * g.width, T(0));
+      for (int64_t ki = 0; ki < g.kh; ++ki) {
+        for (int64_t kj = 0; kj < g.kw; ++kj) {
+          const T* from = src + (p * rows_per_plane + ki * g.kw + kj) * row;
+          const int64_t row_off = ki * g.dh - g.ph, col_off = kj * g.dw - g.pw;
+          const auto [wlo, whi] = InsideRange(col_off, g.sw, g.width, g.ow);
+          for (int64_t o = 0; o < g.oh; ++o) {
+            const int64_t ih = o * g.sh + row_off;
+            if (ih < 0 || ih >= g.height) continue;
+            T* to = plane + ih * g.width + col_off;
+            const T* in = from + o * g.ow;
+            for (int64_t q = wlo; q < whi; ++q) to[q * g.sw] += in[q];
+          }
+        }
+      }
+    }
+  });
+}
+
+// The device form: a zeroed buffer padded as Im2colOnDevice reads, one strided in-place add per
+// kernel offset (its targets are distinct, so no add races another), then the interior.
+absl::Status Col2imOnDevice(const Tensor& columns, const Tensor& out, const Geometry& g) {
+  const int64_t n = out.size(0);
+  const int64_t rows = std::max(g.ph + g.height, (g.oh - 1) * g.sh + (g.kh - 1) * g.dh + 1);
+  const int64_t cols = std::max(g.pw + g.width, (g.ow - 1) * g.sw + (g.kw - 1) * g.dw + 1);
+  Tensor padded = Tensor::Empty({n, g.channels, rows, cols}, out.dtype(), out.device());
+  DT_RETURN_IF_ERROR(Fill(padded, Scalar::Int(0)));
+  const OpDef* add = OpRegistry::Get().Find("add");
+  const Dims strides{padded.stride(0), padded.stride(1), g.sh * padded.stride(2), g.sw * padded.stride(3)};
+  const Dims sizes{n, g.channels, g.oh, g.ow};
+  const int64_t plane_rows = g.kh * g.kw * g.oh * g.ow;
+  for (int64_t ki = 0; ki < g.kh; ++ki) {
+    for (int64_t kj = 0; kj < g.kw; ++kj) {
+      const Tensor target = padded.AsStrided(sizes, strides, padded.offset() + ki * g.dh * padded.stride(2) +
+                                                                 kj * g.dw * padded.stride(3));
+      const Tensor source = columns.AsStrided(sizes, {g.channels * plane_rows, plane_rows, g.ow, 1},
+                                              columns.offset() + (ki * g.kw + kj) * g.oh * g.ow);
+      DT_RETURN_IF_ERROR(RunPointwise(*add, OpArgs({target, source}), &target).status());
+    }
+  }
+  const Tensor interior = padded.AsStrided(out.sizes(), padded.strides(),
+                                           padded.offset() + g.ph * padded.stride(2) + g.pw * padded.stride(3));
+  return GatherOnDevice(out, DomainOperand{interior, interior.strides()}, {});
+}
+
+absl::StatusOr<OpResult> Col2imEager(const OpDef& op, const OpArgs& args) {
+  const Tensor& columns = args.tensor(0);
+  DT_RUN_THROUGH_HOST_IF_NEEDED(op, args, columns);
+  const Dims &in = args.ints(1), &k = args.ints(2), &d = args.ints(3), &p = args.ints(4), &s = args.ints(5),
+             &o = args.ints(6);
+  const bool sized = in.size() == 2 && k.size() == 2 && d.size() == 2 && p.size() == 2 && s.size() == 2 &&
+                     o.size() == 2 && columns.ndim() == 3 && k[0] * k[1] > 0;
+  if (!sized || columns.size(1) % (k[0] * k[1]) != 0 || columns.size(2) != o[0] * o[1]) {
+    return absl::InternalError(absl::StrFormat("_col2im: bad arguments for columns %s", columns.ShapeString()));
+  }
+  if (columns.dtype() != DType::kFloat32 && columns.dtype() != DType::kFloat64) {
+    return Error(ErrorKind::kType, absl::StrFormat("convolution and pooling on the CPU take float32 or float64 "
+                                                   "inputs, got %s", DTypeName(columns.dtype())));
+  }
+  const int64_t channels = columns.size(1) / (k[0] * k[1]);
+  const Geometry g{channels, in[0], in[1], k[0], k[1], d[0], d[1], p[0], p[1], s[0], s[1], o[0], o[1]};
+  Tensor out = Tensor::Empty({columns.size(0), channels, in[0], in[1]}, columns.dtype(), columns.device());
+  if (out.is_meta() || out.numel() == 0) return OpResult{out};
+  if (IndexKernelsRun(columns)) {
+    DT_ASSIGN_OR_RETURN(Tensor dense, Call("contiguous", {columns}));
+    DT_RETURN_IF_ERROR(Col2imOnDevice(dense, out, g));
+    return OpResult{out};
+  }
+  DT_ASSIGN_OR_RETURN(Tensor dense, Call("contiguous", {columns}));
+  if (columns.dtype() == DType::kFloat32) Col2im<float>(dense, out, g);
+  else Col2im<double>(dense, out, g);
+  return OpResult{out};
+}
+
 absl::StatusOr<OpResult> Im2colEager(const OpDef& op, const OpArgs& args) {
   const Tensor& x = args.tensor(0);
   DT_RUN_THROUGH_HOST_IF_NEEDED(op, args, x);
@@ -124,6 +213,9 @@ void RegisterIm2colOp(OpRegistry& registry) {
   registry.Add("_im2col(Tensor input, int[] kernel_size, int[] dilation, int[] padding, int[] stride, "
                "int[] output_size, Scalar pad_value=0) -> Tensor",
                OpKind::kData, kCudaNative, &Im2colEager);
+  registry.Add("_col2im(Tensor columns, int[] input_size, int[] kernel_size, int[] dilation, int[] padding, "
+               "int[] stride, int[] output_size) -> Tensor",
+               OpKind::kData, kCudaNative, &Col2imEager);
 }
 
 }  // namespace dt

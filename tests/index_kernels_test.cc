@@ -450,6 +450,17 @@ TEST_F(IndexKernelsTest, BandsRemapsAndIm2colMatchTheCpu) {
           "pooling windows");
   Compare(runner, "_im2col", {image, Dims{2, 2}, Dims{1, 1}, Dims{0, 1}, Dims{1, 1}, Dims{6, 7}, Scalar::Float(-1.0 / 0.0)},
           "same padding, -inf");
+  // _col2im (the adjoint) with the same geometries: columns [N, C*kh*kw, OH*OW] back onto [H, W].
+  const Tensor columns = RandomReal({2, 3 * 3 * 2, 4 * 4}, DType::kFloat32, rng);
+  Compare(runner, "_col2im", {columns, Dims{7, 6}, Dims{3, 2}, Dims{1, 2}, Dims{1, 0}, Dims{2, 1}, Dims{4, 4}},
+          "padded, dilated, strided");
+  const Tensor windows = RandomReal({2, 3 * 2 * 2, 3 * 3}, DType::kFloat64, rng);
+  Compare(runner, "_col2im", {windows, Dims{7, 6}, Dims{2, 2}, Dims{1, 1}, Dims{0, 0}, Dims{2, 2}, Dims{3, 3}},
+          "pooling windows");
+  const Tensor same = RandomReal({2, 3 * 2 * 2, 6 * 7}, DType::kFloat32, rng);
+  Compare(runner, "_col2im", {same.AsStrided({2, 12, 42}, {504, 1, 12}, 0), Dims{7, 6}, Dims{2, 2},
+                              Dims{1, 1}, Dims{0, 1}, Dims{1, 1}, Dims{6, 7}},
+          "same padding, transposed columns");
 }
 
 TEST_F(IndexKernelsTest, MaskSelectionsCountOnTheDeviceAsTheCpu) {

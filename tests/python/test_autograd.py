@@ -194,6 +194,10 @@ CASES = {
     "std": [(lambda a: dt.std(a, 1), lambda: [rnd(2, 3)])],
     # The issue-19 ops: composites through their bodies, conv and pools through _im2col's formula.
     "_im2col": [(lambda a, w: F.conv2d(a, w, padding=1, stride=2), lambda: [rnd(1, 2, 4, 4), rnd(2, 2, 3, 3)])],
+    # _col2im (the input gradient of conv and pools) through a second derivative of conv2d.
+    "_col2im": [(lambda a, w: dt.autograd.grad((F.conv2d(a, w, padding=1, stride=2, dilation=(1, 2)) ** 2).sum(), a,
+                                               create_graph=True)[0],
+                 lambda: [rnd(1, 2, 5, 5), rnd(2, 2, 2, 3)])],
     "conv2d": [(lambda a, w, b: F.conv2d(a, w, b, padding=1, groups=2), lambda: [rnd(1, 2, 3, 3), rnd(2, 1, 2, 2), rnd(2)])],
     "conv2d.padding": [(lambda a, w: F.conv2d(a, w, padding="same"), lambda: [rnd(1, 1, 3, 3), rnd(1, 1, 3, 3)])],
     "conv1d": [(lambda a, w: F.conv1d(a, w, dilation=2), lambda: [rnd(1, 2, 6), rnd(2, 2, 2)])],

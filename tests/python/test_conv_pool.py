@@ -61,6 +61,46 @@ def test_conv2d_strides_padding_dilation_groups():
                                                                 (1, 1), 1)[0], **TOL64)   # unbatched
 
 
+def _ref_conv2d_input_grad(g, w, x_shape, stride, pad, dilation, groups):
+    """The adjoint of _ref_conv2d in x: each output gradient spread back over its patch."""
+    n, c, h, wd = x_shape
+    cout, cg, kh, kw = w.shape
+    xp = np.zeros((n, c, h + pad[0][0] + pad[0][1], wd + pad[1][0] + pad[1][1]))
+    per = cout // groups
+    for o in range(cout):
+        grp = o // per
+        for i, j in itertools.product(range(g.shape[2]), range(g.shape[3])):
+            xp[:, grp * cg:(grp + 1) * cg, i * stride[0]:i * stride[0] + dilation[0] * (kh - 1) + 1:dilation[0],
+               j * stride[1]:j * stride[1] + dilation[1] * (kw - 1) + 1:dilation[1]] += \
+                w[o][None] * g[:, o, i, j][:, None, None, None]
+    return xp[:, :, pad[0][0]:pad[0][0] + h, pad[1][0]:pad[1][0] + wd]
+
+
+def test_conv2d_input_gradient_against_numpy_eagerly_and_compiled():
+    # The input gradient is _col2im of W^T G: checked against the adjoint written as loops, in
+    # float64 (sums of ~100 products of O(1) values: 1e-12), eagerly and with the loss compiled
+    # by the cpu backend (its backward graph holds the _col2im node).
+    require_numpy()
+    seed(1925)
+    x = rand_tensor((2, 4, 7, 6), dt.float64)
+    for (cout, kh, kw), stride, pad, dilation, groups in (
+            ((6, 3, 3), (2, 2), ((1, 1), (1, 1)), (1, 1), 1), ((6, 3, 2), (2, 1), ((2, 2), (0, 0)), (1, 2), 2),
+            ((3, 2, 2), (1, 1), ((0, 1), (0, 1)), (1, 1), 1), ((4, 3, 3), (1, 2), ((0, 0), (0, 0)), (2, 1), 4)):
+        w = rand_tensor((cout, 4 // groups, kh, kw), dt.float64)
+        padding = "same" if pad == ((0, 1), (0, 1)) else (pad[0][0], pad[1][0])
+
+        def loss(x, w, g):
+            return (F.conv2d(x, w, stride=stride, padding=padding, dilation=dilation, groups=groups) * g).sum()
+
+        out_shape = F.conv2d(x, w, stride=stride, padding=padding, dilation=dilation, groups=groups).shape
+        g = rand_tensor(tuple(out_shape), dt.float64)
+        want = _ref_conv2d_input_grad(_np(g), _np(w), tuple(x.shape), stride, pad, dilation, groups)
+        for run in (loss, dt.jit(loss, backend="cpu")):
+            leaf = x.clone().requires_grad_()
+            run(leaf, w, g).backward()
+            assert_close(leaf.grad, want, msg=str((cout, kh, kw, stride, pad, dilation, groups)), **TOL64)
+
+
 def test_conv1d():
     require_numpy()
     seed(1922)

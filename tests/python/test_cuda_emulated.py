@@ -557,3 +557,30 @@ def test_autocast_on_the_emulated_device():
         print("DONE")
     """)
     assert "DONE" in out, out
+
+
+def test_convolution_gradients_on_the_emulated_device():
+    # conv2d's input gradient is _col2im on the device (a zeroed padded buffer, one strided add
+    # per kernel offset, a gather of the interior), max pooling's through the same op: no host
+    # op, and the gradients equal the CPU's up to float32 sums taken in another order: n terms of
+    # size at most M differ by at most n * 2^-24 * n * M. An input gradient sums C_out * kh * kw
+    # = 24 products of O(10) (24 * 2^-24 * 240 < 4e-4); a weight gradient N * OH * OW = 80
+    # products of O(30) (80 * 2^-24 * 2400 < 1.2e-2).
+    run_emulated("""
+        import dyntrace.nn.functional as F
+        dt.manual_seed(0)
+        x, w = dt.randn(2, 3, 9, 8), dt.randn(4, 3, 3, 2)
+
+        def grads(x, w):
+            x, w = x.clone().requires_grad_(), w.clone().requires_grad_()
+            y = F.max_pool2d(F.conv2d(x, w, stride=(2, 1), padding=1, dilation=(1, 2)), 2)
+            (y * y).sum().backward()
+            return x.grad, w.grad
+
+        before = dt.stats()["cuda_host_ops"]
+        on_device = grads(x.cuda(), w.cuda())
+        assert dt.stats()["cuda_host_ops"] == before, dt.stats()["cuda_host_ops_by_op"]
+        for got, want, bound in zip(on_device, grads(x, w), (4e-4, 1.2e-2)):
+            got, want = got.cpu().flatten().tolist(), want.flatten().tolist()
+            assert max(abs(a - b) for a, b in zip(got, want)) <= bound
+    """)

@@ -91,6 +91,8 @@ INTERNAL = {
     "_gelu_tanh": {"code": [("gelu",)], "readme": ["gelu"]},
     # Convolutions unfold their input into columns, then one GEMM per image.
     "_im2col": {"code": [("conv1d",), ("conv2d",)], "readme": ["conv1d", "conv2d"]},
+    # Their backward adds the columns' gradient back onto the input (and pools' backward).
+    "_col2im": {"code": [("conv1d", "backward"), ("conv2d", "backward"), ("conv2d", "grad")], "readme": ["conv1d", "conv2d"]},
     # scaled_dot_product_attention without dropout calls it; compiled CUDA graphs also make it
     # from attention written out op by op (jit/attention_pattern.h).
     "_fused_attention": {"code": [("scaled_dot_product_attention",)], "readme": ["scaled_dot_product_attention"]},
