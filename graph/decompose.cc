@@ -73,50 +73,37 @@ absl::StatusOr<ValueId> ExpandCopyingView(const Graph& graph, const Node& node, 
 }  // namespace
 
 absl::StatusOr<Graph> Decompose(const Graph& graph, ExpandComposites which, std::optional<Device> device) {
-  Graph out;
-  std::vector<ValueId> map(graph.num_values(), -1);
-  for (size_t i = 0; i < graph.inputs().size(); ++i) {
-    const ValueId v = graph.inputs()[i];
-    map[v] = out.AddInput(graph.value(v).meta, graph.input_sources()[i]);
-  }
-  for (const Node& node : graph.nodes()) {
+  return RewriteNodes(graph, [&](const Node& node, std::vector<ValueId>& map, Graph& out) -> absl::StatusOr<bool> {
     if (CopyingView(graph, node)) {
       DT_ASSIGN_OR_RETURN(map[node.outputs[0]], ExpandCopyingView(graph, node, map, out));
-      continue;
+      return true;
     }
-    if (Expandable(node, which)) {
-      // Recorded into a scratch graph first, so a failed expansion leaves `out` untouched.
-      Graph scratch = out;
-      GraphRecorder recorder(scratch, node.location, device);
-      if (which == ExpandComposites::kWithoutDerivative) recorder.KeepDifferentiableWhole();
-      for (const GraphArg& a : node.args) {
-        if (auto* v = std::get_if<ValueId>(&a.content)) recorder.Know(graph.value(*v).meta, map[*v]);
-        if (auto* vs = std::get_if<std::vector<ValueId>>(&a.content)) {
-          for (ValueId v : *vs) recorder.Know(graph.value(v).meta, map[v]);
-        }
-      }
-      CallRecorder* outer = SetCallRecorder(&recorder);
-      absl::StatusOr<OpResult> result = CallOp(*node.op, OpArgs(MetaArgs(graph, node)));
-      SetCallRecorder(outer);
-      bool mapped = result.ok() && result->size() == node.outputs.size();
-      std::vector<ValueId> ids;
-      for (size_t i = 0; mapped && i < result->size(); ++i) {
-        absl::StatusOr<ValueId> id = recorder.Find((*result)[i]);
-        mapped = id.ok() && scratch.value(*id).meta.dtype() == graph.value(node.outputs[i]).meta.dtype();
-        if (mapped) ids.push_back(*id);
-      }
-      if (mapped) {
-        out = std::move(scratch);
-        for (size_t i = 0; i < ids.size(); ++i) map[node.outputs[i]] = ids[i];
-        continue;
+    if (!Expandable(node, which)) return false;
+    // Recorded into a scratch graph first, so a failed expansion leaves `out` untouched.
+    Graph scratch = out;
+    GraphRecorder recorder(scratch, node.location, device);
+    if (which == ExpandComposites::kWithoutDerivative) recorder.KeepDifferentiableWhole();
+    for (const GraphArg& a : node.args) {
+      if (auto* v = std::get_if<ValueId>(&a.content)) recorder.Know(graph.value(*v).meta, map[*v]);
+      if (auto* vs = std::get_if<std::vector<ValueId>>(&a.content)) {
+        for (ValueId v : *vs) recorder.Know(graph.value(v).meta, map[v]);
       }
     }
-    CopyNode(graph, node, map, out);
-  }
-  std::vector<ValueId> outputs;
-  for (ValueId v : graph.outputs()) outputs.push_back(map[v]);
-  out.SetOutputs(std::move(outputs));
-  return out;
+    CallRecorder* outer = SetCallRecorder(&recorder);
+    absl::StatusOr<OpResult> result = CallOp(*node.op, OpArgs(MetaArgs(graph, node)));
+    SetCallRecorder(outer);
+    bool mapped = result.ok() && result->size() == node.outputs.size();
+    std::vector<ValueId> ids;
+    for (size_t i = 0; mapped && i < result->size(); ++i) {
+      absl::StatusOr<ValueId> id = recorder.Find((*result)[i]);
+      mapped = id.ok() && scratch.value(*id).meta.dtype() == graph.value(node.outputs[i]).meta.dtype();
+      if (mapped) ids.push_back(*id);
+    }
+    if (!mapped) return false;
+    out = std::move(scratch);
+    for (size_t i = 0; i < ids.size(); ++i) map[node.outputs[i]] = ids[i];
+    return true;
+  });
 }
 
 }  // namespace dt

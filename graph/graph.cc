@@ -100,6 +100,22 @@ void CopyNode(const Graph& from, const Node& node, std::vector<ValueId>& map, Gr
   for (size_t i = 0; i < ids.size(); ++i) map[node.outputs[i]] = ids[i];
 }
 
+absl::StatusOr<Graph> RewriteNodes(const Graph& graph, NodeRewrite rewrite) {
+  Graph out;
+  std::vector<ValueId> map(graph.num_values(), -1);
+  for (size_t i = 0; i < graph.inputs().size(); ++i) {
+    map[graph.inputs()[i]] = out.AddInput(graph.value(graph.inputs()[i]).meta, graph.input_sources()[i]);
+  }
+  for (const Node& node : graph.nodes()) {
+    DT_ASSIGN_OR_RETURN(const bool replaced, rewrite(node, map, out));
+    if (!replaced) CopyNode(graph, node, map, out);
+  }
+  std::vector<ValueId> outputs;
+  for (ValueId v : graph.outputs()) outputs.push_back(map[v]);
+  out.SetOutputs(std::move(outputs));
+  return out;
+}
+
 Dims ResolveDims(const DimsRef& dims, const std::vector<Scalar>& scalars) {
   Dims out = dims.sizes;
   for (size_t i = 0; i < out.size(); ++i) {

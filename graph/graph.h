@@ -18,6 +18,7 @@
 #include <variant>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "graph/op_registry.h"
 
@@ -58,6 +59,13 @@ struct Node;
 // Appends `node` of `from` to `to` with every value it names renamed through `map`, and maps
 // its results to the new node's (rewriting a graph node by node).
 void CopyNode(const Graph& from, const Node& node, std::vector<ValueId>& map, Graph& to);
+
+// A copy of `graph` whose nodes `rewrite` may replace. For each node, in order, it gets the map
+// from `graph`'s values to the copy's (so far) and the copy; it appends the node's replacement
+// and maps each of the node's outputs, returning true, or returns false to have the node copied
+// as it is. Inputs and outputs are kept (graph/decompose, jit/reduction_split).
+using NodeRewrite = absl::FunctionRef<absl::StatusOr<bool>(const Node& node, std::vector<ValueId>& map, Graph& out)>;
+[[nodiscard]] absl::StatusOr<Graph> RewriteNodes(const Graph& graph, NodeRewrite rewrite);
 
 // A DimsRef's sizes for one run. REQUIRES: every slot indexes `scalars`.
 Dims ResolveDims(const DimsRef& dims, const std::vector<Scalar>& scalars);

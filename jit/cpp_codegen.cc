@@ -14,6 +14,12 @@
 namespace dt::jit {
 namespace {
 
+// How an operand's elements are declared in memory: bool as uint8_t. GCC (12) vectorises no loop
+// that loads a C++ bool, nor some that store one beside floats (relu's output and its mask for
+// backward ran one element at a time); the bytes are the same 0 and 1, and conversions to and
+// from bool in the loop body are compares and zero-extensions that vectorise.
+const char* MemoryType(DType dtype) { return dtype == DType::kBool ? "uint8_t" : CppType(dtype); }
+
 // Below this many elements a kernel runs on one thread: waking the pool costs more.
 constexpr int64_t kParallelThreshold = 1 << 16;
 // Elements of a row a pointwise tile covers, so long rows still spread over threads.
@@ -85,8 +91,8 @@ class KernelEmitter : public KernelPrinter {
     for (int i = 0; i < m; ++i) {
       const KernelOperand& op = k_.operands[i];
       absl::StrAppendFormat(&out_, "%s%s%s* __restrict p%d = reinterpret_cast<%s%s*>(data[%d]) + off[%d];\n",
-                            indent, op.is_output ? "" : "const ", CppType(op.dtype), i,
-                            op.is_output ? "" : "const ", CppType(op.dtype), i, i);
+                            indent, op.is_output ? "" : "const ", MemoryType(op.dtype), i,
+                            op.is_output ? "" : "const ", MemoryType(op.dtype), i, i);
     }
   }
 
@@ -165,7 +171,7 @@ class KernelEmitter : public KernelPrinter {
   // to memory; left at the first element it did not cover.
   void EmitStreamedChunks(const std::vector<int>& outs) {
     const int first = outs[0];
-    const char* first_type = CppType(k_.operands[first].dtype);
+    const char* first_type = MemoryType(k_.operands[first].dtype);
     out_ += "#if defined(DT_CAN_STREAM)\n";
     out_ += "    if (stream) {\n";
     absl::StrAppendFormat(&out_,
@@ -180,7 +186,7 @@ class KernelEmitter : public KernelPrinter {
     absl::StrAppendFormat(&out_, "      if (%s) {\n", aligned);
     absl::StrAppendFormat(&out_, "        for (; j + %d <= j1; j += %d) {\n", kStreamChunk, kStreamChunk);
     for (int o : outs) {
-      absl::StrAppendFormat(&out_, "          alignas(32) %s chunk%d[%d];\n", CppType(k_.operands[o].dtype), o, kStreamChunk);
+      absl::StrAppendFormat(&out_, "          alignas(32) %s chunk%d[%d];\n", MemoryType(k_.operands[o].dtype), o, kStreamChunk);
     }
     absl::StrAppendFormat(&out_, "          for (int64_t l = 0; l < %d; ++l) {\n", kStreamChunk);
     out_ += "            const int64_t jl = j + l;\n";
@@ -234,7 +240,7 @@ class KernelEmitter : public KernelPrinter {
   void EmitStreamDecision(const std::vector<int>& streamed) {
     if (streamed.empty()) return;
     std::string bytes = "0";
-    for (int o : streamed) absl::StrAppendFormat(&bytes, " + int64_t(sizeof(%s))", CppType(k_.operands[o].dtype));
+    for (int o : streamed) absl::StrAppendFormat(&bytes, " + int64_t(sizeof(%s))", MemoryType(k_.operands[o].dtype));
     absl::StrAppendFormat(&out_, "  const bool stream = rows * n * (%s) >= %d;\n", bytes, kStreamBytes);
   }
 
@@ -352,7 +358,7 @@ class KernelEmitter : public KernelPrinter {
     absl::StrAppendFormat(&out_, "    for (; fill%d + %d <= n; fill%d += %d) {\n", value, kLanes, value, kLanes);
     for (int o : prefetched) {
       absl::StrAppendFormat(&out_, "      __builtin_prefetch(reinterpret_cast<const %s*>(data[%d]) + next_off[%d] + fill%d);\n",
-                            CppType(k_.operands[o].dtype), o, o, value);
+                            MemoryType(k_.operands[o].dtype), o, o, value);
     }
     out_ += kNoLoopCarriedAliasing;
     // A constant trip count from 0 (not `j < fill + 16`): GCC then keeps the 16 lanes in one vector.
@@ -529,7 +535,7 @@ class KernelEmitter : public KernelPrinter {
       absl::StrAppendFormat(&out_, "    for (int t = 1; t < threads; ++t) acc%d = %s;\n", c,
                             s.Combine(absl::StrFormat("acc%d", c), absl::StrFormat("column_slots%d[t][j]", c)));
       absl::StrAppend(&out_, "    ", ReductionResult(c, absl::StrFormat("acc%d", c), "rows"), "\n");
-      absl::StrAppendFormat(&out_, "    reinterpret_cast<%s*>(data[%d])[%s] = v%d;\n  }\n", CppType(k_.operands[o].dtype), o,
+      absl::StrAppendFormat(&out_, "    reinterpret_cast<%s*>(data[%d])[%s] = v%d;\n  }\n", MemoryType(k_.operands[o].dtype), o,
                             index, c);
     }
     // Its implicit barrier keeps every accumulator alive until the fold is done.

@@ -1,13 +1,16 @@
 #include "jit/cpu_executable.h"
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstring>
 #include <variant>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "jit/launch_geometry.h"
 #include "jit/nvrtc_check.h"
 #include "jit/schedule.h"
@@ -20,6 +23,22 @@
 
 namespace dt::jit {
 namespace {
+
+// "view x12, matmul x4": the ops of the nodes a program runs eagerly, most frequent first, so
+// the kernels log says what stayed outside the generated kernels.
+std::string EagerNodeCounts(const Program& program) {
+  absl::flat_hash_map<std::string, int> counts;
+  for (const Step& step : program.steps) {
+    if (step.kind == Step::Kind::kNode) ++counts[program.graph.nodes()[step.index].op->name()];
+  }
+  std::vector<std::pair<std::string, int>> sorted(counts.begin(), counts.end());
+  std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) {
+    return a.second != b.second ? a.second > b.second : a.first < b.first;
+  });
+  std::vector<std::string> parts;
+  for (const auto& [op, n] : sorted) parts.push_back(absl::StrCat(op, " x", n));
+  return parts.empty() ? "none" : absl::StrJoin(parts, ", ");
+}
 
 // A fresh CPU tensor with `meta`'s sizes and (dense) strides.
 Tensor AllocateLike(const Tensor& meta) {
@@ -71,9 +90,12 @@ absl::StatusOr<std::shared_ptr<CpuExecutable>> CpuExecutable::Build(const Graph&
                                                                   absl::string_view name) {
   const auto start = std::chrono::steady_clock::now();
   auto exe = std::make_shared<CpuExecutable>();
-  DT_ASSIGN_OR_RETURN(exe->program_, Schedule(graph, ScheduleOptions{.fuse_in_place_writes = true,
-                                                                   .fuse_outer_reductions = false,
-                                                                   .fuse_column_reductions = true}));
+  ScheduleOptions options;
+  options.fuse_in_place_writes = true;
+  options.fuse_outer_reductions = false;
+  options.fuse_column_reductions = true;
+  options.split_strided_reductions = true;
+  DT_ASSIGN_OR_RETURN(exe->program_, Schedule(graph, options));
   exe->written_inputs_ = InputsWrittenInPlace(exe->program_);
   exe->plans_ = std::make_unique<ShapePlans>(&exe->program_.graph);
   exe->release_after_ = ReleasePoints(exe->program_);
@@ -97,9 +119,10 @@ absl::StatusOr<std::shared_ptr<CpuExecutable>> CpuExecutable::Build(const Graph&
   exe->build_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (log::Enabled(log::Kind::kKernels)) {
     log::Write(log::Kind::kKernels,
-               absl::StrFormat("%s: %d kernel(s), %d node(s) run eagerly, %s in %.1f ms", name,
+               absl::StrFormat("%s: %d kernel(s), %d node(s) run eagerly (%s), %s in %.1f ms", name,
                                exe->num_kernels(),
                                exe->program_.steps.size() - exe->program_.kernels.size(),
+                               EagerNodeCounts(exe->program_),
                                exe->program_.kernels.empty() ? "nothing to compile" : SourceName(exe->cache_source_),
                                exe->build_seconds_ * 1e3),
                exe->kernel_source_);

@@ -11,6 +11,7 @@
 #include "graph/pointwise.h"
 #include "graph/reduction.h"
 #include "jit/attention_pattern.h"
+#include "jit/reduction_split.h"
 #include "jit/launch_geometry.h"
 
 namespace dt::jit {
@@ -684,6 +685,9 @@ absl::StatusOr<Program> Schedule(const Graph& graph, ScheduleOptions options) {
     DT_ASSIGN_OR_RETURN(with_fused_attention, FuseAttention(graph, options.device));
   }
   DT_ASSIGN_OR_RETURN(Graph decomposed, Decompose(with_fused_attention ? *with_fused_attention : graph));
+  if (options.split_strided_reductions) {
+    DT_ASSIGN_OR_RETURN(decomposed, SplitStridedReductions(decomposed));
+  }
   decomposed.MergeCommonSubexpressions();
   decomposed.EliminateDeadCode();
   Program program = Scheduler(decomposed, options).Run();

@@ -44,6 +44,10 @@ struct ScheduleOptions {
   bool fuse_attention = false;
   // Where the graph runs: the attention pattern draws dropout's keep mask there.
   std::optional<Device> device;
+  // Sums over dims no row kernel walks (batch norm's backward over (0, 2, 3)) are split into a
+  // row sum into float64 and a sum of its partials (jit/reduction_split.h): the CPU, where the
+  // eager sum accumulates in float64 too.
+  bool split_strided_reductions = false;
 };
 
 [[nodiscard]] absl::StatusOr<Program> Schedule(const Graph& graph, ScheduleOptions options = {});

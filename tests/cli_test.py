@@ -284,7 +284,8 @@ class CommandLineTest(CommandTestCase):
         self.assertGreater(library, 0, result.stderr)
 
     def test_examples_run_and_check_themselves(self):
-        names = ["mlp_inference", "gelu_layernorm", "attention", "data_dependent_loop", "train_mlp", "train_char_lm"]
+        names = ["mlp_inference", "gelu_layernorm", "attention", "data_dependent_loop", "train_mlp", "train_char_lm",
+                 "train_cnn"]
         for name in names:
             result = self.dyntrace("--stats", os.path.join(EXAMPLES, name + ".py"))
             self.assertRan(result)

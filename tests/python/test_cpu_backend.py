@@ -91,6 +91,26 @@ def test_every_reduction():
         check(g, lambda i: (rand_tensor((4 + i, 6), dtype, -3, 4),))
 
 
+def test_sums_over_outer_and_inner_dims_fuse_with_their_producers():
+    # The sums of batch norm's backward reduce dims (0, 2, 3) of [N, C, H, W]: no row kernel walks
+    # that, so the sum is split (jit/reduction_split.h) into a row sum over (H, W) into float64,
+    # which the product feeding it joins, and a sum of those partials over N. The partials are
+    # float64, as the float32 eager sum's accumulator: results equal eager's exactly, for every
+    # size the graph serves (the second call's batch is larger; no size is baked in).
+    def f(x, w):
+        y = x * w
+        return (y * y).sum((0, 2, 3), keepdim=True), y.sum((0, 3)), y.sum((1, 3), keepdim=True), y.mean((0, 2, 3))
+
+    g = check(f, lambda i: (rand_tensor((2 + i, 3, 5, 6)), rand_tensor((1, 3, 1, 1))), rtol=0, atol=0)
+    source = "\n".join(dt.kernels(g))
+    # The products are computed inside kernels that sum rows into double accumulators (before the
+    # split, every node here ran eagerly: the group holding the sum was dropped).
+    assert "dt::scalar::mul" in source and "double acc" in source, source
+    # float64 sums stay whole (the order of float64 additions would show in the last bit).
+    check(f, lambda i: (rand_tensor((2 + i, 3, 5, 6), dt.float64), rand_tensor((1, 3, 1, 1), dt.float64)),
+          rtol=0, atol=0, min_kernels=0)
+
+
 def test_max_min_rows_with_special_values():
     # Compiled amax/amin fold floating rows as integer order keys and fold a row holding NaN
     # again with the float combiner: NaN at either end or inside a row, rows of infinities,

@@ -12,7 +12,7 @@ import math
 
 import dyntrace as dt
 from dyntrace import nn
-from testlib import assert_close, assert_raises, np, require_numpy, skip, to_np
+from testlib import assert_close, assert_raises, example_module, np, require_numpy, skip, to_np
 
 F = nn.functional
 U = 2.0 ** -24  # float32's unit roundoff
@@ -223,69 +223,38 @@ def test_loss_modules():
 
 # ---- a ResNet-style CNN trained with the whole step compiled --------------------------------
 
-class Block(nn.Module):
-    def __init__(self, cin, cout, stride=1):
-        super().__init__()
-        self.conv1 = nn.Conv2d(cin, cout, 3, stride=stride, padding=1, bias=False)
-        self.bn1 = nn.BatchNorm2d(cout)
-        self.conv2 = nn.Conv2d(cout, cout, 3, padding=1, bias=False)
-        self.bn2 = nn.BatchNorm2d(cout)
-        self.shortcut = nn.Sequential()
-        if stride != 1 or cin != cout:
-            self.shortcut = nn.Sequential(nn.Conv2d(cin, cout, 1, stride=stride, bias=False), nn.BatchNorm2d(cout))
-
-    def forward(self, x):
-        out = F.relu(self.bn1(self.conv1(x)))
-        out = self.bn2(self.conv2(out))
-        out += self.shortcut(x)
-        return F.relu(out)
-
-
-def make_cnn():
-    return nn.Sequential(nn.Conv2d(3, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8), nn.ReLU(inplace=True),
-                         Block(8, 8), Block(8, 16, 2), nn.AdaptiveAvgPool2d((1, 1)), nn.Flatten(),
-                         nn.Linear(16, 10))
-
-
-def train_cnn(mode):
-    """Six SGD steps of make_cnn(): `mode` "eager", "whole" (the step compiled with
-    fullgraph=True) or "loss" (only the loss compiled: a forward graph and a backward graph)."""
-    dt.manual_seed(11)
-    model = make_cnn()
-    opt = dt.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, weight_decay=5e-4)
-    criterion = nn.CrossEntropyLoss()
+def test_cnn_training_step_compiles_whole():
+    # examples/train_cnn.py's model, narrower: convolutions, BatchNorm2d, `out += shortcut`,
+    # pooling, CrossEntropyLoss, SGD with momentum. Compiled whole (fullgraph=True) and with only
+    # the loss compiled (a forward graph and a backward graph), against eager steps.
+    cnn = example_module("train_cnn")
+    eager, eager_state = cnn.train(False, 6, widths=(8, 16), batch=8, size=12)
+    assert eager[-1] < eager[0] and eager_state["1.num_batches_tracked"].item() == 6
+    before = dt.stats()
+    compiled, compiled_state = cnn.train(True, 6, widths=(8, 16), batch=8, size=12)
+    after = dt.stats()
+    grew = {k: after[k] - before[k] for k in ("graph_breaks", "fallbacks", "graphs")}
+    assert grew["graph_breaks"] == 0 and grew["fallbacks"] == 0, after["break_reasons"]
+    assert grew["graphs"] <= 2, grew  # the first step makes SGD's momentum buffers
+    # The cpu backend promises eager's values: the same ops, each sum in the same order (or in
+    # float64 partials that round alike). Running statistics included: batch norm writes them
+    # in place inside the graph.
+    assert compiled == eager, (compiled, eager)
+    for name, value in eager_state.items():
+        assert compiled_state[name].tolist() == value.tolist(), name
+    # Only the loss compiled: its forward and backward graphs, the update eager.
+    dt.manual_seed(0)
     batches = [(dt.randn(8, 3, 12, 12), dt.randint(0, 10, (8,))) for _ in range(3)]
-
-    def loss_of(x, y):
-        return criterion(model(x), y)
-
-    compute_loss = dt.jit(loss_of, backend="cpu") if mode == "loss" else loss_of
-
-    def step(x, y):
+    dt.manual_seed(1)
+    model = cnn.make_model(dt, (8, 16))
+    opt = dt.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, weight_decay=5e-4)
+    loss_of = dt.jit(lambda x, y: nn.CrossEntropyLoss()(model(x), y), backend="cpu")
+    losses = []
+    for i in range(6):
         opt.zero_grad(set_to_none=True)
-        loss = compute_loss(x, y)
+        loss = loss_of(*batches[i % 3])
         loss.backward()
         opt.step()
-        return loss.detach()
-
-    run = dt.jit(step, backend="cpu", fullgraph=True) if mode == "whole" else step
-    losses = [run(*batches[i % 3]).item() for i in range(6)]
-    return losses, model.state_dict()
-
-
-def test_cnn_training_step_compiles_whole():
-    eager, eager_state = train_cnn("eager")
-    assert eager[-1] < eager[0] and eager_state["1.num_batches_tracked"].item() == 6
-    for mode in ("whole", "loss"):
-        before = dt.stats()
-        compiled, compiled_state = train_cnn(mode)
-        after = dt.stats()
-        grew = {k: after[k] - before[k] for k in ("graph_breaks", "fallbacks", "graphs")}
-        assert grew["graph_breaks"] == 0 and grew["fallbacks"] == 0, (mode, after["break_reasons"])
-        # The whole step traces twice (the first step makes SGD's momentum buffers); the loss once.
-        assert grew["graphs"] <= 2, (mode, grew)
-        # The cpu backend promises eager's values: the same ops, each sum in the same order.
-        # Running statistics included: batch norm writes them in place inside the graph.
-        assert compiled == eager, (mode, compiled, eager)
-        for name, value in eager_state.items():
-            assert compiled_state[name].tolist() == value.tolist(), (mode, name)
+        losses.append(loss.item())
+    assert losses == eager, (losses, eager)
+    assert all(model.state_dict()[k].tolist() == v.tolist() for k, v in eager_state.items())

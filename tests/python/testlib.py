@@ -361,6 +361,25 @@ def noncontig(shape, dtype=dt.float32, kind="transposed", low=-2.0, high=2.0):
     return t
 
 
+def example_module(name):
+    """examples/NAME.py imported as a module: from the runfiles under Bazel, else from the
+    source tree beside tests/."""
+    import importlib.util
+    candidates = []
+    for root in (os.environ.get("TEST_SRCDIR", ""), os.environ.get("RUNFILES_DIR", "")):
+        if root:
+            candidates += [os.path.join(root, d, "examples", name + ".py") for d in sorted(os.listdir(root))
+                           if os.path.isdir(os.path.join(root, d))]
+    candidates.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples", name + ".py"))
+    for path in candidates:
+        if os.path.exists(path):
+            spec = importlib.util.spec_from_file_location(name, path)
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            return module
+    raise AssertionError("examples/%s.py not found (looked at %s)" % (name, candidates))
+
+
 def seed(n):
     dt.manual_seed(n)
 
