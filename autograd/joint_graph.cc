@@ -169,7 +169,7 @@ class JointBuilder {
   absl::Status CheckWrites() {
     const auto& nodes = forward_.nodes();
     for (const Node& writer : nodes) {
-      if (!WritesInPlace(writer)) continue;
+      if (!WritesInPlace(writer) || WritesOnlyAFreshBuffer(writer)) continue;
       std::vector<ValueId> written;
       for (ValueId v : WrittenBy(writer)) {
         if (writer.inplace && requires_grad_[v]) {
@@ -192,6 +192,26 @@ class JointBuilder {
       }
     }
     return absl::OkStatus();
+  }
+
+  // `_setitem(zeros, ...)` in a composite's body: the written tensor was made for this write
+  // and nothing else reads it, so its value before the write is never seen.
+  bool WritesOnlyAFreshBuffer(const Node& writer) const {
+    if (writer.inplace) return false;
+    const auto* target = std::get_if<ValueId>(&writer.args[0].content);
+    if (target == nullptr) return false;
+    const int producer = forward_.value(*target).producer;
+    if (producer < 0 || forward_.nodes()[producer].op->kind != OpKind::kCreation) return false;
+    for (const Node& n : forward_.nodes()) {
+      if (&n == &writer) continue;
+      for (ValueId v : TensorArgs(n)) {
+        if (forward_.value(v).meta.SharesStorageWith(forward_.value(*target).meta) &&
+            forward_.value(v).producer != &writer - &forward_.nodes()[0]) {
+          return false;
+        }
+      }
+    }
+    return true;
   }
 
   bool FollowedByAutograd(const Node& node) const {

@@ -721,7 +721,7 @@ void RegisterIndexingOps(OpRegistry& registry) {
   index.data_dependent_shape = &IndexDataDependence;
   OpDef& put = registry.Add(
       "_index_put(Tensor input, int[] index, Tensor[] tensors, Operand value, bool accumulate=False) -> Tensor",
-      OpKind::kData, kCudaNative | kIdx, &IndexPutInPlaceEager);
+      OpKind::kData, kCudaNative | kIdx | kWritesArguments, &IndexPutInPlaceEager);  // writes `input`
   put.print_statement = &PrintIndexPut;
   put.data_dependent_shape = &IndexPutDataDependence;
   registry.Add("index_put(Tensor input, Tensor[] indices, Tensor values, bool accumulate=False) -> Tensor",

@@ -477,8 +477,11 @@ void RegisterShapeOps(OpRegistry& registry) {
   // subscripts: `v1 = v0[1:, :50]`, `v0[0] = v2`.
   registry.Add("_getitem(Tensor input, int[] index) -> Tensor", OpKind::kView, kNoProperty,
                &GetItemEager).print_statement = &PrintGetItem;
+  // _setitem writes its input and returns it (kWritesArguments): recorded by a derivative formula
+  // into zeros, several such writes into same-looking zeros must stay apart (graph_cse merged
+  // them, and a compiled backward summed one buffer four times).
   registry.Add("_setitem(Tensor input, int[] index, Operand value) -> Tensor", OpKind::kData,
-               kCudaNative, &SetItemEager).print_statement = &PrintSetItem;
+               kCudaNative | kWritesArguments, &SetItemEager).print_statement = &PrintSetItem;
   registry.Add("chunk(Tensor input, int chunks, int dim=0) -> Tensor[]", OpKind::kView, kBoth,
                &ChunkEager);
 }

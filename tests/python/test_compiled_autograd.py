@@ -494,3 +494,29 @@ def test_in_place_change_of_a_saved_value_raises_as_eagerly():
         compiled = assert_raises(RuntimeError, dt.jit(fresh_copy(step), backend=backend), a, b, w,
                                  match="modified by an inplace operation")
         assert str(compiled) == str(eager)
+
+
+def test_gradients_through_several_subscripts_of_one_tensor():
+    # An RNN reads its projected inputs step by step (p[0], p[1], ...): each subscript's gradient
+    # is written into zeros of p's shape, and the zeros tensors look alike. They must stay apart:
+    # merged, every write landed in one buffer and the sum of the four counted it four times.
+    # Reference: d/dw sum_t (t + 1) * (x @ w)[t] = x^T c with c[t] = t + 1, in plain Python.
+    def step(x, w):
+        p = x @ w
+        total = p[0] * 1.0
+        for t in range(1, 4):
+            total = total + p[t] * (t + 1.0)
+        loss = total.sum()
+        loss.backward()
+        return loss.detach()
+
+    dt.manual_seed(43)
+    x = dt.randn(4, 3)
+    rows = x.tolist()
+    expected = [[sum((t + 1.0) * rows[t][i] for t in range(4))] * 2 for i in range(3)]
+    for backend in BACKENDS:
+        w = leaf(3, 2)
+        dt.jit(fresh_copy(step), backend=backend, fullgraph=True)(x, w)
+        got = w.grad.tolist()
+        # Each entry sums 4 products in float32: within 4 * 2^-24 of the largest partial sum.
+        assert all(abs(a - b) <= 4 * 2 ** -24 * 40 for r, e in zip(got, expected) for a, b in zip(r, e)), (backend, got)

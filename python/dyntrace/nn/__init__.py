@@ -2,7 +2,7 @@
 
 dyntrace.nn.functional holds the registry's neural-network functions; this package adds the
 module system (written in Python: Module, Parameter, the layers, normalisations, pooling,
-losses and containers), dyntrace.nn.init and dyntrace.nn.utils (gradient clipping).
+recurrent layers, losses and containers), dyntrace.nn.init and dyntrace.nn.utils (gradient clipping).
 """
 from dyntrace.nn import init, utils
 from dyntrace.nn.containers import ModuleDict, ModuleList, Sequential
@@ -15,3 +15,4 @@ from dyntrace.nn.module import Module
 from dyntrace.nn.normalization import BatchNorm1d, BatchNorm2d, BatchNorm3d, GroupNorm
 from dyntrace.nn.parameter import Parameter
 from dyntrace.nn.pooling import AdaptiveAvgPool2d, AvgPool2d, MaxPool2d
+from dyntrace.nn.rnn import GRU, LSTM, RNN
