@@ -199,6 +199,29 @@ PyObject* CastMethod(PyObject* self, DType dtype) {
   auto r = Cast(Self(self), dtype);
   return r.ok() ? Wrap(*std::move(r)) : RaiseStatus(r.status());
 }
+// x.type(): its legacy class name; x.type(dtype) or x.type("torch.LongTensor"): a cast, as PyTorch.
+PyObject* MethodType(PyObject* self, PyObject* args, PyObject* kwargs) {
+  static const char* keywords[] = {"dtype", "non_blocking", nullptr};
+  PyObject* target = Py_None;
+  int non_blocking = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|Op:type", const_cast<char**>(keywords), &target, &non_blocking)) {
+    return nullptr;
+  }
+  const Tensor& t = Self(self);
+  if (target == Py_None) return PyUnicode_FromString(LegacyTensorTypeName(t.dtype(), t.device()).c_str());
+  if (PyUnicode_Check(target)) {
+    Py_ssize_t size = 0;
+    const char* utf8 = PyUnicode_AsUTF8AndSize(target, &size);
+    if (utf8 == nullptr) return nullptr;
+    std::optional<DType> dtype = DTypeOfLegacyTypeName(absl::string_view(utf8, size));
+    if (!dtype.has_value()) return PyErr_Format(PyExc_ValueError, "invalid type: '%U'", target);
+    return CastMethod(self, *dtype);
+  }
+  absl::StatusOr<DType> dtype = ToDType(target, "type()");
+  if (!dtype.ok()) return RaiseStatus(dtype.status());
+  return CastMethod(self, *dtype);
+}
+
 PyObject* MethodFloat(PyObject* self, PyObject*) { return CastMethod(self, DType::kFloat32); }
 PyObject* MethodDouble(PyObject* self, PyObject*) { return CastMethod(self, DType::kFloat64); }
 PyObject* MethodHalf(PyObject* self, PyObject*) { return CastMethod(self, DType::kFloat16); }
@@ -344,6 +367,8 @@ PyMethodDef tensor_methods[] = {
     {"element_size", MethodElementSize, METH_NOARGS, nullptr},
     {"item", MethodItem, METH_NOARGS, "the value of a one-element tensor"},
     {"tolist", MethodToList, METH_NOARGS, "nested lists of Python numbers"},
+    {"type", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(MethodType)), METH_VARARGS | METH_KEYWORDS,
+     "type(dtype=None): the legacy class name (\"dyntrace.FloatTensor\"), or a cast to dtype"},
     {"float", MethodFloat, METH_NOARGS, nullptr},
     {"double", MethodDouble, METH_NOARGS, nullptr},
     {"half", MethodHalf, METH_NOARGS, nullptr},

@@ -112,6 +112,10 @@ struct BoundCall {
   std::vector<PyRef> supplied;  // owned: a varargs shape is a tuple made by the binding
   bool inplace;
 };
+// Tensor.type(): PyTorch's legacy class names, "dyntrace.FloatTensor" ("dyntrace.cuda.FloatTensor"
+// on CUDA); and the dtype such a name (or "torch.LongTensor") stands for, nullopt for others.
+std::string LegacyTensorTypeName(DType dtype, const Device& device);
+std::optional<DType> DTypeOfLegacyTypeName(absl::string_view name);
 bool IsOpFunction(PyObject* obj);
 // Runs the in-place form of `op` on `self` (args[0] is its tensor): writes the result into it,
 // bumps its version and, when autograd follows an operand, records the write as self's new

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
 #include "interpreter/py_str.h"
 #include "interpreter/py_types.h"
 #include "runtime/copy.h"
@@ -226,6 +227,34 @@ absl::StatusOr<DType> ToDType(PyObject* obj, absl::string_view what) {
   return Error(ErrorKind::kType,
                absl::StrFormat("%s must be a dyntrace dtype (e.g. dyntrace.float32), not %s", what,
                                TypeName(obj)));
+}
+
+namespace {
+
+// PyTorch's legacy tensor classes by dtype ("Float" for torch.FloatTensor).
+constexpr std::pair<DType, const char*> kLegacyClasses[] = {
+    {DType::kFloat32, "Float"}, {DType::kFloat64, "Double"}, {DType::kFloat16, "Half"},
+    {DType::kBFloat16, "BFloat16"}, {DType::kInt64, "Long"}, {DType::kInt32, "Int"},
+    {DType::kInt16, "Short"}, {DType::kInt8, "Char"}, {DType::kUInt8, "Byte"}, {DType::kBool, "Bool"}};
+
+}  // namespace
+
+std::string LegacyTensorTypeName(DType dtype, const Device& device) {
+  for (const auto& [d, name] : kLegacyClasses) {
+    if (d == dtype) return absl::StrCat("dyntrace.", device.is_cpu() ? "" : "cuda.", name, "Tensor");
+  }
+  return absl::StrCat("dyntrace.", DTypeName(dtype));
+}
+
+std::optional<DType> DTypeOfLegacyTypeName(absl::string_view name) {
+  for (absl::string_view prefix : {"torch.cuda.", "torch.", "dyntrace.cuda.", "dyntrace."}) {
+    if (!absl::ConsumePrefix(&name, prefix)) continue;
+    for (const auto& [d, cls] : kLegacyClasses) {
+      if (name == absl::StrCat(cls, "Tensor")) return d;
+    }
+    return std::nullopt;
+  }
+  return std::nullopt;
 }
 
 absl::StatusOr<Device> ToDevice(PyObject* obj, absl::string_view what) {

@@ -167,6 +167,24 @@ absl::StatusOr<Sym> Tracer::CallTensorMethod(const Sym& self, const std::string&
       {"bfloat16", DType::kBFloat16}};
   std::optional<DType> target;
   if (auto it = casts->find(name); it != casts->end() && args.empty() && kwargs.empty()) target = it->second;
+  if (name == "type" && kwargs.empty() && args.size() <= 1) {
+    if (args.empty()) {
+      DT_ASSIGN_OR_RETURN(const Device device, DeviceOf(self));
+      return ConstSym(PyRef::Steal(PyUnicode_FromString(py::LegacyTensorTypeName(m.dtype(), device).c_str())));
+    }
+    if (args[0]->kind != SymKind::kConst) return Unsupported("Tensor.type() of a value known only at run time");
+    PyObject* given = args[0]->obj.get();
+    std::optional<DType> named;
+    if (PyUnicode_Check(given)) {
+      const char* utf8 = PyUnicode_AsUTF8(given);
+      if (utf8 == nullptr) PyErr_Clear();
+      if (utf8 != nullptr) named = py::DTypeOfLegacyTypeName(utf8);
+    } else if (absl::StatusOr<DType> d = py::ToDType(given, "type()"); d.ok()) {
+      named = *d;
+    }
+    if (!named.has_value()) return Unsupported("Tensor.type() of an argument CPython would refuse");
+    target = named;
+  }
   if (name == "to") {
     std::vector<Sym> all = args;
     for (const auto& [k, v] : kwargs) {

@@ -3,6 +3,7 @@ casts, and in-place semantics (identity kept, views writing through to their bas
 import math
 
 import dyntrace as dt
+from jitlib import fresh_copy
 from testlib import (ALL_DTYPES, FLOAT_DTYPES, INT_DTYPES, NAN, assert_close, assert_equal,
                      assert_raises, rand_tensor, ref_map, seed)
 
@@ -265,3 +266,27 @@ def test_methods_exist_for_ops():
     assert_raises(TypeError, dt.add, x)
     assert_raises(TypeError, dt.add, x, 1, 2)
     assert_raises(TypeError, dt.add, x, bogus=1)
+
+
+def test_legacy_type_names_and_type_casts():
+    # x.type() names PyTorch's legacy class (HF code calls attn_weights.type(value.dtype));
+    # x.type(dtype) and x.type("torch.LongTensor") cast, and a cast to the tensor's own dtype is
+    # the tensor itself, as .float() is. The same answers under dt.jit, without a break.
+    x = dt.tensor([1.5, -2.5])
+    assert x.type() == "dyntrace.FloatTensor" and dt.zeros(2, dtype=dt.int64).type() == "dyntrace.LongTensor"
+    assert dt.zeros(1, dtype=dt.bfloat16).type() == "dyntrace.BFloat16Tensor"
+    assert x.type(dt.float32) is x
+    y = x.type(dt.int32)
+    assert y.dtype == dt.int32 and y.tolist() == [1, -2]
+    assert x.type("torch.DoubleTensor").dtype == dt.float64 and x.type("dyntrace.HalfTensor").dtype == dt.float16
+    assert_raises(ValueError, x.type, "torch.NoSuchTensor", match="invalid type: 'torch.NoSuchTensor'")
+    assert_raises(TypeError, x.type, 3, match="must be a dyntrace dtype")
+
+    def f(a, b):
+        return a.type(b.dtype) * 2, a.type(), a.type("torch.LongTensor")
+
+    before = dt.stats()["graph_breaks"]
+    got, want = dt.jit(fresh_copy(f))(x, y), f(x, y)
+    assert got[0].dtype == want[0].dtype and got[0].tolist() == want[0].tolist()
+    assert got[1] == want[1] and got[2].tolist() == want[2].tolist() and got[2].dtype == dt.int64
+    assert dt.stats()["graph_breaks"] == before
