@@ -1,9 +1,10 @@
-// Math composites of torch: isclose/allclose/equal, addmm/baddbmm, lerp, hypot, logaddexp,
+// Math composites of torch: isclose/allclose/equal, addmm/baddbmm, addcmul/addcdiv, lerp, hypot, logaddexp,
 // outer, cross, diag, trace. allclose and equal return 0-d bool tensors (PyTorch returns a
 // Python bool): `if dt.allclose(a, b):` reads the value, which under dt.jit is a data-dependent
 // branch, as any tensor condition.
 #include <cmath>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "graph/nn_common.h"
 #include "graph/op_registry.h"
@@ -150,6 +151,23 @@ absl::StatusOr<OpResult> OuterEager(const OpDef&, const OpArgs& args) {
   return OneResult(y);
 }
 
+// input + value * tensor1 * tensor2 (addcmul), input + value * tensor1 / tensor2 (addcdiv), in
+// PyTorch's kernel's order: value times tensor1 first. What custom optimizers write
+// (`exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)`).
+absl::StatusOr<OpResult> AddcEager(const OpDef& op, const OpArgs& args) {
+  const bool divide = op.name() == "addcdiv";
+  if (divide && !IsFloating(args.tensor(1).dtype()) && !IsFloating(args.tensor(2).dtype())) {
+    return Error(ErrorKind::kRuntime,
+                 absl::StrFormat("Integer division with addcdiv is no longer supported, and in a future release "
+                                 "addcdiv will perform a true division of tensor1 and tensor2. (tensor1 %s, "
+                                 "tensor2 %s)", DTypeName(args.tensor(1).dtype()), DTypeName(args.tensor(2).dtype())));
+  }
+  DT_ASSIGN_OR_RETURN(Tensor scaled, Call("mul", {args.tensor(1), args.scalar(3)}));
+  DT_ASSIGN_OR_RETURN(Tensor term, Call(divide ? "div" : "mul", {scaled, args.tensor(2)}));
+  DT_ASSIGN_OR_RETURN(Tensor y, Call("add", {args.tensor(0), term}));
+  return OneResult(y);
+}
+
 }  // namespace
 
 void RegisterMathOps(OpRegistry& registry) {
@@ -167,6 +185,10 @@ void RegisterMathOps(OpRegistry& registry) {
                OpKind::kComposite, kBoth | kInplaceVariant | kDecomposable, &AddmmEager);
   registry.Add("lerp(Tensor input, Tensor end, Operand weight) -> Tensor", OpKind::kComposite,
                kBoth | kInplaceVariant | kDecomposable, &LerpEager);
+  for (const char* name : {"addcmul", "addcdiv"}) {
+    registry.Add(absl::StrCat(name, "(Tensor input, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor"),
+                 OpKind::kComposite, kBoth | kInplaceVariant | kDecomposable, &AddcEager);
+  }
   registry.Add("hypot(Tensor input, Tensor other) -> Tensor", OpKind::kComposite,
                kBoth | kInplaceVariant | kDecomposable, &HypotEager);
   registry.Add("logaddexp(Tensor input, Tensor other) -> Tensor", OpKind::kComposite, kBoth | kDecomposable,

@@ -250,6 +250,8 @@ CASES = {
     "addmm": [(dt.addmm, lambda: [rnd(2), rnd(2, 3), rnd(3, 2)])],
     "baddbmm": [(dt.baddbmm, lambda: [rnd(1, 2, 2), rnd(1, 2, 3), rnd(1, 3, 2)])],
     "lerp": [(dt.lerp, lambda: [rnd(3), rnd(3), rnd(3)])],
+    "addcmul": [(lambda a, b, c: dt.addcmul(a, b, c, value=0.5), lambda: [rnd(2, 3), rnd(3), rnd(2, 3)])],
+    "addcdiv": [(lambda a, b, c: dt.addcdiv(a, b, c, value=-2), lambda: [rnd(2, 3), rnd(2, 3), rnd(3, low=0.5)])],
     "hypot": [(dt.hypot, lambda: [rnd(3), rnd(3)])],
     "logaddexp": [(dt.logaddexp, lambda: [rnd(3), rnd(3)])],
     "norm": [(dt.norm, lambda: [rnd(2, 3)])],

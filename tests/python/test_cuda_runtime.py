@@ -565,6 +565,7 @@ EVERY_OTHER_OP = """
             "math": (dt.addmm(sq, x, m), dt.baddbmm(sq[None], x[None], m[None]), dt.allclose(x, x + 1e-9),
                      dt.equal(x, y), dt.isclose(x, y), dt.cross(u, v), dt.linalg.cross(u.T, v.T), dt.diag(x),
                      dt.diag(b), dt.trace(sq), dt.einsum("ij,jk->ik", x, m), dt.hypot(x, y), dt.lerp(x, y, 0.3),
+                     dt.addcmul(x, y, x, value=0.5), dt.addcdiv(x, y, y * y + 1),
                      dt.logaddexp(x, y), dt.outer(b, b), dt.norm(x), dt.norm(x, "fro"), dt.linalg.norm(x),
                      dt.linalg.norm(x, "fro"), dt.linalg.vector_norm(x, 3)),
             "shapes": (dt.broadcast_to(b, (3, 4)), dt.concat([x, y]), dt.movedim(img, 1, 3), x.select(0, 2),

@@ -86,6 +86,15 @@ def test_pointwise_math():
     assert dt.lerp(s, e, w)[4].item() == e[4].item() and dt.lerp(s, e, 0.0).tolist() == s.tolist()  # exact ends
     assert_close(dt.lerp(s, e, 0.3), _np(s) + 0.3 * (_np(e) - _np(s)), **TOL64)
     assert_close(dt.hypot(s, e), np.hypot(_np(s), _np(e)), **TOL64)
+    # addcmul / addcdiv: value times tensor1 first, as PyTorch's kernel; the in-place forms
+    # (custom optimizers' `v.mul_(b2).addcmul_(g, g, value=1 - b2)`) write the input.
+    assert_close(dt.addcmul(s, e, w, value=0.5), _np(s) + 0.5 * _np(e) * _np(w), **TOL64)
+    assert_close(s.addcdiv(e, w + 1, value=-2), _np(s) - 2 * _np(e) / (_np(w) + 1), **TOL64)
+    acc = s.clone()
+    assert acc.addcmul_(e, e) is acc and acc.tolist() == (s + e * e).tolist()
+    assert dt.addcmul(dt.tensor([1, 2]), dt.tensor([3, 4]), dt.tensor([5, 6]), value=2).tolist() == [31, 50]
+    assert_raises(RuntimeError, dt.addcdiv, dt.tensor([1]), dt.tensor([1]), dt.tensor([2]),
+                  match="Integer division with addcdiv is no longer supported")
     x = dt.tensor([0.0, -800.0, 800.0, -float("inf"), float("inf"), 3.0], dtype=dt.float64)
     y = dt.tensor([0.0, -801.0, 1.0, -float("inf"), float("inf"), -float("inf")], dtype=dt.float64)
     assert_close(dt.logaddexp(x, y), np.logaddexp(_np(x), _np(y)), **TOL64)
