@@ -1,4 +1,5 @@
-// Math composites of torch: isclose/allclose/equal, addmm/baddbmm, addcmul/addcdiv, lerp, hypot, logaddexp,
+// Math composites of torch: isclose/allclose/equal, addmm/baddbmm, addcmul/addcdiv, count_nonzero,
+// diff, lerp, hypot, logaddexp,
 // outer, cross, diag, trace. allclose and equal return 0-d bool tensors (PyTorch returns a
 // Python bool): `if dt.allclose(a, b):` reads the value, which under dt.jit is a data-dependent
 // branch, as any tensor condition.
@@ -168,6 +169,43 @@ absl::StatusOr<OpResult> AddcEager(const OpDef& op, const OpArgs& args) {
   return OneResult(y);
 }
 
+// The number of nonzero elements (over `dim`), as int64.
+absl::StatusOr<OpResult> CountNonzeroEager(const OpDef&, const OpArgs& args) {
+  DT_ASSIGN_OR_RETURN(Tensor nonzero, Call("ne", {args.tensor(0), Scalar::Int(0)}));
+  ArgValue dims = args.is_none(1) ? ArgValue(None{}) : ArgValue(args.ints(1));
+  DT_ASSIGN_OR_RETURN(Tensor count, Call("sum", {nonzero, dims, Scalar::Bool(false), DType::kInt64}));
+  return OneResult(count);
+}
+
+// The n-th forward difference along `dim` (prepend/append joined first); bool inputs differ by
+// xor (`ne`), as PyTorch's.
+absl::StatusOr<OpResult> DiffEager(const OpDef&, const OpArgs& args) {
+  Tensor x = args.tensor(0);
+  const int64_t n = args.int_(1);
+  if (x.ndim() == 0) return Error(ErrorKind::kRuntime, "diff expects input to be at least one-dimensional");
+  if (n < 0) return Error(ErrorKind::kRuntime, absl::StrFormat("order must be non-negative but got %d", n));
+  int64_t dim = args.int_(2);
+  if (dim < -x.ndim() || dim >= x.ndim()) {
+    return Error(ErrorKind::kIndex, absl::StrFormat("diff(): Dimension out of range (expected to be in range of "
+                                                    "[%d, %d], but got %d)", -x.ndim(), x.ndim() - 1, dim));
+  }
+  if (dim < 0) dim += x.ndim();
+  std::vector<Tensor> parts;
+  if (!args.is_none(3)) parts.push_back(args.tensor(3));
+  parts.push_back(x);
+  if (!args.is_none(4)) parts.push_back(args.tensor(4));
+  if (parts.size() > 1) {
+    DT_ASSIGN_OR_RETURN(x, Call("cat", {parts, Scalar::Int(dim)}));
+  }
+  for (int64_t k = 0; k < n && x.size(dim) > 0; ++k) {
+    const int64_t length = x.size(dim) - 1;
+    DT_ASSIGN_OR_RETURN(Tensor later, Call("narrow", {x, Scalar::Int(dim), Scalar::Int(1), Scalar::Int(length)}));
+    DT_ASSIGN_OR_RETURN(Tensor earlier, Call("narrow", {x, Scalar::Int(dim), Scalar::Int(0), Scalar::Int(length)}));
+    DT_ASSIGN_OR_RETURN(x, Call(x.dtype() == DType::kBool ? "ne" : "sub", {later, earlier}));
+  }
+  return OneResult(x);
+}
+
 }  // namespace
 
 void RegisterMathOps(OpRegistry& registry) {
@@ -189,6 +227,11 @@ void RegisterMathOps(OpRegistry& registry) {
     registry.Add(absl::StrCat(name, "(Tensor input, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor"),
                  OpKind::kComposite, kBoth | kInplaceVariant | kDecomposable, &AddcEager);
   }
+  registry.Add("count_nonzero(Tensor input, int[]? dim=None) -> Tensor", OpKind::kComposite, kBoth | kDecomposable,
+               &CountNonzeroEager);
+  // narrow by sizes: whole in graphs.
+  registry.Add("diff(Tensor input, int n=1, int dim=-1, Tensor? prepend=None, Tensor? append=None) -> Tensor",
+               OpKind::kComposite, kBoth, &DiffEager);
   registry.Add("hypot(Tensor input, Tensor other) -> Tensor", OpKind::kComposite,
                kBoth | kInplaceVariant | kDecomposable, &HypotEager);
   registry.Add("logaddexp(Tensor input, Tensor other) -> Tensor", OpKind::kComposite, kBoth | kDecomposable,

@@ -1,5 +1,5 @@
 // Shape and data composites of torch: tile, movedim, t, new_zeros/new_ones/new_full/new_empty,
-// type_as, diag, trace, cross / linalg.cross. Those that make tensors of the input's sizes or
+// type_as, diag, trace, cross / linalg.cross, meshgrid, broadcast_tensors, repeat_interleave. Those that make tensors of the input's sizes or
 // on its device (new_*, diag) or narrow by sizes stay whole in graphs: a recorded body would
 // bake the sizes and the trace's meta device.
 #include <algorithm>
@@ -171,6 +171,86 @@ absl::StatusOr<OpResult> CrossEager(const OpDef& op, const OpArgs& args) {
   return OneResult(y);
 }
 
+// meshgrid(a, b, ..., indexing="ij" | "xy"): each 0-d or 1-d input viewed along its own dim of
+// the grid and expanded over the others (views, as PyTorch's); "xy" swaps the first two dims.
+absl::StatusOr<OpResult> MeshgridEager(const OpDef&, const OpArgs& args) {
+  const std::vector<Tensor>& inputs = args.tensors(0);
+  const std::string indexing = args.is_none(1) ? "ij" : args.string(1);
+  if (indexing != "ij" && indexing != "xy") {
+    return Error(ErrorKind::kValue, absl::StrFormat("torch.meshgrid: indexing must be one of \"xy\" or \"ij\", "
+                                                    "but received: %s", indexing));
+  }
+  if (inputs.empty()) return Error(ErrorKind::kRuntime, "meshgrid expects a non-empty TensorList");
+  Dims sizes;
+  for (const Tensor& t : inputs) {
+    if (t.ndim() > 1) {
+      return Error(ErrorKind::kRuntime, absl::StrFormat("torch.meshgrid: Expected 0D or 1D tensor in the tensor "
+                                                        "list but got: %s", t.ShapeString()));
+    }
+    if (t.dtype() != inputs[0].dtype() || t.device() != inputs[0].device()) {
+      return Error(ErrorKind::kRuntime, "torch.meshgrid: Expected all tensors in the tensor list to have the same "
+                                        "dtype and device");
+    }
+    sizes.push_back(t.numel());
+  }
+  const bool swap = indexing == "xy" && inputs.size() >= 2;
+  if (swap) std::swap(sizes[0], sizes[1]);
+  OpResult out;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const size_t at = swap && i < 2 ? 1 - i : i;
+    Dims shape(inputs.size(), 1);
+    shape[at] = -1;
+    DT_ASSIGN_OR_RETURN(Tensor line, Call("reshape", {inputs[i], shape}));
+    DT_ASSIGN_OR_RETURN(Tensor grid, Call("broadcast_to", {line, sizes}));
+    out.push_back(grid);
+  }
+  return out;
+}
+
+// Every input expanded to the shape they broadcast to (views).
+absl::StatusOr<OpResult> BroadcastTensorsEager(const OpDef&, const OpArgs& args) {
+  const std::vector<Tensor>& inputs = args.tensors(0);
+  Dims shape;
+  for (const Tensor& t : inputs) {
+    absl::StatusOr<Dims> next = BroadcastShapes(shape, t.sizes());
+    if (!next.ok()) {
+      return Error(ErrorKind::kRuntime, absl::StrFormat("broadcast_tensors(): shapes %s and %s do not broadcast",
+                                                        DimsToString(shape), t.ShapeString()));
+    }
+    shape = *next;
+  }
+  OpResult out;
+  for (const Tensor& t : inputs) {
+    DT_ASSIGN_OR_RETURN(Tensor expanded, Call("broadcast_to", {t, shape}));
+    out.push_back(expanded);
+  }
+  return out;
+}
+
+// Each element `repeats` times in a row along `dim` (over the flattened input without one).
+absl::StatusOr<OpResult> RepeatInterleaveEager(const OpDef&, const OpArgs& args) {
+  Tensor x = args.tensor(0);
+  const int64_t repeats = args.int_(1);
+  if (repeats < 0) return Error(ErrorKind::kRuntime, "repeat_interleave(): repeats can not be negative");
+  int64_t dim = 0;
+  if (args.is_none(2)) {
+    DT_ASSIGN_OR_RETURN(x, Call("reshape", {x, Dims{-1}}));
+  } else {
+    DT_ASSIGN_OR_RETURN(dim, WrapDim(args.int_(2), x.ndim(), "repeat_interleave"));
+    if (x.ndim() == 0) {
+      DT_ASSIGN_OR_RETURN(x, Call("reshape", {x, Dims{1}}));
+    }
+  }
+  Dims expanded(x.sizes().begin(), x.sizes().end());
+  expanded.insert(expanded.begin() + dim + 1, repeats);
+  Dims result(x.sizes().begin(), x.sizes().end());
+  result[dim] *= repeats;
+  DT_ASSIGN_OR_RETURN(Tensor y, Call("unsqueeze", {x, Scalar::Int(dim + 1)}));
+  DT_ASSIGN_OR_RETURN(y, Call("broadcast_to", {y, expanded}));
+  DT_ASSIGN_OR_RETURN(y, Call("reshape", {y, result}));
+  return OneResult(y);
+}
+
 }  // namespace
 
 void RegisterShapeExtraOps(OpRegistry& registry) {
@@ -193,6 +273,13 @@ void RegisterShapeExtraOps(OpRegistry& registry) {
   registry.Add("cross(Tensor input, Tensor other, int? dim=None) -> Tensor", OpKind::kComposite, kBoth, &CrossEager);
   registry.Add("linalg_cross(Tensor input, Tensor other, int? dim=-1) -> Tensor", OpKind::kComposite, kLinalg,
                &CrossEager);
+  // Their bodies bake sizes (reshape, broadcast_to): whole nodes in graphs.
+  registry.Add("meshgrid(Tensor[] tensors, *, str? indexing=None) -> Tensor[]", OpKind::kComposite, kFunction,
+               &MeshgridEager);
+  registry.Add("broadcast_tensors(Tensor[] tensors) -> Tensor[]", OpKind::kComposite, kFunction,
+               &BroadcastTensorsEager);
+  registry.Add("repeat_interleave(Tensor input, int repeats, int? dim=None) -> Tensor", OpKind::kComposite, kBoth,
+               &RepeatInterleaveEager);
 }
 
 }  // namespace dt

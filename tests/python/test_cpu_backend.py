@@ -290,7 +290,9 @@ def test_math_and_shape_ops():
         e = dt.einsum("ij,jk->ik", a, b)
         return (dt.isclose(e, e), dt.allclose(e, e), dt.equal(e, e), dt.addmm(e, a, b), dt.baddbmm(c, c, c),
                 dt.lerp(e, e * 2, 0.5), dt.hypot(e, e), dt.logaddexp(e, e), dt.outer(v, v), dt.norm(e, "fro"),
-                dt.addcmul(e, e, e * 2, value=0.5), dt.addcdiv(e, e, e * e + 1, value=3),
+                dt.addcmul(e, e, e * 2, value=0.5), dt.addcdiv(e, e, e * e + 1, value=3), dt.count_nonzero(e, dim=1),
+                dt.diff(e, dim=0), dt.repeat_interleave(v, 2), dt.meshgrid(v, v, indexing="xy")[0] * 2,
+                dt.broadcast_tensors(v, e)[0] + 1,
                 dt.linalg.vector_norm(e, 3), dt.linalg.norm(e), dt.linalg.norm(e, "fro"), dt.linalg.cross(c, c),
                 dt.cross(c, c), dt.diag(e), dt.trace(e), dt.tile(v, (2,)), dt.movedim(c, 0, 1), e.t(),
                 e.new_zeros(2), e.new_ones(2), e.new_empty(2).shape, e.new_full((2,), 3), v.long().type_as(e))

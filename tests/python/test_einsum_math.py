@@ -95,6 +95,17 @@ def test_pointwise_math():
     assert dt.addcmul(dt.tensor([1, 2]), dt.tensor([3, 4]), dt.tensor([5, 6]), value=2).tolist() == [31, 50]
     assert_raises(RuntimeError, dt.addcdiv, dt.tensor([1]), dt.tensor([1]), dt.tensor([2]),
                   match="Integer division with addcdiv is no longer supported")
+    # count_nonzero and diff (n-th differences; prepend/append joined first; bool by xor).
+    m = dt.tensor([[0.0, 1.5, 0.0], [2.0, 0.0, -3.0]], dtype=dt.float64)
+    assert dt.count_nonzero(m).item() == np.count_nonzero(_np(m)) and dt.count_nonzero(m).dtype == dt.int64
+    assert dt.count_nonzero(m, dim=0).tolist() == np.count_nonzero(_np(m), axis=0).tolist()
+    assert m.count_nonzero(dim=[0, 1]).item() == 3
+    assert_close(dt.diff(s), np.diff(_np(s)), **TOL64)
+    assert_close(dt.diff(m, n=2, dim=1, prepend=m[:, :1], append=m), np.diff(_np(m), n=2, axis=1, prepend=_np(m)[:, :1],
+                                                                               append=_np(m)), **TOL64)
+    flags = dt.tensor([True, False, False, True])
+    assert dt.diff(flags).tolist() == np.diff(np.array([True, False, False, True])).tolist()
+    assert_raises(RuntimeError, dt.diff, dt.tensor(1.0), match="at least one-dimensional")
     x = dt.tensor([0.0, -800.0, 800.0, -float("inf"), float("inf"), 3.0], dtype=dt.float64)
     y = dt.tensor([0.0, -801.0, 1.0, -float("inf"), float("inf"), -float("inf")], dtype=dt.float64)
     assert_close(dt.logaddexp(x, y), np.logaddexp(_np(x), _np(y)), **TOL64)

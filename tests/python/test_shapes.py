@@ -1,7 +1,7 @@
 """View and data-movement ops: values against a pure-Python reference, view aliasing,
 strides, non-contiguous inputs, empty tensors."""
 import dyntrace as dt
-from testlib import (ALL_DTYPES, NAN, Ref, assert_equal, assert_raises, noncontig, np,
+from testlib import (ALL_DTYPES, NAN, Ref, assert_equal, assert_raises, noncontig, np, require_numpy,
                      rand_tensor, seed)
 
 
@@ -243,3 +243,28 @@ def test_shape_ops_on_empty_and_large():
     else:
         assert big.T.tolist() == Ref.of(big).transpose((1, 0)).tolist()
     assert NAN != NAN  # the reference helpers rely on this
+
+
+def test_meshgrid_broadcast_tensors_repeat_interleave():
+    require_numpy()
+    a, b = dt.arange(3.0), dt.tensor([10.0, 20.0])
+    for indexing in ("ij", "xy"):
+        got = dt.meshgrid(a, b, indexing=indexing)
+        want = np.meshgrid(np.arange(3.0), np.array([10.0, 20.0]), indexing=indexing)
+        assert isinstance(got, tuple) and [g.tolist() for g in got] == [w.tolist() for w in want], indexing
+    assert [g.tolist() for g in dt.meshgrid([a, b])] == [w.tolist() for w in np.meshgrid(np.arange(3.0), [10.0, 20.0],
+                                                                                        indexing="ij")]
+    three = dt.meshgrid(a, b, dt.tensor(5.0), indexing="xy")
+    assert [tuple(g.shape) for g in three] == [(2, 3, 1)] * 3
+    assert_raises(RuntimeError, dt.meshgrid, dt.ones(2, 2), a, match="Expected 0D or 1D tensor")
+    assert_raises(ValueError, dt.meshgrid, a, b, indexing="yx", match="indexing must be one of")
+    x, y = dt.broadcast_tensors(dt.arange(3).reshape(3, 1), dt.arange(4))
+    wx, wy = np.broadcast_arrays(np.arange(3).reshape(3, 1), np.arange(4))
+    assert x.tolist() == wx.tolist() and y.tolist() == wy.tolist()
+    assert_raises(RuntimeError, dt.broadcast_tensors, dt.ones(2), dt.ones(3), match="do not broadcast")
+    m = dt.arange(6).reshape(2, 3)
+    assert dt.repeat_interleave(m, 2).tolist() == np.repeat(np.arange(6), 2).tolist()
+    assert m.repeat_interleave(3, dim=0).tolist() == np.repeat(np.arange(6).reshape(2, 3), 3, axis=0).tolist()
+    assert m.repeat_interleave(2, dim=-1).tolist() == np.repeat(np.arange(6).reshape(2, 3), 2, axis=1).tolist()
+    assert m.repeat_interleave(0, dim=1).shape == (2, 0)
+    assert_raises(RuntimeError, dt.repeat_interleave, m, -1, match="repeats can not be negative")
