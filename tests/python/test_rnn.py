@@ -206,3 +206,32 @@ def test_lstm_language_model_training_step_compiles_whole():
     assert compiled[-1] < compiled[0]
     for name, value in eager_state.items():
         assert compiled_state[name].tolist() == value.tolist(), name
+
+
+def test_pad_sequence_and_pretrained_embeddings():
+    from dyntrace.nn.utils.rnn import pad_sequence
+    seqs = [dt.tensor([[1.0, 1.5], [2.0, 2.5], [3.0, 3.5]]), dt.tensor([[4.0, 4.5]]), dt.tensor([[5.0, 5.5], [6.0, 6.5]])]
+    rows = [s.tolist() for s in seqs]
+
+    def padded(left):  # the reference: each row list padded with [-1, -1] to length 3
+        fill = [[-1.0, -1.0]]
+        return [fill * (3 - len(r)) + r if left else r + fill * (3 - len(r)) for r in rows]
+
+    assert pad_sequence(seqs, batch_first=True, padding_value=-1).tolist() == padded(False)
+    time_major = pad_sequence(seqs, padding_value=-1)
+    assert tuple(time_major.shape) == (3, 3, 2)
+    assert time_major.transpose(0, 1).tolist() == padded(False)
+    assert pad_sequence(seqs, True, -1, padding_side="left").tolist() == padded(True)
+    assert pad_sequence(seqs, True).tolist()[1] == [[4.0, 4.5], [0.0, 0.0], [0.0, 0.0]]
+    assert_raises(RuntimeError, pad_sequence, [dt.ones(2, 2), dt.ones(2, 3)], match="trailing shape")
+    assert_raises(RuntimeError, pad_sequence, [], match="empty list")
+    # An LSTM over the padded batch: pad_sequence feeds the recurrent layers.
+    out, _ = nn.LSTM(2, 4, batch_first=True)(pad_sequence(seqs, batch_first=True))
+    assert tuple(out.shape) == (3, 3, 4)
+    table = dt.arange(6.0).reshape(3, 2)
+    frozen = nn.Embedding.from_pretrained(table)
+    assert frozen(dt.tensor([2, 0])).tolist() == [[4.0, 5.0], [0.0, 1.0]] and not frozen.weight.requires_grad
+    tuned = nn.Embedding.from_pretrained(table, freeze=False, padding_idx=1)
+    tuned(dt.tensor([1, 2, 2])).sum().backward()
+    assert tuned.weight.grad.tolist() == [[0.0, 0.0], [0.0, 0.0], [2.0, 2.0]]  # the padding row gets none
+    assert tuned.weight.tolist() == table.tolist()  # the pretrained padding row is kept, as PyTorch's

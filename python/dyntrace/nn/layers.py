@@ -69,6 +69,22 @@ class Embedding(Module):
             with _dt.no_grad():
                 self.weight[padding_idx] = 0.0
 
+    @classmethod
+    def from_pretrained(cls, embeddings, freeze=True, padding_idx=None, max_norm=None, norm_type=2.0,
+                        scale_grad_by_freq=False, sparse=False):
+        """An Embedding whose weight is (a copy of) `embeddings` [num, dim]; frozen by default."""
+        if embeddings.dim() != 2:
+            raise AssertionError("Embeddings parameter is expected to be 2-dimensional")
+        if max_norm is not None or scale_grad_by_freq or sparse:
+            raise NotImplementedError("Embedding.from_pretrained: max_norm, scale_grad_by_freq and sparse are not "
+                                      "supported")
+        rows, dim = embeddings.shape
+        module = cls(rows, dim, padding_idx=padding_idx, device=embeddings.device, dtype=embeddings.dtype)
+        with _dt.no_grad():
+            module.weight.copy_(embeddings)
+        module.weight.requires_grad_(not freeze)
+        return module
+
     def forward(self, indices):
         return _dt.embedding(indices, self.weight, self.padding_idx)
 

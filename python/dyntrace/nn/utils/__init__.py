@@ -1,4 +1,5 @@
-"""dyntrace.nn.utils: torch.nn.utils' gradient clipping and parameters_to_vector.
+"""dyntrace.nn.utils: torch.nn.utils' gradient clipping and parameters_to_vector; `rnn` holds
+pad_sequence.
 
 The clipping functions change the gradients in place with tensor ops only (no .item(), no host
 read, as PyTorch's), so inside dt.jit(step, fullgraph=True) they are part of the step's graph
@@ -6,6 +7,7 @@ and, on CUDA, of its CUDA graph."""
 import math
 
 import dyntrace as _dt
+from dyntrace.nn.utils import rnn  # noqa: F401 - dyntrace.nn.utils.rnn, as torch's
 
 
 def _gradients(parameters):
