@@ -243,6 +243,42 @@ PyObject* MethodRequiresGrad(PyObject* self, PyObject* args, PyObject* kwargs) {
   return Py_NewRef(self);
 }
 
+// copy.deepcopy(x) (and so of a module, a state_dict, an optimizer): a leaf's data cloned, with
+// its requires_grad, its parameter flag and a copy of its .grad, entered in the memo so tensors
+// shared in the original stay shared in the copy. A tensor with a history raises PyTorch's error.
+PyObject* MethodDeepcopy(PyObject* self, PyObject* memo) {
+  PyRef key = PyRef::Steal(PyLong_FromVoidPtr(self));
+  if (!key) return nullptr;
+  if (PyDict_Check(memo)) {
+    PyObject* known = PyDict_GetItemWithError(memo, key.get());
+    if (known != nullptr) return Py_NewRef(known);
+    if (PyErr_Occurred()) return nullptr;
+  }
+  const Tensor& t = Unwrap(self);
+  if (!IsLeaf(t)) {
+    PyErr_SetString(PyExc_RuntimeError, "Only Tensors created explicitly by the user (graph leaves) support the "
+                                        "deepcopy protocol at the moment");
+    return nullptr;
+  }
+  absl::StatusOr<Tensor> data;
+  {
+    GradModeGuard off(false);
+    data = Call("clone", {t});
+  }
+  if (!data.ok()) return RaiseStatus(data.status());
+  data->set_autograd(nullptr);
+  PyRef copy = PyRef::Steal(Wrap(*std::move(data)));
+  if (!copy || (RequiresGrad(t) && !SetRequiresGradFlag(copy.get(), true))) return nullptr;
+  reinterpret_cast<PyTensor*>(copy.get())->is_parameter = reinterpret_cast<PyTensor*>(self)->is_parameter;
+  if (PyDict_Check(memo) && PyDict_SetItem(memo, key.get(), copy.get()) < 0) return nullptr;
+  PyObject* grad = GradObject(self);  // borrowed
+  if (grad != nullptr && grad != Py_None) {
+    PyRef grad_copy = PyRef::Steal(MethodDeepcopy(grad, memo));
+    if (!grad_copy || PyObject_SetAttrString(copy.get(), "grad", grad_copy.get()) < 0) return nullptr;
+  }
+  return copy.Release();
+}
+
 PyObject* MethodDetach(PyObject* self, PyObject*) {
   Tensor t = Unwrap(self);
   t.set_autograd(nullptr);
@@ -464,6 +500,7 @@ PyMethodDef autograd_methods[] = {
     {"requires_grad_", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(MethodRequiresGrad)),
      METH_VARARGS | METH_KEYWORDS, "requires_grad_(requires_grad=True): sets the flag on a leaf; returns self"},
     {"detach", MethodDetach, METH_NOARGS, "the same data, outside autograd's graph"},
+    {"__deepcopy__", MethodDeepcopy, METH_O, "copy.deepcopy: a leaf's copy with requires_grad and .grad"},
     {"detach_", MethodDetachInplace, METH_NOARGS, "takes this tensor out of autograd's graph; returns self"},
     {"retain_grad", MethodRetainGrad, METH_NOARGS, "keeps .grad of this non-leaf after backward()"},
     {"backward", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(MethodBackward)),

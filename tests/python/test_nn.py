@@ -217,3 +217,29 @@ def test_clip_grad_value_and_parameters_to_vector():
     nn.utils.clip_grad_value_([w, b], 1.5)
     assert rows(w.grad) == [[1.5, -1.5], [0.10000000149011612, 1.5]] and rows(b.grad) == [1.5]
     assert rows(nn.utils.parameters_to_vector([w, b])) == [1.0, -2.0, 0.5, 3.0, -0.25]
+
+
+def test_deepcopy_of_modules_state_dicts_and_tensors():
+    # copy.deepcopy(model) (EMA and target networks, keeping the best model): parameters copied
+    # as parameters, independent of the originals, requires_grad, .grad and buffers kept; a
+    # tensor shared inside the original stays shared in the copy; a non-leaf raises PyTorch's error.
+    import copy
+    model = nn.Sequential(nn.Linear(3, 2), nn.BatchNorm1d(2))
+    model[0].weight.grad = dt.full((2, 3), 0.5)
+    model.tied = model[0].weight  # the same tensor reached twice
+    twin = copy.deepcopy(model)
+    assert [n for n, _ in twin.named_parameters()] == [n for n, _ in model.named_parameters()]
+    assert [n for n, _ in twin.named_buffers()] == [n for n, _ in model.named_buffers()]
+    for (name, a), (_, b) in zip(model.state_dict().items(), twin.state_dict().items()):
+        assert a.tolist() == b.tolist() and a.data_ptr() != b.data_ptr(), name
+    w = twin[0].weight
+    assert isinstance(w, nn.Parameter) and w.requires_grad and w.grad.tolist() == [[0.5] * 3] * 2
+    assert twin.tied is w and twin[1].num_batches_tracked.dtype == dt.int64
+    with dt.no_grad():
+        w.add_(1.0)
+    assert model[0].weight.tolist() != w.tolist()
+    saved = copy.deepcopy(model.state_dict())
+    assert list(saved) == list(model.state_dict()) and saved["0.bias"].tolist() == model[0].bias.tolist()
+    x = dt.ones(2, requires_grad=True)
+    assert_raises(RuntimeError, copy.deepcopy, x * 2, match="graph leaves")
+    assert copy.deepcopy(x).requires_grad and copy.deepcopy(x) is not x
