@@ -258,3 +258,29 @@ def test_cnn_training_step_compiles_whole():
         losses.append(loss.item())
     assert losses == eager, (losses, eager)
     assert all(model.state_dict()[k].tolist() == v.tolist() for k, v in eager_state.items())
+
+
+def test_dropout2d_zeroes_whole_channels():
+    # Each (sample, channel) plane is kept whole, scaled by 1 / (1 - p), or zeroed; the zeroed
+    # fraction over n = 4000 planes is p within 5 standard deviations, 5 sqrt(p (1 - p) / n).
+    dt.manual_seed(8)
+    p, x = 0.3, dt.rand(40, 100, 3, 3) + 0.5
+    y = F.dropout2d(x, p)
+    planes = (y == 0).reshape(4000, 9)
+    whole = [row.count(True) in (0, 9) for row in planes.tolist()]
+    assert all(whole)
+    dropped = sum(row[0] for row in planes.tolist()) / 4000
+    assert abs(dropped - p) <= 5 * math.sqrt(p * (1 - p) / 4000), dropped
+    kept = (y != 0)
+    assert_close(y[kept], (x * (1 / (1 - p)))[kept], rtol=2 * U, atol=0)
+    layer = nn.Dropout2d(p)
+    assert layer.eval()(x) is x and F.dropout2d(x, 0.0) is x and F.dropout2d(x, 1.0).abs().sum().item() == 0
+    assert tuple(F.dropout2d(dt.ones(4, 5, 6), 0.5).shape) == (4, 5, 6)  # [C, H, W]
+    assert_raises(RuntimeError, F.dropout2d, dt.ones(4, 5), match="3-D or 4-D")
+    # Under dt.jit the draw is traced: the same seed gives eager's result.
+    layer.train()
+    dt.manual_seed(9)
+    want = layer(x)
+    dt.manual_seed(9)
+    got = dt.jit(lambda t: layer(t), backend="cpu")(x)
+    assert got.tolist() == want.tolist()

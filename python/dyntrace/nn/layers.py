@@ -146,6 +146,30 @@ class Dropout(Module):
         return f"p={self.p}, inplace={self.inplace}"
 
 
+def dropout2d(input, p=0.5, training=True, inplace=False):
+    """Channel dropout of [N, C, H, W] (or [C, H, W]) input: each channel zeroed with probability
+    p, the kept ones scaled by 1 / (1 - p), as torch.nn.functional.dropout2d. Drawn as dropout
+    draws, `rand(...) >= p`, one draw per channel."""
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    if input.dim() not in (3, 4):
+        raise RuntimeError(f"dropout2d: expected a 3-D or 4-D input ([C, H, W] or [N, C, H, W]), got {input.dim()}-D")
+    if inplace:
+        raise NotImplementedError("dropout2d(inplace=True) is not supported")
+    if not training or p == 0.0:
+        return input
+    if p == 1.0:
+        return input * 0.0
+    shape = tuple(input.shape[:-2]) + (1, 1)
+    keep = _dt.rand(*shape, dtype=input.dtype, device=input.device) >= p
+    return input * keep * (1.0 / (1.0 - p))
+
+
+class Dropout2d(Dropout):
+    def forward(self, x):
+        return dropout2d(x, self.p, self.training, self.inplace)
+
+
 class ReLU(Module):
     def __init__(self, inplace=False):
         super().__init__()
